@@ -1,0 +1,118 @@
+//! The descriptor catalog: `catalog.rs` (the static `ActionId`, `DOMAINS`, `ACTIONS`, help texts
+//! and standalone schemas that `src/contract/catalog.rs` includes) and `catalog.json` (the same
+//! index for programs, printed by `agentteam catalog --json`).
+
+use serde_json::{Value, json};
+
+use super::model::Model;
+use super::{PREAMBLE, pretty_json, rust_str, text};
+
+/// The Rust half of the catalog. Types it names (`ActionDescriptor`, `DomainDescriptor`, `Risk`,
+/// `ResultPolicy`) are hand-written in `src/contract/catalog.rs`, which includes this file.
+pub fn render_rust(model: &Model) -> String {
+    let mut out = format!("// {PREAMBLE}\n\n");
+
+    out.push_str("/// Every built-in action; `ACTIONS[id as usize]` is its descriptor.\n");
+    out.push_str("#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]\npub enum ActionId {\n");
+    for action in &model.actions {
+        out.push_str(&format!(
+            "    /// `{}`: {}.\n    {},\n",
+            action.key(),
+            action.summary,
+            action.rust_stem()
+        ));
+    }
+    out.push_str("}\n\n");
+
+    out.push_str("impl ActionId {\n    /// Every action, in catalog order.\n    pub const ALL: &[ActionId] = &[\n");
+    for action in &model.actions {
+        out.push_str(&format!("        ActionId::{},\n", action.rust_stem()));
+    }
+    out.push_str("    ];\n}\n\n");
+
+    out.push_str(
+        "/// Every Exec domain, sorted by name.\npub static DOMAINS: &[DomainDescriptor] = &[\n",
+    );
+    for domain in &model.domains {
+        out.push_str(&format!(
+            "    DomainDescriptor {{ name: {}, summary: {}, help: {} }},\n",
+            rust_str(&domain.name),
+            rust_str(&domain.summary),
+            rust_str(&text::domain_help(model, domain)),
+        ));
+    }
+    out.push_str("];\n\n");
+
+    out.push_str("/// Every built-in action, sorted by domain then action.\npub static ACTIONS: &[ActionDescriptor] = &[\n");
+    for action in &model.actions {
+        let option = |value: &Option<String>| {
+            value
+                .as_deref()
+                .map(|v| format!("Some({})", rust_str(v)))
+                .unwrap_or_else(|| "None".into())
+        };
+        out.push_str(&format!(
+            "    ActionDescriptor {{ id: ActionId::{stem}, domain: {domain}, action: {name}, summary: {summary}, risk: Risk::{risk}, \
+             result_policy: ResultPolicy::{policy}, hint: {hint}, next: {next}, prompt_inline: {inline}, example: {example}, \
+             input_type: {input_type}, output_type: {output_type}, input_schema: {input}, output_schema: {output}, help: {help} }},\n",
+            stem = action.rust_stem(),
+            domain = rust_str(&action.domain),
+            name = rust_str(&action.action),
+            summary = rust_str(&action.summary),
+            risk = super::pascal_case(action.risk.as_str()),
+            policy = super::pascal_case(action.result_policy.as_str()),
+            hint = option(&action.hint),
+            next = option(&action.next),
+            inline = action.prompt_inline,
+            example = rust_str(&serde_json::to_string(&action.example).expect("a Value always serializes")),
+            input_type = rust_str(&action.input_type),
+            output_type = rust_str(&action.output_type),
+            input = rust_str(&pretty_json(&model.standalone(&action.input_type))),
+            output = rust_str(&pretty_json(&model.standalone(&action.output_type))),
+            help = rust_str(&text::action_help(model, action)),
+        ));
+    }
+    out.push_str("];\n\n");
+
+    out.push_str(&format!(
+        "/// `agentteam exec --help`.\npub const ROOT_HELP: &str = {};\n\n",
+        rust_str(&text::root_help(model))
+    ));
+    out.push_str(&format!(
+        "/// The shared error envelope schema (`agentteam exec --error-schema`).\npub const ERROR_SCHEMA: &str = {};\n",
+        rust_str(&pretty_json(&model.standalone(&model.error_type)))
+    ));
+    out
+}
+
+/// `catalog.json`: every domain and action with its risk, result policy and example.
+pub fn render_json(model: &Model) -> String {
+    let domains: Vec<Value> = model
+        .domains
+        .iter()
+        .map(|d| json!({ "domain": d.name, "summary": d.summary }))
+        .collect();
+    let actions: Vec<Value> = model
+        .actions
+        .iter()
+        .map(|a| {
+            let mut row = json!({
+                "domain": a.domain,
+                "action": a.action,
+                "summary": a.summary,
+                "risk": a.risk.as_str(),
+                "resultPolicy": a.result_policy.as_str(),
+                "promptInline": a.prompt_inline,
+                "example": a.example,
+            });
+            if let Some(hint) = &a.hint {
+                row["hint"] = json!(hint);
+            }
+            if let Some(next) = &a.next {
+                row["next"] = json!(next);
+            }
+            row
+        })
+        .collect();
+    pretty_json(&json!({ "domains": domains, "actions": actions }))
+}

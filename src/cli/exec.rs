@@ -1,0 +1,152 @@
+//! `agentteam exec`: the help hierarchy and schema surfaces, which need no daemon, and the entry of
+//! the Exec CLI transport.
+//!
+//! The grammar is small and fixed, so it is parsed here rather than through clap subcommands:
+//! the help pages are generated text from the catalog and must print exactly as generated.
+//!
+//! ```text
+//! agentteam exec [--help]
+//! agentteam exec --error-schema
+//! agentteam exec <domain> [--help]
+//! agentteam exec <domain> <action> --help | --input-schema | --output-schema
+//! agentteam exec <domain> <action> [JSON | -]
+//! ```
+
+use super::output::{Exit, print, usage_error};
+use crate::contract::catalog::{self, DOMAINS, ERROR_SCHEMA, ROOT_HELP};
+
+/// The variables a daemon-launched runtime receives; without both, execution fails closed.
+pub const BASE_URL_VAR: &str = "AGENTTEAM_EXEC_BASE_URL";
+pub const TOKEN_FILE_VAR: &str = "AGENTTEAM_EXEC_TOKEN_FILE";
+
+pub fn run(args: &[String]) -> Exit {
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    match args.as_slice() {
+        [] => {
+            eprint!("{ROOT_HELP}");
+            usage_error(
+                "missing domain",
+                &["run `agentteam exec <domain> --help` to list a domain's actions".into()],
+            )
+        }
+        ["--help" | "-h"] => print(ROOT_HELP),
+        ["--error-schema"] => print(ERROR_SCHEMA),
+        [flag, ..] if flag.starts_with('-') => unknown_flag(flag, "agentteam exec --help"),
+        [domain, rest @ ..] => {
+            let Some(domain) = catalog::find_domain(domain) else {
+                let names: Vec<&str> = DOMAINS.iter().map(|d| d.name).collect();
+                return unknown_name("domain", domain, &names, "agentteam exec --help");
+            };
+            match rest {
+                [] => {
+                    eprint!("{}", domain.help);
+                    usage_error(&format!("missing action for domain `{}`", domain.name), &[])
+                }
+                ["--help" | "-h"] => print(domain.help),
+                [flag, ..] if flag.starts_with('-') => {
+                    unknown_flag(flag, &format!("agentteam exec {} --help", domain.name))
+                }
+                [action, rest @ ..] => {
+                    let Some(descriptor) = catalog::find_action(domain.name, action) else {
+                        let names: Vec<&str> = catalog::domain_actions(domain.name)
+                            .map(|a| a.action)
+                            .collect();
+                        return unknown_name(
+                            &format!("action of domain `{}`", domain.name),
+                            action,
+                            &names,
+                            &format!("agentteam exec {} --help", domain.name),
+                        );
+                    };
+                    let help_command = format!(
+                        "agentteam exec {} {} --help",
+                        descriptor.domain, descriptor.action
+                    );
+                    match rest {
+                        ["--help" | "-h"] => print(descriptor.help),
+                        ["--input-schema"] => print(descriptor.input_schema),
+                        ["--output-schema"] => print(descriptor.output_schema),
+                        [flag] if flag.starts_with('-') && *flag != "-" => {
+                            unknown_flag(flag, &help_command)
+                        }
+                        [] | [_] => execute(),
+                        [_, extra, ..] => usage_error(
+                            &format!(
+                                "unexpected argument `{extra}`: pass the whole input as one JSON value"
+                            ),
+                            &[format!("run `{help_command}`")],
+                        ),
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Execution is registered only for daemon-launched runtimes, which receive both variables.
+fn execute() -> Exit {
+    let present = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
+    if !present(BASE_URL_VAR) || !present(TOKEN_FILE_VAR) {
+        return usage_error(
+            "agentteam exec runs actions only inside a runtime launched by the agentteam daemon",
+            &[format!(
+                "{BASE_URL_VAR} and {TOKEN_FILE_VAR} are set by `agentteam run`; help and schemas work anywhere"
+            )],
+        );
+    }
+    // TODO(coverage): the Exec transport (token file read, one POST, result envelope) arrives with
+    // the Exec transport issue; until then execution fails closed.
+    usage_error("the Exec transport is not available in this build", &[])
+}
+
+fn unknown_flag(flag: &str, help_command: &str) -> Exit {
+    usage_error(
+        &format!("unknown option `{flag}`"),
+        &[format!("run `{help_command}`")],
+    )
+}
+
+/// `error: unknown domain `tsak``, a "did you mean" line, and every valid name.
+fn unknown_name(what: &str, given: &str, names: &[&str], help_command: &str) -> Exit {
+    let mut hints = Vec::new();
+    let mut close: Vec<&&str> = names.iter().filter(|name| is_close(given, name)).collect();
+    close.sort_by_key(|name| edit_distance(given, name));
+    if let Some(best) = close.first() {
+        hints.push(format!("did you mean `{best}`?"));
+    }
+    hints.push(format!("valid names: {}", names.join(", ")));
+    hints.push(format!("run `{help_command}`"));
+    usage_error(&format!("unknown {what}: `{given}`"), &hints)
+}
+
+fn is_close(given: &str, name: &str) -> bool {
+    edit_distance(given, name) <= 2 || (given.len() >= 3 && name.starts_with(given))
+}
+
+/// Levenshtein distance over chars.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut current = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitution = previous[j] + usize::from(ca != *cb);
+            current.push(substitution.min(previous[j + 1] + 1).min(current[j] + 1));
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::edit_distance;
+
+    #[test]
+    fn edit_distance_counts_single_edits() {
+        assert_eq!(edit_distance("task", "task"), 0);
+        assert_eq!(edit_distance("tsak", "task"), 2);
+        assert_eq!(edit_distance("tas", "task"), 1);
+        assert_eq!(edit_distance("", "add"), 3);
+    }
+}

@@ -1,0 +1,58 @@
+//! The `agentteam` command line: a clap front over the library.
+//!
+//! Data goes to stdout, messages to stderr. Exit status: 0 success (and a closed stdout pipe),
+//! 1 the action ran and reported a failure, 2 usage, configuration or transport error.
+
+mod catalog;
+mod exec;
+mod output;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+pub use output::Exit;
+
+/// AgentTeam: the outbound tool bridge between local agent runtimes and their team's workspace.
+#[derive(Debug, Parser)]
+#[command(name = "agentteam", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a built-in action from inside a daemon-launched runtime (`agentteam exec --help`)
+    #[command(disable_help_flag = true)]
+    Exec {
+        #[arg(
+            trailing_var_arg = true,
+            allow_hyphen_values = true,
+            value_name = "ARGS"
+        )]
+        args: Vec<String>,
+    },
+    /// Print the OpenAPI 3.1 document of the Exec route family
+    Openapi,
+    /// List every built-in action with its risk and result policy
+    Catalog {
+        /// Print the catalog as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the Dispatcher prompt summary (tool-use guidance for agents)
+    Prompt,
+}
+
+/// Parses the process arguments and runs the command.
+pub fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let exit = match cli.command {
+        Command::Exec { args } => exec::run(&args),
+        Command::Openapi => output::print(crate::contract::catalog::OPENAPI),
+        Command::Catalog { json } => catalog::run(json),
+        Command::Prompt => output::print(crate::contract::catalog::PROMPT_SUMMARY),
+    };
+    exit.into()
+}

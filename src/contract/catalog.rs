@@ -1,0 +1,129 @@
+//! The descriptor catalog (the spec's `DefaultDescriptorCatalog()`): every built-in action's
+//! name, summary, risk, result policy, continuation guidance, example, standalone schemas and
+//! help text, generated from `schema/`.
+//!
+//! It is descriptor-only: no handlers and no execution hooks. CLI help, schema printing,
+//! validation, OpenAPI and the prompt summary all read it; nothing else spells an action.
+
+/// How risky an action is for the workspace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Risk {
+    Read,
+    Write,
+    Destructive,
+}
+
+impl Risk {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Risk::Read => "read",
+            Risk::Write => "write",
+            Risk::Destructive => "destructive",
+        }
+    }
+
+    /// True for actions that change state (`write` and `destructive`).
+    pub fn is_mutation(self) -> bool {
+        !matches!(self, Risk::Read)
+    }
+}
+
+/// How an over-budget result continues (spec "Result Boundaries").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ResultPolicy {
+    Cursor,
+    Section,
+    Narrow,
+    Bounded,
+    Mutation,
+}
+
+impl ResultPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResultPolicy::Cursor => "cursor",
+            ResultPolicy::Section => "section",
+            ResultPolicy::Narrow => "narrow",
+            ResultPolicy::Bounded => "bounded",
+            ResultPolicy::Mutation => "mutation",
+        }
+    }
+}
+
+/// One Exec domain.
+#[derive(Debug)]
+pub struct DomainDescriptor {
+    pub name: &'static str,
+    pub summary: &'static str,
+    /// `agentteam exec <domain> --help`.
+    pub help: &'static str,
+}
+
+/// One built-in action, as the inventory row and its schema pair describe it.
+#[derive(Debug)]
+pub struct ActionDescriptor {
+    pub id: ActionId,
+    pub domain: &'static str,
+    pub action: &'static str,
+    /// One line, no trailing period.
+    pub summary: &'static str,
+    pub risk: Risk,
+    pub result_policy: ResultPolicy,
+    /// Why an over-budget result was refused (required for read actions).
+    pub hint: Option<&'static str>,
+    /// The request to make instead of an over-budget one (required for read actions).
+    pub next: Option<&'static str>,
+    /// Whether the prompt summary shows the example inline.
+    pub prompt_inline: bool,
+    /// The canonical example input, compact JSON.
+    pub example: &'static str,
+    /// Global schema name of the input, e.g. `TaskCreateInput`.
+    pub input_type: &'static str,
+    /// Global schema name of the output, e.g. `TaskCreateOutput`.
+    pub output_type: &'static str,
+    /// Self-contained JSON Schema 2020-12 of the input (no external `$ref`).
+    pub input_schema: &'static str,
+    /// Self-contained JSON Schema 2020-12 of the output.
+    pub output_schema: &'static str,
+    /// `agentteam exec <domain> <action> --help`.
+    pub help: &'static str,
+}
+
+include!(concat!(env!("OUT_DIR"), "/catalog.rs"));
+
+/// The OpenAPI 3.1 document of the Exec route family.
+pub const OPENAPI: &str = include_str!(concat!(env!("OUT_DIR"), "/openapi.json"));
+/// The Dispatcher prompt summary.
+pub const PROMPT_SUMMARY: &str = include_str!(concat!(env!("OUT_DIR"), "/prompt.md"));
+/// Every domain and action with risk, policy and example, for programs.
+pub const CATALOG_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/catalog.json"));
+
+impl ActionId {
+    /// The descriptor of this action.
+    pub fn descriptor(self) -> &'static ActionDescriptor {
+        &ACTIONS[self as usize]
+    }
+
+    /// `task.create`.
+    pub fn key(self) -> String {
+        let d = self.descriptor();
+        format!("{}.{}", d.domain, d.action)
+    }
+}
+
+/// The domain called `name`.
+pub fn find_domain(name: &str) -> Option<&'static DomainDescriptor> {
+    DOMAINS.iter().find(|d| d.name == name)
+}
+
+/// The action `domain action`.
+pub fn find_action(domain: &str, action: &str) -> Option<&'static ActionDescriptor> {
+    ACTIONS
+        .iter()
+        .find(|a| a.domain == domain && a.action == action)
+}
+
+/// The actions of `domain`, in catalog order.
+pub fn domain_actions(domain: &str) -> impl Iterator<Item = &'static ActionDescriptor> {
+    ACTIONS.iter().filter(move |a| a.domain == domain)
+}

@@ -1,0 +1,89 @@
+//! The error half of the contract: what a handler returns when an action fails, in the closed
+//! code set of `schema/errors/error-envelope.json`.
+
+use std::fmt;
+
+use serde::Serialize;
+
+pub use super::types::ErrorCode;
+
+/// A typed action failure: the `error` object of the error envelope.
+///
+/// `message` is for the caller (a person or a model): lowercase, no trailing period, never a
+/// secret, a path or an internal cause. Internal causes are logged where they happen.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ActionError {
+    pub code: ErrorCode,
+    pub message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub next: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub details: Vec<ErrorDetail>,
+}
+
+/// One offending value of a request, named by its JSON pointer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ErrorDetail {
+    pub path: String,
+    pub message: String,
+}
+
+impl ActionError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ActionError {
+            code,
+            message: message.into(),
+            hint: None,
+            next: None,
+            details: Vec::new(),
+        }
+    }
+
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+
+    pub fn with_next(mut self, next: impl Into<String>) -> Self {
+        self.next = Some(next.into());
+        self
+    }
+
+    pub fn with_details(mut self, details: Vec<ErrorDetail>) -> Self {
+        self.details = details;
+        self
+    }
+
+    /// The whole error envelope, `{"ok":false,"error":{…}}`.
+    pub fn envelope(&self) -> serde_json::Value {
+        serde_json::json!({ "ok": false, "error": self })
+    }
+}
+
+impl fmt::Display for ActionError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl std::error::Error for ActionError {}
+
+/// What a typed action handler returns.
+pub type ActionResult<T> = Result<T, ActionError>;
+
+/// Why the generated adapter could not complete a call.
+#[derive(Debug, thiserror::Error)]
+pub enum DispatchError {
+    /// Validated JSON did not deserialize into the typed input: a codegen mismatch, a defect.
+    #[error("validated input does not match the generated type")]
+    Decode(#[source] serde_json::Error),
+    /// The handler reported a typed failure.
+    #[error("action failed")]
+    Action(#[source] ActionError),
+    /// The typed output did not serialize (the result may already be committed).
+    #[error("action output does not serialize")]
+    Encode(#[source] serde_json::Error),
+}

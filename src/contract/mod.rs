@@ -1,0 +1,17 @@
+//! The contract: everything generated from `schema/` (types, descriptor catalog, handler trait)
+//! plus the hand-written descriptor types, envelopes and validators around it.
+//!
+//! Nothing in this module knows about HTTP, JSON-RPC or the CLI.
+
+pub mod catalog;
+pub mod error;
+pub mod handlers;
+pub mod types;
+pub mod validate;
+
+pub use catalog::{
+    ACTIONS, ActionDescriptor, ActionId, DOMAINS, DomainDescriptor, ResultPolicy, Risk,
+};
+pub use error::{ActionError, ActionResult, DispatchError};
+pub use handlers::{ActionHandler, dispatch};
+pub use validate::{CompiledCatalog, ValidationDetail};

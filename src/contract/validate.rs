@@ -1,0 +1,114 @@
+//! Input validation against the descriptor schemas: the one gate before a typed handler.
+//!
+//! Validators are compiled once (`CompiledCatalog::new`) with format checks on, because JSON
+//! Schema 2020-12 treats `format` as an annotation by default and typify types enforce neither
+//! ranges nor formats.
+
+use serde_json::Value;
+
+use super::catalog::{ACTIONS, ActionDescriptor, ActionId};
+use super::error::{ActionError, ErrorCode, ErrorDetail};
+
+/// At most this many details are reported for one invalid request (the envelope's `maxItems`).
+pub const MAX_DETAILS: usize = 32;
+/// A detail message is cut to this many characters (the envelope's `maxLength`).
+const MAX_DETAIL_MESSAGE: usize = 512;
+
+/// One schema violation.
+pub type ValidationDetail = ErrorDetail;
+
+/// Every action's input and output validator, compiled once.
+pub struct CompiledCatalog {
+    inputs: Vec<jsonschema::Validator>,
+    outputs: Vec<jsonschema::Validator>,
+}
+
+/// A descriptor schema that does not compile: a defect in `schema/` that tests catch.
+#[derive(Debug, thiserror::Error)]
+#[error("schema of `{action}` ({which}) does not compile: {message}")]
+pub struct CompileError {
+    pub action: String,
+    pub which: &'static str,
+    pub message: String,
+}
+
+impl CompiledCatalog {
+    /// Compiles every descriptor's input and output schema.
+    pub fn new() -> Result<Self, CompileError> {
+        let mut inputs = Vec::with_capacity(ACTIONS.len());
+        let mut outputs = Vec::with_capacity(ACTIONS.len());
+        for descriptor in ACTIONS {
+            inputs.push(compile(descriptor, "input", descriptor.input_schema)?);
+            outputs.push(compile(descriptor, "output", descriptor.output_schema)?);
+        }
+        Ok(CompiledCatalog { inputs, outputs })
+    }
+
+    /// Checks `input` against the action's input schema; the error names every offending path.
+    pub fn validate_input(&self, id: ActionId, input: &Value) -> Result<(), ActionError> {
+        let details = collect(&self.inputs[id as usize], input);
+        if details.is_empty() {
+            return Ok(());
+        }
+        let first = &details[0];
+        let at = if first.path.is_empty() {
+            "the input".to_string()
+        } else {
+            format!("`{}`", first.path)
+        };
+        Err(ActionError::new(
+            ErrorCode::ValidationFailed,
+            format!("invalid input for `{}`: {at}: {}", id.key(), first.message),
+        )
+        .with_next(format!(
+            "run `agentteam exec {} {} --help` for the input fields",
+            id.descriptor().domain,
+            id.descriptor().action
+        ))
+        .with_details(details))
+    }
+
+    /// The violations of `output` against the action's output schema (empty when valid).
+    pub fn output_violations(&self, id: ActionId, output: &Value) -> Vec<ValidationDetail> {
+        collect(&self.outputs[id as usize], output)
+    }
+}
+
+fn compile(
+    descriptor: &ActionDescriptor,
+    which: &'static str,
+    text: &str,
+) -> Result<jsonschema::Validator, CompileError> {
+    let error = |message: String| CompileError {
+        action: format!("{}.{}", descriptor.domain, descriptor.action),
+        which,
+        message,
+    };
+    let schema: Value = serde_json::from_str(text).map_err(|e| error(e.to_string()))?;
+    jsonschema::draft202012::options()
+        .should_validate_formats(true)
+        .build(&schema)
+        .map_err(|e| error(e.to_string()))
+}
+
+fn collect(validator: &jsonschema::Validator, value: &Value) -> Vec<ValidationDetail> {
+    validator
+        .iter_errors(value)
+        .take(MAX_DETAILS)
+        .map(|e| {
+            // The masked form never echoes the offending value, which may be large or private.
+            let mut message = e.masked().to_string();
+            if message.len() > MAX_DETAIL_MESSAGE {
+                let mut end = MAX_DETAIL_MESSAGE;
+                while !message.is_char_boundary(end) {
+                    end -= 1;
+                }
+                message.truncate(end);
+            }
+            ErrorDetail {
+                path: e.instance_path().to_string(),
+                message,
+            }
+        })
+        .collect()
+}

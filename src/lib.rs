@@ -1,0 +1,15 @@
+//! AgentTeam: the outbound tool bridge that lets locally running agent runtimes call back into
+//! their team's workspace.
+//!
+//! # Layout
+//!
+//! - [`contract`]: everything generated from `schema/` (types, the descriptor catalog, the typed
+//!   handler trait) and the hand-written envelopes and validators around it. It knows nothing
+//!   about transports.
+//! - [`cli`]: the `agentteam` command line, a thin front over the library.
+//!
+//! The contract pipeline is `schema/` → `build.rs` + `codegen/` → `OUT_DIR` (included here) and
+//! `generated/` (the committed mirror, kept fresh by a test). ARCHITECTURE.md has the codemap.
+
+pub mod cli;
+pub mod contract;
