@@ -195,10 +195,11 @@ fn walk(node: &Value, pointer: &str, problems: &mut Vec<Problem>) {
         );
     }
 
-    if let Some(reference) = map.get("$ref") {
-        if !reference.is_string() {
-            problem(format!("{pointer}/$ref"), "`$ref` must be a string".into());
-        }
+    if map
+        .get("$ref")
+        .is_some_and(|reference| !reference.is_string())
+    {
+        problem(format!("{pointer}/$ref"), "`$ref` must be a string".into());
     }
 
     // Recurse into every position that holds a schema.

@@ -1,1 +1,15 @@
-fn main() {}
+//! The one integration test binary: every module drives the real `agentteam` binary, the real
+//! generator or (in later modules) the real daemon and server.
+
+mod build_failure;
+mod catalog_invariants;
+mod cli_surfaces;
+mod codegen_pipeline;
+mod generated_fresh;
+mod schema_lint;
+mod support;
+
+/// The generator itself, exactly as `build.rs` runs it (minus the typify step).
+#[allow(dead_code)]
+#[path = "../../codegen/mod.rs"]
+mod codegen;

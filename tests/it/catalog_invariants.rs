@@ -1,0 +1,166 @@
+//! Registry invariants over the whole generated catalog: when a new action breaks a convention,
+//! this fails, not a reviewer.
+
+use std::collections::BTreeSet;
+
+use agentteam::contract::CompiledCatalog;
+use agentteam::contract::catalog::{ACTIONS, ActionId, DOMAINS, OPENAPI, ResultPolicy, Risk};
+use serde_json::Value;
+
+use crate::support::repo_root;
+
+fn is_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some('a'..='z'))
+        && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.ends_with('-')
+}
+
+#[test]
+fn names_are_unique_and_well_formed() {
+    let mut keys = BTreeSet::new();
+    for action in ACTIONS {
+        assert!(
+            is_name(action.domain) && is_name(action.action),
+            "{}.{}",
+            action.domain,
+            action.action
+        );
+        assert!(
+            keys.insert((action.domain, action.action)),
+            "duplicate {}.{}",
+            action.domain,
+            action.action
+        );
+        assert!(
+            DOMAINS.iter().any(|d| d.name == action.domain),
+            "{} has no domain row",
+            action.domain
+        );
+    }
+    let domains: BTreeSet<&str> = DOMAINS.iter().map(|d| d.name).collect();
+    assert_eq!(domains.len(), DOMAINS.len(), "duplicate domain");
+    for domain in DOMAINS {
+        assert!(
+            ACTIONS.iter().any(|a| a.domain == domain.name),
+            "domain {} has no action",
+            domain.name
+        );
+    }
+}
+
+#[test]
+fn action_ids_index_their_descriptors() {
+    assert_eq!(ActionId::ALL.len(), ACTIONS.len());
+    for id in ActionId::ALL {
+        assert_eq!(id.descriptor().id, *id);
+    }
+}
+
+#[test]
+fn every_example_validates_against_its_input_schema() {
+    let compiled = CompiledCatalog::new().expect("every descriptor schema compiles");
+    for action in ACTIONS {
+        let example: Value = serde_json::from_str(action.example).unwrap();
+        if let Err(error) = compiled.validate_input(action.id, &example) {
+            panic!(
+                "example of {}.{} is invalid: {error:?}",
+                action.domain, action.action
+            );
+        }
+    }
+}
+
+#[test]
+fn summaries_are_one_line_without_period() {
+    for action in ACTIONS {
+        assert!(
+            !action.summary.is_empty()
+                && !action.summary.ends_with('.')
+                && !action.summary.contains('\n'),
+            "{}.{}",
+            action.domain,
+            action.action
+        );
+    }
+}
+
+#[test]
+fn read_actions_have_continuations_and_no_mutation_policy() {
+    for action in ACTIONS {
+        let key = format!("{}.{}", action.domain, action.action);
+        match action.risk {
+            Risk::Read => {
+                assert!(
+                    action.hint.is_some_and(|h| !h.is_empty()),
+                    "{key} lacks hint"
+                );
+                assert!(
+                    action.next.is_some_and(|n| !n.is_empty()),
+                    "{key} lacks next"
+                );
+                assert_ne!(action.result_policy, ResultPolicy::Mutation, "{key}");
+            }
+            Risk::Write | Risk::Destructive => {
+                assert_eq!(action.result_policy, ResultPolicy::Mutation, "{key}")
+            }
+        }
+    }
+}
+
+#[test]
+fn openapi_has_one_post_path_per_action_and_nothing_else() {
+    let document: Value = serde_json::from_str(OPENAPI).unwrap();
+    assert_eq!(document["openapi"], "3.1.0");
+    let paths = document["paths"].as_object().unwrap();
+    assert_eq!(paths.len(), ACTIONS.len(), "one path per action");
+    for action in ACTIONS {
+        let path = format!(
+            "/api/internal/exec/servers/{{serverId}}/agents/{{agentId}}/{}/{}",
+            action.domain, action.action
+        );
+        let operation = &paths.get(&path).unwrap_or_else(|| panic!("no path {path}"))["post"];
+        assert_eq!(
+            operation["operationId"],
+            format!("{}.{}", action.domain, action.action)
+        );
+        assert_eq!(operation["x-agentteam-risk"], action.risk.as_str());
+        let input_ref = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+            .as_str()
+            .unwrap();
+        assert_eq!(
+            input_ref,
+            format!("#/components/schemas/{}", action.input_type)
+        );
+    }
+}
+
+/// A tool family has one transport: no Exec domain is also an MCP tool family.
+#[test]
+fn no_exec_domain_is_an_mcp_tool_family() {
+    let mcp_dir = repo_root().join("schema/mcp");
+    let tools: Vec<String> = std::fs::read_dir(&mcp_dir)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .filter_map(|e| {
+                    e.file_name()
+                        .to_string_lossy()
+                        .strip_suffix(".json")
+                        .map(str::to_string)
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    for tool in &tools {
+        let family = tool.split('_').next().unwrap();
+        for domain in DOMAINS {
+            assert_ne!(
+                family,
+                domain.name.replace('-', "_"),
+                "MCP tool {tool} collides with Exec domain {}",
+                domain.name
+            );
+        }
+    }
+}

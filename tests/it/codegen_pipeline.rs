@@ -1,0 +1,282 @@
+//! The pipeline on edited copies of `schema/`: adding a well-formed action makes it appear on
+//! every surface with no hand-written Rust but its handler, and each broken contract is refused
+//! with a diagnostic naming the file.
+//!
+//! These run the generator `build.rs` runs (the `generator_in_tests_matches_build_script` test
+//! keeps the two byte-identical); `build_failure.rs` proves a refusal really fails `cargo build`.
+
+use std::fs;
+use std::path::Path;
+
+use serde_json::{Value, json};
+
+use crate::codegen::{self, Diagnostic, text};
+use crate::support::schema_copy;
+
+const INVENTORY: &str = "exec/agentteam-exec-action-inventory.json";
+
+fn edit_inventory(schema: &Path, edit: impl FnOnce(&mut Value)) {
+    let path = schema.join(INVENTORY);
+    let mut inventory: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut inventory);
+    fs::write(&path, serde_json::to_string_pretty(&inventory).unwrap()).unwrap();
+}
+
+fn write_json(path: &Path, value: Value) {
+    fs::create_dir_all(path.parent().unwrap()).unwrap();
+    fs::write(path, serde_json::to_string_pretty(&value).unwrap()).unwrap();
+}
+
+/// Adds `note pin`: an inventory row, a domain row and its two schemas.
+fn add_note_pin(schema: &Path) {
+    edit_inventory(schema, |inventory| {
+        inventory["domains"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"domain": "note", "summary": "Pinned notes of a thread."}));
+        inventory["actions"].as_array_mut().unwrap().push(json!({
+            "domain": "note", "action": "pin", "summary": "Pin a note to an explicit thread",
+            "risk": "write", "resultPolicy": "mutation", "promptInline": true,
+            "example": {"threadId": "thr_01JD7M2Q8X", "text": "Deploy freeze until Monday"}
+        }));
+    });
+    write_json(
+        &schema.join("exec/note/pin.input.json"),
+        json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "description": "Pin a note to a thread.",
+            "type": "object",
+            "required": ["threadId", "text"],
+            "properties": {
+                "threadId": {"$ref": "../../common.json#/$defs/ThreadId"},
+                "text": {"description": "The note.", "type": "string", "minLength": 1, "maxLength": 500}
+            },
+            "additionalProperties": false
+        }),
+    );
+    write_json(
+        &schema.join("exec/note/pin.output.json"),
+        json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "required": ["pinned"],
+            "properties": {"pinned": {"type": "boolean"}},
+            "additionalProperties": false
+        }),
+    );
+}
+
+#[track_caller]
+fn generate_err(schema: &Path) -> Vec<Diagnostic> {
+    match codegen::generate(schema) {
+        Ok(_) => panic!("the generator accepted a broken schema/"),
+        Err(diags) => diags,
+    }
+}
+
+#[track_caller]
+fn check_refused(schema: &Path, file: &str, message: &str) {
+    let diags = generate_err(schema);
+    assert!(
+        diags
+            .iter()
+            .any(|d| d.file == file && d.to_string().contains(message)),
+        "expected `{file}: …{message}…`, got:\n{}",
+        render(&diags)
+    );
+}
+
+fn render(diags: &[Diagnostic]) -> String {
+    diags.iter().map(|d| format!("{d}\n")).collect()
+}
+
+#[test]
+fn a_new_action_appears_on_every_surface() {
+    let (_dir, schema) = schema_copy();
+    add_note_pin(&schema);
+    let (model, artifacts) =
+        codegen::generate(&schema).unwrap_or_else(|diags| panic!("{}", render(&diags)));
+    let artifact = |name: &str| &artifacts.iter().find(|a| a.name == name).unwrap().contents;
+    let action = model
+        .actions
+        .iter()
+        .find(|a| a.key() == "note.pin")
+        .expect("note.pin is in the model");
+
+    // `agentteam exec --help` and `agentteam exec note --help`.
+    assert!(text::root_help(&model).contains("  note    Pinned notes of a thread."));
+    let domain = model.domains.iter().find(|d| d.name == "note").unwrap();
+    assert!(text::domain_help(&model, domain).contains("pin  write"));
+    // `agentteam exec note pin --help`: fields and the one example.
+    let help = text::action_help(&model, action);
+    assert!(help.contains("threadId  required  string"), "{help}");
+    assert!(help.contains(r#"agentteam exec note pin '{"text":"Deploy freeze until Monday","threadId":"thr_01JD7M2Q8X"}'"#), "{help}");
+    // `--input-schema`: standalone, with the shared definition pulled in.
+    let input = model.standalone("NotePinInput");
+    assert_eq!(input["properties"]["threadId"]["$ref"], "#/$defs/ThreadId");
+    assert!(input["$defs"]["ThreadId"].is_object());
+    // The generated catalog carries the help and the schema text the CLI prints.
+    assert!(artifact("catalog.rs").contains("ActionId::NotePin"));
+    assert!(artifact("catalog.rs").contains("Pin a note to an explicit thread"));
+    // OpenAPI, catalog.json, prompt.
+    let openapi: Value = serde_json::from_str(artifact("openapi.json")).unwrap();
+    assert_eq!(
+        openapi["paths"]["/api/internal/exec/servers/{serverId}/agents/{agentId}/note/pin"]["post"]
+            ["operationId"],
+        "note.pin"
+    );
+    assert!(openapi["components"]["schemas"]["NotePinOutput"].is_object());
+    let catalog: Value = serde_json::from_str(artifact("catalog.json")).unwrap();
+    assert!(
+        catalog["actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|a| a["domain"] == "note" && a["action"] == "pin" && a["risk"] == "write")
+    );
+    assert!(artifact("prompt.md").contains("- `note`: Pinned notes of a thread. Actions: pin."));
+    assert!(artifact("prompt.md").contains("agentteam exec note pin '"));
+    // The only Rust to write by hand is the handler: the trait grows a typed method.
+    assert!(
+        artifact("handlers.rs")
+            .contains("fn note_pin(&self, ctx: &Self::Context, input: types::NotePinInput)")
+    );
+}
+
+#[test]
+fn deleting_an_inventory_row_is_refused_naming_the_action() {
+    let (_dir, schema) = schema_copy();
+    add_note_pin(&schema);
+    edit_inventory(&schema, |inventory| {
+        inventory["actions"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|row| row["action"] != "pin")
+    });
+    check_refused(
+        &schema,
+        "schema/exec/note/pin.input.json",
+        "action `note.pin` has schemas but no row",
+    );
+}
+
+#[test]
+fn a_row_without_schemas_is_refused() {
+    let (_dir, schema) = schema_copy();
+    add_note_pin(&schema);
+    fs::remove_file(schema.join("exec/note/pin.output.json")).unwrap();
+    check_refused(
+        &schema,
+        "schema/exec/agentteam-exec-action-inventory.json",
+        "action `note.pin` has no output schema",
+    );
+    fs::remove_file(schema.join("exec/note/pin.input.json")).unwrap();
+    check_refused(
+        &schema,
+        "schema/exec/agentteam-exec-action-inventory.json",
+        "action `note.pin` has an inventory row but no schemas",
+    );
+}
+
+#[test]
+fn a_read_action_with_a_mutation_policy_is_refused() {
+    let (_dir, schema) = schema_copy();
+    edit_inventory(&schema, |inventory| {
+        for row in inventory["actions"].as_array_mut().unwrap() {
+            if row["domain"] == "task" && row["action"] == "get" {
+                row["resultPolicy"] = json!("mutation");
+            }
+        }
+    });
+    check_refused(
+        &schema,
+        "schema/exec/agentteam-exec-action-inventory.json",
+        "action `task.get` is a `read` action with a `mutation` result policy",
+    );
+}
+
+#[test]
+fn a_read_action_without_continuation_is_refused() {
+    let (_dir, schema) = schema_copy();
+    edit_inventory(&schema, |inventory| {
+        for row in inventory["actions"].as_array_mut().unwrap() {
+            if row["action"] == "list" {
+                row.as_object_mut().unwrap().remove("next");
+            }
+        }
+    });
+    check_refused(
+        &schema,
+        "schema/exec/agentteam-exec-action-inventory.json",
+        "read action `task.list` needs `next`",
+    );
+}
+
+#[test]
+fn an_exec_domain_colliding_with_an_mcp_tool_family_is_refused() {
+    let (_dir, schema) = schema_copy();
+    write_json(
+        &schema.join("mcp/task_notify.json"),
+        json!({"name": "task_notify"}),
+    );
+    check_refused(
+        &schema,
+        "schema/mcp/task_notify.json",
+        "MCP tool `task_notify` collides with Exec domain `task`",
+    );
+}
+
+#[test]
+fn external_refs_other_than_common_are_refused() {
+    let (_dir, schema) = schema_copy();
+    add_note_pin(&schema);
+    let path = schema.join("exec/note/pin.output.json");
+    write_json(
+        &path,
+        json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "type": "object",
+            "properties": {"pinned": {"$ref": "https://example.invalid/other.json#/$defs/Flag"}},
+            "additionalProperties": false
+        }),
+    );
+    check_refused(
+        &schema,
+        "schema/exec/note/pin.output.json",
+        "unsupported `$ref`",
+    );
+}
+
+#[test]
+fn lint_problems_fail_generation_with_the_pointer() {
+    let (_dir, schema) = schema_copy();
+    add_note_pin(&schema);
+    let path = schema.join("exec/note/pin.input.json");
+    let mut input: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+    input["required"] = json!(["threadId", "txet"]);
+    write_json(&path, input);
+    let diags = generate_err(&schema);
+    assert!(
+        diags
+            .iter()
+            .any(|d| d.file == "schema/exec/note/pin.input.json"
+                && d.pointer == "/required"
+                && d.message.contains("\"txet\"")),
+        "{}",
+        render(&diags)
+    );
+}
+
+#[test]
+fn every_problem_is_reported_not_just_the_first() {
+    let (_dir, schema) = schema_copy();
+    edit_inventory(&schema, |inventory| {
+        for row in inventory["actions"].as_array_mut().unwrap() {
+            if row["action"] == "get" || row["action"] == "list" {
+                row["resultPolicy"] = json!("mutation");
+            }
+        }
+    });
+    let diags = generate_err(&schema);
+    assert!(diags.len() >= 2, "{}", render(&diags));
+}
