@@ -8,6 +8,7 @@ mod codegen_pipeline;
 mod generated_fresh;
 mod schema_lint;
 mod support;
+mod tidy;
 
 /// The generator itself, exactly as `build.rs` runs it (minus the typify step).
 #[allow(dead_code)]

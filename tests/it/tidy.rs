@@ -1,0 +1,34 @@
+//! House rules as tests: every hand-written Rust file opens with a `//!` line saying what it owns.
+
+use std::path::Path;
+
+use crate::support::repo_root;
+
+fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_rust_file_starts_with_a_module_doc() {
+    let root = repo_root();
+    let mut files = vec![root.join("build.rs")];
+    for dir in ["src", "codegen", "tests"] {
+        rust_files(&root.join(dir), &mut files);
+    }
+    let missing: Vec<String> = files
+        .iter()
+        .filter(|file| !std::fs::read_to_string(file).unwrap().starts_with("//!"))
+        .map(|file| file.strip_prefix(root).unwrap().display().to_string())
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "files without a leading `//!` module doc: {missing:?}"
+    );
+}
