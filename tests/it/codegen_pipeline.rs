@@ -15,7 +15,7 @@ use crate::support::schema_copy;
 
 const INVENTORY: &str = "exec/agentteam-exec-action-inventory.json";
 
-fn edit_inventory(schema: &Path, edit: impl FnOnce(&mut Value)) {
+pub(crate) fn edit_inventory(schema: &Path, edit: impl FnOnce(&mut Value)) {
     let path = schema.join(INVENTORY);
     let mut inventory: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
     edit(&mut inventory);
@@ -28,7 +28,7 @@ fn write_json(path: &Path, value: Value) {
 }
 
 /// Adds `note pin`: an inventory row, a domain row and its two schemas.
-fn add_note_pin(schema: &Path) {
+pub(crate) fn add_note_pin(schema: &Path) {
     edit_inventory(schema, |inventory| {
         inventory["domains"]
             .as_array_mut()

@@ -1,10 +1,11 @@
 //! The one integration test binary: every module drives the real `agentteam` binary, the real
 //! generator or (in later modules) the real daemon and server.
 
-mod build_failure;
 mod catalog_invariants;
 mod cli_surfaces;
 mod codegen_pipeline;
+mod dispatch_adapter;
+mod fixture_build;
 mod generated_fresh;
 mod schema_lint;
 mod support;

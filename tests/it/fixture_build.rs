@@ -1,0 +1,99 @@
+//! The contract pipeline through real cargo builds of a copy of this crate: a new action added
+//! only as schema files reaches every surface of the built binary, and deleting its inventory row
+//! fails the build with a `cargo::error=` line naming the action.
+//!
+//! The copy builds in its own target dir (`target/fixture-build`), so it never replaces the
+//! binary under test; the first run compiles the dependencies once more, later runs reuse them.
+
+use std::fs;
+use std::path::Path;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+use crate::codegen_pipeline::{add_note_pin, edit_inventory};
+use crate::support::{copy_tree, repo_root};
+
+fn cargo(fixture: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO"))
+        .args(args)
+        .args(["--offline", "--locked"])
+        .current_dir(fixture)
+        .env("CARGO_TARGET_DIR", repo_root().join("target/fixture-build"))
+        .env_remove("RUSTFLAGS")
+        .output()
+        .expect("cargo runs")
+}
+
+#[track_caller]
+fn fixture_run(fixture_bin: &Path, args: &[&str]) -> String {
+    let output = Command::new(fixture_bin).args(args).output().unwrap();
+    assert!(
+        output.status.success(),
+        "fixture agentteam {args:?} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8(output.stdout).unwrap()
+}
+
+#[test]
+fn a_schema_only_action_reaches_the_binary_and_its_missing_row_fails_the_build() {
+    let fixture = tempfile::tempdir().unwrap();
+    let root = repo_root();
+    for dir in ["codegen", "schema", "src", "tests"] {
+        copy_tree(&root.join(dir), &fixture.path().join(dir));
+    }
+    for file in ["Cargo.toml", "Cargo.lock", "build.rs"] {
+        fs::copy(root.join(file), fixture.path().join(file)).unwrap();
+    }
+    let schema = fixture.path().join("schema");
+    add_note_pin(&schema);
+
+    // Schema files only, no Rust: the action is on every surface of the built binary.
+    let build = cargo(fixture.path(), &["build", "--bin", "agentteam"]);
+    assert!(
+        build.status.success(),
+        "the fixture with `note pin` does not build:\n{}",
+        String::from_utf8_lossy(&build.stderr)
+    );
+    let bin = root.join("target/fixture-build/debug/agentteam");
+    assert!(fixture_run(&bin, &["exec", "--help"]).contains("note    Pinned notes of a thread."));
+    assert!(fixture_run(&bin, &["exec", "note", "--help"]).contains("pin  write"));
+    let help = fixture_run(&bin, &["exec", "note", "pin", "--help"]);
+    assert!(help.contains("agentteam exec note pin '{\"text\":\"Deploy freeze until Monday\",\"threadId\":\"thr_01JD7M2Q8X\"}'"), "{help}");
+    let input: Value = serde_json::from_str(&fixture_run(
+        &bin,
+        &["exec", "note", "pin", "--input-schema"],
+    ))
+    .unwrap();
+    assert_eq!(input["required"], serde_json::json!(["threadId", "text"]));
+    let openapi: Value = serde_json::from_str(&fixture_run(&bin, &["openapi"])).unwrap();
+    assert!(
+        openapi["paths"]["/api/internal/exec/servers/{serverId}/agents/{agentId}/note/pin"]["post"]
+            .is_object()
+    );
+    assert!(fixture_run(&bin, &["catalog"]).lines().any(|line| {
+        line.split_whitespace()
+            .take(4)
+            .eq(["note", "pin", "write", "mutation"])
+    }));
+    assert!(fixture_run(&bin, &["prompt"]).contains("agentteam exec note pin '"));
+
+    // Without its inventory row, the schema pair fails the build, naming the action.
+    edit_inventory(&schema, |inventory| {
+        inventory["actions"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|row| row["action"] != "pin")
+    });
+    let build = cargo(fixture.path(), &["build", "--bin", "agentteam"]);
+    let stderr = String::from_utf8_lossy(&build.stderr);
+    assert!(
+        !build.status.success(),
+        "the build accepted a schema pair without an inventory row:\n{stderr}"
+    );
+    assert!(
+        stderr.contains("schema/exec/note/pin.input.json: action `note.pin` has schemas but no row in schema/exec/agentteam-exec-action-inventory.json"),
+        "the build failed for another reason:\n{stderr}"
+    );
+}
