@@ -6,6 +6,8 @@
 //! - [`contract`]: everything generated from `schema/` (types, the descriptor catalog, the typed
 //!   handler trait) and the hand-written envelopes and validators around it. It knows nothing
 //!   about transports.
+//! - [`server`]: the reference AgentTeam Server (store, authorization, runtime action API).
+//! - [`serve`]: the hyper accept loop every HTTP service runs on; [`wire`]: envelopes and bodies.
 //! - [`cli`]: the `agentteam` command line, a thin front over the library.
 //!
 //! The contract pipeline is `schema/` → `build.rs` + `codegen/` → `OUT_DIR` (included here) and
@@ -13,3 +15,6 @@
 
 pub mod cli;
 pub mod contract;
+pub mod serve;
+pub mod server;
+pub mod wire;

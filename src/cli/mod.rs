@@ -6,7 +6,10 @@
 mod catalog;
 mod exec;
 mod output;
+mod server;
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -43,6 +46,18 @@ enum Command {
     },
     /// Print the Dispatcher prompt summary (tool-use guidance for agents)
     Prompt,
+    /// Run the reference AgentTeam Server (the product owner behind the bridge)
+    Server {
+        /// Address to listen on
+        #[arg(long, default_value = "127.0.0.1:7780")]
+        listen: SocketAddr,
+        /// Database URL, e.g. `sqlite:///var/lib/agentteam/server.db`
+        #[arg(long)]
+        database: String,
+        /// Where to write this start's operator token (default: `operator.token` beside the database)
+        #[arg(long)]
+        operator_token_file: Option<PathBuf>,
+    },
 }
 
 /// Parses the process arguments and runs the command.
@@ -53,6 +68,32 @@ pub fn main() -> ExitCode {
         Command::Openapi => output::print(crate::contract::catalog::OPENAPI),
         Command::Catalog { json } => catalog::run(json),
         Command::Prompt => output::print(crate::contract::catalog::PROMPT_SUMMARY),
+        Command::Server {
+            listen,
+            database,
+            operator_token_file,
+        } => server::run(listen, database, operator_token_file),
     };
     exit.into()
+}
+
+/// Structured logs to stderr; `RUST_LOG` overrides the default `agentteam=info`.
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("agentteam=info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Prints an error and its `caused by:` chain to stderr.
+fn report(error: &dyn std::error::Error) -> Exit {
+    eprintln!("error: {error}");
+    let mut source = error.source();
+    while let Some(cause) = source {
+        eprintln!("  caused by: {cause}");
+        source = cause.source();
+    }
+    Exit::Usage
 }

@@ -6,6 +6,7 @@
 pub mod catalog;
 pub mod error;
 pub mod handlers;
+pub mod json;
 pub mod types;
 pub mod validate;
 

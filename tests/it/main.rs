@@ -8,6 +8,8 @@ mod dispatch_adapter;
 mod fixture_build;
 mod generated_fresh;
 mod schema_lint;
+mod server_actions;
+mod server_pagination;
 mod support;
 mod tidy;
 

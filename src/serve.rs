@@ -1,0 +1,113 @@
+//! The HTTP accept loop shared by the server (and later the daemon).
+//!
+//! Not `axum::serve`: it builds hyper connections without a timer, which silently disables
+//! hyper's header-read timeout, so an idle or slowloris connection stays open forever. Here each
+//! connection is a hyper `http1` connection with a timer and a 5-second header-read timeout
+//! (re-armed while a keep-alive connection waits for its next request), `TCP_NODELAY`, a cap on
+//! open connections, and a graceful drain on shutdown.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use hyper::server::conn::http1;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::net::TcpListener;
+use tokio::sync::Semaphore;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// How long a connection may take to send a complete request head.
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// At most this many connections are open at once; further clients wait in the accept backlog.
+pub const MAX_CONNECTIONS: usize = 2048;
+/// How long shutdown waits for in-flight requests before dropping their connections.
+pub const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
+
+/// Serves `app` on `listener` until `shutdown` completes, then stops accepting, lets every
+/// connection finish its in-flight request, and waits for them under [`DRAIN_DEADLINE`].
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let stop = CancellationToken::new();
+    let trigger = stop.clone();
+    tokio::spawn(async move {
+        shutdown.await;
+        trigger.cancel();
+    });
+    let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+    let tracker = TaskTracker::new();
+
+    loop {
+        let permit = tokio::select! {
+            permit = connections.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
+            () = stop.cancelled() => break,
+        };
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _peer)) => stream,
+                Err(error) => {
+                    // EMFILE and friends: back off instead of spinning on the error.
+                    tracing::warn!(%error, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            },
+            () = stop.cancelled() => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = TowerToHyperService::new(app.clone());
+        let stop = stop.clone();
+        tracker.spawn(async move {
+            let _permit = permit;
+            let mut builder = http1::Builder::new();
+            builder
+                .timer(TokioTimer::new())
+                .header_read_timeout(HEADER_READ_TIMEOUT)
+                .max_buf_size(64 * 1024);
+            let connection = builder.serve_connection(TokioIo::new(stream), service);
+            tokio::pin!(connection);
+            tokio::select! {
+                _ = connection.as_mut() => {}
+                () = stop.cancelled() => {
+                    connection.as_mut().graceful_shutdown();
+                    let _ = connection.await;
+                }
+            }
+        });
+    }
+
+    tracker.close();
+    if tokio::time::timeout(DRAIN_DEADLINE, tracker.wait())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            deadline_s = DRAIN_DEADLINE.as_secs(),
+            "drain deadline passed; dropping remaining connections"
+        );
+    }
+}
+
+/// Completes on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                .expect("SIGTERM handler installs");
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
+    }
+}

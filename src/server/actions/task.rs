@@ -1,0 +1,326 @@
+//! `task` actions: a task lives in exactly one thread or channel of the workspace, and its status
+//! moves `open` → `claimed` → `completed`, or `open`/`claimed` → `cancelled`; final states stay.
+
+use serde_json::json;
+
+use super::{Caller, internal, not_found};
+use crate::contract::error::{ErrorCode, ErrorDetail};
+use crate::contract::types::{
+    Task, TaskCancelInput, TaskCancelOutput, TaskClaimInput, TaskClaimOutput, TaskCompleteInput,
+    TaskCompleteOutput, TaskCreateInput, TaskCreateOutput, TaskGetInput, TaskGetOutput,
+    TaskListInput, TaskListOutput, TaskLocation, TaskResult, TaskStatus, TaskUpdateInput,
+    TaskUpdateOutput,
+};
+use crate::contract::{ActionError, ActionResult};
+use crate::server::AppState;
+use crate::server::store::{Membership, TaskPosition};
+
+/// Default page size of `task list`.
+const DEFAULT_LIMIT: usize = 20;
+
+/// The thread or channel `location` if the caller is a member of it.
+async fn resolve(
+    state: &AppState,
+    caller: &Caller,
+    location: &TaskLocation,
+) -> ActionResult<Membership> {
+    let found = match location {
+        TaskLocation::Thread { thread_id } => {
+            state
+                .store
+                .thread_for_member(&caller.workspace_id, &caller.agent_id, thread_id)
+                .await
+        }
+        TaskLocation::Channel { channel_id } => {
+            state
+                .store
+                .channel_for_member(&caller.workspace_id, &caller.agent_id, channel_id)
+                .await
+        }
+    };
+    found.map_err(internal)?.ok_or_else(|| match location {
+        TaskLocation::Thread { thread_id } => not_found("thread", thread_id),
+        TaskLocation::Channel { channel_id } => not_found("channel", channel_id),
+    })
+}
+
+pub async fn create(
+    state: &AppState,
+    caller: &Caller,
+    input: TaskCreateInput,
+) -> ActionResult<TaskCreateOutput> {
+    let TaskCreateInput {
+        location,
+        title,
+        description,
+        request_id: _,
+    } = input;
+    let membership = resolve(state, caller, &location).await?;
+    let task = state
+        .store
+        .insert_task(
+            &caller.workspace_id,
+            &membership,
+            &title,
+            description.as_deref().map(String::as_str),
+            &caller.agent_id,
+            caller.now_ms,
+        )
+        .await
+        .map_err(internal)?;
+    Ok(TaskCreateOutput(TaskResult { task }))
+}
+
+pub async fn get(
+    state: &AppState,
+    caller: &Caller,
+    input: TaskGetInput,
+) -> ActionResult<TaskGetOutput> {
+    let TaskGetInput { task_id } = input;
+    let task = state
+        .store
+        .task_for_member(&caller.workspace_id, &caller.agent_id, &task_id)
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| not_found("task", &task_id))?;
+    Ok(TaskGetOutput(TaskResult { task }))
+}
+
+pub async fn list(
+    state: &AppState,
+    caller: &Caller,
+    input: TaskListInput,
+) -> ActionResult<TaskListOutput> {
+    let TaskListInput {
+        location,
+        status,
+        limit,
+        cursor,
+    } = input;
+    let membership = resolve(state, caller, &location).await?;
+    let mut statuses = status.unwrap_or_default();
+    statuses.sort();
+    statuses.dedup();
+    // The cursor is bound to everything that shapes the result: list, caller, location, filter.
+    let filter = json!({
+        "list": "task.list",
+        "workspace": caller.workspace_id,
+        "agent": caller.agent_id,
+        "location": location,
+        "status": statuses,
+    });
+    let after = match cursor {
+        Some(cursor) => {
+            let position = state
+                .cursors
+                .decode(&cursor, &filter)
+                .map_err(cursor_error)?;
+            Some(
+                serde_json::from_value::<(i64, String)>(position)
+                    .map(|(updated_at_ms, id)| TaskPosition { updated_at_ms, id })
+                    .map_err(|_| cursor_error(()))?,
+            )
+        }
+        None => None,
+    };
+    let limit = limit.map_or(DEFAULT_LIMIT, |l| l.0.get() as usize);
+    let page = state
+        .store
+        .list_tasks(&membership, &statuses, after.as_ref(), limit)
+        .await
+        .map_err(internal)?;
+    let next_cursor = page.next.map(|p| {
+        state
+            .cursors
+            .encode(&filter, &json!([p.updated_at_ms, p.id]))
+            .parse()
+            .expect("issued cursors match the contract")
+    });
+    Ok(TaskListOutput {
+        has_more: next_cursor.is_some(),
+        next_cursor,
+        tasks: page.tasks,
+    })
+}
+
+/// Every malformed, foreign, tampered or filter-mismatched cursor: one validation error.
+pub(crate) fn cursor_error<E>(_: E) -> ActionError {
+    ActionError::new(
+        ErrorCode::ValidationFailed,
+        "`cursor` was not issued by this list for these filters",
+    )
+    .with_next("repeat the request without `cursor` to start from the first page")
+    .with_details(vec![ErrorDetail {
+        path: "/cursor".into(),
+        message: "invalid cursor".into(),
+    }])
+}
+
+pub async fn update(
+    state: &AppState,
+    caller: &Caller,
+    input: TaskUpdateInput,
+) -> ActionResult<TaskUpdateOutput> {
+    let TaskUpdateInput {
+        task_id,
+        title,
+        description,
+        expected_revision,
+        request_id: _,
+    } = input;
+    if title.is_none() && description.is_none() {
+        return Err(ActionError::new(
+            ErrorCode::ValidationFailed,
+            "nothing to update: give `title` or `description`",
+        ));
+    }
+    let task = mutate(state, caller, &task_id, |current| {
+        refuse_final(current)?;
+        if let Some(expected) = expected_revision
+            && expected != current.revision
+        {
+            return Err(ActionError::new(
+                ErrorCode::RevisionMismatch,
+                format!(
+                    "task `{}` is at revision {}, not {expected}",
+                    current.id.as_str(),
+                    current.revision
+                ),
+            )
+            .with_next("read the task again with `task get` and reapply the change"));
+        }
+        let mut changed = current.clone();
+        if let Some(title) = &title {
+            changed.title = title.clone();
+        }
+        if let Some(description) = &description {
+            changed.description = Some(description.clone());
+        }
+        Ok(changed)
+    })
+    .await?;
+    Ok(TaskUpdateOutput(TaskResult { task }))
+}
+
+pub async fn claim(
+    state: &AppState,
+    caller: &Caller,
+    input: TaskClaimInput,
+) -> ActionResult<TaskClaimOutput> {
+    let TaskClaimInput {
+        task_id,
+        request_id: _,
+    } = input;
+    let task = mutate(state, caller, &task_id, |current| {
+        refuse_final(current)?;
+        if current.status == TaskStatus::Claimed {
+            return Err(invalid_state(current, "is already claimed"));
+        }
+        let mut changed = current.clone();
+        changed.status = TaskStatus::Claimed;
+        changed.assignee_agent_id = Some(
+            caller
+                .agent_id
+                .parse()
+                .map_err(|_| invalid_state(current, "cannot be claimed by this agent"))?,
+        );
+        Ok(changed)
+    })
+    .await?;
+    Ok(TaskClaimOutput(TaskResult { task }))
+}
+
+pub async fn complete(
+    state: &AppState,
+    caller: &Caller,
+    input: TaskCompleteInput,
+) -> ActionResult<TaskCompleteOutput> {
+    let TaskCompleteInput {
+        task_id,
+        result,
+        request_id: _,
+    } = input;
+    let task = mutate(state, caller, &task_id, |current| {
+        refuse_final(current)?;
+        if current.status == TaskStatus::Open {
+            return Err(
+                invalid_state(current, "is open; claim it before completing it")
+                    .with_next("run `task claim` first"),
+            );
+        }
+        if current.assignee_agent_id.as_deref().map(String::as_str)
+            != Some(caller.agent_id.as_str())
+        {
+            return Err(invalid_state(current, "is claimed by another agent"));
+        }
+        let mut changed = current.clone();
+        changed.status = TaskStatus::Completed;
+        changed.result = result.clone();
+        Ok(changed)
+    })
+    .await?;
+    Ok(TaskCompleteOutput(TaskResult { task }))
+}
+
+pub async fn cancel(
+    state: &AppState,
+    caller: &Caller,
+    input: TaskCancelInput,
+) -> ActionResult<TaskCancelOutput> {
+    let TaskCancelInput {
+        task_id,
+        reason,
+        request_id: _,
+    } = input;
+    let task = mutate(state, caller, &task_id, |current| {
+        refuse_final(current)?;
+        let mut changed = current.clone();
+        changed.status = TaskStatus::Cancelled;
+        changed.cancel_reason = reason.clone();
+        Ok(changed)
+    })
+    .await?;
+    Ok(TaskCancelOutput(TaskResult { task }))
+}
+
+/// Runs `change` on the visible task inside one writer transaction.
+async fn mutate(
+    state: &AppState,
+    caller: &Caller,
+    task_id: &str,
+    change: impl FnOnce(&Task) -> ActionResult<Task>,
+) -> ActionResult<Task> {
+    state
+        .store
+        .update_task(
+            &caller.workspace_id,
+            &caller.agent_id,
+            task_id,
+            caller.now_ms,
+            change,
+        )
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| not_found("task", task_id))?
+}
+
+fn refuse_final(task: &Task) -> ActionResult<()> {
+    match task.status {
+        TaskStatus::Completed => Err(invalid_state(
+            task,
+            "is completed; completed tasks do not change",
+        )),
+        TaskStatus::Cancelled => Err(invalid_state(
+            task,
+            "is cancelled; cancelled tasks do not change",
+        )),
+        TaskStatus::Open | TaskStatus::Claimed => Ok(()),
+    }
+}
+
+fn invalid_state(task: &Task, why: &str) -> ActionError {
+    ActionError::new(
+        ErrorCode::InvalidState,
+        format!("task `{}` {why}", task.id.as_str()),
+    )
+}

@@ -1,0 +1,365 @@
+//! The operator API: enough to set up a workspace by hand or from a test. Every route requires
+//! the operator token of this server start (`Authorization: Bearer ato_…`).
+//!
+//! `POST /admin/workspaces`, then under `/admin/workspaces/{workspaceId}`: `humans`, `agents`,
+//! `devices` (returns the device credential once), `channels`, `channels/{channelId}/threads`.
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use axum::routing::post;
+use serde::Deserialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::AppState;
+use super::actions::internal;
+use super::auth::{hash_secret, random_secret};
+use crate::contract::ActionError;
+use crate::contract::error::ErrorCode;
+use crate::wire;
+
+pub fn routes() -> Router<AppState> {
+    Router::new()
+        .route("/admin/workspaces", post(create_workspace))
+        .route("/admin/workspaces/{workspaceId}/humans", post(create_human))
+        .route("/admin/workspaces/{workspaceId}/agents", post(create_agent))
+        .route(
+            "/admin/workspaces/{workspaceId}/devices",
+            post(create_device),
+        )
+        .route(
+            "/admin/workspaces/{workspaceId}/channels",
+            post(create_channel),
+        )
+        .route(
+            "/admin/workspaces/{workspaceId}/channels/{channelId}/threads",
+            post(create_thread),
+        )
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NewWorkspace {
+    name: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NewHuman {
+    handle: String,
+    display_name: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NewAgent {
+    owner_human_id: String,
+    handle: String,
+    display_name: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NewDevice {
+    human_id: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NewChannel {
+    name: String,
+    #[serde(default)]
+    members: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NewThread {
+    title: String,
+}
+
+/// Authenticates the operator, then decodes the body into `T`.
+async fn admit<T: DeserializeOwned>(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<T, ActionError> {
+    let token = wire::bearer(headers).ok_or_else(super::runtime_api::forbidden)?;
+    if !state.operator.matches(token) {
+        return Err(super::runtime_api::forbidden());
+    }
+    let value = wire::read_json_body(headers, body).await?;
+    serde_json::from_value(value)
+        .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, format!("invalid request: {e}")))
+}
+
+fn respond(result: Result<Value, ActionError>) -> Response {
+    match result {
+        Ok(data) => wire::success_response(data),
+        Err(error) => wire::error_response(&error),
+    }
+}
+
+fn check_name(field: &str, value: &str, max: usize) -> Result<(), ActionError> {
+    if value.trim().is_empty() || value.chars().count() > max {
+        return Err(ActionError::new(
+            ErrorCode::ValidationFailed,
+            format!("`{field}` must be 1 to {max} characters"),
+        ));
+    }
+    Ok(())
+}
+
+fn check_handle(value: &str) -> Result<(), ActionError> {
+    let valid = value.len() <= 32
+        && value.starts_with(|c: char| c.is_ascii_lowercase())
+        && value
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
+    if valid {
+        Ok(())
+    } else {
+        Err(ActionError::new(
+            ErrorCode::ValidationFailed,
+            format!(
+                "`handle` must match ^[a-z][a-z0-9-]{{0,31}}$, got `{}`",
+                value.chars().take(40).collect::<String>()
+            ),
+        ))
+    }
+}
+
+fn taken(what: &str, value: &str) -> ActionError {
+    ActionError::new(
+        ErrorCode::InvalidState,
+        format!("{what} `{value}` already exists in this workspace"),
+    )
+}
+
+async fn known_workspace(state: &AppState, workspace_id: &str) -> Result<(), ActionError> {
+    if state
+        .store
+        .workspace_exists(workspace_id)
+        .await
+        .map_err(internal)?
+    {
+        Ok(())
+    } else {
+        Err(ActionError::new(
+            ErrorCode::NotFound,
+            format!("no workspace `{workspace_id}`"),
+        ))
+    }
+}
+
+async fn create_workspace(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    respond(
+        async {
+            let NewWorkspace { name } = admit(&state, &headers, body).await?;
+            check_name("name", &name, 200)?;
+            let id = state
+                .store
+                .create_workspace(&name, state.clock.now_ms())
+                .await
+                .map_err(internal)?;
+            Ok(json!({ "workspaceId": id }))
+        }
+        .await,
+    )
+}
+
+async fn create_human(
+    State(state): State<AppState>,
+    Path(workspace_id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    respond(
+        async {
+            let NewHuman {
+                handle,
+                display_name,
+            } = admit(&state, &headers, body).await?;
+            check_handle(&handle)?;
+            check_name("displayName", &display_name, 200)?;
+            known_workspace(&state, &workspace_id).await?;
+            let id = state
+                .store
+                .create_human(&workspace_id, &handle, &display_name, state.clock.now_ms())
+                .await
+                .map_err(internal)?
+                .ok_or_else(|| taken("human", &handle))?;
+            Ok(json!({ "humanId": id }))
+        }
+        .await,
+    )
+}
+
+async fn create_agent(
+    State(state): State<AppState>,
+    Path(workspace_id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    respond(
+        async {
+            let NewAgent {
+                owner_human_id,
+                handle,
+                display_name,
+            } = admit(&state, &headers, body).await?;
+            check_handle(&handle)?;
+            check_name("displayName", &display_name, 200)?;
+            known_workspace(&state, &workspace_id).await?;
+            if state
+                .store
+                .human_workspace(&owner_human_id)
+                .await
+                .map_err(internal)?
+                .as_deref()
+                != Some(workspace_id.as_str())
+            {
+                return Err(ActionError::new(
+                    ErrorCode::NotFound,
+                    format!("no human `{owner_human_id}` in this workspace"),
+                ));
+            }
+            let id = state
+                .store
+                .create_agent(
+                    &workspace_id,
+                    &owner_human_id,
+                    &handle,
+                    &display_name,
+                    state.clock.now_ms(),
+                )
+                .await
+                .map_err(internal)?
+                .ok_or_else(|| taken("agent", &handle))?;
+            Ok(json!({ "agentId": id }))
+        }
+        .await,
+    )
+}
+
+async fn create_device(
+    State(state): State<AppState>,
+    Path(workspace_id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    respond(
+        async {
+            let NewDevice { human_id } = admit(&state, &headers, body).await?;
+            if state
+                .store
+                .human_workspace(&human_id)
+                .await
+                .map_err(internal)?
+                .as_deref()
+                != Some(workspace_id.as_str())
+            {
+                return Err(ActionError::new(
+                    ErrorCode::NotFound,
+                    format!("no human `{human_id}` in this workspace"),
+                ));
+            }
+            let secret = random_secret();
+            let id = state
+                .store
+                .create_device(&human_id, &hash_secret(&secret), state.clock.now_ms())
+                .await
+                .map_err(internal)?;
+            Ok(json!({ "deviceId": id, "credential": format!("{id}.{secret}") }))
+        }
+        .await,
+    )
+}
+
+async fn create_channel(
+    State(state): State<AppState>,
+    Path(workspace_id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    respond(
+        async {
+            let NewChannel { name, members } = admit(&state, &headers, body).await?;
+            check_handle(&name).map_err(|_| {
+                ActionError::new(
+                    ErrorCode::ValidationFailed,
+                    "`name` must match ^[a-z][a-z0-9-]{0,31}$",
+                )
+            })?;
+            if members.len() > 1000 {
+                return Err(ActionError::new(
+                    ErrorCode::ValidationFailed,
+                    "`members` holds at most 1000 ids",
+                ));
+            }
+            known_workspace(&state, &workspace_id).await?;
+            for member in &members {
+                if !state
+                    .store
+                    .is_workspace_member(&workspace_id, member)
+                    .await
+                    .map_err(internal)?
+                {
+                    return Err(ActionError::new(
+                        ErrorCode::NotFound,
+                        format!("no human or agent `{member}` in this workspace"),
+                    ));
+                }
+            }
+            let id = state
+                .store
+                .create_channel(&workspace_id, &name, &members, state.clock.now_ms())
+                .await
+                .map_err(internal)?
+                .ok_or_else(|| taken("channel", &name))?;
+            Ok(json!({ "channelId": id }))
+        }
+        .await,
+    )
+}
+
+async fn create_thread(
+    State(state): State<AppState>,
+    Path((workspace_id, channel_id)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    respond(
+        async {
+            let NewThread { title } = admit(&state, &headers, body).await?;
+            check_name("title", &title, 200)?;
+            if state
+                .store
+                .channel_workspace(&channel_id)
+                .await
+                .map_err(internal)?
+                .as_deref()
+                != Some(workspace_id.as_str())
+            {
+                return Err(ActionError::new(
+                    ErrorCode::NotFound,
+                    format!("no channel `{channel_id}` in this workspace"),
+                ));
+            }
+            let id = state
+                .store
+                .create_thread(&channel_id, &title, state.clock.now_ms())
+                .await
+                .map_err(internal)?;
+            Ok(json!({ "threadId": id }))
+        }
+        .await,
+    )
+}

@@ -1,0 +1,49 @@
+//! The documented legacy snake_case request aliases, in one place.
+//!
+//! Released daemons may still send these names. They are accepted only here, on the way into the
+//! runtime action API, and rewritten to the canonical lowerCamelCase before validation; they never
+//! appear in schemas, OpenAPI or responses. An alias beside its canonical name is refused.
+
+use serde_json::Value;
+
+use crate::contract::error::{ErrorCode, ErrorDetail};
+use crate::contract::{ActionError, ActionId};
+
+/// `(legacy, canonical)` top-level request field names accepted by every action whose input has
+/// the canonical field.
+pub const REQUEST_ALIASES: &[(&str, &str)] = &[
+    ("task_id", "taskId"),
+    ("thread_id", "threadId"),
+    ("request_id", "requestId"),
+    ("expected_revision", "expectedRevision"),
+];
+
+/// Rewrites legacy top-level names of `input` in place.
+pub fn canonicalize(id: ActionId, input: &mut Value) -> Result<(), ActionError> {
+    let Some(object) = input.as_object_mut() else {
+        return Ok(());
+    };
+    let schema: Value =
+        serde_json::from_str(id.descriptor().input_schema).expect("descriptor schemas are JSON");
+    let known = schema.get("properties").and_then(Value::as_object);
+    for (legacy, canonical) in REQUEST_ALIASES {
+        if !object.contains_key(*legacy) || !known.is_some_and(|p| p.contains_key(*canonical)) {
+            continue;
+        }
+        if object.contains_key(*canonical) {
+            return Err(ActionError::new(
+                ErrorCode::ValidationFailed,
+                format!(
+                    "`{legacy}` and `{canonical}` name the same field; send only `{canonical}`"
+                ),
+            )
+            .with_details(vec![ErrorDetail {
+                path: format!("/{legacy}"),
+                message: format!("legacy alias of `{canonical}`"),
+            }]));
+        }
+        let value = object.remove(*legacy).expect("checked above");
+        object.insert((*canonical).to_string(), value);
+    }
+    Ok(())
+}

@@ -1,0 +1,112 @@
+//! The reference AgentTeam Server: the product owner behind the bridge.
+//!
+//! It knows nothing of runtimes, token files or MCP. Daemons call its runtime action API as a
+//! device of one human and act for that human's agents; every request is authorized here again
+//! (workspace, agent ownership, and each locator's membership). An operator API sets up
+//! workspaces, humans, agents, devices, channels and threads.
+
+mod actions;
+mod admin_api;
+mod auth;
+pub mod cursor;
+mod legacy;
+mod runtime_api;
+pub mod store;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::StatusCode;
+use axum::response::Response;
+
+use crate::contract::CompiledCatalog;
+use crate::contract::error::ErrorCode;
+use crate::contract::validate::CompileError;
+use cursor::CursorCodec;
+use store::{Clock, Store, StoreError};
+
+pub use auth::{DEVICE_CREDENTIAL_PREFIX, OPERATOR_TOKEN_PREFIX};
+
+/// How the server is started.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// `sqlite://PATH`.
+    pub database_url: String,
+    /// Where the operator token is written (0600) at every start; the previous one stops working.
+    pub operator_token_file: PathBuf,
+}
+
+/// Everything a request handler needs; cheap to clone.
+#[derive(Clone)]
+pub struct AppState {
+    pub(crate) store: Store,
+    pub(crate) catalog: Arc<CompiledCatalog>,
+    pub(crate) cursors: CursorCodec,
+    pub(crate) operator: Arc<auth::OperatorToken>,
+    pub(crate) clock: Arc<Clock>,
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    #[error("cannot open the database")]
+    Store(#[from] StoreError),
+    #[error("the built-in catalog does not compile")]
+    Catalog(#[from] CompileError),
+    #[error("cannot write the operator token file `{path}`")]
+    OperatorToken {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl AppState {
+    /// Opens the store, compiles the catalog's validators and issues this start's operator token.
+    pub async fn open(config: &ServerConfig) -> Result<AppState, ServerError> {
+        let store = Store::open(&config.database_url).await?;
+        let catalog = Arc::new(CompiledCatalog::new()?);
+        let cursors = CursorCodec::new(store.secret("cursor").await?);
+        let operator =
+            auth::OperatorToken::issue(&config.operator_token_file).map_err(|source| {
+                ServerError::OperatorToken {
+                    path: config.operator_token_file.display().to_string(),
+                    source,
+                }
+            })?;
+        Ok(AppState {
+            store,
+            catalog,
+            cursors,
+            operator: Arc::new(operator),
+            clock: Arc::new(Clock::default()),
+        })
+    }
+
+    /// The store, for orderly shutdown.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The clock every handler reads; tests move it forward.
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+}
+
+/// Every route of the server.
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .merge(runtime_api::routes())
+        .merge(admin_api::routes())
+        .fallback(not_found)
+        .with_state(state)
+}
+
+async fn not_found() -> Response {
+    let error = crate::contract::ActionError::new(ErrorCode::NotFound, "no such route");
+    let mut response = crate::wire::error_response(&error);
+    *response.status_mut() = StatusCode::NOT_FOUND;
+    response
+}

@@ -1,0 +1,114 @@
+//! The runtime action API: `POST /runtime/servers/{serverId}/agents/{agentId}/actions/{domain}/{action}`,
+//! one route per catalog action.
+//!
+//! Order: authenticate the device credential and bind the path (one uniform 403, before the body
+//! is read) → bounded strict JSON body → legacy aliases → schema validation → idempotency → the
+//! generated typed adapter → typed envelope.
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::Response;
+use axum::routing::post;
+
+use super::actions::{Caller, ServerActions};
+use super::{AppState, auth, legacy};
+use crate::contract::catalog::ACTIONS;
+use crate::contract::error::ErrorCode;
+use crate::contract::{ActionError, ActionId, DispatchError, dispatch};
+use crate::wire;
+
+/// The route of one action on the server.
+pub fn action_path(domain: &str, action: &str) -> String {
+    format!("/runtime/servers/{{serverId}}/agents/{{agentId}}/actions/{domain}/{action}")
+}
+
+pub fn routes() -> Router<AppState> {
+    let mut router = Router::new();
+    for descriptor in ACTIONS {
+        let id = descriptor.id;
+        router = router.route(
+            &action_path(descriptor.domain, descriptor.action),
+            post(
+                move |state: State<AppState>,
+                      path: Path<(String, String)>,
+                      headers: HeaderMap,
+                      body: Body| handle(state, path, headers, body, id),
+            ),
+        );
+    }
+    router.route(
+        "/runtime/servers/{serverId}/agents/{agentId}/actions/{domain}/{action}",
+        post(unknown_action),
+    )
+}
+
+async fn unknown_action(
+    Path((_, _, domain, action)): Path<(String, String, String, String)>,
+) -> Response {
+    let shown = |s: &str| s.chars().take(32).collect::<String>();
+    wire::error_response(&ActionError::new(
+        ErrorCode::UnknownAction,
+        format!("unknown action: `{} {}`", shown(&domain), shown(&action)),
+    ))
+}
+
+/// The uniform authentication failure: identical for every cause.
+pub fn forbidden() -> ActionError {
+    ActionError::new(ErrorCode::Forbidden, "forbidden")
+}
+
+async fn handle(
+    State(state): State<AppState>,
+    Path((server_id, agent_id)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+    id: ActionId,
+) -> Response {
+    match run(&state, &server_id, &agent_id, &headers, body, id).await {
+        Ok(data) => wire::success_response(data),
+        Err(error) => wire::error_response(&error),
+    }
+}
+
+async fn run(
+    state: &AppState,
+    server_id: &str,
+    agent_id: &str,
+    headers: &HeaderMap,
+    body: Body,
+    id: ActionId,
+) -> Result<serde_json::Value, ActionError> {
+    let credential = wire::bearer(headers).ok_or_else(forbidden)?;
+    let device = auth::authenticate_device(&state.store, credential)
+        .await
+        .map_err(super::actions::internal)?
+        .ok_or_else(forbidden)?;
+    if device.workspace_id != server_id
+        || !state
+            .store
+            .agent_owned_by(agent_id, server_id, &device.human_id)
+            .await
+            .map_err(super::actions::internal)?
+    {
+        return Err(forbidden());
+    }
+
+    let mut input = wire::read_json_body(headers, body).await?;
+    legacy::canonicalize(id, &mut input)?;
+    state.catalog.validate_input(id, &input)?;
+
+    let caller = Caller {
+        workspace_id: server_id.to_string(),
+        agent_id: agent_id.to_string(),
+        now_ms: state.clock.now_ms(),
+    };
+    dispatch(&ServerActions { state }, &caller, id, input).await.map_err(|error| match error {
+        DispatchError::Action(error) => error,
+        DispatchError::Decode(cause) | DispatchError::Encode(cause) => {
+            tracing::error!(action = %id.key(), error = %cause, "typed adapter failed on validated data");
+            ActionError::new(ErrorCode::InternalError, "the server failed to handle this request")
+        }
+    })
+}

@@ -1,0 +1,104 @@
+//! The server's schema, as an append-only list of migrations applied under `PRAGMA user_version`.
+//!
+//! Never edit or remove an entry: a database at version N has run exactly the first N. Types are
+//! portable to PostgreSQL (TEXT, BIGINT, no AUTOINCREMENT); times are BIGINT epoch milliseconds so
+//! ordering is identical on both.
+
+/// Each entry is one migration; its index + 1 is the `user_version` after it ran.
+pub const MIGRATIONS: &[&str] = &[
+    // 1: tenancy, identity, conversation locators, tasks and reviews.
+    r#"
+    CREATE TABLE server_keys (
+        name TEXT PRIMARY KEY,
+        secret BLOB NOT NULL
+    );
+    CREATE TABLE workspaces (
+        id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        created_at BIGINT NOT NULL
+    );
+    CREATE TABLE humans (
+        id TEXT PRIMARY KEY,
+        workspace_id TEXT NOT NULL REFERENCES workspaces(id),
+        handle TEXT NOT NULL,
+        display_name TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        UNIQUE (workspace_id, handle)
+    );
+    CREATE TABLE agents (
+        id TEXT PRIMARY KEY,
+        workspace_id TEXT NOT NULL REFERENCES workspaces(id),
+        owner_human_id TEXT NOT NULL REFERENCES humans(id),
+        handle TEXT NOT NULL,
+        display_name TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        UNIQUE (workspace_id, handle)
+    );
+    CREATE TABLE devices (
+        id TEXT PRIMARY KEY,
+        human_id TEXT NOT NULL REFERENCES humans(id),
+        secret_hash BLOB NOT NULL,
+        created_at BIGINT NOT NULL,
+        revoked_at BIGINT
+    );
+    CREATE TABLE channels (
+        id TEXT PRIMARY KEY,
+        workspace_id TEXT NOT NULL REFERENCES workspaces(id),
+        name TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        UNIQUE (workspace_id, name)
+    );
+    CREATE TABLE channel_members (
+        channel_id TEXT NOT NULL REFERENCES channels(id),
+        member_id TEXT NOT NULL,
+        PRIMARY KEY (channel_id, member_id)
+    );
+    CREATE TABLE threads (
+        id TEXT PRIMARY KEY,
+        channel_id TEXT NOT NULL REFERENCES channels(id),
+        title TEXT NOT NULL,
+        created_at BIGINT NOT NULL
+    );
+    CREATE TABLE tasks (
+        id TEXT PRIMARY KEY,
+        workspace_id TEXT NOT NULL REFERENCES workspaces(id),
+        channel_id TEXT NOT NULL REFERENCES channels(id),
+        thread_id TEXT REFERENCES threads(id),
+        title TEXT NOT NULL,
+        description TEXT,
+        status TEXT NOT NULL CHECK (status IN ('open', 'claimed', 'completed', 'cancelled')),
+        assignee_agent_id TEXT REFERENCES agents(id),
+        created_by_agent_id TEXT REFERENCES agents(id),
+        result TEXT,
+        cancel_reason TEXT,
+        revision BIGINT NOT NULL,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL
+    );
+    CREATE INDEX tasks_by_location ON tasks (channel_id, thread_id, updated_at DESC, id ASC);
+    CREATE TABLE reviews (
+        id TEXT PRIMARY KEY,
+        thread_id TEXT NOT NULL REFERENCES threads(id),
+        task_id TEXT REFERENCES tasks(id),
+        author_agent_id TEXT NOT NULL REFERENCES agents(id),
+        verdict TEXT NOT NULL CHECK (verdict IN ('comment', 'approve', 'requestChanges')),
+        body TEXT NOT NULL,
+        status TEXT NOT NULL CHECK (status IN ('open', 'resolved')),
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL
+    );
+    CREATE INDEX reviews_by_thread ON reviews (thread_id, updated_at DESC, id DESC);
+    CREATE TABLE idempotency_keys (
+        agent_id TEXT NOT NULL REFERENCES agents(id),
+        action TEXT NOT NULL,
+        idempotency_key TEXT NOT NULL,
+        fingerprint BLOB NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('running', 'done')),
+        status_code BIGINT,
+        response TEXT,
+        created_at BIGINT NOT NULL,
+        PRIMARY KEY (agent_id, action, idempotency_key)
+    );
+    CREATE INDEX idempotency_by_age ON idempotency_keys (created_at);
+    "#,
+];

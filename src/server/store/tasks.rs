@@ -1,0 +1,269 @@
+//! Tasks: rows, keyset pages, and read-check-write mutations in one writer transaction.
+//!
+//! Lifecycle rules are not here: a mutation takes a closure from the action layer that sees the
+//! current task inside the transaction and returns the changed task or a typed refusal.
+
+use sqlx::sqlite::SqliteRow;
+use sqlx::{QueryBuilder, Row, Sqlite};
+
+use super::tenancy::Membership;
+use super::{Store, StoreError, new_id, rfc3339};
+use crate::contract::types::{Task, TaskLocation, TaskStatus};
+
+/// The columns `task_row` reads, in its order; a macro so queries stay `&'static str` literals.
+macro_rules! task_columns {
+    () => {
+        "t.id, t.channel_id, t.thread_id, t.title, t.description, t.status, t.assignee_agent_id, t.created_by_agent_id, t.result, t.cancel_reason, t.revision, t.created_at, t.updated_at"
+    };
+}
+
+/// The keyset position of a task in `updatedAt DESC, id ASC` order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TaskPosition {
+    pub updated_at_ms: i64,
+    pub id: String,
+}
+
+/// One page of tasks and whether another exists.
+#[derive(Debug)]
+pub struct TaskPage {
+    pub tasks: Vec<Task>,
+    /// The position of the last task, present only when another page exists.
+    pub next: Option<TaskPosition>,
+}
+
+/// A stored task plus its raw keyset position.
+struct TaskRow {
+    task: Task,
+    updated_at_ms: i64,
+}
+
+impl Store {
+    /// Creates an `open` task at `location`, revision 1.
+    pub async fn insert_task(
+        &self,
+        workspace_id: &str,
+        location: &Membership,
+        title: &str,
+        description: Option<&str>,
+        agent_id: &str,
+        now_ms: i64,
+    ) -> Result<Task, StoreError> {
+        let id = new_id("task", now_ms);
+        sqlx::query(
+            "INSERT INTO tasks (id, workspace_id, channel_id, thread_id, title, description, status, created_by_agent_id, revision, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, 'open', $7, 1, $8, $8)",
+        )
+        .bind(&id)
+        .bind(workspace_id)
+        .bind(&location.channel_id)
+        .bind(&location.thread_id)
+        .bind(title)
+        .bind(description)
+        .bind(agent_id)
+        .bind(now_ms)
+        .execute(&self.writer)
+        .await?;
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            task_columns!(),
+            " FROM tasks t WHERE t.id = $1"
+        ))
+        .bind(&id)
+        .fetch_one(&self.writer)
+        .await?;
+        Ok(task_row(&row)?.task)
+    }
+
+    /// The task `task_id` if it is in `workspace_id` and `agent_id` is a member of its channel.
+    pub async fn task_for_member(
+        &self,
+        workspace_id: &str,
+        agent_id: &str,
+        task_id: &str,
+    ) -> Result<Option<Task>, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            task_columns!(),
+            " FROM tasks t JOIN channel_members m ON m.channel_id = t.channel_id WHERE t.id = $1 AND t.workspace_id = $2 AND m.member_id = $3"
+        ))
+        .bind(task_id)
+        .bind(workspace_id)
+        .bind(agent_id)
+        .fetch_optional(&self.reader)
+        .await?;
+        row.map(|row| task_row(&row).map(|r| r.task)).transpose()
+    }
+
+    /// One page of the tasks at exactly `location` (a thread's tasks, or a channel's own tasks),
+    /// in `updatedAt DESC, id ASC` order, starting after `after`.
+    pub async fn list_tasks(
+        &self,
+        location: &Membership,
+        statuses: &[TaskStatus],
+        after: Option<&TaskPosition>,
+        limit: usize,
+    ) -> Result<TaskPage, StoreError> {
+        let mut query: QueryBuilder<Sqlite> = QueryBuilder::new(concat!(
+            "SELECT ",
+            task_columns!(),
+            " FROM tasks t WHERE t.channel_id = "
+        ));
+        query.push_bind(&location.channel_id);
+        match &location.thread_id {
+            Some(thread_id) => {
+                query.push(" AND t.thread_id = ").push_bind(thread_id);
+            }
+            None => {
+                query.push(" AND t.thread_id IS NULL");
+            }
+        }
+        if !statuses.is_empty() {
+            query.push(" AND t.status IN (");
+            let mut separated = query.separated(", ");
+            for status in statuses {
+                separated.push_bind(status.to_string());
+            }
+            query.push(")");
+        }
+        if let Some(after) = after {
+            // Mixed directions: an expanded predicate, never a row-value comparison.
+            query
+                .push(" AND t.updated_at <= ")
+                .push_bind(after.updated_at_ms);
+            query
+                .push(" AND (t.updated_at < ")
+                .push_bind(after.updated_at_ms);
+            query.push(" OR t.id > ").push_bind(&after.id).push(")");
+        }
+        query
+            .push(" ORDER BY t.updated_at DESC, t.id ASC LIMIT ")
+            .push_bind((limit + 1) as i64);
+        let rows = query.build().fetch_all(&self.reader).await?;
+        let mut rows: Vec<TaskRow> = rows.iter().map(task_row).collect::<Result<_, _>>()?;
+        let has_more = rows.len() > limit;
+        rows.truncate(limit);
+        let next = if has_more {
+            rows.last().map(|r| TaskPosition {
+                updated_at_ms: r.updated_at_ms,
+                id: r.task.id.to_string(),
+            })
+        } else {
+            None
+        };
+        Ok(TaskPage {
+            tasks: rows.into_iter().map(|r| r.task).collect(),
+            next,
+        })
+    }
+
+    /// Reads the task (as `task_for_member` would), lets `change` decide, and writes the result
+    /// with `revision + 1` and `updatedAt = now`, all in one writer transaction.
+    ///
+    /// `Ok(None)` when the task is not visible to the agent; `Ok(Some(Err(e)))` when `change`
+    /// refused.
+    pub async fn update_task<E>(
+        &self,
+        workspace_id: &str,
+        agent_id: &str,
+        task_id: &str,
+        now_ms: i64,
+        change: impl FnOnce(&Task) -> Result<Task, E>,
+    ) -> Result<Option<Result<Task, E>>, StoreError> {
+        let mut tx = self.writer.begin().await?;
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            task_columns!(),
+            " FROM tasks t JOIN channel_members m ON m.channel_id = t.channel_id WHERE t.id = $1 AND t.workspace_id = $2 AND m.member_id = $3"
+        ))
+        .bind(task_id)
+        .bind(workspace_id)
+        .bind(agent_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let current = task_row(&row)?.task;
+        let changed = match change(&current) {
+            Ok(changed) => changed,
+            Err(refusal) => return Ok(Some(Err(refusal))),
+        };
+        let Task {
+            title,
+            description,
+            status,
+            assignee_agent_id,
+            result,
+            cancel_reason,
+            ..
+        } = &changed;
+        sqlx::query(
+            "UPDATE tasks SET title = $2, description = $3, status = $4, assignee_agent_id = $5, result = $6, cancel_reason = $7, \
+             revision = revision + 1, updated_at = $8 WHERE id = $1",
+        )
+        .bind(task_id)
+        .bind(title.as_str())
+        .bind(description.as_deref().map(String::as_str))
+        .bind(status.to_string())
+        .bind(assignee_agent_id.as_deref().map(String::as_str))
+        .bind(result.as_deref().map(String::as_str))
+        .bind(cancel_reason.as_deref().map(String::as_str))
+        .bind(now_ms)
+        .execute(&mut *tx)
+        .await?;
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            task_columns!(),
+            " FROM tasks t WHERE t.id = $1"
+        ))
+        .bind(task_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        let stored = task_row(&row)?.task;
+        tx.commit().await?;
+        Ok(Some(Ok(stored)))
+    }
+}
+
+fn task_row(row: &SqliteRow) -> Result<TaskRow, StoreError> {
+    fn parse<T: std::str::FromStr>(value: &str, column: &'static str) -> Result<T, StoreError> {
+        value.parse().map_err(|_| StoreError::Corrupt { column })
+    }
+    fn optional<T: std::str::FromStr>(
+        value: Option<String>,
+        column: &'static str,
+    ) -> Result<Option<T>, StoreError> {
+        value.map(|v| parse(&v, column)).transpose()
+    }
+    let channel_id: String = row.try_get(1)?;
+    let thread_id: Option<String> = row.try_get(2)?;
+    let location = match thread_id {
+        Some(thread_id) => TaskLocation::Thread {
+            thread_id: parse(&thread_id, "thread_id")?,
+        },
+        None => TaskLocation::Channel {
+            channel_id: parse(&channel_id, "channel_id")?,
+        },
+    };
+    let revision: i64 = row.try_get(10)?;
+    let created_at: i64 = row.try_get(11)?;
+    let updated_at: i64 = row.try_get(12)?;
+    let task = Task {
+        id: parse(&row.try_get::<String, _>(0)?, "id")?,
+        location,
+        title: parse(&row.try_get::<String, _>(3)?, "title")?,
+        description: optional(row.try_get(4)?, "description")?,
+        status: parse(&row.try_get::<String, _>(5)?, "status")?,
+        assignee_agent_id: optional(row.try_get(6)?, "assignee_agent_id")?,
+        created_by_agent_id: optional(row.try_get(7)?, "created_by_agent_id")?,
+        result: optional(row.try_get(8)?, "result")?,
+        cancel_reason: optional(row.try_get(9)?, "cancel_reason")?,
+        revision: std::num::NonZeroU64::new(revision as u64)
+            .ok_or(StoreError::Corrupt { column: "revision" })?,
+        created_at: parse(&rfc3339(created_at), "created_at")?,
+        updated_at: parse(&rfc3339(updated_at), "updated_at")?,
+    };
+    Ok(TaskRow {
+        task,
+        updated_at_ms: updated_at,
+    })
+}

@@ -1,0 +1,286 @@
+//! Tenancy and identity: workspaces, humans, agents, device credentials, channels, threads and
+//! channel membership, plus the lookups every authorization decision uses.
+
+use sqlx::Row;
+
+use super::{Store, StoreError, new_id};
+
+/// The human a device credential belongs to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceIdentity {
+    pub device_id: String,
+    pub human_id: String,
+    pub workspace_id: String,
+}
+
+/// Where a conversation locator lives, once the agent is known to be allowed to see it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Membership {
+    pub channel_id: String,
+    pub thread_id: Option<String>,
+}
+
+impl Store {
+    pub async fn create_workspace(&self, name: &str, now_ms: i64) -> Result<String, StoreError> {
+        let id = new_id("wsp", now_ms);
+        sqlx::query("INSERT INTO workspaces (id, name, created_at) VALUES ($1, $2, $3)")
+            .bind(&id)
+            .bind(name)
+            .bind(now_ms)
+            .execute(&self.writer)
+            .await?;
+        Ok(id)
+    }
+
+    pub async fn workspace_exists(&self, workspace_id: &str) -> Result<bool, StoreError> {
+        Ok(sqlx::query("SELECT 1 FROM workspaces WHERE id = $1")
+            .bind(workspace_id)
+            .fetch_optional(&self.reader)
+            .await?
+            .is_some())
+    }
+
+    /// `None` when the handle is taken in that workspace.
+    pub async fn create_human(
+        &self,
+        workspace_id: &str,
+        handle: &str,
+        display_name: &str,
+        now_ms: i64,
+    ) -> Result<Option<String>, StoreError> {
+        let id = new_id("hum", now_ms);
+        let inserted = sqlx::query(
+            "INSERT INTO humans (id, workspace_id, handle, display_name, created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (workspace_id, handle) DO NOTHING",
+        )
+        .bind(&id)
+        .bind(workspace_id)
+        .bind(handle)
+        .bind(display_name)
+        .bind(now_ms)
+        .execute(&self.writer)
+        .await?;
+        Ok((inserted.rows_affected() == 1).then_some(id))
+    }
+
+    /// The workspace of a human, if the human exists.
+    pub async fn human_workspace(&self, human_id: &str) -> Result<Option<String>, StoreError> {
+        Ok(
+            sqlx::query_as::<_, (String,)>("SELECT workspace_id FROM humans WHERE id = $1")
+                .bind(human_id)
+                .fetch_optional(&self.reader)
+                .await?
+                .map(|r| r.0),
+        )
+    }
+
+    /// `None` when the handle is taken in that workspace.
+    pub async fn create_agent(
+        &self,
+        workspace_id: &str,
+        owner_human_id: &str,
+        handle: &str,
+        display_name: &str,
+        now_ms: i64,
+    ) -> Result<Option<String>, StoreError> {
+        let id = new_id("agt", now_ms);
+        let inserted = sqlx::query(
+            "INSERT INTO agents (id, workspace_id, owner_human_id, handle, display_name, created_at) VALUES ($1, $2, $3, $4, $5, $6) \
+             ON CONFLICT (workspace_id, handle) DO NOTHING",
+        )
+        .bind(&id)
+        .bind(workspace_id)
+        .bind(owner_human_id)
+        .bind(handle)
+        .bind(display_name)
+        .bind(now_ms)
+        .execute(&self.writer)
+        .await?;
+        Ok((inserted.rows_affected() == 1).then_some(id))
+    }
+
+    /// Stores a device credential for `human_id`; only the SHA-256 of its secret is kept.
+    pub async fn create_device(
+        &self,
+        human_id: &str,
+        secret_hash: &[u8],
+        now_ms: i64,
+    ) -> Result<String, StoreError> {
+        let id = new_id("dev", now_ms);
+        sqlx::query(
+            "INSERT INTO devices (id, human_id, secret_hash, created_at) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(&id)
+        .bind(human_id)
+        .bind(secret_hash)
+        .bind(now_ms)
+        .execute(&self.writer)
+        .await?;
+        Ok(id)
+    }
+
+    /// The unrevoked device `device_id` with its stored secret hash, for constant-time comparison.
+    pub async fn device(
+        &self,
+        device_id: &str,
+    ) -> Result<Option<(DeviceIdentity, Vec<u8>)>, StoreError> {
+        let row = sqlx::query(
+            "SELECT d.id, d.human_id, h.workspace_id, d.secret_hash FROM devices d JOIN humans h ON h.id = d.human_id \
+             WHERE d.id = $1 AND d.revoked_at IS NULL",
+        )
+        .bind(device_id)
+        .fetch_optional(&self.reader)
+        .await?;
+        Ok(row.map(|row| {
+            let identity = DeviceIdentity {
+                device_id: row.get(0),
+                human_id: row.get(1),
+                workspace_id: row.get(2),
+            };
+            (identity, row.get(3))
+        }))
+    }
+
+    pub async fn revoke_device(&self, device_id: &str, now_ms: i64) -> Result<bool, StoreError> {
+        let done =
+            sqlx::query("UPDATE devices SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL")
+                .bind(device_id)
+                .bind(now_ms)
+                .execute(&self.writer)
+                .await?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    /// True when `agent_id` is an agent of `workspace_id` owned by `human_id`.
+    pub async fn agent_owned_by(
+        &self,
+        agent_id: &str,
+        workspace_id: &str,
+        human_id: &str,
+    ) -> Result<bool, StoreError> {
+        let row = sqlx::query(
+            "SELECT 1 FROM agents WHERE id = $1 AND workspace_id = $2 AND owner_human_id = $3",
+        )
+        .bind(agent_id)
+        .bind(workspace_id)
+        .bind(human_id)
+        .fetch_optional(&self.reader)
+        .await?;
+        Ok(row.is_some())
+    }
+
+    /// `None` when the name is taken in that workspace. `members` (humans or agents of the same
+    /// workspace) join the channel.
+    pub async fn create_channel(
+        &self,
+        workspace_id: &str,
+        name: &str,
+        members: &[String],
+        now_ms: i64,
+    ) -> Result<Option<String>, StoreError> {
+        let id = new_id("chn", now_ms);
+        let mut tx = self.writer.begin().await?;
+        let inserted = sqlx::query("INSERT INTO channels (id, workspace_id, name, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (workspace_id, name) DO NOTHING")
+            .bind(&id)
+            .bind(workspace_id)
+            .bind(name)
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await?;
+        if inserted.rows_affected() == 0 {
+            return Ok(None);
+        }
+        for member in members {
+            sqlx::query("INSERT INTO channel_members (channel_id, member_id) VALUES ($1, $2) ON CONFLICT DO NOTHING").bind(&id).bind(member).execute(&mut *tx).await?;
+        }
+        tx.commit().await?;
+        Ok(Some(id))
+    }
+
+    /// True when `member_id` is a human or agent of `workspace_id`.
+    pub async fn is_workspace_member(
+        &self,
+        workspace_id: &str,
+        member_id: &str,
+    ) -> Result<bool, StoreError> {
+        let row = sqlx::query("SELECT 1 FROM humans WHERE id = $1 AND workspace_id = $2 UNION ALL SELECT 1 FROM agents WHERE id = $1 AND workspace_id = $2")
+            .bind(member_id)
+            .bind(workspace_id)
+            .fetch_optional(&self.reader)
+            .await?;
+        Ok(row.is_some())
+    }
+
+    /// The workspace of a channel, if the channel exists.
+    pub async fn channel_workspace(&self, channel_id: &str) -> Result<Option<String>, StoreError> {
+        Ok(
+            sqlx::query_as::<_, (String,)>("SELECT workspace_id FROM channels WHERE id = $1")
+                .bind(channel_id)
+                .fetch_optional(&self.reader)
+                .await?
+                .map(|r| r.0),
+        )
+    }
+
+    pub async fn create_thread(
+        &self,
+        channel_id: &str,
+        title: &str,
+        now_ms: i64,
+    ) -> Result<String, StoreError> {
+        let id = new_id("thr", now_ms);
+        sqlx::query(
+            "INSERT INTO threads (id, channel_id, title, created_at) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(&id)
+        .bind(channel_id)
+        .bind(title)
+        .bind(now_ms)
+        .execute(&self.writer)
+        .await?;
+        Ok(id)
+    }
+
+    /// The channel `channel_id` if it is in `workspace_id` and `member_id` belongs to it.
+    pub async fn channel_for_member(
+        &self,
+        workspace_id: &str,
+        member_id: &str,
+        channel_id: &str,
+    ) -> Result<Option<Membership>, StoreError> {
+        let row = sqlx::query(
+            "SELECT c.id FROM channels c JOIN channel_members m ON m.channel_id = c.id \
+             WHERE c.id = $1 AND c.workspace_id = $2 AND m.member_id = $3",
+        )
+        .bind(channel_id)
+        .bind(workspace_id)
+        .bind(member_id)
+        .fetch_optional(&self.reader)
+        .await?;
+        Ok(row.map(|row| Membership {
+            channel_id: row.get(0),
+            thread_id: None,
+        }))
+    }
+
+    /// The thread `thread_id` if its channel is in `workspace_id` and `member_id` belongs to it.
+    pub async fn thread_for_member(
+        &self,
+        workspace_id: &str,
+        member_id: &str,
+        thread_id: &str,
+    ) -> Result<Option<Membership>, StoreError> {
+        let row = sqlx::query(
+            "SELECT c.id, t.id FROM threads t JOIN channels c ON c.id = t.channel_id JOIN channel_members m ON m.channel_id = c.id \
+             WHERE t.id = $1 AND c.workspace_id = $2 AND m.member_id = $3",
+        )
+        .bind(thread_id)
+        .bind(workspace_id)
+        .bind(member_id)
+        .fetch_optional(&self.reader)
+        .await?;
+        Ok(row.map(|row| Membership {
+            channel_id: row.get(0),
+            thread_id: Some(row.get(1)),
+        }))
+    }
+}

@@ -1,0 +1,120 @@
+//! HTTP wire helpers shared by the daemon and the server: the envelope responses, the one mapping
+//! from error code to HTTP status, bearer extraction, and bounded strict JSON bodies.
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::Value;
+
+use crate::contract::json::parse_strict;
+use crate::contract::{ActionError, error::ErrorCode};
+
+/// Request bodies larger than this are refused (spec: the 1 MiB body cap).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+
+/// The HTTP status of each error code; the only place this mapping lives.
+pub fn status_for(code: ErrorCode) -> StatusCode {
+    match code {
+        ErrorCode::InvalidRequest | ErrorCode::ValidationFailed => StatusCode::BAD_REQUEST,
+        ErrorCode::Forbidden => StatusCode::FORBIDDEN,
+        ErrorCode::NotFound | ErrorCode::UnknownAction => StatusCode::NOT_FOUND,
+        ErrorCode::RequestTimeout => StatusCode::REQUEST_TIMEOUT,
+        ErrorCode::InvalidState
+        | ErrorCode::RevisionMismatch
+        | ErrorCode::AdmissionLimited
+        | ErrorCode::IdempotencyInProgress => StatusCode::CONFLICT,
+        ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+        ErrorCode::IdempotencyKeyReused | ErrorCode::ResultBudgetExceeded => {
+            StatusCode::UNPROCESSABLE_ENTITY
+        }
+        ErrorCode::UpstreamFailed => StatusCode::BAD_GATEWAY,
+        ErrorCode::UpstreamUnavailable => StatusCode::SERVICE_UNAVAILABLE,
+        ErrorCode::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
+        ErrorCode::InternalError => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+/// `status` with `value` as its JSON body.
+pub fn json_response(status: StatusCode, value: &Value) -> Response {
+    let mut body = serde_json::to_vec(value).expect("a Value always serializes");
+    body.push(b'\n');
+    let mut response = (status, body).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// The error envelope with the code's status.
+pub fn error_response(error: &ActionError) -> Response {
+    json_response(status_for(error.code), &error.envelope())
+}
+
+/// `200 {"ok":true,"data":…}`.
+pub fn success_response(data: Value) -> Response {
+    json_response(
+        StatusCode::OK,
+        &serde_json::json!({ "ok": true, "data": data }),
+    )
+}
+
+/// The token of an `Authorization: Bearer <token>` header, if there is exactly one well-formed one.
+pub fn bearer(headers: &HeaderMap) -> Option<&str> {
+    let mut values = headers.get_all(header::AUTHORIZATION).iter();
+    let value = values.next()?;
+    if values.next().is_some() {
+        return None;
+    }
+    let token = value.to_str().ok()?.strip_prefix("Bearer ")?;
+    (!token.is_empty() && token.len() <= 512).then_some(token)
+}
+
+/// Reads at most [`MAX_BODY_BYTES`] and parses exactly one strict JSON value.
+pub async fn read_json_body(headers: &HeaderMap, body: Body) -> Result<Value, ActionError> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|length| length > MAX_BODY_BYTES as u64) {
+        return Err(too_large());
+    }
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.split(';')
+                .next()
+                .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"))
+        });
+    if !is_json {
+        return Err(ActionError::new(
+            ErrorCode::InvalidRequest,
+            "the body must be `application/json`",
+        ));
+    }
+    let bytes: Bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|e| {
+            let over_limit = std::error::Error::source(&e)
+                .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
+            if over_limit {
+                too_large()
+            } else {
+                ActionError::new(ErrorCode::InvalidRequest, "the body could not be read")
+            }
+        })?;
+    parse_strict(&bytes).map_err(|e| {
+        ActionError::new(
+            ErrorCode::InvalidRequest,
+            format!("the body is not one JSON value: {e}"),
+        )
+    })
+}
+
+fn too_large() -> ActionError {
+    ActionError::new(
+        ErrorCode::PayloadTooLarge,
+        format!("the body exceeds {MAX_BODY_BYTES} bytes"),
+    )
+}
