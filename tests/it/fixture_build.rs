@@ -1,6 +1,7 @@
-//! The contract pipeline through real cargo builds of a copy of this crate: a new action added
-//! only as schema files reaches every surface of the built binary, and deleting its inventory row
-//! fails the build with a `cargo::error=` line naming the action.
+//! The contract pipeline through real cargo builds of a copy of this crate: a new action added as
+//! schema files plus its server handler (the compiler refuses the build without it) reaches every
+//! surface of the built binary, and deleting its inventory row fails the build with a
+//! `cargo::error=` line naming the action.
 //!
 //! The copy builds in its own target dir (`target/fixture-build`), so it never replaces the
 //! binary under test; the first run compiles the dependencies once more, later runs reuse them.
@@ -37,7 +38,7 @@ fn fixture_run(fixture_bin: &Path, args: &[&str]) -> String {
 }
 
 #[test]
-fn a_schema_only_action_reaches_the_binary_and_its_missing_row_fails_the_build() {
+fn a_new_action_reaches_the_binary_and_its_missing_row_fails_the_build() {
     let fixture = tempfile::tempdir().unwrap();
     let root = repo_root();
     for dir in ["codegen", "schema", "src", "tests"] {
@@ -49,11 +50,34 @@ fn a_schema_only_action_reaches_the_binary_and_its_missing_row_fails_the_build()
     let schema = fixture.path().join("schema");
     add_note_pin(&schema);
 
-    // Schema files only, no Rust: the action is on every surface of the built binary.
+    // The compiler enforces the contract: the server does not build until it handles `note pin`.
+    let build = cargo(fixture.path(), &["build", "--bin", "agentteam"]);
+    let stderr = String::from_utf8_lossy(&build.stderr);
+    assert!(
+        !build.status.success() && stderr.contains("missing: `note_pin`"),
+        "the server built without a `note pin` handler:\n{stderr}"
+    );
+
+    // Its handler is the only Rust to write; everything else comes from the schema files.
+    let handlers = fixture.path().join("src/server/actions/mod.rs");
+    let source = fs::read_to_string(&handlers).unwrap();
+    let anchor = "    type Context = Caller;\n";
+    assert!(
+        source.contains(anchor),
+        "the server's ActionHandler impl moved; update this test"
+    );
+    let handler = "    async fn note_pin(&self, _caller: &Caller, _input: crate::contract::types::NotePinInput) \
+                   -> ActionResult<crate::contract::types::NotePinOutput> {\n        \
+                   Err(ActionError::new(ErrorCode::NotFound, \"no notes in this fixture\"))\n    }\n";
+    fs::write(
+        &handlers,
+        source.replacen(anchor, &format!("{anchor}{handler}"), 1),
+    )
+    .unwrap();
     let build = cargo(fixture.path(), &["build", "--bin", "agentteam"]);
     assert!(
         build.status.success(),
-        "the fixture with `note pin` does not build:\n{}",
+        "the fixture with `note pin` and its handler does not build:\n{}",
         String::from_utf8_lossy(&build.stderr)
     );
     let bin = root.join("target/fixture-build/debug/agentteam");
