@@ -12,12 +12,16 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::post;
 
-use super::actions::{Caller, ServerActions};
+use sha2::{Digest, Sha256};
+
+use super::actions::{Caller, ServerActions, internal};
+use super::store::Claim;
 use super::{AppState, auth, legacy};
 use crate::contract::catalog::ACTIONS;
 use crate::contract::error::ErrorCode;
 use crate::contract::{ActionError, ActionId, DispatchError, dispatch};
 use crate::wire;
+use crate::wire::idempotency::resolve_selector;
 
 /// The route of one action on the server.
 pub fn action_path(domain: &str, action: &str) -> String {
@@ -67,10 +71,13 @@ async fn handle(
     id: ActionId,
 ) -> Response {
     match run(&state, &server_id, &agent_id, &headers, body, id).await {
-        Ok(data) => wire::success_response(data),
+        Ok(response) => response,
         Err(error) => wire::error_response(&error),
     }
 }
+
+/// Idempotency records are kept at least this long (then a reused key is a new request).
+pub const IDEMPOTENCY_RETENTION_MS: i64 = 24 * 60 * 60 * 1000;
 
 async fn run(
     state: &AppState,
@@ -79,18 +86,18 @@ async fn run(
     headers: &HeaderMap,
     body: Body,
     id: ActionId,
-) -> Result<serde_json::Value, ActionError> {
+) -> Result<Response, ActionError> {
     let credential = wire::bearer(headers).ok_or_else(forbidden)?;
     let device = auth::authenticate_device(&state.store, credential)
         .await
-        .map_err(super::actions::internal)?
+        .map_err(internal)?
         .ok_or_else(forbidden)?;
     if device.workspace_id != server_id
         || !state
             .store
             .agent_owned_by(agent_id, server_id, &device.human_id)
             .await
-            .map_err(super::actions::internal)?
+            .map_err(internal)?
     {
         return Err(forbidden());
     }
@@ -98,13 +105,70 @@ async fn run(
     let mut input = wire::read_json_body(headers, body).await?;
     legacy::canonicalize(id, &mut input)?;
     state.catalog.validate_input(id, &input)?;
+    let selector = if id.descriptor().risk.is_mutation() {
+        resolve_selector(headers, &input)?
+    } else {
+        None
+    };
 
     let caller = Caller {
         workspace_id: server_id.to_string(),
         agent_id: agent_id.to_string(),
         now_ms: state.clock.now_ms(),
     };
-    dispatch(&ServerActions { state }, &caller, id, input).await.map_err(|error| match error {
+    let Some(key) = selector else {
+        let (status, body) = wire::render(&execute(state, &caller, id, input).await);
+        return Ok(wire::raw_json_response(status, body));
+    };
+
+    // The selector is scoped by agent and action; the fingerprint is the canonical input.
+    let action = id.key();
+    let fingerprint =
+        Sha256::digest(serde_json::to_vec(&input).expect("a Value always serializes"));
+    let claim = state
+        .store
+        .claim_idempotent(
+            agent_id,
+            &action,
+            &key,
+            &fingerprint,
+            caller.now_ms,
+            caller.now_ms - IDEMPOTENCY_RETENTION_MS,
+        )
+        .await
+        .map_err(internal)?;
+    match claim {
+        Claim::Acquired => {
+            let (status, body) = wire::render(&execute(state, &caller, id, input).await);
+            state
+                .store
+                .finish_idempotent(agent_id, &action, &key, status, &body)
+                .await
+                .map_err(internal)?;
+            Ok(wire::raw_json_response(status, body))
+        }
+        Claim::Done { status, response } => Ok(wire::raw_json_response(status, response)),
+        Claim::Mismatch => Err(ActionError::new(
+            ErrorCode::IdempotencyKeyReused,
+            format!("`{key}` was already used with another payload for `{action}`"),
+        )
+        .with_next("use a new `requestId` for a different request")),
+        Claim::InProgress => Err(ActionError::new(
+            ErrorCode::IdempotencyInProgress,
+            format!("the first request with `{key}` for `{action}` has not finished"),
+        )
+        .with_next("retry the same request later; it will replay the first result")),
+    }
+}
+
+/// The generated typed adapter, with its internal failures made generic.
+async fn execute(
+    state: &AppState,
+    caller: &Caller,
+    id: ActionId,
+    input: serde_json::Value,
+) -> Result<serde_json::Value, ActionError> {
+    dispatch(&ServerActions { state }, caller, id, input).await.map_err(|error| match error {
         DispatchError::Action(error) => error,
         DispatchError::Decode(cause) | DispatchError::Encode(cause) => {
             tracing::error!(action = %id.key(), error = %cause, "typed adapter failed on validated data");

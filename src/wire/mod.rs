@@ -1,5 +1,8 @@
 //! HTTP wire helpers shared by the daemon and the server: the envelope responses, the one mapping
-//! from error code to HTTP status, bearer extraction, and bounded strict JSON bodies.
+//! from error code to HTTP status, bearer extraction, bounded strict JSON bodies, and the
+//! idempotency selector rules.
+
+pub mod idempotency;
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -34,10 +37,9 @@ pub fn status_for(code: ErrorCode) -> StatusCode {
     }
 }
 
-/// `status` with `value` as its JSON body.
-pub fn json_response(status: StatusCode, value: &Value) -> Response {
-    let mut body = serde_json::to_vec(value).expect("a Value always serializes");
-    body.push(b'\n');
+/// A response whose JSON body was rendered earlier (an idempotent replay).
+pub fn raw_json_response(status: u16, body: String) -> Response {
+    let status = StatusCode::from_u16(status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut response = (status, body).into_response();
     response.headers_mut().insert(
         header::CONTENT_TYPE,
@@ -46,17 +48,30 @@ pub fn json_response(status: StatusCode, value: &Value) -> Response {
     response
 }
 
+/// The envelope of `result` as `(status, body text)`, as it goes on the wire.
+pub fn render(result: &Result<Value, ActionError>) -> (u16, String) {
+    let (status, value) = match result {
+        Ok(data) => (
+            StatusCode::OK,
+            serde_json::json!({ "ok": true, "data": data }),
+        ),
+        Err(error) => (status_for(error.code), error.envelope()),
+    };
+    let mut body = serde_json::to_string(&value).expect("a Value always serializes");
+    body.push('\n');
+    (status.as_u16(), body)
+}
+
 /// The error envelope with the code's status.
 pub fn error_response(error: &ActionError) -> Response {
-    json_response(status_for(error.code), &error.envelope())
+    let (status, body) = render(&Err(error.clone()));
+    raw_json_response(status, body)
 }
 
 /// `200 {"ok":true,"data":…}`.
 pub fn success_response(data: Value) -> Response {
-    json_response(
-        StatusCode::OK,
-        &serde_json::json!({ "ok": true, "data": data }),
-    )
+    let (status, body) = render(&Ok(data));
+    raw_json_response(status, body)
 }
 
 /// The token of an `Authorization: Bearer <token>` header, if there is exactly one well-formed one.

@@ -9,6 +9,7 @@ mod fixture_build;
 mod generated_fresh;
 mod schema_lint;
 mod server_actions;
+mod server_idempotency;
 mod server_pagination;
 mod support;
 mod tidy;

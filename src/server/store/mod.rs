@@ -5,6 +5,7 @@
 //! (several writers fail with "database is locked" under load even with a busy timeout); reads use
 //! a separate small pool that never blocks the writer in WAL mode.
 
+mod idempotency;
 mod migrations;
 mod reviews;
 mod tasks;
@@ -19,6 +20,7 @@ use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
 
+pub use idempotency::Claim;
 pub use tasks::{TaskPage, TaskPosition};
 pub use tenancy::{DeviceIdentity, Membership};
 
