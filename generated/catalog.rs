@@ -3,8 +3,34 @@
 /// Every built-in action; `ACTIONS[id as usize]` is its descriptor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ActionId {
+    /// `project.archive`: Archive a project.
+    ProjectArchive,
+    /// `project.create`: Create a workspace project.
+    ProjectCreate,
+    /// `project.get`: Read one project by id.
+    ProjectGet,
+    /// `project.list`: List the workspace's projects.
+    ProjectList,
+    /// `project.update`: Change the name or description of a project.
+    ProjectUpdate,
     /// `review.add`: Leave a review in an explicit thread.
     ReviewAdd,
+    /// `review.get`: Read one review by id.
+    ReviewGet,
+    /// `review.list`: List the reviews of one thread.
+    ReviewList,
+    /// `review.resolve`: Resolve an open review.
+    ReviewResolve,
+    /// `scheduled-message.cancel`: Cancel a scheduled message.
+    ScheduledMessageCancel,
+    /// `scheduled-message.create`: Schedule a message to an explicit thread or channel.
+    ScheduledMessageCreate,
+    /// `scheduled-message.get`: Read one scheduled message by id.
+    ScheduledMessageGet,
+    /// `scheduled-message.list`: List the scheduled messages of a thread or channel.
+    ScheduledMessageList,
+    /// `scheduled-message.runs`: List the runs of one scheduled message.
+    ScheduledMessageRuns,
     /// `task.cancel`: Cancel an open or claimed task.
     TaskCancel,
     /// `task.claim`: Claim an open task for the calling agent.
@@ -19,11 +45,28 @@ pub enum ActionId {
     TaskList,
     /// `task.update`: Change the title or description of a task.
     TaskUpdate,
+    /// `team.get`: Read one team and its members.
+    TeamGet,
+    /// `team.list`: List the workspace's teams.
+    TeamList,
 }
 impl ActionId {
     /// Every action, in catalog order.
     pub const ALL: &[ActionId] = &[
+        ActionId::ProjectArchive,
+        ActionId::ProjectCreate,
+        ActionId::ProjectGet,
+        ActionId::ProjectList,
+        ActionId::ProjectUpdate,
         ActionId::ReviewAdd,
+        ActionId::ReviewGet,
+        ActionId::ReviewList,
+        ActionId::ReviewResolve,
+        ActionId::ScheduledMessageCancel,
+        ActionId::ScheduledMessageCreate,
+        ActionId::ScheduledMessageGet,
+        ActionId::ScheduledMessageList,
+        ActionId::ScheduledMessageRuns,
         ActionId::TaskCancel,
         ActionId::TaskClaim,
         ActionId::TaskComplete,
@@ -31,10 +74,29 @@ impl ActionId {
         ActionId::TaskGet,
         ActionId::TaskList,
         ActionId::TaskUpdate,
+        ActionId::TeamGet,
+        ActionId::TeamList,
     ];
 }
 /// Every Exec domain, sorted by name.
 pub static DOMAINS: &[DomainDescriptor] = &[
+    DomainDescriptor {
+        name: r#"project"#,
+        summary: r#"Workspace projects: create, read, update, archive."#,
+        help: r#"Workspace projects: create, read, update, archive.
+
+Usage: agentteam exec project <action> [JSON | -]
+
+Actions:
+  archive  destructive  Archive a project
+  create   write        Create a workspace project
+  get      read         Read one project by id
+  list     read         List the workspace's projects
+  update   write        Change the name or description of a project
+
+Run `agentteam exec project <action> --help` for an action's input and an example.
+"#,
+    },
     DomainDescriptor {
         name: r#"review"#,
         summary: r#"Reviews left in a thread."#,
@@ -43,9 +105,29 @@ pub static DOMAINS: &[DomainDescriptor] = &[
 Usage: agentteam exec review <action> [JSON | -]
 
 Actions:
-  add  write        Leave a review in an explicit thread
+  add      write        Leave a review in an explicit thread
+  get      read         Read one review by id
+  list     read         List the reviews of one thread
+  resolve  write        Resolve an open review
 
 Run `agentteam exec review <action> --help` for an action's input and an example.
+"#,
+    },
+    DomainDescriptor {
+        name: r#"scheduled-message"#,
+        summary: r#"Messages posted later, once or repeatedly, to an explicit thread or channel."#,
+        help: r#"Messages posted later, once or repeatedly, to an explicit thread or channel.
+
+Usage: agentteam exec scheduled-message <action> [JSON | -]
+
+Actions:
+  cancel  destructive  Cancel a scheduled message
+  create  write        Schedule a message to an explicit thread or channel
+  get     read         Read one scheduled message by id
+  list    read         List the scheduled messages of a thread or channel
+  runs    read         List the runs of one scheduled message
+
+Run `agentteam exec scheduled-message <action> --help` for an action's input and an example.
 "#,
     },
     DomainDescriptor {
@@ -67,9 +149,876 @@ Actions:
 Run `agentteam exec task <action> --help` for an action's input and an example.
 "#,
     },
+    DomainDescriptor {
+        name: r#"team"#,
+        summary: r#"Teams of humans and agents in the workspace."#,
+        help: r#"Teams of humans and agents in the workspace.
+
+Usage: agentteam exec team <action> [JSON | -]
+
+Actions:
+  get   read         Read one team and its members
+  list  read         List the workspace's teams
+
+Run `agentteam exec team <action> --help` for an action's input and an example.
+"#,
+    },
 ];
 /// Every built-in action, sorted by domain then action.
 pub static ACTIONS: &[ActionDescriptor] = &[
+    ActionDescriptor {
+        id: ActionId::ProjectArchive,
+        domain: r#"project"#,
+        action: r#"archive"#,
+        summary: r#"Archive a project"#,
+        risk: Risk::Destructive,
+        result_policy: ResultPolicy::Mutation,
+        hint: None,
+        next: None,
+        prompt_inline: false,
+        example: r#"{"projectId":"prj_01JD7M6P0J"}"#,
+        input_type: r#"ProjectArchiveInput"#,
+        output_type: r#"ProjectArchiveOutput"#,
+        input_schema: r##"{
+  "$defs": {
+    "ProjectId": {
+      "description": "Opaque project identifier.",
+      "maxLength": 68,
+      "pattern": "^prj_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "Archive an active project; archiving is final.",
+  "properties": {
+    "projectId": {
+      "$ref": "#/$defs/ProjectId"
+    },
+    "requestId": {
+      "$ref": "#/$defs/RequestId"
+    }
+  },
+  "required": [
+    "projectId"
+  ],
+  "title": "ProjectArchiveInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Project": {
+      "additionalProperties": false,
+      "description": "A workspace project.",
+      "properties": {
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "createdByAgentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "description": {
+          "$ref": "#/$defs/LongText"
+        },
+        "id": {
+          "$ref": "#/$defs/ProjectId"
+        },
+        "name": {
+          "$ref": "#/$defs/Name"
+        },
+        "revision": {
+          "description": "Monotonic revision, incremented by every change.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "status": {
+          "$ref": "#/$defs/ProjectStatus"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "name",
+        "status",
+        "revision",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "ProjectId": {
+      "description": "Opaque project identifier.",
+      "maxLength": 68,
+      "pattern": "^prj_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ProjectResult": {
+      "additionalProperties": false,
+      "description": "The project after the action.",
+      "properties": {
+        "project": {
+          "$ref": "#/$defs/Project"
+        }
+      },
+      "required": [
+        "project"
+      ],
+      "type": "object"
+    },
+    "ProjectStatus": {
+      "description": "`active` until archived; archiving is final.",
+      "enum": [
+        "active",
+        "archived"
+      ],
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$ref": "#/$defs/ProjectResult",
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "description": "The archived project.",
+  "title": "ProjectArchiveOutput"
+}
+"##,
+        help: r#"Archive a project
+
+Usage: agentteam exec project archive [JSON | -]
+
+Input fields:
+  projectId  required  string  Opaque project identifier
+  requestId  optional  string  Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`
+
+Risk: destructive; over-budget results: mutation
+Schemas: agentteam exec project archive --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Example:
+  agentteam exec project archive '{"projectId":"prj_01JD7M6P0J"}'
+"#,
+    },
+    ActionDescriptor {
+        id: ActionId::ProjectCreate,
+        domain: r#"project"#,
+        action: r#"create"#,
+        summary: r#"Create a workspace project"#,
+        risk: Risk::Write,
+        result_policy: ResultPolicy::Mutation,
+        hint: None,
+        next: None,
+        prompt_inline: false,
+        example: r#"{"description":"Everything for the Q4 launch.","name":"Q4 launch","requestId":"req-project-q4-launch"}"#,
+        input_type: r#"ProjectCreateInput"#,
+        output_type: r#"ProjectCreateOutput"#,
+        input_schema: r##"{
+  "$defs": {
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "Create a workspace project.",
+  "properties": {
+    "description": {
+      "$ref": "#/$defs/LongText"
+    },
+    "name": {
+      "$ref": "#/$defs/Name"
+    },
+    "requestId": {
+      "$ref": "#/$defs/RequestId"
+    }
+  },
+  "required": [
+    "name"
+  ],
+  "title": "ProjectCreateInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Project": {
+      "additionalProperties": false,
+      "description": "A workspace project.",
+      "properties": {
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "createdByAgentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "description": {
+          "$ref": "#/$defs/LongText"
+        },
+        "id": {
+          "$ref": "#/$defs/ProjectId"
+        },
+        "name": {
+          "$ref": "#/$defs/Name"
+        },
+        "revision": {
+          "description": "Monotonic revision, incremented by every change.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "status": {
+          "$ref": "#/$defs/ProjectStatus"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "name",
+        "status",
+        "revision",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "ProjectId": {
+      "description": "Opaque project identifier.",
+      "maxLength": 68,
+      "pattern": "^prj_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ProjectResult": {
+      "additionalProperties": false,
+      "description": "The project after the action.",
+      "properties": {
+        "project": {
+          "$ref": "#/$defs/Project"
+        }
+      },
+      "required": [
+        "project"
+      ],
+      "type": "object"
+    },
+    "ProjectStatus": {
+      "description": "`active` until archived; archiving is final.",
+      "enum": [
+        "active",
+        "archived"
+      ],
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$ref": "#/$defs/ProjectResult",
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "description": "The created project, status `active`.",
+  "title": "ProjectCreateOutput"
+}
+"##,
+        help: r#"Create a workspace project
+
+Usage: agentteam exec project create [JSON | -]
+
+Input fields:
+  name         required  string  A display name of 1 to 200 characters
+  description  optional  string  Free text of at most 8000 characters
+  requestId    optional  string  Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`
+
+Risk: write; over-budget results: mutation
+Schemas: agentteam exec project create --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Example:
+  agentteam exec project create '{"description":"Everything for the Q4 launch.","name":"Q4 launch","requestId":"req-project-q4-launch"}'
+"#,
+    },
+    ActionDescriptor {
+        id: ActionId::ProjectGet,
+        domain: r#"project"#,
+        action: r#"get"#,
+        summary: r#"Read one project by id"#,
+        risk: Risk::Read,
+        result_policy: ResultPolicy::Bounded,
+        hint: Some(r#"the project is larger than the result budget"#),
+        next: Some(r#"ask a human to shorten the project's description"#),
+        prompt_inline: false,
+        example: r#"{"projectId":"prj_01JD7M6P0J"}"#,
+        input_type: r#"ProjectGetInput"#,
+        output_type: r#"ProjectGetOutput"#,
+        input_schema: r##"{
+  "$defs": {
+    "ProjectId": {
+      "description": "Opaque project identifier.",
+      "maxLength": 68,
+      "pattern": "^prj_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "Read one project by id.",
+  "properties": {
+    "projectId": {
+      "$ref": "#/$defs/ProjectId"
+    }
+  },
+  "required": [
+    "projectId"
+  ],
+  "title": "ProjectGetInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Project": {
+      "additionalProperties": false,
+      "description": "A workspace project.",
+      "properties": {
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "createdByAgentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "description": {
+          "$ref": "#/$defs/LongText"
+        },
+        "id": {
+          "$ref": "#/$defs/ProjectId"
+        },
+        "name": {
+          "$ref": "#/$defs/Name"
+        },
+        "revision": {
+          "description": "Monotonic revision, incremented by every change.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "status": {
+          "$ref": "#/$defs/ProjectStatus"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "name",
+        "status",
+        "revision",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "ProjectId": {
+      "description": "Opaque project identifier.",
+      "maxLength": 68,
+      "pattern": "^prj_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ProjectResult": {
+      "additionalProperties": false,
+      "description": "The project after the action.",
+      "properties": {
+        "project": {
+          "$ref": "#/$defs/Project"
+        }
+      },
+      "required": [
+        "project"
+      ],
+      "type": "object"
+    },
+    "ProjectStatus": {
+      "description": "`active` until archived; archiving is final.",
+      "enum": [
+        "active",
+        "archived"
+      ],
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$ref": "#/$defs/ProjectResult",
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "description": "The project.",
+  "title": "ProjectGetOutput"
+}
+"##,
+        help: r#"Read one project by id
+
+Usage: agentteam exec project get [JSON | -]
+
+Input fields:
+  projectId  required  string  Opaque project identifier
+
+Risk: read; over-budget results: bounded
+Schemas: agentteam exec project get --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Example:
+  agentteam exec project get '{"projectId":"prj_01JD7M6P0J"}'
+"#,
+    },
+    ActionDescriptor {
+        id: ActionId::ProjectList,
+        domain: r#"project"#,
+        action: r#"list"#,
+        summary: r#"List the workspace's projects"#,
+        risk: Risk::Read,
+        result_policy: ResultPolicy::Cursor,
+        hint: Some(r#"this page of projects is larger than the result budget"#),
+        next: Some(
+            r#"repeat with a smaller `limit` and follow `nextCursor` page by page"#,
+        ),
+        prompt_inline: false,
+        example: r#"{"limit":20,"status":"active"}"#,
+        input_type: r#"ProjectListInput"#,
+        output_type: r#"ProjectListOutput"#,
+        input_schema: r##"{
+  "$defs": {
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 512,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "PageLimit": {
+      "description": "Maximum number of items on one page (default 20, at most 100).",
+      "maximum": 100,
+      "minimum": 1,
+      "type": "integer"
+    },
+    "ProjectStatus": {
+      "description": "`active` until archived; archiving is final.",
+      "enum": [
+        "active",
+        "archived"
+      ],
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "List the workspace's projects, most recently changed first.",
+  "properties": {
+    "cursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "limit": {
+      "$ref": "#/$defs/PageLimit"
+    },
+    "status": {
+      "$ref": "#/$defs/ProjectStatus",
+      "description": "Only projects in this state (default: every state)."
+    }
+  },
+  "required": [],
+  "title": "ProjectListInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 512,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Project": {
+      "additionalProperties": false,
+      "description": "A workspace project.",
+      "properties": {
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "createdByAgentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "description": {
+          "$ref": "#/$defs/LongText"
+        },
+        "id": {
+          "$ref": "#/$defs/ProjectId"
+        },
+        "name": {
+          "$ref": "#/$defs/Name"
+        },
+        "revision": {
+          "description": "Monotonic revision, incremented by every change.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "status": {
+          "$ref": "#/$defs/ProjectStatus"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "name",
+        "status",
+        "revision",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "ProjectId": {
+      "description": "Opaque project identifier.",
+      "maxLength": 68,
+      "pattern": "^prj_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ProjectStatus": {
+      "description": "`active` until archived; archiving is final.",
+      "enum": [
+        "active",
+        "archived"
+      ],
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "One page of projects ordered by `updatedAt` descending, then `id` ascending.",
+  "properties": {
+    "hasMore": {
+      "description": "True when another page exists.",
+      "type": "boolean"
+    },
+    "nextCursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "projects": {
+      "items": {
+        "$ref": "#/$defs/Project"
+      },
+      "maxItems": 100,
+      "type": "array"
+    }
+  },
+  "required": [
+    "projects",
+    "hasMore"
+  ],
+  "title": "ProjectListOutput",
+  "type": "object"
+}
+"##,
+        help: r#"List the workspace's projects
+
+Usage: agentteam exec project list [JSON | -]
+
+Input fields:
+  cursor  optional  string           Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters
+  limit   optional  integer          Maximum number of items on one page (default 20, at most 100)
+  status  optional  active|archived  Only projects in this state (default: every state)
+
+Risk: read; over-budget results: cursor
+Schemas: agentteam exec project list --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Example:
+  agentteam exec project list '{"limit":20,"status":"active"}'
+"#,
+    },
+    ActionDescriptor {
+        id: ActionId::ProjectUpdate,
+        domain: r#"project"#,
+        action: r#"update"#,
+        summary: r#"Change the name or description of a project"#,
+        risk: Risk::Write,
+        result_policy: ResultPolicy::Mutation,
+        hint: None,
+        next: None,
+        prompt_inline: false,
+        example: r#"{"expectedRevision":1,"name":"Q4 launch (EU)","projectId":"prj_01JD7M6P0J"}"#,
+        input_type: r#"ProjectUpdateInput"#,
+        output_type: r#"ProjectUpdateOutput"#,
+        input_schema: r##"{
+  "$defs": {
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "ProjectId": {
+      "description": "Opaque project identifier.",
+      "maxLength": 68,
+      "pattern": "^prj_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "Change the name or description of an active project.",
+  "properties": {
+    "description": {
+      "$ref": "#/$defs/LongText"
+    },
+    "expectedRevision": {
+      "description": "Apply only if the project is still at this revision.",
+      "minimum": 1,
+      "type": "integer"
+    },
+    "name": {
+      "$ref": "#/$defs/Name"
+    },
+    "projectId": {
+      "$ref": "#/$defs/ProjectId"
+    },
+    "requestId": {
+      "$ref": "#/$defs/RequestId"
+    }
+  },
+  "required": [
+    "projectId"
+  ],
+  "title": "ProjectUpdateInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Project": {
+      "additionalProperties": false,
+      "description": "A workspace project.",
+      "properties": {
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "createdByAgentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "description": {
+          "$ref": "#/$defs/LongText"
+        },
+        "id": {
+          "$ref": "#/$defs/ProjectId"
+        },
+        "name": {
+          "$ref": "#/$defs/Name"
+        },
+        "revision": {
+          "description": "Monotonic revision, incremented by every change.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "status": {
+          "$ref": "#/$defs/ProjectStatus"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "name",
+        "status",
+        "revision",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "ProjectId": {
+      "description": "Opaque project identifier.",
+      "maxLength": 68,
+      "pattern": "^prj_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ProjectResult": {
+      "additionalProperties": false,
+      "description": "The project after the action.",
+      "properties": {
+        "project": {
+          "$ref": "#/$defs/Project"
+        }
+      },
+      "required": [
+        "project"
+      ],
+      "type": "object"
+    },
+    "ProjectStatus": {
+      "description": "`active` until archived; archiving is final.",
+      "enum": [
+        "active",
+        "archived"
+      ],
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$ref": "#/$defs/ProjectResult",
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "description": "The updated project.",
+  "title": "ProjectUpdateOutput"
+}
+"##,
+        help: r#"Change the name or description of a project
+
+Usage: agentteam exec project update [JSON | -]
+
+Input fields:
+  projectId         required  string   Opaque project identifier
+  description       optional  string   Free text of at most 8000 characters
+  expectedRevision  optional  integer  Apply only if the project is still at this revision
+  name              optional  string   A display name of 1 to 200 characters
+  requestId         optional  string   Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`
+
+Risk: write; over-budget results: mutation
+Schemas: agentteam exec project update --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Example:
+  agentteam exec project update '{"expectedRevision":1,"name":"Q4 launch (EU)","projectId":"prj_01JD7M6P0J"}'
+"#,
+    },
     ActionDescriptor {
         id: ActionId::ReviewAdd,
         domain: r#"review"#,
@@ -207,6 +1156,372 @@ pub static ACTIONS: &[ActionDescriptor] = &[
       "pattern": "^rev_[0-9A-Za-z]{8,64}$",
       "type": "string"
     },
+    "ReviewResult": {
+      "additionalProperties": false,
+      "description": "The review after the action.",
+      "properties": {
+        "review": {
+          "$ref": "#/$defs/Review"
+        }
+      },
+      "required": [
+        "review"
+      ],
+      "type": "object"
+    },
+    "ReviewStatus": {
+      "description": "`open` until someone resolves it.",
+      "enum": [
+        "open",
+        "resolved"
+      ],
+      "type": "string"
+    },
+    "ReviewVerdict": {
+      "description": "What the review asks for.",
+      "enum": [
+        "comment",
+        "approve",
+        "requestChanges"
+      ],
+      "type": "string"
+    },
+    "TaskId": {
+      "description": "Opaque task identifier, as returned by `task create` or `task list`.",
+      "maxLength": 69,
+      "pattern": "^task_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ThreadId": {
+      "description": "Opaque thread identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^thr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$ref": "#/$defs/ReviewResult",
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "description": "The created review, status `open`.",
+  "title": "ReviewAddOutput"
+}
+"##,
+        help: r#"Leave a review in an explicit thread
+
+Usage: agentteam exec review add [JSON | -]
+
+Input fields:
+  body       required  string                          The review text
+  threadId   required  string                          Opaque thread identifier, copied from the exact target of a delivered message
+  verdict    required  comment|approve|requestChanges  What the review asks for
+  requestId  optional  string                          Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`
+  taskId     optional  string                          Opaque task identifier, as returned by `task create` or `task list`
+
+Risk: write; over-budget results: mutation
+Schemas: agentteam exec review add --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Example:
+  agentteam exec review add '{"body":"The migration needs a rollback step.","taskId":"task_01JD7M4B2C","threadId":"thr_01JD7M2Q8X","verdict":"requestChanges"}'
+"#,
+    },
+    ActionDescriptor {
+        id: ActionId::ReviewGet,
+        domain: r#"review"#,
+        action: r#"get"#,
+        summary: r#"Read one review by id"#,
+        risk: Risk::Read,
+        result_policy: ResultPolicy::Bounded,
+        hint: Some(r#"the review is larger than the result budget"#),
+        next: Some(r#"read the review's thread history instead"#),
+        prompt_inline: false,
+        example: r#"{"reviewId":"rev_01JD7M5R7V"}"#,
+        input_type: r#"ReviewGetInput"#,
+        output_type: r#"ReviewGetOutput"#,
+        input_schema: r##"{
+  "$defs": {
+    "ReviewId": {
+      "description": "Opaque review identifier.",
+      "maxLength": 68,
+      "pattern": "^rev_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "Read one review by id.",
+  "properties": {
+    "reviewId": {
+      "$ref": "#/$defs/ReviewId"
+    }
+  },
+  "required": [
+    "reviewId"
+  ],
+  "title": "ReviewGetInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Review": {
+      "additionalProperties": false,
+      "description": "A review left in a thread.",
+      "properties": {
+        "authorAgentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "body": {
+          "$ref": "#/$defs/LongText"
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "id": {
+          "$ref": "#/$defs/ReviewId"
+        },
+        "status": {
+          "$ref": "#/$defs/ReviewStatus"
+        },
+        "taskId": {
+          "$ref": "#/$defs/TaskId"
+        },
+        "threadId": {
+          "$ref": "#/$defs/ThreadId"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "verdict": {
+          "$ref": "#/$defs/ReviewVerdict"
+        }
+      },
+      "required": [
+        "id",
+        "threadId",
+        "verdict",
+        "body",
+        "status",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "ReviewId": {
+      "description": "Opaque review identifier.",
+      "maxLength": 68,
+      "pattern": "^rev_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ReviewResult": {
+      "additionalProperties": false,
+      "description": "The review after the action.",
+      "properties": {
+        "review": {
+          "$ref": "#/$defs/Review"
+        }
+      },
+      "required": [
+        "review"
+      ],
+      "type": "object"
+    },
+    "ReviewStatus": {
+      "description": "`open` until someone resolves it.",
+      "enum": [
+        "open",
+        "resolved"
+      ],
+      "type": "string"
+    },
+    "ReviewVerdict": {
+      "description": "What the review asks for.",
+      "enum": [
+        "comment",
+        "approve",
+        "requestChanges"
+      ],
+      "type": "string"
+    },
+    "TaskId": {
+      "description": "Opaque task identifier, as returned by `task create` or `task list`.",
+      "maxLength": 69,
+      "pattern": "^task_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ThreadId": {
+      "description": "Opaque thread identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^thr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$ref": "#/$defs/ReviewResult",
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "description": "The review.",
+  "title": "ReviewGetOutput"
+}
+"##,
+        help: r#"Read one review by id
+
+Usage: agentteam exec review get [JSON | -]
+
+Input fields:
+  reviewId  required  string  Opaque review identifier
+
+Risk: read; over-budget results: bounded
+Schemas: agentteam exec review get --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Example:
+  agentteam exec review get '{"reviewId":"rev_01JD7M5R7V"}'
+"#,
+    },
+    ActionDescriptor {
+        id: ActionId::ReviewList,
+        domain: r#"review"#,
+        action: r#"list"#,
+        summary: r#"List the reviews of one thread"#,
+        risk: Risk::Read,
+        result_policy: ResultPolicy::Cursor,
+        hint: Some(r#"this page of reviews is larger than the result budget"#),
+        next: Some(
+            r#"repeat with a smaller `limit` and follow `nextCursor` page by page"#,
+        ),
+        prompt_inline: false,
+        example: r#"{"limit":20,"threadId":"thr_01JD7M2Q8X"}"#,
+        input_type: r#"ReviewListInput"#,
+        output_type: r#"ReviewListOutput"#,
+        input_schema: r##"{
+  "$defs": {
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 512,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "PageLimit": {
+      "description": "Maximum number of items on one page (default 20, at most 100).",
+      "maximum": 100,
+      "minimum": 1,
+      "type": "integer"
+    },
+    "ThreadId": {
+      "description": "Opaque thread identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^thr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "List the reviews of one thread, most recently changed first.",
+  "properties": {
+    "cursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "limit": {
+      "$ref": "#/$defs/PageLimit"
+    },
+    "threadId": {
+      "$ref": "#/$defs/ThreadId"
+    }
+  },
+  "required": [
+    "threadId"
+  ],
+  "title": "ReviewListInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 512,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Review": {
+      "additionalProperties": false,
+      "description": "A review left in a thread.",
+      "properties": {
+        "authorAgentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "body": {
+          "$ref": "#/$defs/LongText"
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "id": {
+          "$ref": "#/$defs/ReviewId"
+        },
+        "status": {
+          "$ref": "#/$defs/ReviewStatus"
+        },
+        "taskId": {
+          "$ref": "#/$defs/TaskId"
+        },
+        "threadId": {
+          "$ref": "#/$defs/ThreadId"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "verdict": {
+          "$ref": "#/$defs/ReviewVerdict"
+        }
+      },
+      "required": [
+        "id",
+        "threadId",
+        "verdict",
+        "body",
+        "status",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "ReviewId": {
+      "description": "Opaque review identifier.",
+      "maxLength": 68,
+      "pattern": "^rev_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
     "ReviewStatus": {
       "description": "`open` until someone resolves it.",
       "enum": [
@@ -244,35 +1559,1416 @@ pub static ACTIONS: &[ActionDescriptor] = &[
   },
   "$schema": "https://json-schema.org/draft/2020-12/schema",
   "additionalProperties": false,
-  "description": "The created review, status `open`.",
+  "description": "One page of reviews ordered by `updatedAt` descending, then `id` descending.",
   "properties": {
-    "review": {
-      "$ref": "#/$defs/Review"
+    "hasMore": {
+      "description": "True when another page exists.",
+      "type": "boolean"
+    },
+    "nextCursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "reviews": {
+      "items": {
+        "$ref": "#/$defs/Review"
+      },
+      "maxItems": 100,
+      "type": "array"
     }
   },
   "required": [
-    "review"
+    "reviews",
+    "hasMore"
   ],
-  "title": "ReviewAddOutput",
+  "title": "ReviewListOutput",
   "type": "object"
 }
 "##,
-        help: r#"Leave a review in an explicit thread
+        help: r#"List the reviews of one thread
 
-Usage: agentteam exec review add [JSON | -]
+Usage: agentteam exec review list [JSON | -]
 
 Input fields:
-  body       required  string                          The review text
-  threadId   required  string                          Opaque thread identifier, copied from the exact target of a delivered message
-  verdict    required  comment|approve|requestChanges  What the review asks for
-  requestId  optional  string                          Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`
-  taskId     optional  string                          Opaque task identifier, as returned by `task create` or `task list`
+  threadId  required  string   Opaque thread identifier, copied from the exact target of a delivered message
+  cursor    optional  string   Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters
+  limit     optional  integer  Maximum number of items on one page (default 20, at most 100)
 
-Risk: write; over-budget results: mutation
-Schemas: agentteam exec review add --input-schema | --output-schema; errors: agentteam exec --error-schema
+Risk: read; over-budget results: cursor
+Schemas: agentteam exec review list --input-schema | --output-schema; errors: agentteam exec --error-schema
 
 Example:
-  agentteam exec review add '{"body":"The migration needs a rollback step.","taskId":"task_01JD7M4B2C","threadId":"thr_01JD7M2Q8X","verdict":"requestChanges"}'
+  agentteam exec review list '{"limit":20,"threadId":"thr_01JD7M2Q8X"}'
+"#,
+    },
+    ActionDescriptor {
+        id: ActionId::ReviewResolve,
+        domain: r#"review"#,
+        action: r#"resolve"#,
+        summary: r#"Resolve an open review"#,
+        risk: Risk::Write,
+        result_policy: ResultPolicy::Mutation,
+        hint: None,
+        next: None,
+        prompt_inline: false,
+        example: r#"{"requestId":"req-resolve-review-1","reviewId":"rev_01JD7M5R7V"}"#,
+        input_type: r#"ReviewResolveInput"#,
+        output_type: r#"ReviewResolveOutput"#,
+        input_schema: r##"{
+  "$defs": {
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    },
+    "ReviewId": {
+      "description": "Opaque review identifier.",
+      "maxLength": 68,
+      "pattern": "^rev_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "Mark an `open` review as `resolved`.",
+  "properties": {
+    "requestId": {
+      "$ref": "#/$defs/RequestId"
+    },
+    "reviewId": {
+      "$ref": "#/$defs/ReviewId"
+    }
+  },
+  "required": [
+    "reviewId"
+  ],
+  "title": "ReviewResolveInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Review": {
+      "additionalProperties": false,
+      "description": "A review left in a thread.",
+      "properties": {
+        "authorAgentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "body": {
+          "$ref": "#/$defs/LongText"
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "id": {
+          "$ref": "#/$defs/ReviewId"
+        },
+        "status": {
+          "$ref": "#/$defs/ReviewStatus"
+        },
+        "taskId": {
+          "$ref": "#/$defs/TaskId"
+        },
+        "threadId": {
+          "$ref": "#/$defs/ThreadId"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "verdict": {
+          "$ref": "#/$defs/ReviewVerdict"
+        }
+      },
+      "required": [
+        "id",
+        "threadId",
+        "verdict",
+        "body",
+        "status",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "ReviewId": {
+      "description": "Opaque review identifier.",
+      "maxLength": 68,
+      "pattern": "^rev_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ReviewResult": {
+      "additionalProperties": false,
+      "description": "The review after the action.",
+      "properties": {
+        "review": {
+          "$ref": "#/$defs/Review"
+        }
+      },
+      "required": [
+        "review"
+      ],
+      "type": "object"
+    },
+    "ReviewStatus": {
+      "description": "`open` until someone resolves it.",
+      "enum": [
+        "open",
+        "resolved"
+      ],
+      "type": "string"
+    },
+    "ReviewVerdict": {
+      "description": "What the review asks for.",
+      "enum": [
+        "comment",
+        "approve",
+        "requestChanges"
+      ],
+      "type": "string"
+    },
+    "TaskId": {
+      "description": "Opaque task identifier, as returned by `task create` or `task list`.",
+      "maxLength": 69,
+      "pattern": "^task_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ThreadId": {
+      "description": "Opaque thread identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^thr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$ref": "#/$defs/ReviewResult",
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "description": "The resolved review.",
+  "title": "ReviewResolveOutput"
+}
+"##,
+        help: r#"Resolve an open review
+
+Usage: agentteam exec review resolve [JSON | -]
+
+Input fields:
+  reviewId   required  string  Opaque review identifier
+  requestId  optional  string  Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`
+
+Risk: write; over-budget results: mutation
+Schemas: agentteam exec review resolve --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Example:
+  agentteam exec review resolve '{"requestId":"req-resolve-review-1","reviewId":"rev_01JD7M5R7V"}'
+"#,
+    },
+    ActionDescriptor {
+        id: ActionId::ScheduledMessageCancel,
+        domain: r#"scheduled-message"#,
+        action: r#"cancel"#,
+        summary: r#"Cancel a scheduled message"#,
+        risk: Risk::Destructive,
+        result_policy: ResultPolicy::Mutation,
+        hint: None,
+        next: None,
+        prompt_inline: false,
+        example: r#"{"scheduledMessageId":"sch_01JD7M8S1Q"}"#,
+        input_type: r#"ScheduledMessageCancelInput"#,
+        output_type: r#"ScheduledMessageCancelOutput"#,
+        input_schema: r##"{
+  "$defs": {
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    },
+    "ScheduledMessageId": {
+      "description": "Opaque scheduled message identifier.",
+      "maxLength": 68,
+      "pattern": "^sch_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "Cancel a scheduled message; no further runs happen.",
+  "properties": {
+    "requestId": {
+      "$ref": "#/$defs/RequestId"
+    },
+    "scheduledMessageId": {
+      "$ref": "#/$defs/ScheduledMessageId"
+    }
+  },
+  "required": [
+    "scheduledMessageId"
+  ],
+  "title": "ScheduledMessageCancelInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ChannelId": {
+      "description": "Opaque channel identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^chn_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "MessageContent": {
+      "description": "Message text of 1 to 4000 characters.",
+      "maxLength": 4000,
+      "minLength": 1,
+      "type": "string"
+    },
+    "MessageTarget": {
+      "description": "Where a message goes: exactly one thread or one channel.",
+      "oneOf": [
+        {
+          "additionalProperties": false,
+          "description": "A thread.",
+          "properties": {
+            "kind": {
+              "const": "thread"
+            },
+            "threadId": {
+              "$ref": "#/$defs/ThreadId"
+            }
+          },
+          "required": [
+            "kind",
+            "threadId"
+          ],
+          "type": "object"
+        },
+        {
+          "additionalProperties": false,
+          "description": "A channel.",
+          "properties": {
+            "channelId": {
+              "$ref": "#/$defs/ChannelId"
+            },
+            "kind": {
+              "const": "channel"
+            }
+          },
+          "required": [
+            "kind",
+            "channelId"
+          ],
+          "type": "object"
+        }
+      ]
+    },
+    "RepeatMinutes": {
+      "description": "Repeat interval in minutes (5 to 10080, one week).",
+      "maximum": 10080,
+      "minimum": 5,
+      "type": "integer"
+    },
+    "ScheduleStatus": {
+      "description": "`scheduled` while runs remain; `done` after a one-shot run; `cancelled` is final.",
+      "enum": [
+        "scheduled",
+        "done",
+        "cancelled"
+      ],
+      "type": "string"
+    },
+    "ScheduledMessage": {
+      "additionalProperties": false,
+      "description": "A message the server posts as the agent at `sendAt`, optionally repeating.",
+      "properties": {
+        "content": {
+          "$ref": "#/$defs/MessageContent"
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "createdByAgentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "id": {
+          "$ref": "#/$defs/ScheduledMessageId"
+        },
+        "nextRunAt": {
+          "$ref": "#/$defs/Timestamp",
+          "description": "When the next run is due; absent once no run remains."
+        },
+        "repeatEveryMinutes": {
+          "$ref": "#/$defs/RepeatMinutes"
+        },
+        "sendAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "status": {
+          "$ref": "#/$defs/ScheduleStatus"
+        },
+        "target": {
+          "$ref": "#/$defs/MessageTarget"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "target",
+        "content",
+        "sendAt",
+        "status",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "ScheduledMessageId": {
+      "description": "Opaque scheduled message identifier.",
+      "maxLength": 68,
+      "pattern": "^sch_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ScheduledMessageResult": {
+      "additionalProperties": false,
+      "description": "The scheduled message after the action.",
+      "properties": {
+        "scheduledMessage": {
+          "$ref": "#/$defs/ScheduledMessage"
+        }
+      },
+      "required": [
+        "scheduledMessage"
+      ],
+      "type": "object"
+    },
+    "ThreadId": {
+      "description": "Opaque thread identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^thr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$ref": "#/$defs/ScheduledMessageResult",
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "description": "The cancelled scheduled message.",
+  "title": "ScheduledMessageCancelOutput"
+}
+"##,
+        help: r#"Cancel a scheduled message
+
+Usage: agentteam exec scheduled-message cancel [JSON | -]
+
+Input fields:
+  scheduledMessageId  required  string  Opaque scheduled message identifier
+  requestId           optional  string  Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`
+
+Risk: destructive; over-budget results: mutation
+Schemas: agentteam exec scheduled-message cancel --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Example:
+  agentteam exec scheduled-message cancel '{"scheduledMessageId":"sch_01JD7M8S1Q"}'
+"#,
+    },
+    ActionDescriptor {
+        id: ActionId::ScheduledMessageCreate,
+        domain: r#"scheduled-message"#,
+        action: r#"create"#,
+        summary: r#"Schedule a message to an explicit thread or channel"#,
+        risk: Risk::Write,
+        result_policy: ResultPolicy::Mutation,
+        hint: None,
+        next: None,
+        prompt_inline: false,
+        example: r#"{"content":"Stand-up in 10 minutes.","repeatEveryMinutes":1440,"sendAt":"2026-12-01T09:50:00Z","target":{"channelId":"chn_01JD7M0ZZZ","kind":"channel"}}"#,
+        input_type: r#"ScheduledMessageCreateInput"#,
+        output_type: r#"ScheduledMessageCreateOutput"#,
+        input_schema: r##"{
+  "$defs": {
+    "ChannelId": {
+      "description": "Opaque channel identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^chn_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "MessageContent": {
+      "description": "Message text of 1 to 4000 characters.",
+      "maxLength": 4000,
+      "minLength": 1,
+      "type": "string"
+    },
+    "MessageTarget": {
+      "description": "Where a message goes: exactly one thread or one channel.",
+      "oneOf": [
+        {
+          "additionalProperties": false,
+          "description": "A thread.",
+          "properties": {
+            "kind": {
+              "const": "thread"
+            },
+            "threadId": {
+              "$ref": "#/$defs/ThreadId"
+            }
+          },
+          "required": [
+            "kind",
+            "threadId"
+          ],
+          "type": "object"
+        },
+        {
+          "additionalProperties": false,
+          "description": "A channel.",
+          "properties": {
+            "channelId": {
+              "$ref": "#/$defs/ChannelId"
+            },
+            "kind": {
+              "const": "channel"
+            }
+          },
+          "required": [
+            "kind",
+            "channelId"
+          ],
+          "type": "object"
+        }
+      ]
+    },
+    "RepeatMinutes": {
+      "description": "Repeat interval in minutes (5 to 10080, one week).",
+      "maximum": 10080,
+      "minimum": 5,
+      "type": "integer"
+    },
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    },
+    "ThreadId": {
+      "description": "Opaque thread identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^thr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "Schedule a message to an explicit thread or channel, posted as the calling agent.",
+  "properties": {
+    "content": {
+      "$ref": "#/$defs/MessageContent"
+    },
+    "repeatEveryMinutes": {
+      "$ref": "#/$defs/RepeatMinutes"
+    },
+    "requestId": {
+      "$ref": "#/$defs/RequestId"
+    },
+    "sendAt": {
+      "$ref": "#/$defs/Timestamp"
+    },
+    "target": {
+      "$ref": "#/$defs/MessageTarget"
+    }
+  },
+  "required": [
+    "target",
+    "content",
+    "sendAt"
+  ],
+  "title": "ScheduledMessageCreateInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ChannelId": {
+      "description": "Opaque channel identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^chn_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "MessageContent": {
+      "description": "Message text of 1 to 4000 characters.",
+      "maxLength": 4000,
+      "minLength": 1,
+      "type": "string"
+    },
+    "MessageTarget": {
+      "description": "Where a message goes: exactly one thread or one channel.",
+      "oneOf": [
+        {
+          "additionalProperties": false,
+          "description": "A thread.",
+          "properties": {
+            "kind": {
+              "const": "thread"
+            },
+            "threadId": {
+              "$ref": "#/$defs/ThreadId"
+            }
+          },
+          "required": [
+            "kind",
+            "threadId"
+          ],
+          "type": "object"
+        },
+        {
+          "additionalProperties": false,
+          "description": "A channel.",
+          "properties": {
+            "channelId": {
+              "$ref": "#/$defs/ChannelId"
+            },
+            "kind": {
+              "const": "channel"
+            }
+          },
+          "required": [
+            "kind",
+            "channelId"
+          ],
+          "type": "object"
+        }
+      ]
+    },
+    "RepeatMinutes": {
+      "description": "Repeat interval in minutes (5 to 10080, one week).",
+      "maximum": 10080,
+      "minimum": 5,
+      "type": "integer"
+    },
+    "ScheduleStatus": {
+      "description": "`scheduled` while runs remain; `done` after a one-shot run; `cancelled` is final.",
+      "enum": [
+        "scheduled",
+        "done",
+        "cancelled"
+      ],
+      "type": "string"
+    },
+    "ScheduledMessage": {
+      "additionalProperties": false,
+      "description": "A message the server posts as the agent at `sendAt`, optionally repeating.",
+      "properties": {
+        "content": {
+          "$ref": "#/$defs/MessageContent"
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "createdByAgentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "id": {
+          "$ref": "#/$defs/ScheduledMessageId"
+        },
+        "nextRunAt": {
+          "$ref": "#/$defs/Timestamp",
+          "description": "When the next run is due; absent once no run remains."
+        },
+        "repeatEveryMinutes": {
+          "$ref": "#/$defs/RepeatMinutes"
+        },
+        "sendAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "status": {
+          "$ref": "#/$defs/ScheduleStatus"
+        },
+        "target": {
+          "$ref": "#/$defs/MessageTarget"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "target",
+        "content",
+        "sendAt",
+        "status",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "ScheduledMessageId": {
+      "description": "Opaque scheduled message identifier.",
+      "maxLength": 68,
+      "pattern": "^sch_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ScheduledMessageResult": {
+      "additionalProperties": false,
+      "description": "The scheduled message after the action.",
+      "properties": {
+        "scheduledMessage": {
+          "$ref": "#/$defs/ScheduledMessage"
+        }
+      },
+      "required": [
+        "scheduledMessage"
+      ],
+      "type": "object"
+    },
+    "ThreadId": {
+      "description": "Opaque thread identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^thr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$ref": "#/$defs/ScheduledMessageResult",
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "description": "The scheduled message, status `scheduled`.",
+  "title": "ScheduledMessageCreateOutput"
+}
+"##,
+        help: r#"Schedule a message to an explicit thread or channel
+
+Usage: agentteam exec scheduled-message create [JSON | -]
+
+Input fields:
+  content             required  string                       Message text of 1 to 4000 characters
+  sendAt              required  string                       RFC 3339 UTC timestamp
+  target              required  object, kind thread|channel  Where a message goes: exactly one thread or one channel
+  repeatEveryMinutes  optional  integer                      Repeat interval in minutes (5 to 10080, one week)
+  requestId           optional  string                       Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`
+
+Risk: write; over-budget results: mutation
+Schemas: agentteam exec scheduled-message create --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Example:
+  agentteam exec scheduled-message create '{"content":"Stand-up in 10 minutes.","repeatEveryMinutes":1440,"sendAt":"2026-12-01T09:50:00Z","target":{"channelId":"chn_01JD7M0ZZZ","kind":"channel"}}'
+"#,
+    },
+    ActionDescriptor {
+        id: ActionId::ScheduledMessageGet,
+        domain: r#"scheduled-message"#,
+        action: r#"get"#,
+        summary: r#"Read one scheduled message by id"#,
+        risk: Risk::Read,
+        result_policy: ResultPolicy::Bounded,
+        hint: Some(r#"the scheduled message is larger than the result budget"#),
+        next: Some(r#"ask a human to shorten the message"#),
+        prompt_inline: false,
+        example: r#"{"scheduledMessageId":"sch_01JD7M8S1Q"}"#,
+        input_type: r#"ScheduledMessageGetInput"#,
+        output_type: r#"ScheduledMessageGetOutput"#,
+        input_schema: r##"{
+  "$defs": {
+    "ScheduledMessageId": {
+      "description": "Opaque scheduled message identifier.",
+      "maxLength": 68,
+      "pattern": "^sch_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "Read one scheduled message by id.",
+  "properties": {
+    "scheduledMessageId": {
+      "$ref": "#/$defs/ScheduledMessageId"
+    }
+  },
+  "required": [
+    "scheduledMessageId"
+  ],
+  "title": "ScheduledMessageGetInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ChannelId": {
+      "description": "Opaque channel identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^chn_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "MessageContent": {
+      "description": "Message text of 1 to 4000 characters.",
+      "maxLength": 4000,
+      "minLength": 1,
+      "type": "string"
+    },
+    "MessageTarget": {
+      "description": "Where a message goes: exactly one thread or one channel.",
+      "oneOf": [
+        {
+          "additionalProperties": false,
+          "description": "A thread.",
+          "properties": {
+            "kind": {
+              "const": "thread"
+            },
+            "threadId": {
+              "$ref": "#/$defs/ThreadId"
+            }
+          },
+          "required": [
+            "kind",
+            "threadId"
+          ],
+          "type": "object"
+        },
+        {
+          "additionalProperties": false,
+          "description": "A channel.",
+          "properties": {
+            "channelId": {
+              "$ref": "#/$defs/ChannelId"
+            },
+            "kind": {
+              "const": "channel"
+            }
+          },
+          "required": [
+            "kind",
+            "channelId"
+          ],
+          "type": "object"
+        }
+      ]
+    },
+    "RepeatMinutes": {
+      "description": "Repeat interval in minutes (5 to 10080, one week).",
+      "maximum": 10080,
+      "minimum": 5,
+      "type": "integer"
+    },
+    "ScheduleStatus": {
+      "description": "`scheduled` while runs remain; `done` after a one-shot run; `cancelled` is final.",
+      "enum": [
+        "scheduled",
+        "done",
+        "cancelled"
+      ],
+      "type": "string"
+    },
+    "ScheduledMessage": {
+      "additionalProperties": false,
+      "description": "A message the server posts as the agent at `sendAt`, optionally repeating.",
+      "properties": {
+        "content": {
+          "$ref": "#/$defs/MessageContent"
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "createdByAgentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "id": {
+          "$ref": "#/$defs/ScheduledMessageId"
+        },
+        "nextRunAt": {
+          "$ref": "#/$defs/Timestamp",
+          "description": "When the next run is due; absent once no run remains."
+        },
+        "repeatEveryMinutes": {
+          "$ref": "#/$defs/RepeatMinutes"
+        },
+        "sendAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "status": {
+          "$ref": "#/$defs/ScheduleStatus"
+        },
+        "target": {
+          "$ref": "#/$defs/MessageTarget"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "target",
+        "content",
+        "sendAt",
+        "status",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "ScheduledMessageId": {
+      "description": "Opaque scheduled message identifier.",
+      "maxLength": 68,
+      "pattern": "^sch_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ScheduledMessageResult": {
+      "additionalProperties": false,
+      "description": "The scheduled message after the action.",
+      "properties": {
+        "scheduledMessage": {
+          "$ref": "#/$defs/ScheduledMessage"
+        }
+      },
+      "required": [
+        "scheduledMessage"
+      ],
+      "type": "object"
+    },
+    "ThreadId": {
+      "description": "Opaque thread identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^thr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$ref": "#/$defs/ScheduledMessageResult",
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "description": "The scheduled message.",
+  "title": "ScheduledMessageGetOutput"
+}
+"##,
+        help: r#"Read one scheduled message by id
+
+Usage: agentteam exec scheduled-message get [JSON | -]
+
+Input fields:
+  scheduledMessageId  required  string  Opaque scheduled message identifier
+
+Risk: read; over-budget results: bounded
+Schemas: agentteam exec scheduled-message get --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Example:
+  agentteam exec scheduled-message get '{"scheduledMessageId":"sch_01JD7M8S1Q"}'
+"#,
+    },
+    ActionDescriptor {
+        id: ActionId::ScheduledMessageList,
+        domain: r#"scheduled-message"#,
+        action: r#"list"#,
+        summary: r#"List the scheduled messages of a thread or channel"#,
+        risk: Risk::Read,
+        result_policy: ResultPolicy::Cursor,
+        hint: Some(
+            r#"this page of scheduled messages is larger than the result budget"#,
+        ),
+        next: Some(
+            r#"repeat with a smaller `limit` and follow `nextCursor` page by page"#,
+        ),
+        prompt_inline: false,
+        example: r#"{"limit":20,"target":{"channelId":"chn_01JD7M0ZZZ","kind":"channel"}}"#,
+        input_type: r#"ScheduledMessageListInput"#,
+        output_type: r#"ScheduledMessageListOutput"#,
+        input_schema: r##"{
+  "$defs": {
+    "ChannelId": {
+      "description": "Opaque channel identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^chn_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 512,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "MessageTarget": {
+      "description": "Where a message goes: exactly one thread or one channel.",
+      "oneOf": [
+        {
+          "additionalProperties": false,
+          "description": "A thread.",
+          "properties": {
+            "kind": {
+              "const": "thread"
+            },
+            "threadId": {
+              "$ref": "#/$defs/ThreadId"
+            }
+          },
+          "required": [
+            "kind",
+            "threadId"
+          ],
+          "type": "object"
+        },
+        {
+          "additionalProperties": false,
+          "description": "A channel.",
+          "properties": {
+            "channelId": {
+              "$ref": "#/$defs/ChannelId"
+            },
+            "kind": {
+              "const": "channel"
+            }
+          },
+          "required": [
+            "kind",
+            "channelId"
+          ],
+          "type": "object"
+        }
+      ]
+    },
+    "PageLimit": {
+      "description": "Maximum number of items on one page (default 20, at most 100).",
+      "maximum": 100,
+      "minimum": 1,
+      "type": "integer"
+    },
+    "ThreadId": {
+      "description": "Opaque thread identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^thr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "List the scheduled messages of one thread or channel, newest first.",
+  "properties": {
+    "cursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "limit": {
+      "$ref": "#/$defs/PageLimit"
+    },
+    "target": {
+      "$ref": "#/$defs/MessageTarget"
+    }
+  },
+  "required": [
+    "target"
+  ],
+  "title": "ScheduledMessageListInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ChannelId": {
+      "description": "Opaque channel identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^chn_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 512,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "MessageContent": {
+      "description": "Message text of 1 to 4000 characters.",
+      "maxLength": 4000,
+      "minLength": 1,
+      "type": "string"
+    },
+    "MessageTarget": {
+      "description": "Where a message goes: exactly one thread or one channel.",
+      "oneOf": [
+        {
+          "additionalProperties": false,
+          "description": "A thread.",
+          "properties": {
+            "kind": {
+              "const": "thread"
+            },
+            "threadId": {
+              "$ref": "#/$defs/ThreadId"
+            }
+          },
+          "required": [
+            "kind",
+            "threadId"
+          ],
+          "type": "object"
+        },
+        {
+          "additionalProperties": false,
+          "description": "A channel.",
+          "properties": {
+            "channelId": {
+              "$ref": "#/$defs/ChannelId"
+            },
+            "kind": {
+              "const": "channel"
+            }
+          },
+          "required": [
+            "kind",
+            "channelId"
+          ],
+          "type": "object"
+        }
+      ]
+    },
+    "RepeatMinutes": {
+      "description": "Repeat interval in minutes (5 to 10080, one week).",
+      "maximum": 10080,
+      "minimum": 5,
+      "type": "integer"
+    },
+    "ScheduleStatus": {
+      "description": "`scheduled` while runs remain; `done` after a one-shot run; `cancelled` is final.",
+      "enum": [
+        "scheduled",
+        "done",
+        "cancelled"
+      ],
+      "type": "string"
+    },
+    "ScheduledMessage": {
+      "additionalProperties": false,
+      "description": "A message the server posts as the agent at `sendAt`, optionally repeating.",
+      "properties": {
+        "content": {
+          "$ref": "#/$defs/MessageContent"
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "createdByAgentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "id": {
+          "$ref": "#/$defs/ScheduledMessageId"
+        },
+        "nextRunAt": {
+          "$ref": "#/$defs/Timestamp",
+          "description": "When the next run is due; absent once no run remains."
+        },
+        "repeatEveryMinutes": {
+          "$ref": "#/$defs/RepeatMinutes"
+        },
+        "sendAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "status": {
+          "$ref": "#/$defs/ScheduleStatus"
+        },
+        "target": {
+          "$ref": "#/$defs/MessageTarget"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "target",
+        "content",
+        "sendAt",
+        "status",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "ScheduledMessageId": {
+      "description": "Opaque scheduled message identifier.",
+      "maxLength": 68,
+      "pattern": "^sch_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ThreadId": {
+      "description": "Opaque thread identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^thr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "One page of scheduled messages ordered by `createdAt` descending, then `id` descending.",
+  "properties": {
+    "hasMore": {
+      "description": "True when another page exists.",
+      "type": "boolean"
+    },
+    "nextCursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "scheduledMessages": {
+      "items": {
+        "$ref": "#/$defs/ScheduledMessage"
+      },
+      "maxItems": 100,
+      "type": "array"
+    }
+  },
+  "required": [
+    "scheduledMessages",
+    "hasMore"
+  ],
+  "title": "ScheduledMessageListOutput",
+  "type": "object"
+}
+"##,
+        help: r#"List the scheduled messages of a thread or channel
+
+Usage: agentteam exec scheduled-message list [JSON | -]
+
+Input fields:
+  target  required  object, kind thread|channel  Where a message goes: exactly one thread or one channel
+  cursor  optional  string                       Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters
+  limit   optional  integer                      Maximum number of items on one page (default 20, at most 100)
+
+Risk: read; over-budget results: cursor
+Schemas: agentteam exec scheduled-message list --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Example:
+  agentteam exec scheduled-message list '{"limit":20,"target":{"channelId":"chn_01JD7M0ZZZ","kind":"channel"}}'
+"#,
+    },
+    ActionDescriptor {
+        id: ActionId::ScheduledMessageRuns,
+        domain: r#"scheduled-message"#,
+        action: r#"runs"#,
+        summary: r#"List the runs of one scheduled message"#,
+        risk: Risk::Read,
+        result_policy: ResultPolicy::Cursor,
+        hint: Some(r#"this page of runs is larger than the result budget"#),
+        next: Some(
+            r#"repeat with a smaller `limit` and follow `nextCursor` page by page"#,
+        ),
+        prompt_inline: false,
+        example: r#"{"limit":20,"scheduledMessageId":"sch_01JD7M8S1Q"}"#,
+        input_type: r#"ScheduledMessageRunsInput"#,
+        output_type: r#"ScheduledMessageRunsOutput"#,
+        input_schema: r##"{
+  "$defs": {
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 512,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "PageLimit": {
+      "description": "Maximum number of items on one page (default 20, at most 100).",
+      "maximum": 100,
+      "minimum": 1,
+      "type": "integer"
+    },
+    "ScheduledMessageId": {
+      "description": "Opaque scheduled message identifier.",
+      "maxLength": 68,
+      "pattern": "^sch_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "List the runs of one scheduled message, most recent first.",
+  "properties": {
+    "cursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "limit": {
+      "$ref": "#/$defs/PageLimit"
+    },
+    "scheduledMessageId": {
+      "$ref": "#/$defs/ScheduledMessageId"
+    }
+  },
+  "required": [
+    "scheduledMessageId"
+  ],
+  "title": "ScheduledMessageRunsInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 512,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "MessageId": {
+      "description": "Opaque message identifier.",
+      "maxLength": 68,
+      "pattern": "^msg_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "RunStatus": {
+      "description": "`pending` until attempted, then `sent` or `failed`.",
+      "enum": [
+        "pending",
+        "sent",
+        "failed"
+      ],
+      "type": "string"
+    },
+    "ScheduledMessageId": {
+      "description": "Opaque scheduled message identifier.",
+      "maxLength": 68,
+      "pattern": "^sch_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ScheduledRun": {
+      "additionalProperties": false,
+      "description": "One due occurrence of a scheduled message.",
+      "properties": {
+        "attemptedAt": {
+          "$ref": "#/$defs/Timestamp",
+          "description": "When the run was attempted; for a `pending` run, when it became due (the effective sort key)."
+        },
+        "failure": {
+          "description": "Why a `failed` run failed.",
+          "maxLength": 512,
+          "type": "string"
+        },
+        "id": {
+          "$ref": "#/$defs/ScheduledRunId"
+        },
+        "messageId": {
+          "$ref": "#/$defs/MessageId"
+        },
+        "scheduledMessageId": {
+          "$ref": "#/$defs/ScheduledMessageId"
+        },
+        "status": {
+          "$ref": "#/$defs/RunStatus"
+        }
+      },
+      "required": [
+        "id",
+        "scheduledMessageId",
+        "status",
+        "attemptedAt"
+      ],
+      "type": "object"
+    },
+    "ScheduledRunId": {
+      "description": "Opaque scheduled message run identifier.",
+      "maxLength": 68,
+      "pattern": "^run_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "One page of runs ordered by the effective `attemptedAt` descending, then `id` descending.",
+  "properties": {
+    "hasMore": {
+      "description": "True when another page exists.",
+      "type": "boolean"
+    },
+    "nextCursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "runs": {
+      "items": {
+        "$ref": "#/$defs/ScheduledRun"
+      },
+      "maxItems": 100,
+      "type": "array"
+    }
+  },
+  "required": [
+    "runs",
+    "hasMore"
+  ],
+  "title": "ScheduledMessageRunsOutput",
+  "type": "object"
+}
+"##,
+        help: r#"List the runs of one scheduled message
+
+Usage: agentteam exec scheduled-message runs [JSON | -]
+
+Input fields:
+  scheduledMessageId  required  string   Opaque scheduled message identifier
+  cursor              optional  string   Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters
+  limit               optional  integer  Maximum number of items on one page (default 20, at most 100)
+
+Risk: read; over-budget results: cursor
+Schemas: agentteam exec scheduled-message runs --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Example:
+  agentteam exec scheduled-message runs '{"limit":20,"scheduledMessageId":"sch_01JD7M8S1Q"}'
 "#,
     },
     ActionDescriptor {
@@ -2051,6 +4747,341 @@ Example:
   agentteam exec task update '{"expectedRevision":2,"taskId":"task_01JD7M4B2C","title":"Write and publish the release notes"}'
 "#,
     },
+    ActionDescriptor {
+        id: ActionId::TeamGet,
+        domain: r#"team"#,
+        action: r#"get"#,
+        summary: r#"Read one team and its members"#,
+        risk: Risk::Read,
+        result_policy: ResultPolicy::Bounded,
+        hint: Some(r#"the team's member list is larger than the result budget"#),
+        next: Some(r#"ask a human to split the team"#),
+        prompt_inline: false,
+        example: r#"{"teamId":"team_01JD7M7T3A"}"#,
+        input_type: r#"TeamGetInput"#,
+        output_type: r#"TeamGetOutput"#,
+        input_schema: r##"{
+  "$defs": {
+    "TeamId": {
+      "description": "Opaque team identifier.",
+      "maxLength": 69,
+      "pattern": "^team_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "Read one team and its members.",
+  "properties": {
+    "teamId": {
+      "$ref": "#/$defs/TeamId"
+    }
+  },
+  "required": [
+    "teamId"
+  ],
+  "title": "TeamGetInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Handle": {
+      "description": "A short lowercase handle.",
+      "maxLength": 32,
+      "pattern": "^[a-z][a-z0-9-]{0,31}$",
+      "type": "string"
+    },
+    "HumanId": {
+      "description": "Opaque human identifier.",
+      "maxLength": 68,
+      "pattern": "^hum_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Team": {
+      "additionalProperties": false,
+      "description": "A team of humans and agents.",
+      "properties": {
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "displayName": {
+          "$ref": "#/$defs/Name"
+        },
+        "handle": {
+          "$ref": "#/$defs/Handle"
+        },
+        "memberCount": {
+          "description": "How many humans and agents belong to the team.",
+          "minimum": 0,
+          "type": "integer"
+        },
+        "teamId": {
+          "$ref": "#/$defs/TeamId"
+        }
+      },
+      "required": [
+        "teamId",
+        "handle",
+        "displayName",
+        "memberCount",
+        "createdAt"
+      ],
+      "type": "object"
+    },
+    "TeamId": {
+      "description": "Opaque team identifier.",
+      "maxLength": 69,
+      "pattern": "^team_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "TeamMember": {
+      "description": "One member of a team.",
+      "oneOf": [
+        {
+          "additionalProperties": false,
+          "description": "A human member.",
+          "properties": {
+            "humanId": {
+              "$ref": "#/$defs/HumanId"
+            },
+            "kind": {
+              "const": "human"
+            }
+          },
+          "required": [
+            "kind",
+            "humanId"
+          ],
+          "type": "object"
+        },
+        {
+          "additionalProperties": false,
+          "description": "An agent member.",
+          "properties": {
+            "agentId": {
+              "$ref": "#/$defs/AgentId"
+            },
+            "kind": {
+              "const": "agent"
+            }
+          },
+          "required": [
+            "kind",
+            "agentId"
+          ],
+          "type": "object"
+        }
+      ]
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "The team and up to 200 of its members.",
+  "properties": {
+    "members": {
+      "items": {
+        "$ref": "#/$defs/TeamMember"
+      },
+      "maxItems": 200,
+      "type": "array"
+    },
+    "team": {
+      "$ref": "#/$defs/Team"
+    }
+  },
+  "required": [
+    "team",
+    "members"
+  ],
+  "title": "TeamGetOutput",
+  "type": "object"
+}
+"##,
+        help: r#"Read one team and its members
+
+Usage: agentteam exec team get [JSON | -]
+
+Input fields:
+  teamId  required  string  Opaque team identifier
+
+Risk: read; over-budget results: bounded
+Schemas: agentteam exec team get --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Example:
+  agentteam exec team get '{"teamId":"team_01JD7M7T3A"}'
+"#,
+    },
+    ActionDescriptor {
+        id: ActionId::TeamList,
+        domain: r#"team"#,
+        action: r#"list"#,
+        summary: r#"List the workspace's teams"#,
+        risk: Risk::Read,
+        result_policy: ResultPolicy::Cursor,
+        hint: Some(r#"this page of teams is larger than the result budget"#),
+        next: Some(
+            r#"repeat with a smaller `limit` and follow `nextCursor` page by page"#,
+        ),
+        prompt_inline: false,
+        example: r#"{"limit":20}"#,
+        input_type: r#"TeamListInput"#,
+        output_type: r#"TeamListOutput"#,
+        input_schema: r##"{
+  "$defs": {
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 512,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "PageLimit": {
+      "description": "Maximum number of items on one page (default 20, at most 100).",
+      "maximum": 100,
+      "minimum": 1,
+      "type": "integer"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "List the workspace's teams by display name.",
+  "properties": {
+    "cursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "limit": {
+      "$ref": "#/$defs/PageLimit"
+    }
+  },
+  "required": [],
+  "title": "TeamListInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 512,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "Handle": {
+      "description": "A short lowercase handle.",
+      "maxLength": 32,
+      "pattern": "^[a-z][a-z0-9-]{0,31}$",
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Team": {
+      "additionalProperties": false,
+      "description": "A team of humans and agents.",
+      "properties": {
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "displayName": {
+          "$ref": "#/$defs/Name"
+        },
+        "handle": {
+          "$ref": "#/$defs/Handle"
+        },
+        "memberCount": {
+          "description": "How many humans and agents belong to the team.",
+          "minimum": 0,
+          "type": "integer"
+        },
+        "teamId": {
+          "$ref": "#/$defs/TeamId"
+        }
+      },
+      "required": [
+        "teamId",
+        "handle",
+        "displayName",
+        "memberCount",
+        "createdAt"
+      ],
+      "type": "object"
+    },
+    "TeamId": {
+      "description": "Opaque team identifier.",
+      "maxLength": 69,
+      "pattern": "^team_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "One page of teams ordered by `displayName`, then `handle`, then `teamId`, ascending.",
+  "properties": {
+    "hasMore": {
+      "description": "True when another page exists.",
+      "type": "boolean"
+    },
+    "nextCursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "teams": {
+      "items": {
+        "$ref": "#/$defs/Team"
+      },
+      "maxItems": 100,
+      "type": "array"
+    }
+  },
+  "required": [
+    "teams",
+    "hasMore"
+  ],
+  "title": "TeamListOutput",
+  "type": "object"
+}
+"##,
+        help: r#"List the workspace's teams
+
+Usage: agentteam exec team list [JSON | -]
+
+Input fields:
+  cursor  optional  string   Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters
+  limit   optional  integer  Maximum number of items on one page (default 20, at most 100)
+
+Risk: read; over-budget results: cursor
+Schemas: agentteam exec team list --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Example:
+  agentteam exec team list '{"limit":20}'
+"#,
+    },
 ];
 /// `agentteam exec --help`.
 pub const ROOT_HELP: &str = r#"Run a built-in AgentTeam action through the daemon that launched this runtime
@@ -2060,8 +5091,11 @@ Usage: agentteam exec <domain> <action> [JSON | -]
        agentteam exec --error-schema
 
 Domains:
-  review  Reviews left in a thread.
-  task    Tasks of a thread or channel: create, read, claim, complete, cancel.
+  project            Workspace projects: create, read, update, archive.
+  review             Reviews left in a thread.
+  scheduled-message  Messages posted later, once or repeatedly, to an explicit thread or channel.
+  task               Tasks of a thread or channel: create, read, claim, complete, cancel.
+  team               Teams of humans and agents in the workspace.
 
 Input: one JSON value inline, or `-` to read it from stdin; an action whose input accepts `{}` may omit it.
 Output: one JSON envelope on stdout, {"ok":true,"data":...} or {"ok":false,"error":{...}}.

@@ -7,6 +7,46 @@
 pub trait ActionHandler: Send + Sync {
     /// What the transport hands to every call: the authorized caller and request metadata.
     type Context: Send + Sync;
+    /// `project.archive`: Archive a project.
+    fn project_archive(
+        &self,
+        ctx: &Self::Context,
+        input: types::ProjectArchiveInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::ProjectArchiveOutput>,
+    > + Send;
+    /// `project.create`: Create a workspace project.
+    fn project_create(
+        &self,
+        ctx: &Self::Context,
+        input: types::ProjectCreateInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::ProjectCreateOutput>,
+    > + Send;
+    /// `project.get`: Read one project by id.
+    fn project_get(
+        &self,
+        ctx: &Self::Context,
+        input: types::ProjectGetInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::ProjectGetOutput>,
+    > + Send;
+    /// `project.list`: List the workspace's projects.
+    fn project_list(
+        &self,
+        ctx: &Self::Context,
+        input: types::ProjectListInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::ProjectListOutput>,
+    > + Send;
+    /// `project.update`: Change the name or description of a project.
+    fn project_update(
+        &self,
+        ctx: &Self::Context,
+        input: types::ProjectUpdateInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::ProjectUpdateOutput>,
+    > + Send;
     /// `review.add`: Leave a review in an explicit thread.
     fn review_add(
         &self,
@@ -14,6 +54,70 @@ pub trait ActionHandler: Send + Sync {
         input: types::ReviewAddInput,
     ) -> impl ::std::future::Future<
         Output = ActionResult<types::ReviewAddOutput>,
+    > + Send;
+    /// `review.get`: Read one review by id.
+    fn review_get(
+        &self,
+        ctx: &Self::Context,
+        input: types::ReviewGetInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::ReviewGetOutput>,
+    > + Send;
+    /// `review.list`: List the reviews of one thread.
+    fn review_list(
+        &self,
+        ctx: &Self::Context,
+        input: types::ReviewListInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::ReviewListOutput>,
+    > + Send;
+    /// `review.resolve`: Resolve an open review.
+    fn review_resolve(
+        &self,
+        ctx: &Self::Context,
+        input: types::ReviewResolveInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::ReviewResolveOutput>,
+    > + Send;
+    /// `scheduled-message.cancel`: Cancel a scheduled message.
+    fn scheduled_message_cancel(
+        &self,
+        ctx: &Self::Context,
+        input: types::ScheduledMessageCancelInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::ScheduledMessageCancelOutput>,
+    > + Send;
+    /// `scheduled-message.create`: Schedule a message to an explicit thread or channel.
+    fn scheduled_message_create(
+        &self,
+        ctx: &Self::Context,
+        input: types::ScheduledMessageCreateInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::ScheduledMessageCreateOutput>,
+    > + Send;
+    /// `scheduled-message.get`: Read one scheduled message by id.
+    fn scheduled_message_get(
+        &self,
+        ctx: &Self::Context,
+        input: types::ScheduledMessageGetInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::ScheduledMessageGetOutput>,
+    > + Send;
+    /// `scheduled-message.list`: List the scheduled messages of a thread or channel.
+    fn scheduled_message_list(
+        &self,
+        ctx: &Self::Context,
+        input: types::ScheduledMessageListInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::ScheduledMessageListOutput>,
+    > + Send;
+    /// `scheduled-message.runs`: List the runs of one scheduled message.
+    fn scheduled_message_runs(
+        &self,
+        ctx: &Self::Context,
+        input: types::ScheduledMessageRunsInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::ScheduledMessageRunsOutput>,
     > + Send;
     /// `task.cancel`: Cancel an open or claimed task.
     fn task_cancel(
@@ -67,6 +171,18 @@ pub trait ActionHandler: Send + Sync {
     ) -> impl ::std::future::Future<
         Output = ActionResult<types::TaskUpdateOutput>,
     > + Send;
+    /// `team.get`: Read one team and its members.
+    fn team_get(
+        &self,
+        ctx: &Self::Context,
+        input: types::TeamGetInput,
+    ) -> impl ::std::future::Future<Output = ActionResult<types::TeamGetOutput>> + Send;
+    /// `team.list`: List the workspace's teams.
+    fn team_list(
+        &self,
+        ctx: &Self::Context,
+        input: types::TeamListInput,
+    ) -> impl ::std::future::Future<Output = ActionResult<types::TeamListOutput>> + Send;
 }
 /// Decodes validated JSON into the action's typed input, calls its handler method, and encodes
 /// the typed output.
@@ -77,11 +193,132 @@ pub async fn dispatch<H: ActionHandler>(
     input: ::serde_json::Value,
 ) -> Result<::serde_json::Value, DispatchError> {
     match id {
+        ActionId::ProjectArchive => {
+            let input: types::ProjectArchiveInput = ::serde_json::from_value(input)
+                .map_err(DispatchError::Decode)?;
+            let output = handler
+                .project_archive(ctx, input)
+                .await
+                .map_err(DispatchError::Action)?;
+            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+        }
+        ActionId::ProjectCreate => {
+            let input: types::ProjectCreateInput = ::serde_json::from_value(input)
+                .map_err(DispatchError::Decode)?;
+            let output = handler
+                .project_create(ctx, input)
+                .await
+                .map_err(DispatchError::Action)?;
+            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+        }
+        ActionId::ProjectGet => {
+            let input: types::ProjectGetInput = ::serde_json::from_value(input)
+                .map_err(DispatchError::Decode)?;
+            let output = handler
+                .project_get(ctx, input)
+                .await
+                .map_err(DispatchError::Action)?;
+            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+        }
+        ActionId::ProjectList => {
+            let input: types::ProjectListInput = ::serde_json::from_value(input)
+                .map_err(DispatchError::Decode)?;
+            let output = handler
+                .project_list(ctx, input)
+                .await
+                .map_err(DispatchError::Action)?;
+            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+        }
+        ActionId::ProjectUpdate => {
+            let input: types::ProjectUpdateInput = ::serde_json::from_value(input)
+                .map_err(DispatchError::Decode)?;
+            let output = handler
+                .project_update(ctx, input)
+                .await
+                .map_err(DispatchError::Action)?;
+            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+        }
         ActionId::ReviewAdd => {
             let input: types::ReviewAddInput = ::serde_json::from_value(input)
                 .map_err(DispatchError::Decode)?;
             let output = handler
                 .review_add(ctx, input)
+                .await
+                .map_err(DispatchError::Action)?;
+            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+        }
+        ActionId::ReviewGet => {
+            let input: types::ReviewGetInput = ::serde_json::from_value(input)
+                .map_err(DispatchError::Decode)?;
+            let output = handler
+                .review_get(ctx, input)
+                .await
+                .map_err(DispatchError::Action)?;
+            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+        }
+        ActionId::ReviewList => {
+            let input: types::ReviewListInput = ::serde_json::from_value(input)
+                .map_err(DispatchError::Decode)?;
+            let output = handler
+                .review_list(ctx, input)
+                .await
+                .map_err(DispatchError::Action)?;
+            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+        }
+        ActionId::ReviewResolve => {
+            let input: types::ReviewResolveInput = ::serde_json::from_value(input)
+                .map_err(DispatchError::Decode)?;
+            let output = handler
+                .review_resolve(ctx, input)
+                .await
+                .map_err(DispatchError::Action)?;
+            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+        }
+        ActionId::ScheduledMessageCancel => {
+            let input: types::ScheduledMessageCancelInput = ::serde_json::from_value(
+                    input,
+                )
+                .map_err(DispatchError::Decode)?;
+            let output = handler
+                .scheduled_message_cancel(ctx, input)
+                .await
+                .map_err(DispatchError::Action)?;
+            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+        }
+        ActionId::ScheduledMessageCreate => {
+            let input: types::ScheduledMessageCreateInput = ::serde_json::from_value(
+                    input,
+                )
+                .map_err(DispatchError::Decode)?;
+            let output = handler
+                .scheduled_message_create(ctx, input)
+                .await
+                .map_err(DispatchError::Action)?;
+            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+        }
+        ActionId::ScheduledMessageGet => {
+            let input: types::ScheduledMessageGetInput = ::serde_json::from_value(input)
+                .map_err(DispatchError::Decode)?;
+            let output = handler
+                .scheduled_message_get(ctx, input)
+                .await
+                .map_err(DispatchError::Action)?;
+            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+        }
+        ActionId::ScheduledMessageList => {
+            let input: types::ScheduledMessageListInput = ::serde_json::from_value(input)
+                .map_err(DispatchError::Decode)?;
+            let output = handler
+                .scheduled_message_list(ctx, input)
+                .await
+                .map_err(DispatchError::Action)?;
+            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+        }
+        ActionId::ScheduledMessageRuns => {
+            let input: types::ScheduledMessageRunsInput = ::serde_json::from_value(input)
+                .map_err(DispatchError::Decode)?;
+            let output = handler
+                .scheduled_message_runs(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
             ::serde_json::to_value(output).map_err(DispatchError::Encode)
@@ -145,6 +382,24 @@ pub async fn dispatch<H: ActionHandler>(
                 .map_err(DispatchError::Decode)?;
             let output = handler
                 .task_update(ctx, input)
+                .await
+                .map_err(DispatchError::Action)?;
+            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+        }
+        ActionId::TeamGet => {
+            let input: types::TeamGetInput = ::serde_json::from_value(input)
+                .map_err(DispatchError::Decode)?;
+            let output = handler
+                .team_get(ctx, input)
+                .await
+                .map_err(DispatchError::Action)?;
+            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+        }
+        ActionId::TeamList => {
+            let input: types::TeamListInput = ::serde_json::from_value(input)
+                .map_err(DispatchError::Decode)?;
+            let output = handler
+                .team_list(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
             ::serde_json::to_value(output).map_err(DispatchError::Encode)

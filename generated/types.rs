@@ -609,6 +609,124 @@ pub struct ErrorMetadata {
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub mutation_receipt: ::std::option::Option<MutationReceipt>,
 }
+///A short lowercase handle.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct Handle(::std::string::String);
+impl ::std::ops::Deref for Handle {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<Handle> for ::std::string::String {
+    fn from(value: Handle) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for Handle {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 32usize {
+            return Err("longer than 32 characters".into());
+        }
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        { ::regress::Regex::new("^[a-z][a-z0-9-]{0,31}$").unwrap() });
+        if PATTERN.find(value).is_none() {
+            return Err("doesn't match pattern \"^[a-z][a-z0-9-]{0,31}$\"".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for Handle {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for Handle {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for Handle {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///Opaque human identifier.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct HumanId(::std::string::String);
+impl ::std::ops::Deref for HumanId {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<HumanId> for ::std::string::String {
+    fn from(value: HumanId) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for HumanId {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 68usize {
+            return Err("longer than 68 characters".into());
+        }
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        { ::regress::Regex::new("^hum_[0-9A-Za-z]{8,64}$").unwrap() });
+        if PATTERN.find(value).is_none() {
+            return Err("doesn't match pattern \"^hum_[0-9A-Za-z]{8,64}$\"".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for HumanId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for HumanId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for HumanId {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
 ///Free text of at most 8000 characters.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
 #[serde(transparent)]
@@ -662,6 +780,133 @@ impl<'de> ::serde::Deserialize<'de> for LongText {
                 <D::Error as ::serde::de::Error>::custom(e.to_string())
             })
     }
+}
+///Message text of 1 to 4000 characters.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct MessageContent(::std::string::String);
+impl ::std::ops::Deref for MessageContent {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<MessageContent> for ::std::string::String {
+    fn from(value: MessageContent) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for MessageContent {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 4000usize {
+            return Err("longer than 4000 characters".into());
+        }
+        if value.chars().count() < 1usize {
+            return Err("shorter than 1 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for MessageContent {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for MessageContent {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for MessageContent {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///Opaque message identifier.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct MessageId(::std::string::String);
+impl ::std::ops::Deref for MessageId {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<MessageId> for ::std::string::String {
+    fn from(value: MessageId) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for MessageId {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 68usize {
+            return Err("longer than 68 characters".into());
+        }
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        { ::regress::Regex::new("^msg_[0-9A-Za-z]{8,64}$").unwrap() });
+        if PATTERN.find(value).is_none() {
+            return Err("doesn't match pattern \"^msg_[0-9A-Za-z]{8,64}$\"".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for MessageId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for MessageId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for MessageId {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///Where a message goes: exactly one thread or one channel.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(tag = "kind", deny_unknown_fields)]
+pub enum MessageTarget {
+    ///A thread.
+    #[serde(rename = "thread")]
+    Thread { #[serde(rename = "threadId")] thread_id: ThreadId },
+    ///A channel.
+    #[serde(rename = "channel")]
+    Channel { #[serde(rename = "channelId")] channel_id: ChannelId },
 }
 ///Deterministic allow-listed selectors of the applied mutation and where to read it back.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
@@ -792,6 +1037,63 @@ impl<'de> ::serde::Deserialize<'de> for MutationReceiptSelectorsValue {
             })
     }
 }
+///A display name of 1 to 200 characters.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct Name(::std::string::String);
+impl ::std::ops::Deref for Name {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<Name> for ::std::string::String {
+    fn from(value: Name) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for Name {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 200usize {
+            return Err("longer than 200 characters".into());
+        }
+        if value.chars().count() < 1usize {
+            return Err("shorter than 1 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for Name {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for Name {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for Name {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
 ///Maximum number of items on one page (default 20, at most 100).
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(transparent)]
@@ -831,6 +1133,350 @@ impl ::std::convert::TryFrom<&str> for PageLimit {
 }
 impl ::std::convert::TryFrom<String> for PageLimit {
     type Error = <::std::num::NonZeroU64 as ::std::str::FromStr>::Err;
+    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+///A workspace project.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Project {
+    #[serde(rename = "createdAt")]
+    pub created_at: Timestamp,
+    #[serde(
+        rename = "createdByAgentId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub created_by_agent_id: ::std::option::Option<AgentId>,
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub description: ::std::option::Option<LongText>,
+    pub id: ProjectId,
+    pub name: Name,
+    ///Monotonic revision, incremented by every change.
+    pub revision: ::std::num::NonZeroU64,
+    pub status: ProjectStatus,
+    #[serde(rename = "updatedAt")]
+    pub updated_at: Timestamp,
+}
+///Archive an active project; archiving is final.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectArchiveInput {
+    #[serde(rename = "projectId")]
+    pub project_id: ProjectId,
+    #[serde(
+        rename = "requestId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub request_id: ::std::option::Option<RequestId>,
+}
+///The archived project.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(transparent)]
+pub struct ProjectArchiveOutput(pub ProjectResult);
+impl ::std::ops::Deref for ProjectArchiveOutput {
+    type Target = ProjectResult;
+    fn deref(&self) -> &ProjectResult {
+        &self.0
+    }
+}
+impl ::std::convert::From<ProjectArchiveOutput> for ProjectResult {
+    fn from(value: ProjectArchiveOutput) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<ProjectResult> for ProjectArchiveOutput {
+    fn from(value: ProjectResult) -> Self {
+        Self(value)
+    }
+}
+///Create a workspace project.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectCreateInput {
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub description: ::std::option::Option<LongText>,
+    pub name: Name,
+    #[serde(
+        rename = "requestId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub request_id: ::std::option::Option<RequestId>,
+}
+///The created project, status `active`.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(transparent)]
+pub struct ProjectCreateOutput(pub ProjectResult);
+impl ::std::ops::Deref for ProjectCreateOutput {
+    type Target = ProjectResult;
+    fn deref(&self) -> &ProjectResult {
+        &self.0
+    }
+}
+impl ::std::convert::From<ProjectCreateOutput> for ProjectResult {
+    fn from(value: ProjectCreateOutput) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<ProjectResult> for ProjectCreateOutput {
+    fn from(value: ProjectResult) -> Self {
+        Self(value)
+    }
+}
+///Read one project by id.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectGetInput {
+    #[serde(rename = "projectId")]
+    pub project_id: ProjectId,
+}
+///The project.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(transparent)]
+pub struct ProjectGetOutput(pub ProjectResult);
+impl ::std::ops::Deref for ProjectGetOutput {
+    type Target = ProjectResult;
+    fn deref(&self) -> &ProjectResult {
+        &self.0
+    }
+}
+impl ::std::convert::From<ProjectGetOutput> for ProjectResult {
+    fn from(value: ProjectGetOutput) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<ProjectResult> for ProjectGetOutput {
+    fn from(value: ProjectResult) -> Self {
+        Self(value)
+    }
+}
+///Opaque project identifier.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct ProjectId(::std::string::String);
+impl ::std::ops::Deref for ProjectId {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<ProjectId> for ::std::string::String {
+    fn from(value: ProjectId) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for ProjectId {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 68usize {
+            return Err("longer than 68 characters".into());
+        }
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        { ::regress::Regex::new("^prj_[0-9A-Za-z]{8,64}$").unwrap() });
+        if PATTERN.find(value).is_none() {
+            return Err("doesn't match pattern \"^prj_[0-9A-Za-z]{8,64}$\"".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for ProjectId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for ProjectId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for ProjectId {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///List the workspace's projects, most recently changed first.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectListInput {
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub cursor: ::std::option::Option<Cursor>,
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub limit: ::std::option::Option<PageLimit>,
+    ///Only projects in this state (default: every state).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub status: ::std::option::Option<ProjectStatus>,
+}
+///One page of projects ordered by `updatedAt` descending, then `id` ascending.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectListOutput {
+    ///True when another page exists.
+    #[serde(rename = "hasMore")]
+    pub has_more: bool,
+    #[serde(
+        rename = "nextCursor",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub next_cursor: ::std::option::Option<Cursor>,
+    pub projects: ::std::vec::Vec<Project>,
+}
+///The project after the action.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectResult {
+    pub project: Project,
+}
+///`active` until archived; archiving is final.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd
+)]
+pub enum ProjectStatus {
+    #[serde(rename = "active")]
+    Active,
+    #[serde(rename = "archived")]
+    Archived,
+}
+impl ::std::fmt::Display for ProjectStatus {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Active => f.write_str("active"),
+            Self::Archived => f.write_str("archived"),
+        }
+    }
+}
+impl ::std::str::FromStr for ProjectStatus {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "active" => Ok(Self::Active),
+            "archived" => Ok(Self::Archived),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for ProjectStatus {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for ProjectStatus {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+///Change the name or description of an active project.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProjectUpdateInput {
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub description: ::std::option::Option<LongText>,
+    ///Apply only if the project is still at this revision.
+    #[serde(
+        rename = "expectedRevision",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub expected_revision: ::std::option::Option<::std::num::NonZeroU64>,
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub name: ::std::option::Option<Name>,
+    #[serde(rename = "projectId")]
+    pub project_id: ProjectId,
+    #[serde(
+        rename = "requestId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub request_id: ::std::option::Option<RequestId>,
+}
+///The updated project.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(transparent)]
+pub struct ProjectUpdateOutput(pub ProjectResult);
+impl ::std::ops::Deref for ProjectUpdateOutput {
+    type Target = ProjectResult;
+    fn deref(&self) -> &ProjectResult {
+        &self.0
+    }
+}
+impl ::std::convert::From<ProjectUpdateOutput> for ProjectResult {
+    fn from(value: ProjectUpdateOutput) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<ProjectResult> for ProjectUpdateOutput {
+    fn from(value: ProjectResult) -> Self {
+        Self(value)
+    }
+}
+///Repeat interval in minutes (5 to 10080, one week).
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(transparent)]
+pub struct RepeatMinutes(pub i64);
+impl ::std::ops::Deref for RepeatMinutes {
+    type Target = i64;
+    fn deref(&self) -> &i64 {
+        &self.0
+    }
+}
+impl ::std::convert::From<RepeatMinutes> for i64 {
+    fn from(value: RepeatMinutes) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<i64> for RepeatMinutes {
+    fn from(value: i64) -> Self {
+        Self(value)
+    }
+}
+impl ::std::fmt::Display for RepeatMinutes {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for RepeatMinutes {
+    type Err = <i64 as ::std::str::FromStr>::Err;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        Ok(Self(value.parse()?))
+    }
+}
+impl ::std::convert::TryFrom<&str> for RepeatMinutes {
+    type Error = <i64 as ::std::str::FromStr>::Err;
+    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<String> for RepeatMinutes {
+    type Error = <i64 as ::std::str::FromStr>::Err;
     fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
         value.parse()
     }
@@ -994,9 +1640,50 @@ impl<'de> ::serde::Deserialize<'de> for ReviewAddInputBody {
 }
 ///The created review, status `open`.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(transparent)]
+pub struct ReviewAddOutput(pub ReviewResult);
+impl ::std::ops::Deref for ReviewAddOutput {
+    type Target = ReviewResult;
+    fn deref(&self) -> &ReviewResult {
+        &self.0
+    }
+}
+impl ::std::convert::From<ReviewAddOutput> for ReviewResult {
+    fn from(value: ReviewAddOutput) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<ReviewResult> for ReviewAddOutput {
+    fn from(value: ReviewResult) -> Self {
+        Self(value)
+    }
+}
+///Read one review by id.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct ReviewAddOutput {
-    pub review: Review,
+pub struct ReviewGetInput {
+    #[serde(rename = "reviewId")]
+    pub review_id: ReviewId,
+}
+///The review.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(transparent)]
+pub struct ReviewGetOutput(pub ReviewResult);
+impl ::std::ops::Deref for ReviewGetOutput {
+    type Target = ReviewResult;
+    fn deref(&self) -> &ReviewResult {
+        &self.0
+    }
+}
+impl ::std::convert::From<ReviewGetOutput> for ReviewResult {
+    fn from(value: ReviewGetOutput) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<ReviewResult> for ReviewGetOutput {
+    fn from(value: ReviewResult) -> Self {
+        Self(value)
+    }
 }
 ///Opaque review identifier.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -1056,6 +1743,69 @@ impl<'de> ::serde::Deserialize<'de> for ReviewId {
                 <D::Error as ::serde::de::Error>::custom(e.to_string())
             })
     }
+}
+///List the reviews of one thread, most recently changed first.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewListInput {
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub cursor: ::std::option::Option<Cursor>,
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub limit: ::std::option::Option<PageLimit>,
+    #[serde(rename = "threadId")]
+    pub thread_id: ThreadId,
+}
+///One page of reviews ordered by `updatedAt` descending, then `id` descending.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewListOutput {
+    ///True when another page exists.
+    #[serde(rename = "hasMore")]
+    pub has_more: bool,
+    #[serde(
+        rename = "nextCursor",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub next_cursor: ::std::option::Option<Cursor>,
+    pub reviews: ::std::vec::Vec<Review>,
+}
+///Mark an `open` review as `resolved`.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewResolveInput {
+    #[serde(
+        rename = "requestId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub request_id: ::std::option::Option<RequestId>,
+    #[serde(rename = "reviewId")]
+    pub review_id: ReviewId,
+}
+///The resolved review.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(transparent)]
+pub struct ReviewResolveOutput(pub ReviewResult);
+impl ::std::ops::Deref for ReviewResolveOutput {
+    type Target = ReviewResult;
+    fn deref(&self) -> &ReviewResult {
+        &self.0
+    }
+}
+impl ::std::convert::From<ReviewResolveOutput> for ReviewResult {
+    fn from(value: ReviewResolveOutput) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<ReviewResult> for ReviewResolveOutput {
+    fn from(value: ReviewResult) -> Self {
+        Self(value)
+    }
+}
+///The review after the action.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ReviewResult {
+    pub review: Review,
 }
 ///`open` until someone resolves it.
 #[derive(
@@ -1169,6 +1919,502 @@ impl ::std::convert::TryFrom<::std::string::String> for ReviewVerdict {
         value: ::std::string::String,
     ) -> ::std::result::Result<Self, self::error::ConversionError> {
         value.parse()
+    }
+}
+///`pending` until attempted, then `sent` or `failed`.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd
+)]
+pub enum RunStatus {
+    #[serde(rename = "pending")]
+    Pending,
+    #[serde(rename = "sent")]
+    Sent,
+    #[serde(rename = "failed")]
+    Failed,
+}
+impl ::std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Pending => f.write_str("pending"),
+            Self::Sent => f.write_str("sent"),
+            Self::Failed => f.write_str("failed"),
+        }
+    }
+}
+impl ::std::str::FromStr for RunStatus {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "pending" => Ok(Self::Pending),
+            "sent" => Ok(Self::Sent),
+            "failed" => Ok(Self::Failed),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for RunStatus {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for RunStatus {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+///`scheduled` while runs remain; `done` after a one-shot run; `cancelled` is final.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd
+)]
+pub enum ScheduleStatus {
+    #[serde(rename = "scheduled")]
+    Scheduled,
+    #[serde(rename = "done")]
+    Done,
+    #[serde(rename = "cancelled")]
+    Cancelled,
+}
+impl ::std::fmt::Display for ScheduleStatus {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Scheduled => f.write_str("scheduled"),
+            Self::Done => f.write_str("done"),
+            Self::Cancelled => f.write_str("cancelled"),
+        }
+    }
+}
+impl ::std::str::FromStr for ScheduleStatus {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "scheduled" => Ok(Self::Scheduled),
+            "done" => Ok(Self::Done),
+            "cancelled" => Ok(Self::Cancelled),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for ScheduleStatus {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for ScheduleStatus {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+///A message the server posts as the agent at `sendAt`, optionally repeating.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduledMessage {
+    pub content: MessageContent,
+    #[serde(rename = "createdAt")]
+    pub created_at: Timestamp,
+    #[serde(
+        rename = "createdByAgentId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub created_by_agent_id: ::std::option::Option<AgentId>,
+    pub id: ScheduledMessageId,
+    ///When the next run is due; absent once no run remains.
+    #[serde(
+        rename = "nextRunAt",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub next_run_at: ::std::option::Option<Timestamp>,
+    #[serde(
+        rename = "repeatEveryMinutes",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub repeat_every_minutes: ::std::option::Option<RepeatMinutes>,
+    #[serde(rename = "sendAt")]
+    pub send_at: Timestamp,
+    pub status: ScheduleStatus,
+    pub target: MessageTarget,
+    #[serde(rename = "updatedAt")]
+    pub updated_at: Timestamp,
+}
+///Cancel a scheduled message; no further runs happen.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduledMessageCancelInput {
+    #[serde(
+        rename = "requestId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub request_id: ::std::option::Option<RequestId>,
+    #[serde(rename = "scheduledMessageId")]
+    pub scheduled_message_id: ScheduledMessageId,
+}
+///The cancelled scheduled message.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(transparent)]
+pub struct ScheduledMessageCancelOutput(pub ScheduledMessageResult);
+impl ::std::ops::Deref for ScheduledMessageCancelOutput {
+    type Target = ScheduledMessageResult;
+    fn deref(&self) -> &ScheduledMessageResult {
+        &self.0
+    }
+}
+impl ::std::convert::From<ScheduledMessageCancelOutput> for ScheduledMessageResult {
+    fn from(value: ScheduledMessageCancelOutput) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<ScheduledMessageResult> for ScheduledMessageCancelOutput {
+    fn from(value: ScheduledMessageResult) -> Self {
+        Self(value)
+    }
+}
+///Schedule a message to an explicit thread or channel, posted as the calling agent.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduledMessageCreateInput {
+    pub content: MessageContent,
+    #[serde(
+        rename = "repeatEveryMinutes",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub repeat_every_minutes: ::std::option::Option<RepeatMinutes>,
+    #[serde(
+        rename = "requestId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub request_id: ::std::option::Option<RequestId>,
+    #[serde(rename = "sendAt")]
+    pub send_at: Timestamp,
+    pub target: MessageTarget,
+}
+///The scheduled message, status `scheduled`.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(transparent)]
+pub struct ScheduledMessageCreateOutput(pub ScheduledMessageResult);
+impl ::std::ops::Deref for ScheduledMessageCreateOutput {
+    type Target = ScheduledMessageResult;
+    fn deref(&self) -> &ScheduledMessageResult {
+        &self.0
+    }
+}
+impl ::std::convert::From<ScheduledMessageCreateOutput> for ScheduledMessageResult {
+    fn from(value: ScheduledMessageCreateOutput) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<ScheduledMessageResult> for ScheduledMessageCreateOutput {
+    fn from(value: ScheduledMessageResult) -> Self {
+        Self(value)
+    }
+}
+///Read one scheduled message by id.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduledMessageGetInput {
+    #[serde(rename = "scheduledMessageId")]
+    pub scheduled_message_id: ScheduledMessageId,
+}
+///The scheduled message.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(transparent)]
+pub struct ScheduledMessageGetOutput(pub ScheduledMessageResult);
+impl ::std::ops::Deref for ScheduledMessageGetOutput {
+    type Target = ScheduledMessageResult;
+    fn deref(&self) -> &ScheduledMessageResult {
+        &self.0
+    }
+}
+impl ::std::convert::From<ScheduledMessageGetOutput> for ScheduledMessageResult {
+    fn from(value: ScheduledMessageGetOutput) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<ScheduledMessageResult> for ScheduledMessageGetOutput {
+    fn from(value: ScheduledMessageResult) -> Self {
+        Self(value)
+    }
+}
+///Opaque scheduled message identifier.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct ScheduledMessageId(::std::string::String);
+impl ::std::ops::Deref for ScheduledMessageId {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<ScheduledMessageId> for ::std::string::String {
+    fn from(value: ScheduledMessageId) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for ScheduledMessageId {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 68usize {
+            return Err("longer than 68 characters".into());
+        }
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        { ::regress::Regex::new("^sch_[0-9A-Za-z]{8,64}$").unwrap() });
+        if PATTERN.find(value).is_none() {
+            return Err("doesn't match pattern \"^sch_[0-9A-Za-z]{8,64}$\"".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for ScheduledMessageId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for ScheduledMessageId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for ScheduledMessageId {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///List the scheduled messages of one thread or channel, newest first.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduledMessageListInput {
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub cursor: ::std::option::Option<Cursor>,
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub limit: ::std::option::Option<PageLimit>,
+    pub target: MessageTarget,
+}
+///One page of scheduled messages ordered by `createdAt` descending, then `id` descending.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduledMessageListOutput {
+    ///True when another page exists.
+    #[serde(rename = "hasMore")]
+    pub has_more: bool,
+    #[serde(
+        rename = "nextCursor",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub next_cursor: ::std::option::Option<Cursor>,
+    #[serde(rename = "scheduledMessages")]
+    pub scheduled_messages: ::std::vec::Vec<ScheduledMessage>,
+}
+///The scheduled message after the action.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduledMessageResult {
+    #[serde(rename = "scheduledMessage")]
+    pub scheduled_message: ScheduledMessage,
+}
+///List the runs of one scheduled message, most recent first.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduledMessageRunsInput {
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub cursor: ::std::option::Option<Cursor>,
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub limit: ::std::option::Option<PageLimit>,
+    #[serde(rename = "scheduledMessageId")]
+    pub scheduled_message_id: ScheduledMessageId,
+}
+///One page of runs ordered by the effective `attemptedAt` descending, then `id` descending.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduledMessageRunsOutput {
+    ///True when another page exists.
+    #[serde(rename = "hasMore")]
+    pub has_more: bool,
+    #[serde(
+        rename = "nextCursor",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub next_cursor: ::std::option::Option<Cursor>,
+    pub runs: ::std::vec::Vec<ScheduledRun>,
+}
+///One due occurrence of a scheduled message.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScheduledRun {
+    ///When the run was attempted; for a `pending` run, when it became due (the effective sort key).
+    #[serde(rename = "attemptedAt")]
+    pub attempted_at: Timestamp,
+    ///Why a `failed` run failed.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub failure: ::std::option::Option<ScheduledRunFailure>,
+    pub id: ScheduledRunId,
+    #[serde(
+        rename = "messageId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub message_id: ::std::option::Option<MessageId>,
+    #[serde(rename = "scheduledMessageId")]
+    pub scheduled_message_id: ScheduledMessageId,
+    pub status: RunStatus,
+}
+///Why a `failed` run failed.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct ScheduledRunFailure(::std::string::String);
+impl ::std::ops::Deref for ScheduledRunFailure {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<ScheduledRunFailure> for ::std::string::String {
+    fn from(value: ScheduledRunFailure) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for ScheduledRunFailure {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 512usize {
+            return Err("longer than 512 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for ScheduledRunFailure {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for ScheduledRunFailure {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for ScheduledRunFailure {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///Opaque scheduled message run identifier.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct ScheduledRunId(::std::string::String);
+impl ::std::ops::Deref for ScheduledRunId {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<ScheduledRunId> for ::std::string::String {
+    fn from(value: ScheduledRunId) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for ScheduledRunId {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 68usize {
+            return Err("longer than 68 characters".into());
+        }
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        { ::regress::Regex::new("^run_[0-9A-Za-z]{8,64}$").unwrap() });
+        if PATTERN.find(value).is_none() {
+            return Err("doesn't match pattern \"^run_[0-9A-Za-z]{8,64}$\"".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for ScheduledRunId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for ScheduledRunId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for ScheduledRunId {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
     }
 }
 ///A task as the server stores it.
@@ -1630,6 +2876,128 @@ impl ::std::convert::From<TaskResult> for TaskUpdateOutput {
     fn from(value: TaskResult) -> Self {
         Self(value)
     }
+}
+///A team of humans and agents.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Team {
+    #[serde(rename = "createdAt")]
+    pub created_at: Timestamp,
+    #[serde(rename = "displayName")]
+    pub display_name: Name,
+    pub handle: Handle,
+    ///How many humans and agents belong to the team.
+    #[serde(rename = "memberCount")]
+    pub member_count: u64,
+    #[serde(rename = "teamId")]
+    pub team_id: TeamId,
+}
+///Read one team and its members.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TeamGetInput {
+    #[serde(rename = "teamId")]
+    pub team_id: TeamId,
+}
+///The team and up to 200 of its members.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TeamGetOutput {
+    pub members: ::std::vec::Vec<TeamMember>,
+    pub team: Team,
+}
+///Opaque team identifier.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct TeamId(::std::string::String);
+impl ::std::ops::Deref for TeamId {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<TeamId> for ::std::string::String {
+    fn from(value: TeamId) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for TeamId {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 69usize {
+            return Err("longer than 69 characters".into());
+        }
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        { ::regress::Regex::new("^team_[0-9A-Za-z]{8,64}$").unwrap() });
+        if PATTERN.find(value).is_none() {
+            return Err("doesn't match pattern \"^team_[0-9A-Za-z]{8,64}$\"".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for TeamId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for TeamId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for TeamId {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///List the workspace's teams by display name.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TeamListInput {
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub cursor: ::std::option::Option<Cursor>,
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub limit: ::std::option::Option<PageLimit>,
+}
+///One page of teams ordered by `displayName`, then `handle`, then `teamId`, ascending.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TeamListOutput {
+    ///True when another page exists.
+    #[serde(rename = "hasMore")]
+    pub has_more: bool,
+    #[serde(
+        rename = "nextCursor",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub next_cursor: ::std::option::Option<Cursor>,
+    pub teams: ::std::vec::Vec<Team>,
+}
+///One member of a team.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(tag = "kind", deny_unknown_fields)]
+pub enum TeamMember {
+    ///A human member.
+    #[serde(rename = "human")]
+    Human { #[serde(rename = "humanId")] human_id: HumanId },
+    ///An agent member.
+    #[serde(rename = "agent")]
+    Agent { #[serde(rename = "agentId")] agent_id: AgentId },
 }
 ///Opaque thread identifier, copied from the exact target of a delivered message.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]

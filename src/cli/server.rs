@@ -40,7 +40,11 @@ pub fn run(listen: SocketAddr, database: String, operator_token_file: Option<Pat
         if printed != Exit::Success {
             return printed;
         }
+        let stop = tokio_util::sync::CancellationToken::new();
+        let scheduler = tokio::spawn(crate::server::run_scheduler(state.clone(), stop.clone()));
         crate::serve::serve(listener, router(state.clone()), crate::serve::shutdown_signal()).await;
+        stop.cancel();
+        let _ = scheduler.await;
         state.store().close().await;
         tracing::info!("server stopped");
         Exit::Success

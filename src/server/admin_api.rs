@@ -2,7 +2,8 @@
 //! the operator token of this server start (`Authorization: Bearer ato_…`).
 //!
 //! `POST /admin/workspaces`, then under `/admin/workspaces/{workspaceId}`: `humans`, `agents`,
-//! `devices` (returns the device credential once), `channels`, `channels/{channelId}/threads`.
+//! `devices` (returns the device credential once), `channels`, `channels/{channelId}/threads`,
+//! `teams`, and `messages` (a human posts in a channel or thread they belong to).
 
 use axum::Router;
 use axum::body::Body;
@@ -37,6 +38,11 @@ pub fn routes() -> Router<AppState> {
         .route(
             "/admin/workspaces/{workspaceId}/channels/{channelId}/threads",
             post(create_thread),
+        )
+        .route("/admin/workspaces/{workspaceId}/teams", post(create_team))
+        .route(
+            "/admin/workspaces/{workspaceId}/messages",
+            post(post_message),
         )
 }
 
@@ -79,6 +85,25 @@ struct NewChannel {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct NewThread {
     title: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NewTeam {
+    handle: String,
+    display_name: String,
+    #[serde(default)]
+    members: Vec<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NewMessage {
+    author_human_id: String,
+    channel_id: String,
+    #[serde(default)]
+    thread_id: Option<String>,
+    content: String,
 }
 
 /// Authenticates the operator, then decodes the body into `T`.
@@ -359,6 +384,121 @@ async fn create_thread(
                 .await
                 .map_err(internal)?;
             Ok(json!({ "threadId": id }))
+        }
+        .await,
+    )
+}
+
+async fn create_team(
+    State(state): State<AppState>,
+    Path(workspace_id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    respond(
+        async {
+            let NewTeam {
+                handle,
+                display_name,
+                members,
+            } = admit(&state, &headers, body).await?;
+            check_handle(&handle)?;
+            check_name("displayName", &display_name, 200)?;
+            if members.len() > 1000 {
+                return Err(ActionError::new(
+                    ErrorCode::ValidationFailed,
+                    "`members` holds at most 1000 ids",
+                ));
+            }
+            known_workspace(&state, &workspace_id).await?;
+            let mut typed = Vec::with_capacity(members.len());
+            for member in members {
+                if !state
+                    .store
+                    .is_workspace_member(&workspace_id, &member)
+                    .await
+                    .map_err(internal)?
+                {
+                    return Err(ActionError::new(
+                        ErrorCode::NotFound,
+                        format!("no human or agent `{member}` in this workspace"),
+                    ));
+                }
+                let kind = if member.starts_with("hum_") {
+                    "human"
+                } else {
+                    "agent"
+                };
+                typed.push((kind.to_string(), member));
+            }
+            let id = state
+                .store
+                .create_team(
+                    &workspace_id,
+                    &handle,
+                    &display_name,
+                    &typed,
+                    state.clock.now_ms(),
+                )
+                .await
+                .map_err(internal)?
+                .ok_or_else(|| taken("team", &handle))?;
+            Ok(json!({ "teamId": id }))
+        }
+        .await,
+    )
+}
+
+/// A human posts a message in a channel (or one of its threads) they belong to.
+async fn post_message(
+    State(state): State<AppState>,
+    Path(workspace_id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    respond(
+        async {
+            let NewMessage {
+                author_human_id,
+                channel_id,
+                thread_id,
+                content,
+            } = admit(&state, &headers, body).await?;
+            check_name("content", &content, 4000)?;
+            let membership = match &thread_id {
+                Some(thread_id) => {
+                    state
+                        .store
+                        .thread_for_member(&workspace_id, &author_human_id, thread_id)
+                        .await
+                }
+                None => {
+                    state
+                        .store
+                        .channel_for_member(&workspace_id, &author_human_id, &channel_id)
+                        .await
+                }
+            }
+            .map_err(internal)?
+            .filter(|m| m.channel_id == channel_id)
+            .ok_or_else(|| {
+                ActionError::new(
+                    ErrorCode::NotFound,
+                    "no such channel or thread with this human as a member",
+                )
+            })?;
+            let id = state
+                .store
+                .insert_message(
+                    &workspace_id,
+                    &membership,
+                    &author_human_id,
+                    &content,
+                    state.clock.now_ms(),
+                )
+                .await
+                .map_err(internal)?;
+            Ok(json!({ "messageId": id }))
         }
         .await,
     )

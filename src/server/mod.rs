@@ -93,6 +93,40 @@ impl AppState {
     pub fn clock(&self) -> &Clock {
         &self.clock
     }
+
+    /// One scheduler pass at the clock's now: due scheduled messages become runs and pending
+    /// runs are posted. `agentteam server` runs it every [`SCHEDULER_TICK`]; tests call it.
+    pub async fn run_scheduler_pass(&self) -> Result<store::PassReport, StoreError> {
+        self.store.run_due_schedules(self.clock.now_ms()).await
+    }
+}
+
+/// How often the server's scheduler looks for due scheduled messages.
+pub const SCHEDULER_TICK: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Runs scheduler passes every [`SCHEDULER_TICK`] until `stop` is cancelled. A failed pass is
+/// logged and retried on the next tick; pending runs survive in the store.
+pub async fn run_scheduler(state: AppState, stop: tokio_util::sync::CancellationToken) {
+    let mut tick = tokio::time::interval(SCHEDULER_TICK);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            () = stop.cancelled() => return,
+        }
+        match state.run_scheduler_pass().await {
+            Ok(report) if report.runs_created + report.sent + report.failed > 0 => {
+                tracing::info!(
+                    runs_created = report.runs_created,
+                    sent = report.sent,
+                    failed = report.failed,
+                    "scheduler pass"
+                );
+            }
+            Ok(_) => {}
+            Err(error) => tracing::warn!(%error, "scheduler pass failed; retrying next tick"),
+        }
+    }
 }
 
 /// Every route of the server.

@@ -4,11 +4,11 @@
 mod catalog_invariants;
 mod cli_surfaces;
 mod codegen_pipeline;
-mod dispatch_adapter;
 mod fixture_build;
 mod generated_fresh;
 mod schema_lint;
 mod server_actions;
+mod server_domains;
 mod server_idempotency;
 mod server_pagination;
 mod support;

@@ -2,15 +2,15 @@
 //! Every locator in a request is resolved against the caller's workspace and membership here; a
 //! locator the agent cannot see is `not_found`, whether it exists elsewhere or not.
 
+mod page;
+mod project;
 mod review;
+mod schedule;
 mod task;
+mod team;
 
 use crate::contract::error::ErrorCode;
-use crate::contract::types::{
-    ReviewAddInput, ReviewAddOutput, TaskCancelInput, TaskCancelOutput, TaskClaimInput,
-    TaskClaimOutput, TaskCompleteInput, TaskCompleteOutput, TaskCreateInput, TaskCreateOutput,
-    TaskGetInput, TaskGetOutput, TaskListInput, TaskListOutput, TaskUpdateInput, TaskUpdateOutput,
-};
+use crate::contract::types as t;
 use crate::contract::{ActionError, ActionHandler, ActionResult};
 
 use super::AppState;
@@ -49,56 +49,165 @@ pub(crate) fn not_found(what: &str, id: &str) -> ActionError {
 impl ActionHandler for ServerActions<'_> {
     type Context = Caller;
 
+    async fn project_archive(
+        &self,
+        caller: &Caller,
+        input: t::ProjectArchiveInput,
+    ) -> ActionResult<t::ProjectArchiveOutput> {
+        project::archive(self.state, caller, input).await
+    }
+    async fn project_create(
+        &self,
+        caller: &Caller,
+        input: t::ProjectCreateInput,
+    ) -> ActionResult<t::ProjectCreateOutput> {
+        project::create(self.state, caller, input).await
+    }
+    async fn project_get(
+        &self,
+        caller: &Caller,
+        input: t::ProjectGetInput,
+    ) -> ActionResult<t::ProjectGetOutput> {
+        project::get(self.state, caller, input).await
+    }
+    async fn project_list(
+        &self,
+        caller: &Caller,
+        input: t::ProjectListInput,
+    ) -> ActionResult<t::ProjectListOutput> {
+        project::list(self.state, caller, input).await
+    }
+    async fn project_update(
+        &self,
+        caller: &Caller,
+        input: t::ProjectUpdateInput,
+    ) -> ActionResult<t::ProjectUpdateOutput> {
+        project::update(self.state, caller, input).await
+    }
     async fn review_add(
         &self,
         caller: &Caller,
-        input: ReviewAddInput,
-    ) -> ActionResult<ReviewAddOutput> {
+        input: t::ReviewAddInput,
+    ) -> ActionResult<t::ReviewAddOutput> {
         review::add(self.state, caller, input).await
+    }
+    async fn review_get(
+        &self,
+        caller: &Caller,
+        input: t::ReviewGetInput,
+    ) -> ActionResult<t::ReviewGetOutput> {
+        review::get(self.state, caller, input).await
+    }
+    async fn review_list(
+        &self,
+        caller: &Caller,
+        input: t::ReviewListInput,
+    ) -> ActionResult<t::ReviewListOutput> {
+        review::list(self.state, caller, input).await
+    }
+    async fn review_resolve(
+        &self,
+        caller: &Caller,
+        input: t::ReviewResolveInput,
+    ) -> ActionResult<t::ReviewResolveOutput> {
+        review::resolve(self.state, caller, input).await
+    }
+    async fn scheduled_message_cancel(
+        &self,
+        caller: &Caller,
+        input: t::ScheduledMessageCancelInput,
+    ) -> ActionResult<t::ScheduledMessageCancelOutput> {
+        schedule::cancel(self.state, caller, input).await
+    }
+    async fn scheduled_message_create(
+        &self,
+        caller: &Caller,
+        input: t::ScheduledMessageCreateInput,
+    ) -> ActionResult<t::ScheduledMessageCreateOutput> {
+        schedule::create(self.state, caller, input).await
+    }
+    async fn scheduled_message_get(
+        &self,
+        caller: &Caller,
+        input: t::ScheduledMessageGetInput,
+    ) -> ActionResult<t::ScheduledMessageGetOutput> {
+        schedule::get(self.state, caller, input).await
+    }
+    async fn scheduled_message_list(
+        &self,
+        caller: &Caller,
+        input: t::ScheduledMessageListInput,
+    ) -> ActionResult<t::ScheduledMessageListOutput> {
+        schedule::list(self.state, caller, input).await
+    }
+    async fn scheduled_message_runs(
+        &self,
+        caller: &Caller,
+        input: t::ScheduledMessageRunsInput,
+    ) -> ActionResult<t::ScheduledMessageRunsOutput> {
+        schedule::runs(self.state, caller, input).await
     }
     async fn task_cancel(
         &self,
         caller: &Caller,
-        input: TaskCancelInput,
-    ) -> ActionResult<TaskCancelOutput> {
+        input: t::TaskCancelInput,
+    ) -> ActionResult<t::TaskCancelOutput> {
         task::cancel(self.state, caller, input).await
     }
     async fn task_claim(
         &self,
         caller: &Caller,
-        input: TaskClaimInput,
-    ) -> ActionResult<TaskClaimOutput> {
+        input: t::TaskClaimInput,
+    ) -> ActionResult<t::TaskClaimOutput> {
         task::claim(self.state, caller, input).await
     }
     async fn task_complete(
         &self,
         caller: &Caller,
-        input: TaskCompleteInput,
-    ) -> ActionResult<TaskCompleteOutput> {
+        input: t::TaskCompleteInput,
+    ) -> ActionResult<t::TaskCompleteOutput> {
         task::complete(self.state, caller, input).await
     }
     async fn task_create(
         &self,
         caller: &Caller,
-        input: TaskCreateInput,
-    ) -> ActionResult<TaskCreateOutput> {
+        input: t::TaskCreateInput,
+    ) -> ActionResult<t::TaskCreateOutput> {
         task::create(self.state, caller, input).await
     }
-    async fn task_get(&self, caller: &Caller, input: TaskGetInput) -> ActionResult<TaskGetOutput> {
+    async fn task_get(
+        &self,
+        caller: &Caller,
+        input: t::TaskGetInput,
+    ) -> ActionResult<t::TaskGetOutput> {
         task::get(self.state, caller, input).await
     }
     async fn task_list(
         &self,
         caller: &Caller,
-        input: TaskListInput,
-    ) -> ActionResult<TaskListOutput> {
+        input: t::TaskListInput,
+    ) -> ActionResult<t::TaskListOutput> {
         task::list(self.state, caller, input).await
     }
     async fn task_update(
         &self,
         caller: &Caller,
-        input: TaskUpdateInput,
-    ) -> ActionResult<TaskUpdateOutput> {
+        input: t::TaskUpdateInput,
+    ) -> ActionResult<t::TaskUpdateOutput> {
         task::update(self.state, caller, input).await
+    }
+    async fn team_get(
+        &self,
+        caller: &Caller,
+        input: t::TeamGetInput,
+    ) -> ActionResult<t::TeamGetOutput> {
+        team::get(self.state, caller, input).await
+    }
+    async fn team_list(
+        &self,
+        caller: &Caller,
+        input: t::TeamListInput,
+    ) -> ActionResult<t::TeamListOutput> {
+        team::list(self.state, caller, input).await
     }
 }

@@ -1,9 +1,17 @@
-//! `review` actions: reviews live in a thread the agent can see, optionally about one of its tasks.
+//! `review` actions: reviews live in a thread the agent can see, optionally about one of its
+//! tasks; `open` until resolved.
 
-use super::{Caller, internal, not_found};
-use crate::contract::ActionResult;
-use crate::contract::types::{ReviewAddInput, ReviewAddOutput};
+use serde_json::json;
+
+use super::{Caller, internal, not_found, page};
+use crate::contract::error::ErrorCode;
+use crate::contract::types::{
+    ReviewAddInput, ReviewAddOutput, ReviewGetInput, ReviewGetOutput, ReviewListInput,
+    ReviewListOutput, ReviewResolveInput, ReviewResolveOutput, ReviewResult,
+};
+use crate::contract::{ActionError, ActionResult};
 use crate::server::AppState;
+use crate::server::store::TaskPosition as Position;
 
 pub async fn add(
     state: &AppState,
@@ -47,5 +55,87 @@ pub async fn add(
         )
         .await
         .map_err(internal)?;
-    Ok(ReviewAddOutput { review })
+    Ok(ReviewAddOutput(ReviewResult { review }))
+}
+
+pub async fn get(
+    state: &AppState,
+    caller: &Caller,
+    input: ReviewGetInput,
+) -> ActionResult<ReviewGetOutput> {
+    let ReviewGetInput { review_id } = input;
+    let review = state
+        .store
+        .review_for_member(&caller.workspace_id, &caller.agent_id, &review_id)
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| not_found("review", &review_id))?;
+    Ok(ReviewGetOutput(ReviewResult { review }))
+}
+
+pub async fn list(
+    state: &AppState,
+    caller: &Caller,
+    input: ReviewListInput,
+) -> ActionResult<ReviewListOutput> {
+    let ReviewListInput {
+        thread_id,
+        limit,
+        cursor,
+    } = input;
+    let thread = state
+        .store
+        .thread_for_member(&caller.workspace_id, &caller.agent_id, &thread_id)
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| not_found("thread", &thread_id))?;
+    let filter = json!({"list": "review.list", "workspace": caller.workspace_id, "agent": caller.agent_id, "thread": thread_id.as_str()});
+    let after = page::decode::<(i64, String)>(state, cursor.as_ref(), &filter)?
+        .map(|(updated_at_ms, id)| Position { updated_at_ms, id });
+    let found = state
+        .store
+        .list_reviews(
+            thread.thread_id.as_deref().unwrap_or_default(),
+            after.as_ref(),
+            page::limit(limit),
+        )
+        .await
+        .map_err(internal)?;
+    let next_cursor = found
+        .next
+        .map(|p| page::encode(state, &filter, &(p.updated_at_ms, p.id)));
+    Ok(ReviewListOutput {
+        has_more: next_cursor.is_some(),
+        next_cursor,
+        reviews: found.reviews,
+    })
+}
+
+pub async fn resolve(
+    state: &AppState,
+    caller: &Caller,
+    input: ReviewResolveInput,
+) -> ActionResult<ReviewResolveOutput> {
+    let ReviewResolveInput {
+        review_id,
+        request_id: _,
+    } = input;
+    let review = state
+        .store
+        .resolve_review(
+            &caller.workspace_id,
+            &caller.agent_id,
+            &review_id,
+            caller.now_ms,
+        )
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| not_found("review", &review_id))?
+        .ok_or_else(|| {
+            ActionError::new(
+                ErrorCode::InvalidState,
+                format!("review `{}` is already resolved", review_id.as_str()),
+            )
+        })?;
+    Ok(ReviewResolveOutput(ReviewResult { review }))
 }

@@ -3,8 +3,8 @@
 
 use serde_json::json;
 
-use super::{Caller, internal, not_found};
-use crate::contract::error::{ErrorCode, ErrorDetail};
+use super::{Caller, internal, not_found, page};
+use crate::contract::error::ErrorCode;
 use crate::contract::types::{
     Task, TaskCancelInput, TaskCancelOutput, TaskClaimInput, TaskClaimOutput, TaskCompleteInput,
     TaskCompleteOutput, TaskCreateInput, TaskCreateOutput, TaskGetInput, TaskGetOutput,
@@ -14,9 +14,6 @@ use crate::contract::types::{
 use crate::contract::{ActionError, ActionResult};
 use crate::server::AppState;
 use crate::server::store::{Membership, TaskPosition};
-
-/// Default page size of `task list`.
-const DEFAULT_LIMIT: usize = 20;
 
 /// The thread or channel `location` if the caller is a member of it.
 async fn resolve(
@@ -109,51 +106,22 @@ pub async fn list(
         "location": location,
         "status": statuses,
     });
-    let after = match cursor {
-        Some(cursor) => {
-            let position = state
-                .cursors
-                .decode(&cursor, &filter)
-                .map_err(cursor_error)?;
-            Some(
-                serde_json::from_value::<(i64, String)>(position)
-                    .map(|(updated_at_ms, id)| TaskPosition { updated_at_ms, id })
-                    .map_err(|_| cursor_error(()))?,
-            )
-        }
-        None => None,
-    };
-    let limit = limit.map_or(DEFAULT_LIMIT, |l| l.0.get() as usize);
-    let page = state
+    let after = page::decode::<(i64, String)>(state, cursor.as_ref(), &filter)?
+        .map(|(updated_at_ms, id)| TaskPosition { updated_at_ms, id });
+    let limit = page::limit(limit);
+    let found = state
         .store
         .list_tasks(&membership, &statuses, after.as_ref(), limit)
         .await
         .map_err(internal)?;
-    let next_cursor = page.next.map(|p| {
-        state
-            .cursors
-            .encode(&filter, &json!([p.updated_at_ms, p.id]))
-            .parse()
-            .expect("issued cursors match the contract")
-    });
+    let next_cursor = found
+        .next
+        .map(|p| page::encode(state, &filter, &(p.updated_at_ms, p.id)));
     Ok(TaskListOutput {
         has_more: next_cursor.is_some(),
         next_cursor,
-        tasks: page.tasks,
+        tasks: found.tasks,
     })
-}
-
-/// Every malformed, foreign, tampered or filter-mismatched cursor: one validation error.
-pub(crate) fn cursor_error<E>(_: E) -> ActionError {
-    ActionError::new(
-        ErrorCode::ValidationFailed,
-        "`cursor` was not issued by this list for these filters",
-    )
-    .with_next("repeat the request without `cursor` to start from the first page")
-    .with_details(vec![ErrorDetail {
-        path: "/cursor".into(),
-        message: "invalid cursor".into(),
-    }])
 }
 
 pub async fn update(

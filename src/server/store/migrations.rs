@@ -101,4 +101,71 @@ pub const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX idempotency_by_age ON idempotency_keys (created_at);
     "#,
+    // 2: projects, teams, messages and scheduled messages with their runs.
+    r#"
+    CREATE TABLE projects (
+        id TEXT PRIMARY KEY,
+        workspace_id TEXT NOT NULL REFERENCES workspaces(id),
+        name TEXT NOT NULL,
+        description TEXT,
+        status TEXT NOT NULL CHECK (status IN ('active', 'archived')),
+        created_by_agent_id TEXT REFERENCES agents(id),
+        revision BIGINT NOT NULL,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL
+    );
+    CREATE INDEX projects_by_update ON projects (workspace_id, updated_at DESC, id ASC);
+    CREATE INDEX projects_by_status ON projects (workspace_id, status, updated_at DESC, id ASC);
+    CREATE TABLE teams (
+        id TEXT PRIMARY KEY,
+        workspace_id TEXT NOT NULL REFERENCES workspaces(id),
+        handle TEXT NOT NULL,
+        display_name TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        UNIQUE (workspace_id, handle)
+    );
+    CREATE INDEX teams_by_name ON teams (workspace_id, display_name, handle, id);
+    CREATE TABLE team_members (
+        team_id TEXT NOT NULL REFERENCES teams(id),
+        member_kind TEXT NOT NULL CHECK (member_kind IN ('human', 'agent')),
+        member_id TEXT NOT NULL,
+        PRIMARY KEY (team_id, member_id)
+    );
+    CREATE TABLE messages (
+        id TEXT PRIMARY KEY,
+        workspace_id TEXT NOT NULL REFERENCES workspaces(id),
+        channel_id TEXT NOT NULL REFERENCES channels(id),
+        thread_id TEXT REFERENCES threads(id),
+        author_id TEXT NOT NULL,
+        content TEXT NOT NULL,
+        created_at BIGINT NOT NULL
+    );
+    CREATE INDEX messages_by_location ON messages (channel_id, thread_id, created_at DESC, id DESC);
+    CREATE TABLE scheduled_messages (
+        id TEXT PRIMARY KEY,
+        workspace_id TEXT NOT NULL REFERENCES workspaces(id),
+        channel_id TEXT NOT NULL REFERENCES channels(id),
+        thread_id TEXT REFERENCES threads(id),
+        content TEXT NOT NULL,
+        send_at BIGINT NOT NULL,
+        repeat_every_minutes BIGINT,
+        next_run_at BIGINT,
+        status TEXT NOT NULL CHECK (status IN ('scheduled', 'done', 'cancelled')),
+        created_by_agent_id TEXT NOT NULL REFERENCES agents(id),
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL
+    );
+    CREATE INDEX schedules_by_location ON scheduled_messages (channel_id, thread_id, created_at DESC, id DESC);
+    CREATE INDEX schedules_due ON scheduled_messages (status, next_run_at);
+    CREATE TABLE scheduled_runs (
+        id TEXT PRIMARY KEY,
+        scheduled_message_id TEXT NOT NULL REFERENCES scheduled_messages(id),
+        status TEXT NOT NULL CHECK (status IN ('pending', 'sent', 'failed')),
+        created_at BIGINT NOT NULL,
+        attempted_at BIGINT,
+        message_id TEXT REFERENCES messages(id),
+        failure TEXT
+    );
+    CREATE INDEX runs_by_schedule ON scheduled_runs (scheduled_message_id, (COALESCE(attempted_at, created_at)) DESC, id DESC);
+    "#,
 ];

@@ -7,8 +7,11 @@
 
 mod idempotency;
 mod migrations;
+mod projects;
 mod reviews;
+mod schedules;
 mod tasks;
+mod teams;
 mod tenancy;
 
 use std::str::FromStr;
@@ -21,7 +24,13 @@ use sqlx::sqlite::{
 };
 
 pub use idempotency::Claim;
+pub use projects::ProjectPage;
+pub use reviews::ReviewPage;
+pub use schedules::{
+    NewSchedule, PassReport, RunPage, RunPosition, SchedulePage, SchedulePosition,
+};
 pub use tasks::{TaskPage, TaskPosition};
+pub use teams::{TeamPage, TeamPosition};
 pub use tenancy::{DeviceIdentity, Membership};
 
 /// Reads in flight at once; the writer is always one connection.
@@ -188,6 +197,14 @@ pub fn new_id(prefix: &str, now_ms: i64) -> String {
         id.push(ID_ALPHABET[rng.random_range(0..32)] as char);
     }
     id
+}
+
+/// Parses a stored text column into its contract type; a mismatch is corruption, not a client error.
+pub(crate) fn parse_column<T: FromStr>(
+    value: String,
+    column: &'static str,
+) -> Result<T, StoreError> {
+    value.parse().map_err(|_| StoreError::Corrupt { column })
 }
 
 /// RFC 3339 UTC with millisecond precision.

@@ -80,3 +80,110 @@ fn review_row(row: &SqliteRow) -> Result<Review, StoreError> {
         updated_at: parse(rfc3339(row.try_get(8)?), "updated_at")?,
     })
 }
+
+/// One page of a thread's reviews; `next` is the last row's position when another page exists.
+#[derive(Debug)]
+pub struct ReviewPage {
+    pub reviews: Vec<Review>,
+    pub next: Option<super::TaskPosition>,
+}
+
+impl Store {
+    /// The review if its thread's channel has the agent as a member, in the workspace.
+    pub async fn review_for_member(
+        &self,
+        workspace_id: &str,
+        agent_id: &str,
+        review_id: &str,
+    ) -> Result<Option<Review>, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            review_columns!(),
+            " FROM reviews r JOIN threads t ON t.id = r.thread_id JOIN channels c ON c.id = t.channel_id JOIN channel_members m ON m.channel_id = c.id \
+              WHERE r.id = $1 AND c.workspace_id = $2 AND m.member_id = $3"
+        ))
+        .bind(review_id)
+        .bind(workspace_id)
+        .bind(agent_id)
+        .fetch_optional(&self.reader)
+        .await?;
+        row.map(|row| review_row(&row)).transpose()
+    }
+
+    /// A thread's reviews in `updatedAt DESC, id DESC` order (one direction: row values).
+    pub async fn list_reviews(
+        &self,
+        thread_id: &str,
+        after: Option<&super::TaskPosition>,
+        limit: usize,
+    ) -> Result<ReviewPage, StoreError> {
+        let (after_ms, after_id) = match after {
+            Some(p) => (p.updated_at_ms, p.id.clone()),
+            None => (i64::MAX, "\u{10FFFF}".to_string()),
+        };
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            review_columns!(),
+            " FROM reviews r WHERE r.thread_id = $1 AND (r.updated_at, r.id) < ($2, $3) ORDER BY r.updated_at DESC, r.id DESC LIMIT $4"
+        ))
+        .bind(thread_id)
+        .bind(after_ms)
+        .bind(after_id)
+        .bind((limit + 1) as i64)
+        .fetch_all(&self.reader)
+        .await?;
+        let mut rows: Vec<(Review, i64)> = rows
+            .iter()
+            .map(|row| Ok((review_row(row)?, row.try_get::<i64, _>(8)?)))
+            .collect::<Result<_, StoreError>>()?;
+        let has_more = rows.len() > limit;
+        rows.truncate(limit);
+        let next = if has_more {
+            rows.last().map(|(r, updated_at_ms)| super::TaskPosition {
+                updated_at_ms: *updated_at_ms,
+                id: r.id.to_string(),
+            })
+        } else {
+            None
+        };
+        Ok(ReviewPage {
+            reviews: rows.into_iter().map(|r| r.0).collect(),
+            next,
+        })
+    }
+
+    /// Resolves an `open` review: `Ok(None)` when invisible to the agent, `Ok(Some(None))` when
+    /// it was already resolved.
+    pub async fn resolve_review(
+        &self,
+        workspace_id: &str,
+        agent_id: &str,
+        review_id: &str,
+        now_ms: i64,
+    ) -> Result<Option<Option<Review>>, StoreError> {
+        if self
+            .review_for_member(workspace_id, agent_id, review_id)
+            .await?
+            .is_none()
+        {
+            return Ok(None);
+        }
+        let updated = sqlx::query("UPDATE reviews SET status = 'resolved', updated_at = $2 WHERE id = $1 AND status = 'open'")
+            .bind(review_id)
+            .bind(now_ms)
+            .execute(&self.writer)
+            .await?;
+        if updated.rows_affected() == 0 {
+            return Ok(Some(None));
+        }
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            review_columns!(),
+            " FROM reviews r WHERE r.id = $1"
+        ))
+        .bind(review_id)
+        .fetch_one(&self.writer)
+        .await?;
+        Ok(Some(Some(review_row(&row)?)))
+    }
+}

@@ -1,0 +1,179 @@
+//! `project` actions: workspace-wide projects every agent of the workspace can see; `active`
+//! until archived, and archiving is final.
+
+use serde_json::json;
+
+use super::{Caller, internal, not_found, page};
+use crate::contract::error::ErrorCode;
+use crate::contract::types::{
+    Project, ProjectArchiveInput, ProjectArchiveOutput, ProjectCreateInput, ProjectCreateOutput,
+    ProjectGetInput, ProjectGetOutput, ProjectListInput, ProjectListOutput, ProjectResult,
+    ProjectStatus, ProjectUpdateInput, ProjectUpdateOutput,
+};
+use crate::contract::{ActionError, ActionResult};
+use crate::server::AppState;
+use crate::server::store::TaskPosition as Position;
+
+pub async fn create(
+    state: &AppState,
+    caller: &Caller,
+    input: ProjectCreateInput,
+) -> ActionResult<ProjectCreateOutput> {
+    let ProjectCreateInput {
+        name,
+        description,
+        request_id: _,
+    } = input;
+    let project = state
+        .store
+        .insert_project(
+            &caller.workspace_id,
+            &name,
+            description.as_deref().map(String::as_str),
+            &caller.agent_id,
+            caller.now_ms,
+        )
+        .await
+        .map_err(internal)?;
+    Ok(ProjectCreateOutput(ProjectResult { project }))
+}
+
+pub async fn get(
+    state: &AppState,
+    caller: &Caller,
+    input: ProjectGetInput,
+) -> ActionResult<ProjectGetOutput> {
+    let ProjectGetInput { project_id } = input;
+    let project = state
+        .store
+        .project(&caller.workspace_id, &project_id)
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| not_found("project", &project_id))?;
+    Ok(ProjectGetOutput(ProjectResult { project }))
+}
+
+pub async fn list(
+    state: &AppState,
+    caller: &Caller,
+    input: ProjectListInput,
+) -> ActionResult<ProjectListOutput> {
+    let ProjectListInput {
+        status,
+        limit,
+        cursor,
+    } = input;
+    let filter = json!({"list": "project.list", "workspace": caller.workspace_id, "agent": caller.agent_id, "status": status});
+    let after = page::decode::<(i64, String)>(state, cursor.as_ref(), &filter)?
+        .map(|(updated_at_ms, id)| Position { updated_at_ms, id });
+    let found = state
+        .store
+        .list_projects(
+            &caller.workspace_id,
+            status,
+            after.as_ref(),
+            page::limit(limit),
+        )
+        .await
+        .map_err(internal)?;
+    let next_cursor = found
+        .next
+        .map(|p| page::encode(state, &filter, &(p.updated_at_ms, p.id)));
+    Ok(ProjectListOutput {
+        has_more: next_cursor.is_some(),
+        next_cursor,
+        projects: found.projects,
+    })
+}
+
+pub async fn update(
+    state: &AppState,
+    caller: &Caller,
+    input: ProjectUpdateInput,
+) -> ActionResult<ProjectUpdateOutput> {
+    let ProjectUpdateInput {
+        project_id,
+        name,
+        description,
+        expected_revision,
+        request_id: _,
+    } = input;
+    if name.is_none() && description.is_none() {
+        return Err(ActionError::new(
+            ErrorCode::ValidationFailed,
+            "nothing to update: give `name` or `description`",
+        ));
+    }
+    let project = mutate(state, caller, &project_id, |current| {
+        refuse_archived(current)?;
+        if let Some(expected) = expected_revision
+            && expected != current.revision
+        {
+            return Err(ActionError::new(
+                ErrorCode::RevisionMismatch,
+                format!(
+                    "project `{}` is at revision {}, not {expected}",
+                    current.id.as_str(),
+                    current.revision
+                ),
+            )
+            .with_next("read the project again with `project get` and reapply the change"));
+        }
+        let mut changed = current.clone();
+        if let Some(name) = &name {
+            changed.name = name.clone();
+        }
+        if let Some(description) = &description {
+            changed.description = Some(description.clone());
+        }
+        Ok(changed)
+    })
+    .await?;
+    Ok(ProjectUpdateOutput(ProjectResult { project }))
+}
+
+pub async fn archive(
+    state: &AppState,
+    caller: &Caller,
+    input: ProjectArchiveInput,
+) -> ActionResult<ProjectArchiveOutput> {
+    let ProjectArchiveInput {
+        project_id,
+        request_id: _,
+    } = input;
+    let project = mutate(state, caller, &project_id, |current| {
+        refuse_archived(current)?;
+        let mut changed = current.clone();
+        changed.status = ProjectStatus::Archived;
+        Ok(changed)
+    })
+    .await?;
+    Ok(ProjectArchiveOutput(ProjectResult { project }))
+}
+
+async fn mutate(
+    state: &AppState,
+    caller: &Caller,
+    project_id: &str,
+    change: impl FnOnce(&Project) -> ActionResult<Project>,
+) -> ActionResult<Project> {
+    state
+        .store
+        .update_project(&caller.workspace_id, project_id, caller.now_ms, change)
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| not_found("project", project_id))?
+}
+
+fn refuse_archived(project: &Project) -> ActionResult<()> {
+    match project.status {
+        ProjectStatus::Archived => Err(ActionError::new(
+            ErrorCode::InvalidState,
+            format!(
+                "project `{}` is archived; archived projects do not change",
+                project.id.as_str()
+            ),
+        )),
+        ProjectStatus::Active => Ok(()),
+    }
+}

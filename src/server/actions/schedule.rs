@@ -1,0 +1,199 @@
+//! `scheduled-message` actions: a message the server posts later as the agent, once or
+//! repeatedly, to an explicit thread or channel the agent belongs to.
+
+use serde_json::json;
+
+use super::{Caller, internal, not_found, page};
+use crate::contract::error::ErrorCode;
+use crate::contract::types::{
+    MessageTarget, ScheduledMessageCancelInput, ScheduledMessageCancelOutput,
+    ScheduledMessageCreateInput, ScheduledMessageCreateOutput, ScheduledMessageGetInput,
+    ScheduledMessageGetOutput, ScheduledMessageListInput, ScheduledMessageListOutput,
+    ScheduledMessageResult, ScheduledMessageRunsInput, ScheduledMessageRunsOutput,
+};
+use crate::contract::{ActionError, ActionResult};
+use crate::server::AppState;
+use crate::server::store::{Membership, NewSchedule, RunPosition, SchedulePosition};
+
+/// The thread or channel `target` if the caller is a member of it.
+async fn resolve(
+    state: &AppState,
+    caller: &Caller,
+    target: &MessageTarget,
+) -> ActionResult<Membership> {
+    let found = match target {
+        MessageTarget::Thread { thread_id } => {
+            state
+                .store
+                .thread_for_member(&caller.workspace_id, &caller.agent_id, thread_id)
+                .await
+        }
+        MessageTarget::Channel { channel_id } => {
+            state
+                .store
+                .channel_for_member(&caller.workspace_id, &caller.agent_id, channel_id)
+                .await
+        }
+    };
+    found.map_err(internal)?.ok_or_else(|| match target {
+        MessageTarget::Thread { thread_id } => not_found("thread", thread_id),
+        MessageTarget::Channel { channel_id } => not_found("channel", channel_id),
+    })
+}
+
+pub async fn create(
+    state: &AppState,
+    caller: &Caller,
+    input: ScheduledMessageCreateInput,
+) -> ActionResult<ScheduledMessageCreateOutput> {
+    let ScheduledMessageCreateInput {
+        target,
+        content,
+        send_at,
+        repeat_every_minutes,
+        request_id: _,
+    } = input;
+    let membership = resolve(state, caller, &target).await?;
+    let scheduled_message = state
+        .store
+        .insert_schedule(
+            &caller.workspace_id,
+            &membership,
+            NewSchedule {
+                content: &content,
+                send_at_ms: send_at.timestamp_millis(),
+                repeat_every_minutes: repeat_every_minutes.map(|m| m.0),
+            },
+            &caller.agent_id,
+            caller.now_ms,
+        )
+        .await
+        .map_err(internal)?;
+    Ok(ScheduledMessageCreateOutput(ScheduledMessageResult {
+        scheduled_message,
+    }))
+}
+
+pub async fn get(
+    state: &AppState,
+    caller: &Caller,
+    input: ScheduledMessageGetInput,
+) -> ActionResult<ScheduledMessageGetOutput> {
+    let ScheduledMessageGetInput {
+        scheduled_message_id,
+    } = input;
+    let scheduled_message = state
+        .store
+        .schedule_for_member(
+            &caller.workspace_id,
+            &caller.agent_id,
+            &scheduled_message_id,
+        )
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| not_found("scheduled message", &scheduled_message_id))?;
+    Ok(ScheduledMessageGetOutput(ScheduledMessageResult {
+        scheduled_message,
+    }))
+}
+
+pub async fn list(
+    state: &AppState,
+    caller: &Caller,
+    input: ScheduledMessageListInput,
+) -> ActionResult<ScheduledMessageListOutput> {
+    let ScheduledMessageListInput {
+        target,
+        limit,
+        cursor,
+    } = input;
+    let membership = resolve(state, caller, &target).await?;
+    let filter = json!({"list": "scheduled-message.list", "workspace": caller.workspace_id, "agent": caller.agent_id, "target": target});
+    let after = page::decode::<(i64, String)>(state, cursor.as_ref(), &filter)?
+        .map(|(created_at_ms, id)| SchedulePosition { created_at_ms, id });
+    let found = state
+        .store
+        .list_schedules(&membership, after.as_ref(), page::limit(limit))
+        .await
+        .map_err(internal)?;
+    let next_cursor = found
+        .next
+        .map(|p| page::encode(state, &filter, &(p.created_at_ms, p.id)));
+    Ok(ScheduledMessageListOutput {
+        has_more: next_cursor.is_some(),
+        next_cursor,
+        scheduled_messages: found.schedules,
+    })
+}
+
+pub async fn cancel(
+    state: &AppState,
+    caller: &Caller,
+    input: ScheduledMessageCancelInput,
+) -> ActionResult<ScheduledMessageCancelOutput> {
+    let ScheduledMessageCancelInput {
+        scheduled_message_id,
+        request_id: _,
+    } = input;
+    let scheduled_message = state
+        .store
+        .cancel_schedule(
+            &caller.workspace_id,
+            &caller.agent_id,
+            &scheduled_message_id,
+            caller.now_ms,
+        )
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| not_found("scheduled message", &scheduled_message_id))?
+        .map_err(|status| {
+            ActionError::new(
+                ErrorCode::InvalidState,
+                format!(
+                    "scheduled message `{}` is {status}; only a scheduled one can be cancelled",
+                    scheduled_message_id.as_str()
+                ),
+            )
+        })?;
+    Ok(ScheduledMessageCancelOutput(ScheduledMessageResult {
+        scheduled_message,
+    }))
+}
+
+pub async fn runs(
+    state: &AppState,
+    caller: &Caller,
+    input: ScheduledMessageRunsInput,
+) -> ActionResult<ScheduledMessageRunsOutput> {
+    let ScheduledMessageRunsInput {
+        scheduled_message_id,
+        limit,
+        cursor,
+    } = input;
+    state
+        .store
+        .schedule_for_member(
+            &caller.workspace_id,
+            &caller.agent_id,
+            &scheduled_message_id,
+        )
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| not_found("scheduled message", &scheduled_message_id))?;
+    let filter = json!({"list": "scheduled-message.runs", "workspace": caller.workspace_id, "agent": caller.agent_id, "schedule": scheduled_message_id.as_str()});
+    let after = page::decode::<(i64, String)>(state, cursor.as_ref(), &filter)?
+        .map(|(effective_ms, id)| RunPosition { effective_ms, id });
+    let found = state
+        .store
+        .list_runs(&scheduled_message_id, after.as_ref(), page::limit(limit))
+        .await
+        .map_err(internal)?;
+    let next_cursor = found
+        .next
+        .map(|p| page::encode(state, &filter, &(p.effective_ms, p.id)));
+    Ok(ScheduledMessageRunsOutput {
+        has_more: next_cursor.is_some(),
+        next_cursor,
+        runs: found.runs,
+    })
+}

@@ -1,0 +1,447 @@
+//! Scheduled messages and their runs.
+//!
+//! A due schedule becomes a `pending` run in one transaction (which also advances or finishes
+//! the schedule), and each pending run is attempted in its own transaction: it posts the message
+//! as the schedule's agent, or records why it could not. A crash between the two leaves a pending
+//! run that the next pass attempts, so no due occurrence is lost or posted twice.
+
+use sqlx::sqlite::SqliteRow;
+use sqlx::{Row, Sqlite, Transaction};
+
+use super::tenancy::Membership;
+use super::{Store, StoreError, new_id, parse_column, rfc3339};
+use crate::contract::types::{
+    MessageTarget, RunStatus, ScheduleStatus, ScheduledMessage, ScheduledRun,
+};
+
+/// At most this many schedules become runs, and this many runs are attempted, per pass.
+pub const MAX_RUNS_PER_PASS: i64 = 100;
+
+macro_rules! schedule_columns {
+    () => {
+        "s.id, s.channel_id, s.thread_id, s.content, s.send_at, s.repeat_every_minutes, s.next_run_at, s.status, s.created_by_agent_id, s.created_at, s.updated_at"
+    };
+}
+
+macro_rules! run_columns {
+    () => {
+        "r.id, r.scheduled_message_id, r.status, COALESCE(r.attempted_at, r.created_at), r.message_id, r.failure"
+    };
+}
+
+/// The keyset position of a schedule in `createdAt DESC, id DESC` order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SchedulePosition {
+    pub created_at_ms: i64,
+    pub id: String,
+}
+
+#[derive(Debug)]
+pub struct SchedulePage {
+    pub schedules: Vec<ScheduledMessage>,
+    pub next: Option<SchedulePosition>,
+}
+
+/// The keyset position of a run in `COALESCE(attemptedAt, createdAt) DESC, id DESC` order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RunPosition {
+    pub effective_ms: i64,
+    pub id: String,
+}
+
+#[derive(Debug)]
+pub struct RunPage {
+    pub runs: Vec<ScheduledRun>,
+    pub next: Option<RunPosition>,
+}
+
+/// What a new scheduled message says and when it runs.
+#[derive(Debug, Clone, Copy)]
+pub struct NewSchedule<'a> {
+    pub content: &'a str,
+    pub send_at_ms: i64,
+    pub repeat_every_minutes: Option<i64>,
+}
+
+/// What one scheduler pass did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct PassReport {
+    pub runs_created: usize,
+    pub sent: usize,
+    pub failed: usize,
+}
+
+impl Store {
+    pub async fn insert_schedule(
+        &self,
+        workspace_id: &str,
+        target: &Membership,
+        schedule: NewSchedule<'_>,
+        agent_id: &str,
+        now_ms: i64,
+    ) -> Result<ScheduledMessage, StoreError> {
+        let id = new_id("sch", now_ms);
+        sqlx::query(
+            "INSERT INTO scheduled_messages (id, workspace_id, channel_id, thread_id, content, send_at, repeat_every_minutes, next_run_at, status, \
+             created_by_agent_id, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $6, 'scheduled', $8, $9, $9)",
+        )
+        .bind(&id)
+        .bind(workspace_id)
+        .bind(&target.channel_id)
+        .bind(&target.thread_id)
+        .bind(schedule.content)
+        .bind(schedule.send_at_ms)
+        .bind(schedule.repeat_every_minutes)
+        .bind(agent_id)
+        .bind(now_ms)
+        .execute(&self.writer)
+        .await?;
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            schedule_columns!(),
+            " FROM scheduled_messages s WHERE s.id = $1"
+        ))
+        .bind(&id)
+        .fetch_one(&self.writer)
+        .await?;
+        Ok(schedule_row(&row)?.0)
+    }
+
+    /// The schedule if it is in the workspace and the agent is a member of its channel.
+    pub async fn schedule_for_member(
+        &self,
+        workspace_id: &str,
+        agent_id: &str,
+        schedule_id: &str,
+    ) -> Result<Option<ScheduledMessage>, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            schedule_columns!(),
+            " FROM scheduled_messages s JOIN channel_members m ON m.channel_id = s.channel_id WHERE s.id = $1 AND s.workspace_id = $2 AND m.member_id = $3"
+        ))
+        .bind(schedule_id)
+        .bind(workspace_id)
+        .bind(agent_id)
+        .fetch_optional(&self.reader)
+        .await?;
+        row.map(|row| schedule_row(&row).map(|r| r.0)).transpose()
+    }
+
+    /// The schedules of exactly `target`, `createdAt DESC, id DESC` (one direction: row values).
+    pub async fn list_schedules(
+        &self,
+        target: &Membership,
+        after: Option<&SchedulePosition>,
+        limit: usize,
+    ) -> Result<SchedulePage, StoreError> {
+        // Without a position, `(i64::MAX, U+10FFFF)` is above every row: one query serves both.
+        let (after_ms, after_id) = match after {
+            Some(p) => (p.created_at_ms, p.id.clone()),
+            None => (i64::MAX, "\u{10FFFF}".to_string()),
+        };
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            schedule_columns!(),
+            " FROM scheduled_messages s WHERE s.channel_id = $1 AND s.thread_id IS NOT DISTINCT FROM $2 AND (s.created_at, s.id) < ($3, $4) \
+              ORDER BY s.created_at DESC, s.id DESC LIMIT $5"
+        ))
+        .bind(&target.channel_id)
+        .bind(&target.thread_id)
+        .bind(after_ms)
+        .bind(after_id)
+        .bind((limit + 1) as i64)
+        .fetch_all(&self.reader)
+        .await?;
+        let mut rows: Vec<(ScheduledMessage, i64)> =
+            rows.iter().map(schedule_row).collect::<Result<_, _>>()?;
+        let has_more = rows.len() > limit;
+        rows.truncate(limit);
+        let next = if has_more {
+            rows.last().map(|(s, created_at_ms)| SchedulePosition {
+                created_at_ms: *created_at_ms,
+                id: s.id.to_string(),
+            })
+        } else {
+            None
+        };
+        Ok(SchedulePage {
+            schedules: rows.into_iter().map(|r| r.0).collect(),
+            next,
+        })
+    }
+
+    /// Cancels a `scheduled` schedule; `Ok(None)` when invisible, `Ok(Some(Err(status)))` when
+    /// it is already `done` or `cancelled`.
+    pub async fn cancel_schedule(
+        &self,
+        workspace_id: &str,
+        agent_id: &str,
+        schedule_id: &str,
+        now_ms: i64,
+    ) -> Result<Option<Result<ScheduledMessage, ScheduleStatus>>, StoreError> {
+        let mut tx = self.writer.begin().await?;
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            schedule_columns!(),
+            " FROM scheduled_messages s JOIN channel_members m ON m.channel_id = s.channel_id WHERE s.id = $1 AND s.workspace_id = $2 AND m.member_id = $3"
+        ))
+        .bind(schedule_id)
+        .bind(workspace_id)
+        .bind(agent_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let current = schedule_row(&row)?.0;
+        if current.status != ScheduleStatus::Scheduled {
+            return Ok(Some(Err(current.status)));
+        }
+        sqlx::query("UPDATE scheduled_messages SET status = 'cancelled', next_run_at = NULL, updated_at = $2 WHERE id = $1").bind(schedule_id).bind(now_ms).execute(&mut *tx).await?;
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            schedule_columns!(),
+            " FROM scheduled_messages s WHERE s.id = $1"
+        ))
+        .bind(schedule_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        let stored = schedule_row(&row)?.0;
+        tx.commit().await?;
+        Ok(Some(Ok(stored)))
+    }
+
+    /// The runs of one schedule, by effective time (`attemptedAt`, or `createdAt` while pending)
+    /// descending, then id descending.
+    pub async fn list_runs(
+        &self,
+        schedule_id: &str,
+        after: Option<&RunPosition>,
+        limit: usize,
+    ) -> Result<RunPage, StoreError> {
+        let (after_ms, after_id) = match after {
+            Some(p) => (p.effective_ms, p.id.clone()),
+            None => (i64::MAX, "\u{10FFFF}".to_string()),
+        };
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            run_columns!(),
+            " FROM scheduled_runs r WHERE r.scheduled_message_id = $1 AND (COALESCE(r.attempted_at, r.created_at), r.id) < ($2, $3) \
+              ORDER BY COALESCE(r.attempted_at, r.created_at) DESC, r.id DESC LIMIT $4"
+        ))
+        .bind(schedule_id)
+        .bind(after_ms)
+        .bind(after_id)
+        .bind((limit + 1) as i64)
+        .fetch_all(&self.reader)
+        .await?;
+        let mut runs: Vec<(ScheduledRun, i64)> =
+            rows.iter().map(run_row).collect::<Result<_, _>>()?;
+        let has_more = runs.len() > limit;
+        runs.truncate(limit);
+        let next = if has_more {
+            runs.last().map(|(r, effective_ms)| RunPosition {
+                effective_ms: *effective_ms,
+                id: r.id.to_string(),
+            })
+        } else {
+            None
+        };
+        Ok(RunPage {
+            runs: runs.into_iter().map(|r| r.0).collect(),
+            next,
+        })
+    }
+
+    /// One scheduler pass at `now_ms`: due schedules become pending runs, then pending runs are
+    /// attempted. Each step is bounded by [`MAX_RUNS_PER_PASS`].
+    pub async fn run_due_schedules(&self, now_ms: i64) -> Result<PassReport, StoreError> {
+        let runs_created = self.materialize_due_runs(now_ms).await?;
+        let (sent, failed) = self.attempt_pending_runs(now_ms).await?;
+        Ok(PassReport {
+            runs_created,
+            sent,
+            failed,
+        })
+    }
+
+    /// Turns every schedule due at `now_ms` into a `pending` run (created at its due time) and
+    /// advances or finishes the schedule, in one transaction.
+    pub async fn materialize_due_runs(&self, now_ms: i64) -> Result<usize, StoreError> {
+        let mut tx = self.writer.begin().await?;
+        let due = sqlx::query("SELECT id, next_run_at, repeat_every_minutes FROM scheduled_messages WHERE status = 'scheduled' AND next_run_at <= $1 ORDER BY next_run_at, id LIMIT $2")
+            .bind(now_ms)
+            .bind(MAX_RUNS_PER_PASS)
+            .fetch_all(&mut *tx)
+            .await?;
+        for row in &due {
+            let schedule_id: String = row.try_get(0)?;
+            let due_at: i64 = row.try_get(1)?;
+            let repeat: Option<i64> = row.try_get(2)?;
+            sqlx::query("INSERT INTO scheduled_runs (id, scheduled_message_id, status, created_at) VALUES ($1, $2, 'pending', $3)")
+                .bind(new_id("run", due_at))
+                .bind(&schedule_id)
+                .bind(due_at)
+                .execute(&mut *tx)
+                .await?;
+            match repeat {
+                Some(minutes) => {
+                    // Occurrences missed while the server was down collapse into this one run.
+                    let step = minutes * 60_000;
+                    let next = due_at + step * ((now_ms - due_at) / step + 1);
+                    sqlx::query("UPDATE scheduled_messages SET next_run_at = $2, updated_at = $3 WHERE id = $1").bind(&schedule_id).bind(next).bind(now_ms).execute(&mut *tx).await?;
+                }
+                None => {
+                    sqlx::query("UPDATE scheduled_messages SET next_run_at = NULL, status = 'done', updated_at = $2 WHERE id = $1").bind(&schedule_id).bind(now_ms).execute(&mut *tx).await?;
+                }
+            }
+        }
+        tx.commit().await?;
+        Ok(due.len())
+    }
+
+    /// Attempts the oldest pending runs, each in its own transaction; returns `(sent, failed)`.
+    pub async fn attempt_pending_runs(&self, now_ms: i64) -> Result<(usize, usize), StoreError> {
+        let pending = sqlx::query("SELECT id FROM scheduled_runs WHERE status = 'pending' ORDER BY created_at, id LIMIT $1").bind(MAX_RUNS_PER_PASS).fetch_all(&self.writer).await?;
+        let (mut sent, mut failed) = (0, 0);
+        for row in &pending {
+            let run_id: String = row.try_get(0)?;
+            let mut tx = self.writer.begin().await?;
+            if attempt_run(&mut tx, &run_id, now_ms).await? {
+                sent += 1;
+            } else {
+                failed += 1;
+            }
+            tx.commit().await?;
+        }
+        Ok((sent, failed))
+    }
+
+    /// Posts a message as `author_id` at `target`; the caller has checked membership.
+    pub async fn insert_message(
+        &self,
+        workspace_id: &str,
+        target: &Membership,
+        author_id: &str,
+        content: &str,
+        now_ms: i64,
+    ) -> Result<String, StoreError> {
+        let id = new_id("msg", now_ms);
+        sqlx::query("INSERT INTO messages (id, workspace_id, channel_id, thread_id, author_id, content, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)")
+            .bind(&id)
+            .bind(workspace_id)
+            .bind(&target.channel_id)
+            .bind(&target.thread_id)
+            .bind(author_id)
+            .bind(content)
+            .bind(now_ms)
+            .execute(&self.writer)
+            .await?;
+        Ok(id)
+    }
+
+    /// How many messages `author_id` has posted at exactly `target` (used by tests and checks).
+    pub async fn count_messages(
+        &self,
+        target: &Membership,
+        author_id: &str,
+    ) -> Result<i64, StoreError> {
+        let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM messages WHERE channel_id = $1 AND thread_id IS NOT DISTINCT FROM $2 AND author_id = $3")
+            .bind(&target.channel_id)
+            .bind(&target.thread_id)
+            .bind(author_id)
+            .fetch_one(&self.reader)
+            .await?;
+        Ok(count)
+    }
+}
+
+/// Attempts one pending run inside `tx`; true when the message was posted.
+async fn attempt_run(
+    tx: &mut Transaction<'_, Sqlite>,
+    run_id: &str,
+    now_ms: i64,
+) -> Result<bool, StoreError> {
+    let row = sqlx::query(
+        "SELECT s.workspace_id, s.channel_id, s.thread_id, s.content, s.created_by_agent_id, \
+                EXISTS (SELECT 1 FROM channel_members m WHERE m.channel_id = s.channel_id AND m.member_id = s.created_by_agent_id) \
+         FROM scheduled_runs r JOIN scheduled_messages s ON s.id = r.scheduled_message_id WHERE r.id = $1 AND r.status = 'pending'",
+    )
+    .bind(run_id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some(row) = row else { return Ok(false) };
+    let still_member: bool = row.try_get(5)?;
+    if !still_member {
+        sqlx::query("UPDATE scheduled_runs SET status = 'failed', attempted_at = $2, failure = $3 WHERE id = $1")
+            .bind(run_id)
+            .bind(now_ms)
+            .bind("the agent is no longer a member of the target's channel")
+            .execute(&mut **tx)
+            .await?;
+        return Ok(false);
+    }
+    let message_id = new_id("msg", now_ms);
+    let author: String = row.try_get(4)?;
+    sqlx::query("INSERT INTO messages (id, workspace_id, channel_id, thread_id, author_id, content, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)")
+        .bind(&message_id)
+        .bind(row.try_get::<String, _>(0)?)
+        .bind(row.try_get::<String, _>(1)?)
+        .bind(row.try_get::<Option<String>, _>(2)?)
+        .bind(&author)
+        .bind(row.try_get::<String, _>(3)?)
+        .bind(now_ms)
+        .execute(&mut **tx)
+        .await?;
+    sqlx::query("UPDATE scheduled_runs SET status = 'sent', attempted_at = $2, message_id = $3 WHERE id = $1").bind(run_id).bind(now_ms).bind(&message_id).execute(&mut **tx).await?;
+    Ok(true)
+}
+
+fn schedule_row(row: &SqliteRow) -> Result<(ScheduledMessage, i64), StoreError> {
+    let channel_id: String = row.try_get(1)?;
+    let thread_id: Option<String> = row.try_get(2)?;
+    let target = match thread_id {
+        Some(thread_id) => MessageTarget::Thread {
+            thread_id: parse_column(thread_id, "thread_id")?,
+        },
+        None => MessageTarget::Channel {
+            channel_id: parse_column(channel_id, "channel_id")?,
+        },
+    };
+    let repeat: Option<i64> = row.try_get(5)?;
+    let next_run_at: Option<i64> = row.try_get(6)?;
+    let created_at: i64 = row.try_get(9)?;
+    let schedule = ScheduledMessage {
+        id: parse_column(row.try_get(0)?, "id")?,
+        target,
+        content: parse_column(row.try_get(3)?, "content")?,
+        send_at: parse_column(rfc3339(row.try_get(4)?), "send_at")?,
+        repeat_every_minutes: repeat
+            .map(|m| parse_column(m.to_string(), "repeat_every_minutes"))
+            .transpose()?,
+        next_run_at: next_run_at
+            .map(|ms| parse_column(rfc3339(ms), "next_run_at"))
+            .transpose()?,
+        status: parse_column(row.try_get(7)?, "status")?,
+        created_by_agent_id: Some(parse_column(row.try_get(8)?, "created_by_agent_id")?),
+        created_at: parse_column(rfc3339(created_at), "created_at")?,
+        updated_at: parse_column(rfc3339(row.try_get(10)?), "updated_at")?,
+    };
+    Ok((schedule, created_at))
+}
+
+fn run_row(row: &SqliteRow) -> Result<(ScheduledRun, i64), StoreError> {
+    let effective: i64 = row.try_get(3)?;
+    let message_id: Option<String> = row.try_get(4)?;
+    let failure: Option<String> = row.try_get(5)?;
+    let status: RunStatus = parse_column(row.try_get(2)?, "status")?;
+    let run = ScheduledRun {
+        id: parse_column(row.try_get(0)?, "id")?,
+        scheduled_message_id: parse_column(row.try_get(1)?, "scheduled_message_id")?,
+        status,
+        attempted_at: parse_column(rfc3339(effective), "attempted_at")?,
+        message_id: message_id
+            .map(|m| parse_column(m, "message_id"))
+            .transpose()?,
+        failure: failure.map(|f| parse_column(f, "failure")).transpose()?,
+    };
+    Ok((run, effective))
+}
