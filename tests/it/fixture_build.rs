@@ -81,8 +81,21 @@ fn a_new_action_reaches_the_binary_and_its_missing_row_fails_the_build() {
         String::from_utf8_lossy(&build.stderr)
     );
     let bin = root.join("target/fixture-build/debug/agentteam");
-    assert!(fixture_run(&bin, &["exec", "--help"]).contains("note    Pinned notes of a thread."));
-    assert!(fixture_run(&bin, &["exec", "note", "--help"]).contains("pin  write"));
+    let has_row = |text: &str, row: &[&str]| {
+        text.lines().any(|line| {
+            line.split_whitespace()
+                .take(row.len())
+                .eq(row.iter().copied())
+        })
+    };
+    assert!(has_row(
+        &fixture_run(&bin, &["exec", "--help"]),
+        &["note", "Pinned", "notes", "of", "a", "thread."]
+    ));
+    assert!(has_row(
+        &fixture_run(&bin, &["exec", "note", "--help"]),
+        &["pin", "write"]
+    ));
     let help = fixture_run(&bin, &["exec", "note", "pin", "--help"]);
     assert!(help.contains("agentteam exec note pin '{\"text\":\"Deploy freeze until Monday\",\"threadId\":\"thr_01JD7M2Q8X\"}'"), "{help}");
     let input: Value = serde_json::from_str(&fixture_run(
