@@ -9,6 +9,7 @@ mod generated_fresh;
 mod schema_lint;
 mod server_actions;
 mod server_domains;
+mod server_durability;
 mod server_idempotency;
 mod server_pagination;
 mod support;
