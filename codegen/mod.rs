@@ -9,6 +9,7 @@
 //! the schema file, and `build.rs` turns them into `cargo::error=` lines.
 
 pub mod catalog;
+pub mod client;
 pub mod handlers;
 pub mod lint;
 pub mod model;
@@ -66,7 +67,7 @@ pub struct Artifact {
 
 /// Loads and checks `schema_dir`, then renders every artifact that does not need typify.
 ///
-/// The Rust sources among them (`catalog.rs`, `handlers.rs`) are unformatted; `build.rs` runs
+/// The Rust sources among them (`catalog.rs`, `handlers.rs`, `client.rs`) are unformatted; `build.rs` runs
 /// them through prettyplease.
 pub fn generate(schema_dir: &Path) -> Result<(Model, Vec<Artifact>), Vec<Diagnostic>> {
     let model = Model::load(schema_dir)?;
@@ -82,6 +83,10 @@ pub fn generate(schema_dir: &Path) -> Result<(Model, Vec<Artifact>), Vec<Diagnos
         Artifact {
             name: "handlers.rs",
             contents: handlers::render(&model),
+        },
+        Artifact {
+            name: "client.rs",
+            contents: client::render(&model),
         },
         Artifact {
             name: "openapi.json",

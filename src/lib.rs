@@ -14,6 +14,7 @@
 //! `generated/` (the committed mirror, kept fresh by a test). ARCHITECTURE.md has the codemap.
 
 pub mod cli;
+pub mod client;
 pub mod contract;
 pub mod serve;
 pub mod server;

@@ -8,6 +8,7 @@ mod fixture_build;
 mod generated_fresh;
 mod schema_lint;
 mod server_actions;
+mod server_client;
 mod server_domains;
 mod server_durability;
 mod server_idempotency;

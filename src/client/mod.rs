@@ -1,0 +1,190 @@
+//! The typed client of the server's runtime action API, used by the daemon.
+//!
+//! `ServerClient` implements the generated `ActionHandler` trait (the per-action binding is
+//! generated into `client.rs`); `call` is the one transport: authenticate as a device, `POST` the
+//! typed input to the action's route, forward the idempotency selector as `Idempotency-Key` and
+//! `X-Request-ID`, and turn the answer back into a typed output or a typed `ActionError`.
+//!
+//! Failures of the hop itself are classified, never passed through: unreachable → `upstream_unavailable`,
+//! too slow → `upstream_timeout`, a 5xx or an answer that is not the contract's envelope →
+//! `upstream_failed`. Their messages never carry the server's internals.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::contract::error::{ErrorCode, ErrorDetail};
+use crate::contract::{ActionError, ActionHandler, ActionId, ActionResult, types};
+
+/// How long one call may take end to end.
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
+/// Answers larger than this are refused as `upstream_failed` (the result budget comes later).
+pub const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
+
+/// Who a call is for.
+#[derive(Debug, Clone)]
+pub struct CallContext {
+    /// The workspace (`serverId`).
+    pub server_id: String,
+    pub agent_id: String,
+    /// The mutation's idempotency selector, sent as `Idempotency-Key` and `X-Request-ID`.
+    pub idempotency_key: Option<String>,
+}
+
+/// A device's connection to one AgentTeam Server.
+#[derive(Clone)]
+pub struct ServerClient {
+    http: reqwest::Client,
+    base_url: String,
+    credential: String,
+}
+
+impl std::fmt::Debug for ServerClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The credential is a secret: never printed.
+        f.debug_struct("ServerClient")
+            .field("base_url", &self.base_url)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ServerClient {
+    /// A client for the server at `base_url` (e.g. `http://127.0.0.1:7780`) acting as the device
+    /// whose credential is `credential`.
+    pub fn new(base_url: &str, credential: String) -> ServerClient {
+        let http = reqwest::Client::builder()
+            .timeout(CALL_TIMEOUT)
+            .build()
+            .expect("a plain HTTP client builds");
+        ServerClient {
+            http,
+            base_url: base_url.trim_end_matches('/').to_string(),
+            credential,
+        }
+    }
+
+    /// Calls `id` with `input` and decodes the typed output.
+    pub async fn call<I: Serialize + Sync, O: DeserializeOwned>(
+        &self,
+        ctx: &CallContext,
+        id: ActionId,
+        input: &I,
+    ) -> ActionResult<O> {
+        let data = self.call_json(ctx, id, input).await?;
+        serde_json::from_value(data).map_err(|_| {
+            upstream_failed("the server's answer does not match the action's output type")
+        })
+    }
+
+    /// Calls `id` with `input` and returns the success envelope's `data` as JSON.
+    pub async fn call_json<I: Serialize + Sync>(
+        &self,
+        ctx: &CallContext,
+        id: ActionId,
+        input: &I,
+    ) -> ActionResult<Value> {
+        let descriptor = id.descriptor();
+        let url = format!(
+            "{}/runtime/servers/{}/agents/{}/actions/{}/{}",
+            self.base_url, ctx.server_id, ctx.agent_id, descriptor.domain, descriptor.action
+        );
+        let mut request = self
+            .http
+            .post(url)
+            .bearer_auth(&self.credential)
+            .json(input);
+        if let Some(key) = &ctx.idempotency_key {
+            request = request
+                .header("Idempotency-Key", format!("\"{key}\""))
+                .header("X-Request-ID", key);
+        }
+        let response = request.send().await.map_err(classify)?;
+        let status = response.status();
+        let bytes = response.bytes().await.map_err(classify)?;
+        if bytes.len() > MAX_ANSWER_BYTES {
+            return Err(upstream_failed("the server's answer is too large"));
+        }
+        if status.is_server_error() {
+            return Err(upstream_failed(&format!(
+                "the server failed with status {}",
+                status.as_u16()
+            )));
+        }
+        let envelope: Value = serde_json::from_slice(&bytes)
+            .map_err(|_| upstream_failed("the server's answer is not JSON"))?;
+        match (
+            status.is_success(),
+            envelope.get("ok").and_then(Value::as_bool),
+        ) {
+            (true, Some(true)) => envelope
+                .get("data")
+                .cloned()
+                .ok_or_else(|| upstream_failed("the server's answer has no `data`")),
+            (false, Some(false)) => Err(reproject_error(&envelope["error"])),
+            _ => Err(upstream_failed(
+                "the server's answer is not the contract's envelope",
+            )),
+        }
+    }
+}
+
+/// Rebuilds an `ActionError` from only the contract's fields; anything else is dropped.
+fn reproject_error(error: &Value) -> ActionError {
+    let Some(code) = error
+        .get("code")
+        .and_then(Value::as_str)
+        .and_then(|c| c.parse::<ErrorCode>().ok())
+    else {
+        return upstream_failed("the server answered with an unknown error code");
+    };
+    let text = |field: &str| {
+        error
+            .get(field)
+            .and_then(Value::as_str)
+            .map(|s| s.chars().take(1024).collect::<String>())
+    };
+    let mut projected = ActionError::new(code, text("message").unwrap_or_default());
+    projected.hint = text("hint");
+    projected.next = text("next");
+    projected.details = error
+        .get("details")
+        .and_then(Value::as_array)
+        .map(|details| {
+            details
+                .iter()
+                .take(crate::contract::validate::MAX_DETAILS)
+                .filter_map(|d| {
+                    Some(ErrorDetail {
+                        path: d.get("path")?.as_str()?.chars().take(512).collect(),
+                        message: d.get("message")?.as_str()?.chars().take(512).collect(),
+                    })
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    projected
+}
+
+fn classify(error: reqwest::Error) -> ActionError {
+    if error.is_timeout() {
+        ActionError::new(
+            ErrorCode::UpstreamTimeout,
+            "the AgentTeam Server did not answer in time",
+        )
+        .with_next("retry later")
+    } else {
+        ActionError::new(
+            ErrorCode::UpstreamUnavailable,
+            "the AgentTeam Server is unreachable",
+        )
+        .with_next("retry later")
+    }
+}
+
+fn upstream_failed(message: &str) -> ActionError {
+    ActionError::new(ErrorCode::UpstreamFailed, message)
+}
+
+include!(concat!(env!("OUT_DIR"), "/client.rs"));
