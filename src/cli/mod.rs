@@ -3,6 +3,7 @@
 //! Data goes to stdout, messages to stderr. Exit status: 0 success (and a closed stdout pipe),
 //! 1 the action ran and reported a failure, 2 usage, configuration or transport error.
 
+mod admin;
 mod catalog;
 mod exec;
 mod output;
@@ -46,6 +47,11 @@ enum Command {
     },
     /// Print the Dispatcher prompt summary (tool-use guidance for agents)
     Prompt,
+    /// Set up a server as its operator: workspaces, humans, agents, devices, channels, threads, teams, messages
+    Admin {
+        #[command(subcommand)]
+        command: admin::AdminCommand,
+    },
     /// Run the reference AgentTeam Server (the product owner behind the bridge)
     Server {
         /// Address to listen on
@@ -68,6 +74,7 @@ pub fn main() -> ExitCode {
         Command::Openapi => output::print(crate::contract::catalog::OPENAPI),
         Command::Catalog { json } => catalog::run(json),
         Command::Prompt => output::print(crate::contract::catalog::PROMPT_SUMMARY),
+        Command::Admin { command } => admin::run(command),
         Command::Server {
             listen,
             database,

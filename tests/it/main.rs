@@ -1,6 +1,7 @@
 //! The one integration test binary: every module drives the real `agentteam` binary, the real
 //! generator or (in later modules) the real daemon and server.
 
+mod admin_cli;
 mod catalog_invariants;
 mod cli_surfaces;
 mod codegen_pipeline;

@@ -73,6 +73,7 @@ pub fn schema_copy() -> (tempfile::TempDir, PathBuf) {
 pub struct TestServer {
     pub base_url: String,
     pub operator_token: String,
+    pub operator_token_file: PathBuf,
     pub state: agentteam::server::AppState,
     pub client: reqwest::Client,
     /// Holds the SQLite file and the operator token until the server is dropped.
@@ -118,6 +119,7 @@ impl TestServer {
         TestServer {
             base_url: format!("http://{address}"),
             operator_token,
+            operator_token_file: config.operator_token_file.clone(),
             state,
             client: reqwest::Client::new(),
             _dir: dir,

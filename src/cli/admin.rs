@@ -1,0 +1,320 @@
+//! `agentteam admin …`: the operator's side of a server — workspaces, humans, agents, device
+//! credentials, channels, threads, teams and human messages — over the server's operator API.
+//!
+//! Results are printed as JSON on stdout. A device credential is a secret: it is written to a
+//! new owner-only file and never printed.
+
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+
+use super::output::{Exit, print, usage_error};
+
+/// Where the server is and how to prove you operate it.
+#[derive(Debug, Args)]
+pub struct Connection {
+    /// The server's base URL
+    #[arg(
+        long,
+        env = "AGENTTEAM_SERVER_URL",
+        default_value = "http://127.0.0.1:7780"
+    )]
+    server_url: String,
+    /// The operator token file the server wrote at start
+    #[arg(long)]
+    operator_token_file: PathBuf,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AdminCommand {
+    /// Create a workspace
+    Workspace {
+        #[command(flatten)]
+        connection: Connection,
+        #[arg(long)]
+        name: String,
+    },
+    /// Create a human in a workspace
+    Human {
+        #[command(flatten)]
+        connection: Connection,
+        #[arg(long)]
+        workspace: String,
+        #[arg(long)]
+        handle: String,
+        #[arg(long)]
+        display_name: String,
+    },
+    /// Create an agent owned by a human
+    Agent {
+        #[command(flatten)]
+        connection: Connection,
+        #[arg(long)]
+        workspace: String,
+        /// The owning human's id
+        #[arg(long)]
+        owner: String,
+        #[arg(long)]
+        handle: String,
+        #[arg(long)]
+        display_name: String,
+    },
+    /// Issue a device credential for a human and write it to a new owner-only file
+    Device {
+        #[command(flatten)]
+        connection: Connection,
+        #[arg(long)]
+        workspace: String,
+        #[arg(long)]
+        human: String,
+        /// Where to write the credential (must not exist yet)
+        #[arg(long)]
+        credential_file: PathBuf,
+    },
+    /// Create a channel with members
+    Channel {
+        #[command(flatten)]
+        connection: Connection,
+        #[arg(long)]
+        workspace: String,
+        #[arg(long)]
+        name: String,
+        /// A human or agent id; repeat for more
+        #[arg(long = "member")]
+        members: Vec<String>,
+    },
+    /// Create a thread in a channel
+    Thread {
+        #[command(flatten)]
+        connection: Connection,
+        #[arg(long)]
+        workspace: String,
+        #[arg(long)]
+        channel: String,
+        #[arg(long)]
+        title: String,
+    },
+    /// Create a team of humans and agents
+    Team {
+        #[command(flatten)]
+        connection: Connection,
+        #[arg(long)]
+        workspace: String,
+        #[arg(long)]
+        handle: String,
+        #[arg(long)]
+        display_name: String,
+        /// A human or agent id; repeat for more
+        #[arg(long = "member")]
+        members: Vec<String>,
+    },
+    /// Post a message as a human in a channel or one of its threads
+    Message {
+        #[command(flatten)]
+        connection: Connection,
+        #[arg(long)]
+        workspace: String,
+        /// The author human's id
+        #[arg(long)]
+        author: String,
+        #[arg(long)]
+        channel: String,
+        #[arg(long)]
+        thread: Option<String>,
+        #[arg(long)]
+        content: String,
+    },
+}
+
+pub fn run(command: AdminCommand) -> Exit {
+    let (connection, path, body, credential_file) = match command {
+        AdminCommand::Workspace { connection, name } => (
+            connection,
+            "/admin/workspaces".to_string(),
+            json!({"name": name}),
+            None,
+        ),
+        AdminCommand::Human {
+            connection,
+            workspace,
+            handle,
+            display_name,
+        } => (
+            connection,
+            format!("/admin/workspaces/{workspace}/humans"),
+            json!({"handle": handle, "displayName": display_name}),
+            None,
+        ),
+        AdminCommand::Agent {
+            connection,
+            workspace,
+            owner,
+            handle,
+            display_name,
+        } => (
+            connection,
+            format!("/admin/workspaces/{workspace}/agents"),
+            json!({"ownerHumanId": owner, "handle": handle, "displayName": display_name}),
+            None,
+        ),
+        AdminCommand::Device {
+            connection,
+            workspace,
+            human,
+            credential_file,
+        } => {
+            if credential_file.exists() {
+                return usage_error(
+                    &format!(
+                        "`{}` already exists; a credential is written only to a new file",
+                        credential_file.display()
+                    ),
+                    &[],
+                );
+            }
+            (
+                connection,
+                format!("/admin/workspaces/{workspace}/devices"),
+                json!({"humanId": human}),
+                Some(credential_file),
+            )
+        }
+        AdminCommand::Channel {
+            connection,
+            workspace,
+            name,
+            members,
+        } => (
+            connection,
+            format!("/admin/workspaces/{workspace}/channels"),
+            json!({"name": name, "members": members}),
+            None,
+        ),
+        AdminCommand::Thread {
+            connection,
+            workspace,
+            channel,
+            title,
+        } => (
+            connection,
+            format!("/admin/workspaces/{workspace}/channels/{channel}/threads"),
+            json!({"title": title}),
+            None,
+        ),
+        AdminCommand::Team {
+            connection,
+            workspace,
+            handle,
+            display_name,
+            members,
+        } => (
+            connection,
+            format!("/admin/workspaces/{workspace}/teams"),
+            json!({"handle": handle, "displayName": display_name, "members": members}),
+            None,
+        ),
+        AdminCommand::Message {
+            connection,
+            workspace,
+            author,
+            channel,
+            thread,
+            content,
+        } => (
+            connection,
+            format!("/admin/workspaces/{workspace}/messages"),
+            json!({"authorHumanId": author, "channelId": channel, "threadId": thread, "content": content}),
+            None,
+        ),
+    };
+    let token = match std::fs::read_to_string(&connection.operator_token_file) {
+        Ok(token) => token.trim().to_string(),
+        Err(e) => {
+            return usage_error(
+                &format!(
+                    "cannot read the operator token file `{}`: {e}",
+                    connection.operator_token_file.display()
+                ),
+                &[],
+            );
+        }
+    };
+    let body = strip_nulls(body);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a current-thread runtime builds");
+    let answer = runtime.block_on(async {
+        let response = reqwest::Client::new()
+            .post(format!(
+                "{}{path}",
+                connection.server_url.trim_end_matches('/')
+            ))
+            .bearer_auth(&token)
+            .json(&body)
+            .send()
+            .await?;
+        let status = response.status();
+        Ok::<_, reqwest::Error>((status, response.json::<Value>().await))
+    });
+    let (status, envelope) = match answer {
+        Ok((status, Ok(envelope))) => (status, envelope),
+        Ok((status, Err(_))) => {
+            return usage_error(
+                &format!("the server answered {status} without a JSON envelope"),
+                &[],
+            );
+        }
+        Err(_) => {
+            return usage_error(
+                &format!("cannot reach the server at `{}`", connection.server_url),
+                &["is `agentteam server` running there?".into()],
+            );
+        }
+    };
+    if !status.is_success() {
+        let error = &envelope["error"];
+        eprintln!(
+            "error: {}",
+            error["message"]
+                .as_str()
+                .unwrap_or("the server refused the request")
+        );
+        if let Some(next) = error["next"].as_str() {
+            eprintln!("hint: {next}");
+        }
+        return Exit::ActionFailed;
+    }
+    let mut data = envelope["data"].clone();
+    if let Some(file) = credential_file {
+        let credential = data.as_object_mut().and_then(|d| d.remove("credential"));
+        let Some(credential) = credential.as_ref().and_then(Value::as_str) else {
+            return usage_error("the server did not return a credential", &[]);
+        };
+        if let Err(e) = write_private(&file, credential) {
+            return usage_error(&format!("cannot write `{}`: {e}", file.display()), &[]);
+        }
+        data["credentialFile"] = json!(file.display().to_string());
+    }
+    print(&format!("{data}\n"))
+}
+
+fn strip_nulls(mut body: Value) -> Value {
+    if let Some(object) = body.as_object_mut() {
+        object.retain(|_, v| !v.is_null());
+    }
+    body
+}
+
+/// Creates `path` (it must not exist) with mode 0600 and writes `secret` to it.
+fn write_private(path: &Path, secret: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut file = options.open(path)?;
+    file.write_all(secret.as_bytes())?;
+    file.sync_all()
+}
