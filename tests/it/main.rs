@@ -8,6 +8,7 @@ mod codegen_pipeline;
 mod fixture_build;
 mod generated_fresh;
 mod schema_lint;
+mod serve_loop;
 mod server_actions;
 mod server_client;
 mod server_domains;
