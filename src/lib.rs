@@ -15,7 +15,9 @@
 
 pub mod cli;
 pub mod client;
+pub mod clock;
 pub mod contract;
+pub mod daemon;
 pub mod serve;
 pub mod server;
 pub mod wire;

@@ -5,6 +5,7 @@
 
 mod admin;
 mod catalog;
+mod daemon;
 mod exec;
 mod output;
 mod server;
@@ -52,6 +53,22 @@ enum Command {
         #[command(subcommand)]
         command: admin::AdminCommand,
     },
+    /// Run the desktop daemon (with the embedded server unless `--server-url` is given)
+    Daemon(daemon::DaemonArgs),
+    /// Manage the local daemon's agents
+    Agent {
+        #[command(flatten)]
+        state: daemon::StateDir,
+        #[command(subcommand)]
+        command: daemon::AgentCommand,
+    },
+    /// Launch a command as an agent runtime under the local daemon, relaying its output
+    Run {
+        #[command(flatten)]
+        state: daemon::StateDir,
+        #[command(flatten)]
+        args: daemon::RunArgs,
+    },
     /// Run the reference AgentTeam Server (the product owner behind the bridge)
     Server {
         /// Address to listen on
@@ -75,6 +92,14 @@ pub fn main() -> ExitCode {
         Command::Catalog { json } => catalog::run(json),
         Command::Prompt => output::print(crate::contract::catalog::PROMPT_SUMMARY),
         Command::Admin { command } => admin::run(command),
+        Command::Daemon(args) => {
+            // Before any thread exists: a daemon started inside another runtime drops that
+            // runtime's credentials from its own environment.
+            crate::daemon::runtime::env::scrub_own_env();
+            daemon::run_daemon(args)
+        }
+        Command::Agent { state, command } => daemon::run_agent(state, command),
+        Command::Run { state, args } => daemon::run_runtime(state, args),
         Command::Server {
             listen,
             database,

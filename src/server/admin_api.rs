@@ -3,7 +3,8 @@
 //!
 //! `POST /admin/workspaces`, then under `/admin/workspaces/{workspaceId}`: `humans`, `agents`,
 //! `devices` (returns the device credential once), `channels`, `channels/{channelId}/threads`,
-//! `teams`, and `messages` (a human posts in a channel or thread they belong to).
+//! `channels/{channelId}/members`, `teams`, and `messages` (a human posts in a channel or thread
+//! they belong to).
 
 use axum::Router;
 use axum::body::Body;
@@ -38,6 +39,10 @@ pub fn routes() -> Router<AppState> {
         .route(
             "/admin/workspaces/{workspaceId}/channels/{channelId}/threads",
             post(create_thread),
+        )
+        .route(
+            "/admin/workspaces/{workspaceId}/channels/{channelId}/members",
+            post(add_channel_member),
         )
         .route("/admin/workspaces/{workspaceId}/teams", post(create_team))
         .route(
@@ -85,6 +90,12 @@ struct NewChannel {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct NewThread {
     title: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NewMember {
+    member_id: String,
 }
 
 #[derive(Deserialize)]
@@ -499,6 +510,50 @@ async fn post_message(
                 .await
                 .map_err(internal)?;
             Ok(json!({ "messageId": id }))
+        }
+        .await,
+    )
+}
+
+async fn add_channel_member(
+    State(state): State<AppState>,
+    Path((workspace_id, channel_id)): Path<(String, String)>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    respond(
+        async {
+            let NewMember { member_id } = admit(&state, &headers, body).await?;
+            if state
+                .store
+                .channel_workspace(&channel_id)
+                .await
+                .map_err(internal)?
+                .as_deref()
+                != Some(workspace_id.as_str())
+            {
+                return Err(ActionError::new(
+                    ErrorCode::NotFound,
+                    format!("no channel `{channel_id}` in this workspace"),
+                ));
+            }
+            if !state
+                .store
+                .is_workspace_member(&workspace_id, &member_id)
+                .await
+                .map_err(internal)?
+            {
+                return Err(ActionError::new(
+                    ErrorCode::NotFound,
+                    format!("no human or agent `{member_id}` in this workspace"),
+                ));
+            }
+            state
+                .store
+                .add_channel_member(&channel_id, &member_id)
+                .await
+                .map_err(internal)?;
+            Ok(json!({ "channelId": channel_id, "memberId": member_id }))
         }
         .await,
     )

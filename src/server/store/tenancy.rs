@@ -196,6 +196,16 @@ impl Store {
         Ok(Some(id))
     }
 
+    /// Adds `member_id` to a channel (no-op if already a member).
+    pub async fn add_channel_member(
+        &self,
+        channel_id: &str,
+        member_id: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query("INSERT INTO channel_members (channel_id, member_id) VALUES ($1, $2) ON CONFLICT DO NOTHING").bind(channel_id).bind(member_id).execute(&self.writer).await?;
+        Ok(())
+    }
+
     /// True when `member_id` is a human or agent of `workspace_id`.
     pub async fn is_workspace_member(
         &self,

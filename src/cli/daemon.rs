@@ -1,0 +1,338 @@
+//! `agentteam daemon`, and the local human side of it: `agentteam agent add|list|remove` and
+//! `agentteam run`. The human commands find the daemon through `<state dir>/daemon.json` and
+//! authenticate with `<state dir>/admin.token`; they never see a runtime's token.
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use serde_json::{Value, json};
+
+use super::output::{Exit, print, usage_error};
+use crate::daemon::runtime::{Output, RuntimeConfig};
+use crate::daemon::{
+    ADMIN_TOKEN_FILE, DAEMON_FILE, DaemonConfig, default_runtime_dir, default_state_dir,
+};
+
+/// Options of `agentteam daemon`.
+#[derive(Debug, Args)]
+pub struct DaemonArgs {
+    /// Loopback address to listen on (port 0 picks a free port; `daemon.json` records it)
+    #[arg(long, default_value = "127.0.0.1:0")]
+    listen: SocketAddr,
+    /// State directory (default: `$XDG_STATE_HOME/agentteam`)
+    #[arg(long)]
+    state_dir: Option<PathBuf>,
+    /// Base directory of runtime credential files (default: `$XDG_RUNTIME_DIR/agentteam`, else `<state dir>/run`)
+    #[arg(long)]
+    runtime_dir: Option<PathBuf>,
+    /// An AgentTeam Server to use instead of the embedded one
+    #[arg(long)]
+    server_url: Option<String>,
+    /// The operator token file of `--server-url`
+    #[arg(long)]
+    operator_token_file: Option<PathBuf>,
+    /// Lifetime of each runtime token generation, in seconds
+    #[arg(long, default_value_t = crate::daemon::DEFAULT_TOKEN_TTL.as_secs())]
+    token_ttl_secs: u64,
+    /// How often renewals are checked, in milliseconds
+    #[arg(long, default_value_t = crate::daemon::DEFAULT_ROTATION_TICK.as_millis() as u64)]
+    rotation_tick_ms: u64,
+}
+
+/// Where the local daemon keeps its state.
+#[derive(Debug, Args)]
+pub struct StateDir {
+    /// State directory of the daemon (default: `$XDG_STATE_HOME/agentteam`)
+    #[arg(long, global = true)]
+    state_dir: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// Register an agent on the server and in this daemon
+    Add {
+        handle: String,
+        #[arg(long)]
+        display_name: Option<String>,
+    },
+    /// List this daemon's agents
+    List {
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove an agent (by id or handle) from this daemon
+    Remove { agent: String },
+}
+
+/// Options of `agentteam run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The agent (id or handle) the runtime acts as
+    #[arg(long)]
+    agent: String,
+    /// Working directory of the runtime (default: the current directory)
+    #[arg(long)]
+    workdir: Option<PathBuf>,
+    /// The runtime command and its arguments
+    #[arg(last = true, required = true)]
+    command: Vec<String>,
+}
+
+pub fn run_daemon(args: DaemonArgs) -> Exit {
+    super::init_tracing();
+    let state_dir = args.state_dir.unwrap_or_else(default_state_dir);
+    let runtime_dir = args
+        .runtime_dir
+        .unwrap_or_else(|| default_runtime_dir(&state_dir));
+    if args.token_ttl_secs == 0 || args.rotation_tick_ms == 0 {
+        return usage_error(
+            "`--token-ttl-secs` and `--rotation-tick-ms` must be positive",
+            &[],
+        );
+    }
+    let config = DaemonConfig {
+        listen: args.listen,
+        state_dir,
+        runtime_dir,
+        server_url: args.server_url,
+        operator_token_file: args.operator_token_file,
+        runtime: RuntimeConfig {
+            ttl: Duration::from_secs(args.token_ttl_secs),
+            tick: Duration::from_millis(args.rotation_tick_ms),
+        },
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("the async runtime starts");
+    match runtime.block_on(crate::daemon::run(config, crate::serve::shutdown_signal())) {
+        Ok(()) => Exit::Success,
+        Err(error) => super::report(&error),
+    }
+}
+
+/// The daemon's base URL and admin token from its state directory.
+fn connect(state_dir: &Option<PathBuf>) -> Result<(String, String), Exit> {
+    let dir = state_dir.clone().unwrap_or_else(default_state_dir);
+    let hint = || vec!["start it with `agentteam daemon`".to_string()];
+    let announcement: Value = std::fs::read(dir.join(DAEMON_FILE))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .ok_or_else(|| {
+            usage_error(
+                &format!("no daemon is running with state dir `{}`", dir.display()),
+                &hint(),
+            )
+        })?;
+    let base_url = announcement["baseUrl"]
+        .as_str()
+        .ok_or_else(|| usage_error("`daemon.json` has no `baseUrl`", &[]))?
+        .to_string();
+    let token = std::fs::read_to_string(dir.join(ADMIN_TOKEN_FILE)).map_err(|_| {
+        usage_error(
+            &format!("cannot read `{}`", dir.join(ADMIN_TOKEN_FILE).display()),
+            &hint(),
+        )
+    })?;
+    Ok((base_url, token.trim().to_string()))
+}
+
+fn block_on<F: Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a current-thread runtime builds")
+        .block_on(future)
+}
+
+/// One admin API call; the success `data` or a printed error and its exit status.
+fn admin_call(
+    state_dir: &Option<PathBuf>,
+    method: reqwest::Method,
+    path: &str,
+    body: Option<Value>,
+) -> Result<Value, Exit> {
+    let (base_url, token) = connect(state_dir)?;
+    let answer = block_on(async {
+        let mut request = reqwest::Client::new()
+            .request(method, format!("{base_url}{path}"))
+            .bearer_auth(&token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await?;
+        let status = response.status();
+        Ok::<_, reqwest::Error>((status, response.json::<Value>().await))
+    });
+    match answer {
+        Ok((status, Ok(envelope))) if status.is_success() => Ok(envelope["data"].clone()),
+        Ok((_, Ok(envelope))) => {
+            eprintln!(
+                "error: {}",
+                envelope["error"]["message"]
+                    .as_str()
+                    .unwrap_or("the daemon refused the request")
+            );
+            if let Some(next) = envelope["error"]["next"].as_str() {
+                eprintln!("hint: {next}");
+            }
+            Err(Exit::ActionFailed)
+        }
+        Ok((status, Err(_))) => Err(usage_error(
+            &format!("the daemon answered {status} without a JSON envelope"),
+            &[],
+        )),
+        Err(_) => Err(usage_error(
+            &format!("cannot reach the daemon at `{base_url}`"),
+            &["is `agentteam daemon` running?".into()],
+        )),
+    }
+}
+
+pub fn run_agent(state: StateDir, command: AgentCommand) -> Exit {
+    let result = match command {
+        AgentCommand::Add {
+            handle,
+            display_name,
+        } => admin_call(
+            &state.state_dir,
+            reqwest::Method::POST,
+            "/api/admin/agents",
+            Some(json!({"handle": handle, "displayName": display_name})),
+        ),
+        AgentCommand::List { json } => admin_call(
+            &state.state_dir,
+            reqwest::Method::GET,
+            "/api/admin/agents",
+            None,
+        )
+        .map(|data| {
+            if json {
+                data
+            } else {
+                let rows: Vec<String> = data["agents"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|a| {
+                        format!(
+                            "{}  {}  {}",
+                            a["agentId"].as_str().unwrap_or(""),
+                            a["handle"].as_str().unwrap_or(""),
+                            a["displayName"].as_str().unwrap_or("")
+                        )
+                    })
+                    .collect();
+                Value::String(rows.join("\n"))
+            }
+        }),
+        AgentCommand::Remove { agent } => admin_call(
+            &state.state_dir,
+            reqwest::Method::DELETE,
+            &format!("/api/admin/agents/{agent}"),
+            None,
+        ),
+    };
+    match result {
+        Ok(Value::String(text)) if !text.starts_with('{') => print(&if text.is_empty() {
+            text
+        } else {
+            format!("{text}\n")
+        }),
+        Ok(data) => print(&format!("{data}\n")),
+        Err(exit) => exit,
+    }
+}
+
+/// `agentteam run`: the daemon launches the command; this process relays its output and exits
+/// with its exit code.
+pub fn run_runtime(state: StateDir, args: RunArgs) -> Exit {
+    let RunArgs {
+        agent,
+        workdir,
+        command,
+    } = args;
+    let workdir = match workdir
+        .map(Ok)
+        .unwrap_or_else(std::env::current_dir)
+        .and_then(|dir| std::path::absolute(&dir))
+    {
+        Ok(dir) => dir,
+        Err(e) => return usage_error(&format!("cannot resolve the working directory: {e}"), &[]),
+    };
+    let (base_url, token) = match connect(&state.state_dir) {
+        Ok(connection) => connection,
+        Err(exit) => return exit,
+    };
+    // The launching shell's environment; the daemon removes every daemon-owned variable from it.
+    let env: Vec<(String, String)> = std::env::vars().collect();
+    let body = json!({"agent": agent, "workdir": workdir.display().to_string(), "argv": command, "env": env});
+    block_on(async move {
+        let response = match reqwest::Client::new()
+            .post(format!("{base_url}/api/admin/runs"))
+            .bearer_auth(&token)
+            .json(&body)
+            .send()
+            .await
+        {
+            Ok(response) => response,
+            Err(_) => return usage_error(&format!("cannot reach the daemon at `{base_url}`"), &[]),
+        };
+        if !response.status().is_success() {
+            let envelope: Value = response.json().await.unwrap_or(Value::Null);
+            eprintln!(
+                "error: {}",
+                envelope["error"]["message"]
+                    .as_str()
+                    .unwrap_or("the daemon refused to launch")
+            );
+            if let Some(next) = envelope["error"]["next"].as_str() {
+                eprintln!("hint: {next}");
+            }
+            return Exit::Usage;
+        }
+        relay(response).await
+    })
+}
+
+async fn relay(mut response: reqwest::Response) -> Exit {
+    let mut pending: Vec<u8> = Vec::new();
+    loop {
+        let chunk = match response.chunk().await {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => {
+                return usage_error(
+                    "the daemon closed the stream before the runtime exited",
+                    &[],
+                );
+            }
+            Err(_) => return usage_error("lost the connection to the daemon", &[]),
+        };
+        pending.extend_from_slice(&chunk);
+        while let Some(end) = pending.iter().position(|b| *b == b'\n') {
+            let line: Vec<u8> = pending.drain(..=end).collect();
+            match crate::daemon::http::parse_frame(&line[..line.len() - 1]) {
+                Some(Output::Stdout(bytes)) => {
+                    let _ = std::io::stdout()
+                        .write_all(&bytes)
+                        .and_then(|()| std::io::stdout().flush());
+                }
+                Some(Output::Stderr(bytes)) => {
+                    let _ = std::io::stderr().write_all(&bytes);
+                }
+                Some(Output::Exited(code)) => return exit_with(code),
+                None => return usage_error("the daemon sent an unreadable frame", &[]),
+            }
+        }
+    }
+}
+
+/// Exits this process with the runtime's exit code (clamped to 0..=255).
+fn exit_with(code: i32) -> Exit {
+    let _ = std::io::stdout().flush();
+    std::process::exit(code.clamp(0, 255));
+}

@@ -1,0 +1,224 @@
+//! Owner-private credential files and the daemon's instance directory.
+//!
+//! Layout: `<runtime base>/<instance>/<authorization dir>/token`. Every directory is created
+//! `0700` (and checked after creation: a directory, ours, no group/other bits), every token file
+//! `0600`. A token is published by writing a temp file in the same directory, `fsync`, `rename`
+//! over `token`, and `fsync` of the directory, so a reader sees the old or the new token, never a
+//! mix. Each daemon instance holds an exclusive `flock` on `<instance>/lock`; the next daemon
+//! removes every instance directory whose lock it can take (its owner is gone).
+
+use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+use rand::Rng;
+
+/// The file name of the Exec token inside an authorization's directory.
+pub const TOKEN_FILE: &str = "token";
+/// The file name of the MCP token inside an authorization's directory.
+pub const MCP_TOKEN_FILE: &str = "mcp-token";
+const LOCK_FILE: &str = "lock";
+
+/// `prefix` + 32 random hex characters.
+pub fn random_name(prefix: &str) -> String {
+    let mut bytes = [0u8; 16];
+    rand::rng().fill(&mut bytes);
+    format!("{prefix}{}", hex::encode(bytes))
+}
+
+/// Creates `parent/<random>` with mode 0700 and checks it.
+pub fn create_private_dir(parent: &Path, prefix: &str) -> io::Result<PathBuf> {
+    let path = parent.join(random_name(prefix));
+    DirBuilder::new().mode(0o700).create(&path)?;
+    check_private_dir(&path)?;
+    Ok(path)
+}
+
+/// `path` (not followed if a symlink) is a directory owned by us with no group/other bits.
+pub fn check_private_dir(path: &Path) -> io::Result<()> {
+    let metadata = fs::symlink_metadata(path)?;
+    let euid = rustix::process::geteuid().as_raw();
+    if !metadata.is_dir() || metadata.uid() != euid || metadata.mode() & 0o077 != 0 {
+        return Err(io::Error::other(format!(
+            "`{}` is not a private directory of this user",
+            path.display()
+        )));
+    }
+    Ok(())
+}
+
+/// Creates `path` and its parents as needed, each new one 0700, then checks `path`.
+pub fn ensure_private_dir(path: &Path) -> io::Result<()> {
+    DirBuilder::new().mode(0o700).recursive(true).create(path)?;
+    check_private_dir(path)
+}
+
+/// Atomically replaces `dir/name` with `contents`.
+pub fn publish(dir: &Path, name: &str, contents: &str) -> io::Result<()> {
+    let tmp = dir.join(random_name(".tmp-"));
+    let result = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(&tmp)?;
+        file.write_all(contents.as_bytes())?;
+        file.sync_all()?;
+        fs::rename(&tmp, dir.join(name))?;
+        File::open(dir)?.sync_all()
+    })();
+    if result.is_err() {
+        let _ = fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// Removes an authorization's directory and everything in it.
+pub fn remove_dir(dir: &Path) -> io::Result<()> {
+    match fs::remove_dir_all(dir) {
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
+        other => other,
+    }
+}
+
+/// This daemon's instance directory, locked for the daemon's lifetime.
+#[derive(Debug)]
+pub struct Instance {
+    pub dir: PathBuf,
+    /// Holding the file holds the `flock`; the kernel drops it when the process dies.
+    _lock: File,
+}
+
+impl Instance {
+    /// Removes the instance directories under `base` whose owner is gone, then creates and locks
+    /// a fresh one. Returns it and how many stale directories were removed.
+    pub fn start(base: &Path) -> io::Result<(Instance, usize)> {
+        ensure_private_dir(base)?;
+        let mut removed = 0;
+        for entry in fs::read_dir(base)? {
+            let path = entry?.path();
+            if !path.is_dir()
+                || !path
+                    .file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("instance-"))
+            {
+                continue;
+            }
+            let lock = match File::open(path.join(LOCK_FILE)) {
+                Ok(lock) => lock,
+                // No lock file: the instance died before it locked; nothing can own it.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                    remove_dir(&path)?;
+                    removed += 1;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            if lock.try_lock().is_ok() {
+                remove_dir(&path)?;
+                removed += 1;
+            }
+        }
+        let dir = create_private_dir(base, "instance-")?;
+        let lock = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(dir.join(LOCK_FILE))?;
+        lock.try_lock().map_err(|e| {
+            io::Error::other(format!("cannot lock the new instance directory: {e}"))
+        })?;
+        Ok((Instance { dir, _lock: lock }, removed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use super::*;
+
+    #[test]
+    fn private_dirs_and_files_are_owner_only_and_published_atomically() {
+        let base = tempfile::tempdir().unwrap();
+        let dir = create_private_dir(base.path(), "authz-").unwrap();
+        assert_eq!(
+            fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
+            0o700
+        );
+        publish(&dir, TOKEN_FILE, "first").unwrap();
+        publish(&dir, TOKEN_FILE, "second").unwrap();
+        assert_eq!(fs::read_to_string(dir.join(TOKEN_FILE)).unwrap(), "second");
+        assert_eq!(
+            fs::metadata(dir.join(TOKEN_FILE))
+                .unwrap()
+                .permissions()
+                .mode()
+                & 0o777,
+            0o600
+        );
+        assert_eq!(
+            fs::read_dir(&dir).unwrap().count(),
+            1,
+            "no temp files are left behind"
+        );
+    }
+
+    /// A reader re-reading the file during 500 rotations sees only whole tokens, never a missing,
+    /// short or mixed file.
+    #[test]
+    fn readers_never_see_a_partial_token_during_500_rotations() {
+        let base = tempfile::tempdir().unwrap();
+        let dir = create_private_dir(base.path(), "authz-").unwrap();
+        let token = |n: usize| format!("v1.{}.{n:06}", "x".repeat(120));
+        publish(&dir, TOKEN_FILE, &token(0)).unwrap();
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let reader = {
+            let (dir, stop) = (dir.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut reads = 0;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let text =
+                        fs::read_to_string(dir.join(TOKEN_FILE)).expect("the file always exists");
+                    assert_eq!(text.len(), 130, "partial read: {text:?}");
+                    assert!(
+                        text.starts_with("v1.") && text[124..].chars().all(|c| c.is_ascii_digit()),
+                        "mixed read: {text:?}"
+                    );
+                    reads += 1;
+                }
+                reads
+            })
+        };
+        for n in 1..=500 {
+            publish(&dir, TOKEN_FILE, &token(n)).unwrap();
+        }
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        assert!(reader.join().unwrap() > 0);
+        assert_eq!(
+            fs::read_to_string(dir.join(TOKEN_FILE)).unwrap(),
+            token(500)
+        );
+        assert_eq!(
+            fs::read_dir(&dir).unwrap().count(),
+            1,
+            "no temp files are left behind"
+        );
+    }
+
+    #[test]
+    fn a_new_instance_removes_unlocked_instances_but_not_live_ones() {
+        let temp = tempfile::tempdir().unwrap();
+        let base = temp.path().join("run");
+        let (live, removed) = Instance::start(&base).unwrap();
+        assert_eq!(removed, 0);
+        let dead = create_private_dir(&base, "instance-").unwrap();
+        File::create(dead.join(LOCK_FILE)).unwrap();
+        let (_second, removed) = Instance::start(&base).unwrap();
+        assert_eq!(removed, 1);
+        assert!(!dead.exists());
+        assert!(live.dir.exists(), "a locked instance is left alone");
+    }
+}

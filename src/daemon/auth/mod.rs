@@ -1,0 +1,464 @@
+//! The daemon's `RuntimeAuthorizationStore`: one logical authorization per runtime process,
+//! short-lived signed token generations of it, and the one place that decides whether a bearer
+//! token may act on a route.
+//!
+//! An authorization binds the server, agent, session, run, workdir, process generation and the
+//! immutable `RuntimeCatalog` snapshot (by digest). Each generation has its own expiry;
+//! issuing a new one never extends an old one. Revocation marks the authorization revoked,
+//! cancels its in-flight requests and forgets every generation at once; the record stays (and
+//! keeps counting its acquired requests) until they drain.
+//!
+//! Every verification failure is one uniform answer for the caller; the class (malformed, bad
+//! signature, expired, revoked or inactive, scope or path mismatch) goes only to rate-limited
+//! diagnostics, which never see token material.
+
+pub mod files;
+pub mod token;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::Clock;
+pub use token::Scope;
+use token::{Claims, Malformed, TokenCodec};
+
+/// Requests one authorization may have acquired at once.
+pub const PER_AUTHORIZATION_REQUESTS: usize = 32;
+/// Requests the whole store may have acquired at once.
+pub const GLOBAL_REQUESTS: usize = 1024;
+
+/// The built-in descriptors plus the verified extension snapshot a runtime was launched with.
+#[derive(Debug)]
+pub struct RuntimeCatalog {
+    /// SHA-256 of `json`, hex; part of every authorization's binding.
+    pub digest: String,
+    /// What `GET …/catalog` returns.
+    pub json: Value,
+}
+
+impl RuntimeCatalog {
+    /// The built-in catalog with no extensions.
+    pub fn builtin() -> RuntimeCatalog {
+        let actions: Vec<Value> = crate::contract::catalog::ACTIONS
+            .iter()
+            .map(|a| {
+                serde_json::json!({
+                    "domain": a.domain,
+                    "action": a.action,
+                    "summary": a.summary,
+                    "risk": a.risk.as_str(),
+                    "resultPolicy": a.result_policy.as_str(),
+                })
+            })
+            .collect();
+        let body = serde_json::json!({ "actions": actions, "extensions": [] });
+        let digest = hex::encode(Sha256::digest(
+            serde_json::to_vec(&body).expect("a Value serializes"),
+        ));
+        let mut json = body;
+        json["digest"] = Value::String(digest.clone());
+        RuntimeCatalog { digest, json }
+    }
+}
+
+/// What one authorization is bound to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Binding {
+    pub server_id: String,
+    pub agent_id: String,
+    pub session_id: String,
+    pub run_id: String,
+    pub workdir: String,
+    /// Increments each time the same session's runtime process is replaced.
+    pub process_generation: u64,
+    pub catalog_digest: String,
+}
+
+/// One logical authorization of one runtime process.
+#[derive(Debug)]
+pub struct Authorization {
+    pub id: String,
+    pub binding: Binding,
+    pub catalog: Arc<RuntimeCatalog>,
+    /// Cancelled at revocation: every in-flight request of this authorization stops.
+    pub cancel: CancellationToken,
+    inflight: Arc<Semaphore>,
+    state: Mutex<Generations>,
+}
+
+#[derive(Debug, Default)]
+struct Generations {
+    revoked: bool,
+    next: u32,
+    /// `(generation, scope, expires_at_ms)` of every issued, unexpired generation.
+    live: Vec<(u32, Scope, i64)>,
+}
+
+impl Authorization {
+    pub fn is_revoked(&self) -> bool {
+        self.state.lock().expect("not poisoned").revoked
+    }
+
+    /// Requests of this authorization currently holding an admission permit.
+    pub fn acquired(&self) -> usize {
+        PER_AUTHORIZATION_REQUESTS - self.inflight.available_permits()
+    }
+}
+
+/// Why a bearer did not admit a request. Never shown to the caller (who sees one `forbidden`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthFailure {
+    Missing,
+    Malformed,
+    BadSignature,
+    Expired,
+    RevokedOrInactive,
+    ScopeMismatch,
+}
+
+impl AuthFailure {
+    /// The diagnostic class.
+    pub fn class(self) -> &'static str {
+        match self {
+            AuthFailure::Missing => "missing",
+            AuthFailure::Malformed => "malformed",
+            AuthFailure::BadSignature => "bad-signature",
+            AuthFailure::Expired => "expired",
+            AuthFailure::RevokedOrInactive => "revoked-inactive",
+            AuthFailure::ScopeMismatch => "scope-mismatch",
+        }
+    }
+}
+
+/// A newly issued generation.
+#[derive(Debug)]
+pub struct Issued {
+    pub token: String,
+    pub generation: u32,
+    pub expires_at_ms: i64,
+}
+
+/// Both admission permits of one request; dropping it releases them.
+#[derive(Debug)]
+pub struct Admission {
+    _authorization: OwnedSemaphorePermit,
+    _global: OwnedSemaphorePermit,
+}
+
+/// The daemon's registry of live authorizations and the signer of their tokens.
+#[derive(Debug)]
+pub struct RuntimeAuthorizationStore {
+    codec: TokenCodec,
+    clock: Arc<Clock>,
+    /// The lifetime of each generation.
+    pub ttl: Duration,
+    records: Mutex<HashMap<String, Arc<Authorization>>>,
+    global: Arc<Semaphore>,
+    diagnostics: Diagnostics,
+}
+
+impl RuntimeAuthorizationStore {
+    pub fn new(clock: Arc<Clock>, ttl: Duration) -> Self {
+        RuntimeAuthorizationStore {
+            codec: TokenCodec::default(),
+            clock,
+            ttl,
+            records: Mutex::new(HashMap::new()),
+            global: Arc::new(Semaphore::new(GLOBAL_REQUESTS)),
+            diagnostics: Diagnostics::default(),
+        }
+    }
+
+    /// Registers a new logical authorization (no generation yet).
+    pub fn create(&self, binding: Binding, catalog: Arc<RuntimeCatalog>) -> Arc<Authorization> {
+        let authorization = Arc::new(Authorization {
+            id: files::random_name("az"),
+            binding,
+            catalog,
+            cancel: CancellationToken::new(),
+            inflight: Arc::new(Semaphore::new(PER_AUTHORIZATION_REQUESTS)),
+            state: Mutex::new(Generations::default()),
+        });
+        self.records
+            .lock()
+            .expect("not poisoned")
+            .insert(authorization.id.clone(), authorization.clone());
+        authorization
+    }
+
+    /// Issues a new generation of `authorization` for `scope`, expiring one TTL from now. Older
+    /// generations keep their own expiry. `None` once the authorization is revoked.
+    pub fn issue(&self, authorization: &Authorization, scope: Scope) -> Option<Issued> {
+        let now = self.clock.now_ms();
+        let expires_at_ms = now + self.ttl.as_millis() as i64;
+        let mut state = authorization.state.lock().expect("not poisoned");
+        if state.revoked {
+            return None;
+        }
+        state.next += 1;
+        let generation = state.next;
+        state.live.retain(|(_, _, expires)| *expires > now);
+        state.live.push((generation, scope, expires_at_ms));
+        let token = self.codec.sign(&Claims {
+            authorization: authorization.id.clone(),
+            generation,
+            expires_at_ms,
+            scope,
+        });
+        Some(Issued {
+            token,
+            generation,
+            expires_at_ms,
+        })
+    }
+
+    /// Forgets one generation that was issued but could not be published.
+    pub fn withdraw(&self, authorization: &Authorization, generation: u32) {
+        authorization
+            .state
+            .lock()
+            .expect("not poisoned")
+            .live
+            .retain(|(g, _, _)| *g != generation);
+    }
+
+    /// The live authorization behind `bearer`, if it is valid for `scope` on the route of
+    /// `server_id`/`agent_id`. Failures are logged (rate-limited, by class only).
+    pub fn verify(
+        &self,
+        bearer: Option<&str>,
+        server_id: &str,
+        agent_id: &str,
+        scope: Scope,
+    ) -> Result<Arc<Authorization>, AuthFailure> {
+        let result = self.check(bearer, server_id, agent_id, scope);
+        if let Err(failure) = &result {
+            self.diagnostics
+                .record(failure.class(), self.clock.now_ms());
+        }
+        result
+    }
+
+    fn check(
+        &self,
+        bearer: Option<&str>,
+        server_id: &str,
+        agent_id: &str,
+        scope: Scope,
+    ) -> Result<Arc<Authorization>, AuthFailure> {
+        let token = bearer.ok_or(AuthFailure::Missing)?;
+        let claims = self.codec.verify(token).map_err(|e| match e {
+            Malformed::Shape => AuthFailure::Malformed,
+            Malformed::BadMac => AuthFailure::BadSignature,
+        })?;
+        if claims.scope != scope {
+            return Err(AuthFailure::ScopeMismatch);
+        }
+        // Expired generations are pruned from the registry, so expiry is judged from the
+        // verified claims first.
+        if self.clock.now_ms() >= claims.expires_at_ms {
+            return Err(AuthFailure::Expired);
+        }
+        let authorization = self
+            .records
+            .lock()
+            .expect("not poisoned")
+            .get(&claims.authorization)
+            .cloned()
+            .ok_or(AuthFailure::RevokedOrInactive)?;
+        {
+            let state = authorization.state.lock().expect("not poisoned");
+            if state.revoked
+                || !state
+                    .live
+                    .iter()
+                    .any(|(g, s, _)| *g == claims.generation && *s == scope)
+            {
+                return Err(AuthFailure::RevokedOrInactive);
+            }
+        }
+        if authorization.binding.server_id != server_id
+            || authorization.binding.agent_id != agent_id
+        {
+            return Err(AuthFailure::ScopeMismatch);
+        }
+        Ok(authorization)
+    }
+
+    /// Takes one of the authorization's 32 and one of the store's 1024 request slots, without
+    /// waiting. `None` when either is exhausted.
+    pub fn admit(&self, authorization: &Authorization) -> Option<Admission> {
+        let own = authorization.inflight.clone().try_acquire_owned().ok()?;
+        let global = self.global.clone().try_acquire_owned().ok()?;
+        Some(Admission {
+            _authorization: own,
+            _global: global,
+        })
+    }
+
+    /// Revokes every generation at once and cancels in-flight requests. The record stays until
+    /// [`Self::drain`] sees its requests finish.
+    pub fn revoke(&self, authorization: &Authorization) {
+        {
+            let mut state = authorization.state.lock().expect("not poisoned");
+            state.revoked = true;
+            state.live.clear();
+        }
+        authorization.cancel.cancel();
+    }
+
+    /// Waits (up to `deadline`) for the revoked authorization's requests to finish, then forgets
+    /// it. Returns whether it drained.
+    pub async fn drain(&self, authorization: &Authorization, deadline: Duration) -> bool {
+        let drained = tokio::time::timeout(
+            deadline,
+            authorization
+                .inflight
+                .acquire_many(PER_AUTHORIZATION_REQUESTS as u32),
+        )
+        .await
+        .is_ok();
+        self.records
+            .lock()
+            .expect("not poisoned")
+            .remove(&authorization.id);
+        drained
+    }
+
+    /// Authorizations still registered (active or revoked-but-undrained).
+    pub fn registered(&self) -> usize {
+        self.records.lock().expect("not poisoned").len()
+    }
+
+    /// Revokes every authorization (daemon shutdown).
+    pub fn revoke_all(&self) {
+        let all: Vec<Arc<Authorization>> = self
+            .records
+            .lock()
+            .expect("not poisoned")
+            .values()
+            .cloned()
+            .collect();
+        for authorization in all {
+            self.revoke(&authorization);
+        }
+    }
+}
+
+/// At most [`Diagnostics::PER_MINUTE`] log lines per failure class per minute; the rest are
+/// counted and reported with the next line that is allowed.
+#[derive(Debug, Default)]
+struct Diagnostics {
+    windows: Mutex<HashMap<&'static str, (i64, u32, u64)>>,
+}
+
+impl Diagnostics {
+    const PER_MINUTE: u32 = 10;
+
+    fn record(&self, class: &'static str, now_ms: i64) {
+        let mut windows = self.windows.lock().expect("not poisoned");
+        let (start, count, suppressed) = windows.entry(class).or_insert((now_ms, 0, 0));
+        if now_ms - *start >= 60_000 {
+            *start = now_ms;
+            *count = 0;
+        }
+        if *count < Self::PER_MINUTE {
+            *count += 1;
+            tracing::warn!(
+                class,
+                suppressed_before = *suppressed,
+                "runtime credential refused"
+            );
+            *suppressed = 0;
+        } else {
+            *suppressed += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store(ttl_ms: u64) -> (RuntimeAuthorizationStore, Arc<Clock>) {
+        let clock = Arc::new(Clock::default());
+        clock.pin(Some(1_000_000));
+        (
+            RuntimeAuthorizationStore::new(clock.clone(), Duration::from_millis(ttl_ms)),
+            clock,
+        )
+    }
+
+    fn binding() -> Binding {
+        Binding {
+            server_id: "wsp_1".into(),
+            agent_id: "agt_1".into(),
+            session_id: "s".into(),
+            run_id: "r".into(),
+            workdir: "/w".into(),
+            process_generation: 1,
+            catalog_digest: "d".into(),
+        }
+    }
+
+    #[test]
+    fn generations_expire_on_their_own_schedule_and_revocation_ends_all() {
+        let (store, clock) = store(1000);
+        let authorization = store.create(binding(), Arc::new(RuntimeCatalog::builtin()));
+        let first = store.issue(&authorization, Scope::Exec).unwrap();
+        clock.pin(Some(1_000_600));
+        let second = store.issue(&authorization, Scope::Exec).unwrap();
+        let check = |token: &str| {
+            store
+                .verify(Some(token), "wsp_1", "agt_1", Scope::Exec)
+                .map(|_| ())
+        };
+        assert_eq!(
+            (check(&first.token), check(&second.token)),
+            (Ok(()), Ok(()))
+        );
+        // The first keeps its own expiry: the second did not extend it.
+        clock.pin(Some(1_001_000));
+        assert_eq!(
+            (check(&first.token), check(&second.token)),
+            (Err(AuthFailure::Expired), Ok(()))
+        );
+        assert_eq!(
+            store
+                .verify(Some(&second.token), "wsp_1", "agt_2", Scope::Exec)
+                .map(|_| ()),
+            Err(AuthFailure::ScopeMismatch)
+        );
+        assert_eq!(
+            store
+                .verify(Some(&second.token), "wsp_1", "agt_1", Scope::Mcp)
+                .map(|_| ()),
+            Err(AuthFailure::ScopeMismatch)
+        );
+        store.revoke(&authorization);
+        assert_eq!(check(&second.token), Err(AuthFailure::RevokedOrInactive));
+        assert!(
+            store.issue(&authorization, Scope::Exec).is_none(),
+            "a revoked authorization issues nothing"
+        );
+        assert!(authorization.cancel.is_cancelled());
+    }
+
+    #[test]
+    fn admission_is_bounded_per_authorization() {
+        let (store, _) = store(1000);
+        let authorization = store.create(binding(), Arc::new(RuntimeCatalog::builtin()));
+        let held: Vec<Admission> = (0..PER_AUTHORIZATION_REQUESTS)
+            .map(|_| store.admit(&authorization).unwrap())
+            .collect();
+        assert!(store.admit(&authorization).is_none());
+        drop(held);
+        assert!(store.admit(&authorization).is_some());
+    }
+}

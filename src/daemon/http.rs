@@ -1,0 +1,308 @@
+//! The daemon's HTTP surface on loopback: the Exec route family (for runtimes) and the admin API
+//! (for the local human CLI).
+//!
+//! Loopback is not a trust boundary: every request must name the daemon's own loopback address in
+//! `Host` (DNS rebinding) and carry no `Origin` (browsers), or it is refused with 403 before any
+//! route runs.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+use tokio_stream::StreamExt;
+use tokio_stream::wrappers::ReceiverStream;
+
+use super::agents::{MAX_PROFILES, Profile, Profiles};
+use super::auth::{RuntimeAuthorizationStore, Scope};
+use super::identity::{Identity, Operator};
+use super::runtime::{Dispatcher, LaunchError, LaunchRequest, Output};
+use crate::contract::ActionError;
+use crate::contract::error::ErrorCode;
+use crate::wire;
+
+/// Environment entries a `run` may carry, and their total size.
+const MAX_ENV_ENTRIES: usize = 4096;
+const MAX_ARGV: usize = 1024;
+
+/// Everything the daemon's handlers share.
+#[derive(Clone)]
+pub struct DaemonState {
+    pub dispatcher: Arc<Dispatcher>,
+    pub store: Arc<RuntimeAuthorizationStore>,
+    pub profiles: Arc<Profiles>,
+    pub identity: Arc<Identity>,
+    pub operator: Operator,
+    /// SHA-256 of this start's admin token.
+    pub admin_hash: [u8; 32],
+    /// `127.0.0.1:<port>` and `localhost:<port>`.
+    pub allowed_hosts: Arc<Vec<String>>,
+}
+
+pub fn router(state: DaemonState) -> Router {
+    Router::new()
+        .route(
+            "/api/internal/exec/servers/{serverId}/agents/{agentId}/catalog",
+            get(catalog),
+        )
+        .route("/api/admin/status", get(status))
+        .route("/api/admin/agents", get(list_agents).post(add_agent))
+        .route("/api/admin/agents/{agent}", delete(remove_agent))
+        .route("/api/admin/runs", post(run))
+        .fallback(|| async {
+            wire::error_response(&ActionError::new(ErrorCode::NotFound, "no such route"))
+        })
+        .layer(middleware::from_fn_with_state(state.clone(), loopback_only))
+        .with_state(state)
+}
+
+/// The one answer to every refused runtime credential, whatever the reason.
+pub fn forbidden() -> Response {
+    wire::error_response(&ActionError::new(ErrorCode::Forbidden, "forbidden"))
+}
+
+async fn loopback_only(State(state): State<DaemonState>, request: Request, next: Next) -> Response {
+    let host_ok = request
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .is_some_and(|host| state.allowed_hosts.iter().any(|allowed| allowed == host));
+    if !host_ok || request.headers().contains_key(header::ORIGIN) {
+        return wire::error_response(&ActionError::new(
+            ErrorCode::Forbidden,
+            "requests must come from this machine's loopback, not a browser",
+        ));
+    }
+    next.run(request).await
+}
+
+/// `GET …/catalog`: the authorization's immutable `RuntimeCatalog`.
+async fn catalog(
+    State(state): State<DaemonState>,
+    Path((server_id, agent_id)): Path<(String, String)>,
+    headers: HeaderMap,
+) -> Response {
+    let Ok(authorization) =
+        state
+            .store
+            .verify(wire::bearer(&headers), &server_id, &agent_id, Scope::Exec)
+    else {
+        return forbidden();
+    };
+    let Some(_admission) = state.store.admit(&authorization) else {
+        return wire::error_response(&ActionError::new(
+            ErrorCode::AdmissionLimited,
+            "too many requests in flight for this runtime; retry shortly",
+        ));
+    };
+    wire::success_response(authorization.catalog.json.clone())
+}
+
+fn admin_ok(state: &DaemonState, headers: &HeaderMap) -> bool {
+    wire::bearer(headers).is_some_and(|token| {
+        Sha256::digest(token.as_bytes())
+            .as_slice()
+            .ct_eq(&state.admin_hash)
+            .into()
+    })
+}
+
+fn admin_denied() -> Response {
+    wire::error_response(&ActionError::new(
+        ErrorCode::Forbidden,
+        "the admin token is missing or wrong",
+    ))
+}
+
+async fn status(State(state): State<DaemonState>, headers: HeaderMap) -> Response {
+    if !admin_ok(&state, &headers) {
+        return admin_denied();
+    }
+    wire::success_response(json!({
+        "workspaceId": state.identity.workspace_id,
+        "agents": state.profiles.len(),
+        "leases": state.dispatcher.leases(),
+        "authorizations": state.store.registered(),
+    }))
+}
+
+async fn list_agents(State(state): State<DaemonState>, headers: HeaderMap) -> Response {
+    if !admin_ok(&state, &headers) {
+        return admin_denied();
+    }
+    wire::success_response(json!({ "agents": state.profiles.list() }))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NewAgent {
+    handle: String,
+    #[serde(default)]
+    display_name: Option<String>,
+}
+
+async fn add_agent(State(state): State<DaemonState>, headers: HeaderMap, body: Body) -> Response {
+    if !admin_ok(&state, &headers) {
+        return admin_denied();
+    }
+    let result = async {
+        let value = wire::read_json_body(&headers, body).await?;
+        let NewAgent { handle, display_name } = serde_json::from_value(value).map_err(|e| ActionError::new(ErrorCode::ValidationFailed, format!("invalid request: {e}")))?;
+        if state.profiles.len() >= MAX_PROFILES {
+            return Err(ActionError::new(ErrorCode::InvalidState, format!("this daemon already has {MAX_PROFILES} agents")));
+        }
+        if state.profiles.get(&handle).is_some() {
+            return Err(ActionError::new(ErrorCode::InvalidState, format!("agent `{handle}` already exists")));
+        }
+        let display_name = display_name.unwrap_or_else(|| handle.clone());
+        let base = format!("/admin/workspaces/{}", state.identity.workspace_id);
+        let created = state
+            .operator
+            .post(&format!("{base}/agents"), json!({"ownerHumanId": state.identity.human_id, "handle": handle, "displayName": display_name}))
+            .await
+            .map_err(|e| ActionError::new(ErrorCode::UpstreamFailed, e.to_string()))?;
+        let agent_id = created["agentId"].as_str().unwrap_or_default().to_string();
+        state
+            .operator
+            .post(&format!("{base}/channels/{}/members", state.identity.channel_id), json!({"memberId": agent_id}))
+            .await
+            .map_err(|e| ActionError::new(ErrorCode::UpstreamFailed, e.to_string()))?;
+        let profile = Profile { agent_id, handle, display_name };
+        state.profiles.add(profile.clone()).map_err(|e| {
+            tracing::error!(error = %e, "cannot save agent profiles");
+            ActionError::new(ErrorCode::InternalError, "cannot save the agent profile")
+        })?;
+        Ok(json!({ "agent": profile, "channelId": state.identity.channel_id }))
+    }
+    .await;
+    match result {
+        Ok(data) => wire::success_response(data),
+        Err(error) => wire::error_response(&error),
+    }
+}
+
+async fn remove_agent(
+    State(state): State<DaemonState>,
+    Path(agent): Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if !admin_ok(&state, &headers) {
+        return admin_denied();
+    }
+    match state.profiles.remove(&agent) {
+        Ok(Some(profile)) => wire::success_response(json!({ "removed": profile })),
+        Ok(None) => wire::error_response(&ActionError::new(
+            ErrorCode::NotFound,
+            format!(
+                "no local agent `{}`",
+                agent.chars().take(64).collect::<String>()
+            ),
+        )),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot save agent profiles");
+            wire::error_response(&ActionError::new(
+                ErrorCode::InternalError,
+                "cannot save the agent profiles",
+            ))
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct RunRequest {
+    agent: String,
+    workdir: String,
+    argv: Vec<String>,
+    #[serde(default)]
+    env: Vec<(String, String)>,
+}
+
+/// `POST /api/admin/runs`: launches a runtime and streams its output as NDJSON frames
+/// (`{"stdout": base64}`, `{"stderr": base64}`, then `{"exit": code}`). Closing the stream
+/// stops the runtime.
+async fn run(State(state): State<DaemonState>, headers: HeaderMap, body: Body) -> Response {
+    if !admin_ok(&state, &headers) {
+        return admin_denied();
+    }
+    let request = async {
+        let value = wire::read_json_body(&headers, body).await?;
+        let RunRequest { agent, workdir, argv, env } = serde_json::from_value(value).map_err(|e| ActionError::new(ErrorCode::ValidationFailed, format!("invalid request: {e}")))?;
+        if argv.is_empty() || argv.len() > MAX_ARGV || env.len() > MAX_ENV_ENTRIES {
+            return Err(ActionError::new(ErrorCode::ValidationFailed, format!("give 1 to {MAX_ARGV} arguments and at most {MAX_ENV_ENTRIES} environment entries")));
+        }
+        let profile = state.profiles.get(&agent).ok_or_else(|| {
+            ActionError::new(ErrorCode::NotFound, format!("no local agent `{}`", agent.chars().take(64).collect::<String>())).with_next("add it with `agentteam agent add <handle>`")
+        })?;
+        let workdir = std::path::PathBuf::from(workdir);
+        if !workdir.is_dir() {
+            return Err(ActionError::new(ErrorCode::ValidationFailed, format!("workdir `{}` is not a directory", workdir.display())));
+        }
+        Ok(LaunchRequest { server_id: state.identity.workspace_id.clone(), agent_id: profile.agent_id, workdir, argv, env })
+    }
+    .await;
+    let request = match request {
+        Ok(request) => request,
+        Err(error) => return wire::error_response(&error),
+    };
+    let outputs = match state.dispatcher.launch(request).await {
+        Ok(outputs) => outputs,
+        Err(error) => {
+            let code = match error {
+                LaunchError::TooManyRuntimes => ErrorCode::AdmissionLimited,
+                LaunchError::Spawn { .. } => ErrorCode::ValidationFailed,
+                LaunchError::Credential(_) | LaunchError::ShuttingDown => ErrorCode::InternalError,
+            };
+            if matches!(error, LaunchError::Credential(_)) {
+                tracing::error!(error = %error, cause = ?std::error::Error::source(&error), "launch aborted");
+            }
+            let message = match &error {
+                LaunchError::Spawn { program, source } => {
+                    format!("cannot start `{program}`: {source}")
+                }
+                other => other.to_string(),
+            };
+            return wire::error_response(&ActionError::new(code, message));
+        }
+    };
+    let frames = ReceiverStream::new(outputs).map(|output| {
+        let frame = match output {
+            Output::Stdout(bytes) => json!({ "stdout": STANDARD.encode(bytes) }),
+            Output::Stderr(bytes) => json!({ "stderr": STANDARD.encode(bytes) }),
+            Output::Exited(code) => json!({ "exit": code }),
+        };
+        let mut line = serde_json::to_vec(&frame).expect("a frame serializes");
+        line.push(b'\n');
+        Ok::<Bytes, std::convert::Infallible>(Bytes::from(line))
+    });
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/x-ndjson")],
+        Body::from_stream(frames),
+    )
+        .into_response()
+}
+
+/// Parses one NDJSON frame of `POST /api/admin/runs`.
+pub fn parse_frame(line: &[u8]) -> Option<Output> {
+    let frame: Value = serde_json::from_slice(line).ok()?;
+    if let Some(code) = frame.get("exit").and_then(Value::as_i64) {
+        return Some(Output::Exited(code as i32));
+    }
+    let (key, make): (&str, fn(Vec<u8>) -> Output) = if frame.get("stdout").is_some() {
+        ("stdout", Output::Stdout)
+    } else {
+        ("stderr", Output::Stderr)
+    };
+    STANDARD.decode(frame.get(key)?.as_str()?).ok().map(make)
+}
