@@ -109,7 +109,14 @@ pub fn run_daemon(args: DaemonArgs) -> Exit {
         .enable_all()
         .build()
         .expect("the async runtime starts");
-    match runtime.block_on(crate::daemon::run(config, crate::serve::shutdown_signal())) {
+    let ready = |base_url: &str| {
+        let _ = print(&format!("listening on {base_url}\n"));
+    };
+    match runtime.block_on(crate::daemon::run(
+        config,
+        crate::serve::shutdown_signal(),
+        ready,
+    )) {
         Ok(()) => Exit::Success,
         Err(error) => super::report(&error),
     }

@@ -110,10 +110,12 @@ pub fn write_private_file(path: &Path, contents: &str) -> std::io::Result<()> {
 }
 
 /// Runs the daemon until `shutdown` completes, then stops every runtime, revokes and removes
-/// every credential, and stops the embedded server.
+/// every credential, and stops the embedded server. `ready` gets the base URL once the daemon
+/// accepts requests (after stale credentials are gone and `daemon.json` is written).
 pub async fn run(
     config: DaemonConfig,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    ready: impl FnOnce(&str),
 ) -> Result<(), DaemonError> {
     if !config.listen.ip().is_loopback() {
         return Err(DaemonError::NotLoopback(config.listen));
@@ -222,6 +224,7 @@ pub async fn run(
     write_private_file(&daemon_file, &format!("{announcement}\n"))
         .map_err(|e| state_err("cannot write daemon.json", e))?;
     tracing::info!(%base_url, state_dir = %config.state_dir.display(), "daemon listening");
+    ready(&base_url);
 
     crate::serve::serve(listener, http::router(state), shutdown).await;
 

@@ -5,6 +5,7 @@ mod admin_cli;
 mod catalog_invariants;
 mod cli_surfaces;
 mod codegen_pipeline;
+mod daemon_credentials;
 mod fixture_build;
 mod generated_fresh;
 mod schema_lint;

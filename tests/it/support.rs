@@ -258,3 +258,151 @@ impl Drop for TestServer {
         }
     }
 }
+
+/// A real `agentteam daemon` process with the embedded server, on `127.0.0.1:0`, with its own
+/// state dir and its stderr (the structured log) captured in a file.
+pub struct TestDaemon {
+    pub base_url: String,
+    pub state_dir: PathBuf,
+    pub log_file: PathBuf,
+    pub child: tokio::process::Child,
+    pub client: reqwest::Client,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl TestDaemon {
+    /// A daemon in a fresh temp dir; `args` are extra `agentteam daemon` flags.
+    pub async fn start(args: &[&str]) -> TestDaemon {
+        let dir = tempfile::tempdir().unwrap();
+        let mut daemon = TestDaemon::start_in(dir.path(), args).await;
+        daemon._dir = Some(dir);
+        daemon
+    }
+
+    /// A daemon whose state dir is `root/state` (reused across restarts) and whose log is a new
+    /// file under `root`.
+    pub async fn start_in(root: &Path, args: &[&str]) -> TestDaemon {
+        use tokio::io::AsyncBufReadExt;
+        let state_dir = root.join("state");
+        let log_file = root.join(format!(
+            "daemon-{}.log",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos()
+        ));
+        let mut child = tokio::process::Command::new(bin())
+            .args(["daemon", "--listen", "127.0.0.1:0", "--state-dir"])
+            .arg(&state_dir)
+            .args(args)
+            .env("RUST_LOG", "agentteam=debug")
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&log_file).unwrap())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("agentteam daemon starts");
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let line = lines.next_line().await.unwrap().unwrap_or_else(|| {
+            panic!(
+                "the daemon exited: {}",
+                std::fs::read_to_string(&log_file).unwrap()
+            )
+        });
+        let base_url = line
+            .strip_prefix("listening on ")
+            .expect("`listening on URL`")
+            .to_string();
+        TestDaemon {
+            base_url,
+            state_dir,
+            log_file,
+            child,
+            client: reqwest::Client::new(),
+            _dir: None,
+        }
+    }
+
+    /// `agentteam ARGS --state-dir <this daemon's>` with `env` added, as a tokio command.
+    pub fn cli(&self, args: &[&str]) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(bin());
+        // `--state-dir` goes right after the subcommand, before any `--` and runtime argv.
+        command
+            .arg(args[0])
+            .arg("--state-dir")
+            .arg(&self.state_dir)
+            .args(&args[1..])
+            .stdin(Stdio::null())
+            .kill_on_drop(true);
+        command
+    }
+
+    /// Registers an agent; returns its id.
+    pub async fn add_agent(&self, handle: &str) -> String {
+        let output = self.cli(&["agent", "add", handle]).output().await.unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let value: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        value["agent"]["agentId"].as_str().unwrap().to_string()
+    }
+
+    /// The daemon's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(&self.log_file).unwrap()
+    }
+
+    /// SIGTERM, then waits for a clean exit; returns the exit code.
+    pub async fn stop(&mut self) -> i32 {
+        let pid = self.child.id().expect("running") as i32;
+        rustix::process::kill_process(
+            rustix::process::Pid::from_raw(pid).unwrap(),
+            rustix::process::Signal::TERM,
+        )
+        .unwrap();
+        self.child.wait().await.unwrap().code().unwrap_or(-1)
+    }
+
+    /// `GET` the Exec catalog route of `(server, agent)` with `bearer`.
+    pub async fn catalog(
+        &self,
+        server_id: &str,
+        agent_id: &str,
+        bearer: Option<&str>,
+    ) -> (u16, bytes::Bytes) {
+        let mut request = self.client.get(format!(
+            "{}/api/internal/exec/servers/{server_id}/agents/{agent_id}/catalog",
+            self.base_url
+        ));
+        if let Some(bearer) = bearer {
+            request = request.header("Authorization", format!("Bearer {bearer}"));
+        }
+        let response = request.send().await.unwrap();
+        (response.status().as_u16(), response.bytes().await.unwrap())
+    }
+
+    /// The workspace id from the daemon's identity file.
+    pub fn workspace_id(&self) -> String {
+        let identity: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(self.state_dir.join("identity.json")).unwrap())
+                .unwrap();
+        identity["workspaceId"].as_str().unwrap().to_string()
+    }
+}
+
+/// Polls `condition` every 20 ms until it holds or `timeout` passes (readiness, not a fixed sleep).
+pub async fn wait_for(
+    what: &str,
+    timeout: std::time::Duration,
+    mut condition: impl FnMut() -> bool,
+) {
+    let deadline = std::time::Instant::now() + timeout;
+    while !condition() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

@@ -1,0 +1,545 @@
+//! The daemon's runtime credentials end to end: a real daemon (embedded server), real runtime
+//! processes started by `agentteam run`, and the Exec catalog route as the first authenticated
+//! route.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout};
+
+use crate::support::{TestDaemon, wait_for};
+
+/// The expiry (epoch ms) inside a daemon token's claims.
+fn expiry_ms(token: &str) -> i64 {
+    let claims = token.split('.').nth(1).expect("v1.claims.mac");
+    let claims: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(claims).unwrap()).unwrap();
+    claims["e"].as_i64().unwrap()
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// Waits until the wall clock is past `deadline_ms` (the expiry under test, not a guess).
+async fn sleep_until_ms(deadline_ms: i64) {
+    let wait = deadline_ms - now_ms();
+    if wait > 0 {
+        tokio::time::sleep(Duration::from_millis(wait as u64)).await;
+    }
+}
+
+/// Starts `agentteam run --agent AGENT -- sh -c SCRIPT` and returns it with its stdout lines.
+fn spawn_runtime(
+    daemon: &TestDaemon,
+    agent: &str,
+    script: &str,
+) -> (Child, Lines<BufReader<ChildStdout>>) {
+    let mut child = daemon
+        .cli(&["run", "--agent", agent, "--", "sh", "-c", script])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    (child, lines)
+}
+
+async fn next_line(lines: &mut Lines<BufReader<ChildStdout>>) -> String {
+    tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .expect("the runtime printed in time")
+        .unwrap()
+        .expect("the runtime is still printing")
+}
+
+/// Asserts no observed token (nor its signature) appears in the daemon's log.
+#[track_caller]
+fn assert_log_has_no_token(daemon: &TestDaemon, tokens: &[String]) {
+    let log = daemon.log();
+    assert!(!log.is_empty(), "the daemon logged nothing");
+    for token in tokens {
+        let signature = token.rsplit('.').next().unwrap();
+        assert!(
+            !log.contains(token.as_str()) && !log.contains(signature),
+            "a token reached the daemon's log"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_runtime_gets_paths_not_tokens_in_owner_only_files() {
+    let mut daemon = TestDaemon::start(&[]).await;
+    daemon.add_agent("a").await;
+    let script = r#"cat "$AGENTTEAM_EXEC_TOKEN_FILE" >/dev/null; env; echo ---stat; stat -c '%a %u %F' "$(dirname "$AGENTTEAM_EXEC_TOKEN_FILE")" "$AGENTTEAM_EXEC_TOKEN_FILE"; echo ---token; cat "$AGENTTEAM_EXEC_TOKEN_FILE"; echo; dirname "$AGENTTEAM_EXEC_TOKEN_FILE""#;
+    let output = daemon
+        .cli(&["run", "--agent", "a", "--", "sh", "-c", script])
+        .env("AGENTTEAM_EXEC_TOKEN", "leaked-from-the-shell")
+        .env("agentteam_exec_token", "x-lowercase-leak")
+        .env("AgentTeam_Exec_Base_Url", "http://evil.invalid")
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let (env, rest) = stdout.split_once("---stat\n").unwrap();
+    let (stat, rest) = rest.split_once("---token\n").unwrap();
+    let mut rest = rest.lines();
+    let token = rest.next().unwrap().to_string();
+    let dir = PathBuf::from(rest.next().unwrap());
+
+    let names: Vec<&str> = env
+        .lines()
+        .filter_map(|line| line.split_once('=').map(|(n, _)| n))
+        .collect();
+    assert!(
+        names.contains(&"AGENTTEAM_EXEC_BASE_URL") && names.contains(&"AGENTTEAM_EXEC_TOKEN_FILE"),
+        "{env}"
+    );
+    let exec_vars: Vec<&&str> = names
+        .iter()
+        .filter(|n| n.to_ascii_uppercase().starts_with("AGENTTEAM_EXEC"))
+        .collect();
+    assert_eq!(exec_vars.len(), 2, "only the canonical pair: {exec_vars:?}");
+    assert!(
+        !env.contains("leak") && !env.contains("evil.invalid"),
+        "a shell-captured variable reached the runtime:\n{env}"
+    );
+    assert!(!env.contains(&token), "the token is in the environment");
+    let euid = rustix::process::geteuid().as_raw();
+    assert_eq!(
+        stat.lines().collect::<Vec<_>>(),
+        [
+            format!("700 {euid} directory"),
+            format!("600 {euid} regular file")
+        ]
+    );
+
+    // The runtime exited: its directory is gone and its token is refused.
+    assert!(!dir.exists(), "{} still exists", dir.display());
+    let agent = daemon.add_agent("b").await;
+    let (status, _) = daemon
+        .catalog(&daemon.workspace_id(), &agent, Some(&token))
+        .await;
+    assert_eq!(status, 403);
+    assert_eq!(daemon.stop().await, 0);
+    assert_log_has_no_token(&daemon, &[token]);
+}
+
+#[tokio::test]
+async fn tokens_rotate_without_a_restart_and_each_generation_keeps_its_own_expiry() {
+    let mut daemon =
+        TestDaemon::start(&["--token-ttl-secs", "3", "--rotation-tick-ms", "100"]).await;
+    let agent = daemon.add_agent("rotor").await;
+    let workspace = daemon.workspace_id();
+    let script = r#"last=""; end=$(($(date +%s) + 10)); while [ "$(date +%s)" -lt "$end" ]; do t=$(cat "$AGENTTEAM_EXEC_TOKEN_FILE"); if [ "$t" != "$last" ]; then code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $t" "$AGENTTEAM_EXEC_BASE_URL/catalog"); echo "$code $t"; last="$t"; fi; sleep 0.1; done"#;
+    let (mut runtime, mut lines) = spawn_runtime(&daemon, "rotor", script);
+
+    let mut tokens: Vec<(u16, String)> = Vec::new();
+    let mut checked_old = false;
+    while let Ok(Some(line)) = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
+        .await
+        .expect("output in time")
+    {
+        let (code, token) = line.split_once(' ').unwrap();
+        tokens.push((code.parse().unwrap(), token.to_string()));
+        if tokens.len() == 2 && !checked_old {
+            // The first generation still works after the second was published...
+            let first = tokens[0].1.clone();
+            assert!(now_ms() < expiry_ms(&first));
+            assert_eq!(
+                daemon.catalog(&workspace, &agent, Some(&first)).await.0,
+                200
+            );
+            // ...until its own expiry, and not after (the runtime is still running).
+            sleep_until_ms(expiry_ms(&first) + 50).await;
+            assert_eq!(
+                daemon.catalog(&workspace, &agent, Some(&first)).await.0,
+                403
+            );
+            checked_old = true;
+        }
+    }
+    assert_eq!(runtime.wait().await.unwrap().code(), Some(0));
+    assert!(checked_old);
+    assert!(
+        tokens.len() >= 3,
+        "the file changed only {} times in 10 s",
+        tokens.len() - 1
+    );
+    assert!(
+        tokens.iter().all(|(code, _)| *code == 200),
+        "a fresh generation was refused: {tokens:?}"
+    );
+    assert_eq!(daemon.stop().await, 0);
+    assert_log_has_no_token(
+        &daemon,
+        &tokens.into_iter().map(|(_, t)| t).collect::<Vec<_>>(),
+    );
+}
+
+/// Makes `dir` unwritable even for root (`chattr +i`), or for its owner otherwise.
+fn set_unwritable(dir: &Path, unwritable: bool) {
+    if rustix::process::geteuid().is_root() {
+        let status = std::process::Command::new("chattr")
+            .arg(if unwritable { "+i" } else { "-i" })
+            .arg(dir)
+            .status()
+            .expect("chattr runs");
+        assert!(status.success(), "chattr failed");
+    } else {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(
+            dir,
+            std::fs::Permissions::from_mode(if unwritable { 0o500 } else { 0o700 }),
+        )
+        .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_failed_rotation_keeps_the_current_token_working() {
+    let daemon = TestDaemon::start(&["--token-ttl-secs", "4", "--rotation-tick-ms", "100"]).await;
+    let agent = daemon.add_agent("stuck").await;
+    let workspace = daemon.workspace_id();
+    let (mut runtime, mut lines) = spawn_runtime(
+        &daemon,
+        "stuck",
+        r#"dirname "$AGENTTEAM_EXEC_TOKEN_FILE"; exec sleep 12"#,
+    );
+    let dir = PathBuf::from(next_line(&mut lines).await);
+    let token_file = dir.join("token");
+    let first = std::fs::read_to_string(&token_file).unwrap();
+
+    set_unwritable(&dir, true);
+    wait_for("a failed rotation", Duration::from_secs(6), || {
+        daemon.log().contains("credential rotation failed")
+    })
+    .await;
+    let still = std::fs::read_to_string(&token_file).unwrap();
+    assert_eq!(still, first, "the current file was touched");
+    assert!(now_ms() < expiry_ms(&first));
+    assert_eq!(
+        daemon.catalog(&workspace, &agent, Some(&first)).await.0,
+        200,
+        "the current generation was revoked by a failed rotation"
+    );
+    assert_eq!(
+        std::fs::read_dir(&dir).unwrap().count(),
+        2,
+        "no temp files are left behind"
+    );
+
+    set_unwritable(&dir, false);
+    wait_for("rotation to resume", Duration::from_secs(10), || {
+        std::fs::read_to_string(&token_file).is_ok_and(|t| t != first)
+    })
+    .await;
+    let next = std::fs::read_to_string(&token_file).unwrap();
+    assert_eq!(daemon.catalog(&workspace, &agent, Some(&next)).await.0, 200);
+    let _ = runtime.start_kill();
+    let _ = runtime.wait().await;
+}
+
+#[tokio::test]
+async fn runtime_exit_revokes_at_once_and_removes_the_directory() {
+    let daemon = TestDaemon::start(&[]).await;
+    let agent = daemon.add_agent("brief").await;
+    let output = daemon
+        .cli(&["run", "--agent", "brief", "--", "sh", "-c", r#"cat "$AGENTTEAM_EXEC_TOKEN_FILE"; echo; dirname "$AGENTTEAM_EXEC_TOKEN_FILE"; exit 3"#])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "run exits with the runtime's code"
+    );
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let mut lines = stdout.lines();
+    let (token, dir) = (lines.next().unwrap(), Path::new(lines.next().unwrap()));
+    // `run` returns only after revocation and cleanup.
+    assert!(!dir.exists());
+    assert_eq!(
+        daemon
+            .catalog(&daemon.workspace_id(), &agent, Some(token))
+            .await
+            .0,
+        403
+    );
+}
+
+#[tokio::test]
+async fn a_new_daemon_removes_a_killed_daemons_credentials_before_serving() {
+    let root = tempfile::tempdir().unwrap();
+    let mut first = TestDaemon::start_in(root.path(), &[]).await;
+    first.add_agent("orphan").await;
+    let (mut runtime_cli, mut lines) = spawn_runtime(
+        &first,
+        "orphan",
+        r#"echo "$$"; dirname "$AGENTTEAM_EXEC_TOKEN_FILE"; exec sleep 60"#,
+    );
+    let runtime_pid: i32 = next_line(&mut lines).await.parse().unwrap();
+    let dir = PathBuf::from(next_line(&mut lines).await);
+    assert!(dir.exists());
+
+    first.child.start_kill().unwrap();
+    first.child.wait().await.unwrap();
+    let _ = rustix::process::kill_process(
+        rustix::process::Pid::from_raw(runtime_pid).unwrap(),
+        rustix::process::Signal::KILL,
+    );
+    let _ = runtime_cli.wait().await;
+    assert!(dir.exists(), "a SIGKILLed daemon cannot clean up");
+
+    // The new daemon announces itself only after stale directories are gone.
+    let second = TestDaemon::start_in(root.path(), &[]).await;
+    assert!(!dir.exists(), "the stale credential directory survived");
+    assert!(
+        !dir.parent().unwrap().exists(),
+        "the stale instance directory survived"
+    );
+    assert!(
+        second
+            .log()
+            .contains("removed credential directories of a previous daemon")
+    );
+}
+
+#[tokio::test]
+async fn every_credential_failure_gets_the_same_bytes() {
+    let mut daemon =
+        TestDaemon::start(&["--token-ttl-secs", "2", "--rotation-tick-ms", "100"]).await;
+    let agent = daemon.add_agent("main").await;
+    let other_agent = daemon.add_agent("other").await;
+    let workspace = daemon.workspace_id();
+
+    let (mut runtime, mut lines) = spawn_runtime(
+        &daemon,
+        "main",
+        r#"dirname "$AGENTTEAM_EXEC_TOKEN_FILE"; exec sleep 8"#,
+    );
+    let dir = PathBuf::from(next_line(&mut lines).await);
+    let first = std::fs::read_to_string(dir.join("token")).unwrap();
+    assert_eq!(
+        daemon.catalog(&workspace, &agent, Some(&first)).await.0,
+        200
+    );
+    let mut bad_signature = first.clone();
+    let last = bad_signature.pop().unwrap();
+    bad_signature.push(if last == 'A' { 'B' } else { 'A' });
+    sleep_until_ms(expiry_ms(&first) + 50).await;
+    let current = std::fs::read_to_string(dir.join("token")).unwrap();
+    let mcp = std::fs::read_to_string(dir.join("mcp-token")).unwrap();
+    // A token of a runtime that has exited (well within its lifetime): revoked.
+    let output = daemon
+        .cli(&[
+            "run",
+            "--agent",
+            "main",
+            "--",
+            "sh",
+            "-c",
+            r#"cat "$AGENTTEAM_EXEC_TOKEN_FILE""#,
+        ])
+        .output()
+        .await
+        .unwrap();
+    let revoked = String::from_utf8(output.stdout).unwrap();
+    assert_eq!(
+        daemon.catalog(&workspace, &agent, Some(&current)).await.0,
+        200,
+        "the rotated token works"
+    );
+
+    let cases: Vec<(&str, String, Option<String>)> = vec![
+        ("missing", agent.clone(), None),
+        ("malformed", agent.clone(), Some("not-a-token".into())),
+        ("bad signature", agent.clone(), Some(bad_signature)),
+        ("expired", agent.clone(), Some(first.clone())),
+        ("revoked", agent.clone(), Some(revoked.clone())),
+        ("wrong scope", agent.clone(), Some(mcp.clone())),
+        (
+            "other agent's path",
+            other_agent.clone(),
+            Some(current.clone()),
+        ),
+    ];
+    let mut bodies = Vec::new();
+    for (kind, path_agent, bearer) in &cases {
+        let (status, body) = daemon
+            .catalog(&workspace, path_agent, bearer.as_deref())
+            .await;
+        assert_eq!(status, 403, "{kind}");
+        bodies.push(body);
+    }
+    assert!(
+        bodies.windows(2).all(|pair| pair[0] == pair[1]),
+        "403 bodies differ"
+    );
+    let _ = runtime.start_kill();
+    let _ = runtime.wait().await;
+    assert_eq!(daemon.stop().await, 0);
+    let log = daemon.log();
+    for class in [
+        "expired",
+        "revoked-inactive",
+        "scope-mismatch",
+        "bad-signature",
+        "malformed",
+        "missing",
+    ] {
+        assert!(
+            log.contains(&format!("class=\"{class}\"")) || log.contains(&format!("class={class}")),
+            "no `{class}` diagnostic in the log:\n{log}"
+        );
+    }
+    assert_log_has_no_token(&daemon, &[first, current, mcp, revoked]);
+}
+
+#[tokio::test]
+async fn launch_admission_stops_at_512() {
+    let mut daemon = TestDaemon::start(&["--rotation-tick-ms", "100"]).await;
+    daemon.add_agent("many").await;
+    let token = std::fs::read_to_string(daemon.state_dir.join("admin.token")).unwrap();
+    let workdir = daemon.state_dir.display().to_string();
+    let launches = (0..513).map(|_| {
+        let request = daemon
+            .client
+            .post(format!("{}/api/admin/runs", daemon.base_url))
+            .bearer_auth(&token)
+            .json(&serde_json::json!({
+                "agent": "many", "workdir": workdir, "argv": ["sleep", "60"], "env": []
+            }));
+        async move { request.send().await.unwrap() }
+    });
+    let responses = futures_join_all(launches).await;
+    let admitted = responses.iter().filter(|r| r.status() == 200).count();
+    let refused: Vec<&reqwest::Response> = responses.iter().filter(|r| r.status() == 409).collect();
+    assert_eq!((admitted, refused.len()), (512, 1));
+    drop(responses);
+    // Closing the streams stops the runtimes; shutdown then finds nothing left to clean.
+    assert_eq!(daemon.stop().await, 0);
+    assert!(daemon.log().contains("daemon stopped"));
+}
+
+/// Awaits every future concurrently, in order.
+async fn futures_join_all<F: std::future::Future + Send + 'static>(
+    futures: impl Iterator<Item = F>,
+) -> Vec<F::Output>
+where
+    F::Output: Send,
+{
+    let handles: Vec<_> = futures.map(tokio::spawn).collect();
+    let mut outputs = Vec::with_capacity(handles.len());
+    for handle in handles {
+        outputs.push(handle.await.unwrap());
+    }
+    outputs
+}
+
+#[tokio::test]
+async fn the_refused_launch_says_why() {
+    let daemon = TestDaemon::start(&[]).await;
+    let token = std::fs::read_to_string(daemon.state_dir.join("admin.token")).unwrap();
+    let response = daemon
+        .client
+        .post(format!("{}/api/admin/runs", daemon.base_url))
+        .bearer_auth(&token)
+        .json(&serde_json::json!({"agent": "nobody", "workdir": "/", "argv": ["true"], "env": []}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 404);
+    let body: Value = response.json().await.unwrap();
+    assert!(
+        body["error"]["next"]
+            .as_str()
+            .unwrap()
+            .contains("agentteam agent add")
+    );
+}
+
+#[tokio::test]
+async fn foreign_hosts_origins_and_a_second_daemon_are_refused() {
+    let daemon = TestDaemon::start(&[]).await;
+    let url = format!("{}/api/admin/status", daemon.base_url);
+    let token = std::fs::read_to_string(daemon.state_dir.join("admin.token")).unwrap();
+    assert_eq!(
+        daemon
+            .client
+            .get(&url)
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap()
+            .status(),
+        200
+    );
+    let rebinding = daemon
+        .client
+        .get(&url)
+        .bearer_auth(&token)
+        .header("Host", "attacker.example:80")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebinding.status(), 403);
+    let browser = daemon
+        .client
+        .get(&url)
+        .bearer_auth(&token)
+        .header("Origin", "https://attacker.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(browser.status(), 403);
+
+    let second = tokio::process::Command::new(crate::support::bin())
+        .args(["daemon", "--state-dir"])
+        .arg(&daemon.state_dir)
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(second.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&second.stderr).contains("another daemon is running"));
+}
+
+#[tokio::test]
+async fn sigterm_stops_runtimes_and_removes_every_credential() {
+    let mut daemon = TestDaemon::start(&[]).await;
+    daemon.add_agent("long").await;
+    let (mut runtime, mut lines) = spawn_runtime(
+        &daemon,
+        "long",
+        r#"dirname "$AGENTTEAM_EXEC_TOKEN_FILE"; exec sleep 60"#,
+    );
+    let dir = PathBuf::from(next_line(&mut lines).await);
+    let instance = dir.parent().unwrap().to_path_buf();
+    assert_eq!(daemon.stop().await, 0);
+    assert!(!instance.exists(), "credentials survived shutdown");
+    assert!(!daemon.state_dir.join("daemon.json").exists());
+    let status = runtime.wait().await.unwrap();
+    assert_eq!(
+        status.code(),
+        Some(128 + 15),
+        "the runtime was stopped with SIGTERM"
+    );
+    assert_eq!(
+        std::fs::metadata(&daemon.state_dir).unwrap().mode() & 0o777,
+        0o700
+    );
+}
