@@ -13,7 +13,9 @@
 //! ```
 
 use super::output::{Exit, print, usage_error};
-use crate::contract::catalog::{self, DOMAINS, ERROR_SCHEMA, ROOT_HELP};
+use super::transport;
+use crate::contract::CompiledCatalog;
+use crate::contract::catalog::{self, ActionDescriptor, DOMAINS, ERROR_SCHEMA, ROOT_HELP};
 
 /// The variables a daemon-launched runtime receives; without both, execution fails closed.
 pub const BASE_URL_VAR: &str = "AGENTTEAM_EXEC_BASE_URL";
@@ -69,7 +71,8 @@ pub fn run(args: &[String]) -> Exit {
                         [flag] if flag.starts_with('-') && *flag != "-" => {
                             unknown_flag(flag, &help_command)
                         }
-                        [] | [_] => execute(),
+                        [] => execute(descriptor, None),
+                        [input] => execute(descriptor, Some(input)),
                         [_, extra, ..] => usage_error(
                             &format!(
                                 "unexpected argument `{extra}`: pass the whole input as one JSON value"
@@ -84,19 +87,61 @@ pub fn run(args: &[String]) -> Exit {
 }
 
 /// Execution is registered only for daemon-launched runtimes, which receive both variables.
-fn execute() -> Exit {
-    let present = |name: &str| std::env::var_os(name).is_some_and(|v| !v.is_empty());
-    if !present(BASE_URL_VAR) || !present(TOKEN_FILE_VAR) {
+fn execute(descriptor: &'static ActionDescriptor, input: Option<&str>) -> Exit {
+    let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
+    let (Some(base_url), Some(token_file)) = (var(BASE_URL_VAR), var(TOKEN_FILE_VAR)) else {
         return usage_error(
             "agentteam exec runs actions only inside a runtime launched by the agentteam daemon",
             &[format!(
                 "{BASE_URL_VAR} and {TOKEN_FILE_VAR} are set by `agentteam run`; help and schemas work anywhere"
             )],
         );
+    };
+    let Some(base_url) = base_url.to_str().map(str::to_string) else {
+        return usage_error(&format!("{BASE_URL_VAR} is not valid UTF-8"), &[]);
+    };
+    // Exactly one read of the declared file; no fallback to any other credential source.
+    let Ok(token) = transport::read_token_file(std::path::Path::new(&token_file)) else {
+        return usage_error(transport::TOKEN_FILE_REFUSED, &[]);
+    };
+    let catalog = match CompiledCatalog::new() {
+        Ok(catalog) => catalog,
+        Err(e) => return usage_error(&format!("the built-in catalog does not compile: {e}"), &[]),
+    };
+    let input = match transport::read_input(descriptor, &catalog, input) {
+        Ok(input) => input,
+        Err(message) => {
+            return usage_error(
+                &message,
+                &[format!(
+                    "run `agentteam exec {} {} --help`",
+                    descriptor.domain, descriptor.action
+                )],
+            );
+        }
+    };
+    // The same descriptor validates before anything is sent.
+    if let Err(error) = catalog.validate_input(descriptor.id, &input) {
+        return print_envelope(&error.envelope(), Exit::ActionFailed);
     }
-    // TODO(coverage): the Exec transport (token file read, one POST, result envelope) arrives with
-    // the Exec transport issue; until then execution fails closed.
-    usage_error("the Exec transport is not available in this build", &[])
+    match transport::post(&base_url, descriptor, &token, &input, &catalog) {
+        Ok((envelope, ok)) => print_envelope(
+            &envelope,
+            if ok {
+                Exit::Success
+            } else {
+                Exit::ActionFailed
+            },
+        ),
+        Err(message) => usage_error(&message, &[]),
+    }
+}
+
+fn print_envelope(envelope: &serde_json::Value, exit: Exit) -> Exit {
+    match print(&format!("{envelope}\n")) {
+        Exit::Success => exit,
+        other => other,
+    }
 }
 
 fn unknown_flag(flag: &str, help_command: &str) -> Exit {

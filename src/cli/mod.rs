@@ -9,6 +9,7 @@ mod daemon;
 mod exec;
 mod output;
 mod server;
+mod transport;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -22,6 +22,10 @@ pub struct ActionError {
     pub next: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub details: Vec<ErrorDetail>,
+    /// The closed `ErrorMetadata` object (`mutation_applied`, `mutation_receipt`), only on a
+    /// mutation whose result exceeded the budget.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<Box<serde_json::Value>>,
 }
 
 /// One offending value of a request, named by its JSON pointer.
@@ -39,6 +43,7 @@ impl ActionError {
             hint: None,
             next: None,
             details: Vec::new(),
+            metadata: None,
         }
     }
 

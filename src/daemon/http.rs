@@ -47,6 +47,19 @@ pub struct DaemonState {
     pub admin_hash: [u8; 32],
     /// `127.0.0.1:<port>` and `localhost:<port>`.
     pub allowed_hosts: Arc<Vec<String>>,
+    /// The typed client of the server's runtime action API, acting as this daemon's device.
+    pub server: Arc<crate::client::ServerClient>,
+    /// Every action's compiled input validator.
+    pub catalog: Arc<crate::contract::CompiledCatalog>,
+    pub counters: Arc<Counters>,
+}
+
+/// Request counters shown by `GET /api/admin/status` (tests use them to prove a request never
+/// reached a route).
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Requests that reached the Exec action route.
+    pub exec_requests: std::sync::atomic::AtomicU64,
 }
 
 pub fn router(state: DaemonState) -> Router {
@@ -54,6 +67,10 @@ pub fn router(state: DaemonState) -> Router {
         .route(
             "/api/internal/exec/servers/{serverId}/agents/{agentId}/catalog",
             get(catalog),
+        )
+        .route(
+            "/api/internal/exec/servers/{serverId}/agents/{agentId}/{domain}/{action}",
+            post(super::exec::action),
         )
         .route("/api/admin/status", get(status))
         .route("/api/admin/agents", get(list_agents).post(add_agent))
@@ -133,6 +150,7 @@ async fn status(State(state): State<DaemonState>, headers: HeaderMap) -> Respons
         "agents": state.profiles.len(),
         "leases": state.dispatcher.leases(),
         "authorizations": state.store.registered(),
+        "execRequests": state.counters.exec_requests.load(std::sync::atomic::Ordering::Relaxed),
     }))
 }
 

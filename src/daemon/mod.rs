@@ -11,6 +11,8 @@
 
 pub mod agents;
 pub mod auth;
+pub mod budget;
+pub mod exec;
 pub mod http;
 pub mod identity;
 pub mod runtime;
@@ -184,6 +186,7 @@ pub async fn run(
     let operator = Operator::new(&server_url, operator_token);
     let identity =
         Identity::load_or_bootstrap(&config.state_dir.join("identity.json"), &operator).await?;
+    let identity_credential = identity.device_credential.clone();
     let profiles = Profiles::load(&config.state_dir.join("agents.json"))
         .map_err(|e| DaemonError::State(e.to_string()))?;
 
@@ -217,6 +220,15 @@ pub async fn run(
             format!("127.0.0.1:{}", address.port()),
             format!("localhost:{}", address.port()),
         ]),
+        server: Arc::new(crate::client::ServerClient::new(
+            &server_url,
+            identity_credential,
+        )),
+        catalog: Arc::new(
+            crate::contract::CompiledCatalog::new()
+                .map_err(|e| DaemonError::State(e.to_string()))?,
+        ),
+        counters: Arc::new(http::Counters::default()),
     };
     let daemon_file = config.state_dir.join(DAEMON_FILE);
     let announcement =

@@ -1,0 +1,268 @@
+//! The client half of the Exec CLI transport: the token file read, the input, the one `POST`,
+//! and the strict re-projection of the answer.
+
+use std::io::Read;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+
+use crate::contract::CompiledCatalog;
+use crate::contract::catalog::ActionDescriptor;
+use crate::contract::json::parse_strict;
+use crate::daemon::budget;
+use crate::wire::MAX_BODY_BYTES;
+
+/// The one message for every unusable credential file, whatever is wrong with it.
+pub const TOKEN_FILE_REFUSED: &str = "the runtime credential file is missing, unreadable or invalid; agentteam exec does not fall back to any other credential";
+/// A token file larger than this is refused.
+pub const MAX_TOKEN_FILE_BYTES: u64 = 4096;
+
+/// Why the token file was refused (never shown: the caller prints one fixed message).
+#[derive(Debug)]
+pub struct TokenFileRefused;
+
+/// Opens `path` without following a symlink, checks it is a regular file of this user with no
+/// group/other bits and at most 4 KiB, and returns its one token.
+pub fn read_token_file(path: &Path) -> Result<String, TokenFileRefused> {
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32)
+        .open(path)
+        .map_err(|_| TokenFileRefused)?;
+    let metadata = file.metadata().map_err(|_| TokenFileRefused)?;
+    let euid = rustix::process::geteuid().as_raw();
+    if !metadata.is_file()
+        || metadata.uid() != euid
+        || metadata.mode() & 0o077 != 0
+        || metadata.len() > MAX_TOKEN_FILE_BYTES
+    {
+        return Err(TokenFileRefused);
+    }
+    let mut text = String::new();
+    file.by_ref()
+        .take(MAX_TOKEN_FILE_BYTES + 1)
+        .read_to_string(&mut text)
+        .map_err(|_| TokenFileRefused)?;
+    let token = text.strip_suffix('\n').unwrap_or(&text);
+    let well_formed = !token.is_empty()
+        && token.len() as u64 <= MAX_TOKEN_FILE_BYTES
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
+    if well_formed {
+        Ok(token.to_string())
+    } else {
+        Err(TokenFileRefused)
+    }
+}
+
+/// The action's input: inline JSON, `-` for stdin, or `{}` when omitted and the schema accepts it.
+pub fn read_input(
+    descriptor: &ActionDescriptor,
+    catalog: &CompiledCatalog,
+    input: Option<&str>,
+) -> Result<Value, String> {
+    let text = match input {
+        Some("-") => {
+            let mut bytes = Vec::new();
+            std::io::stdin()
+                .take(MAX_BODY_BYTES as u64 + 1)
+                .read_to_end(&mut bytes)
+                .map_err(|e| format!("cannot read the input from stdin: {e}"))?;
+            if bytes.len() > MAX_BODY_BYTES {
+                return Err(format!("the input exceeds {MAX_BODY_BYTES} bytes"));
+            }
+            bytes
+        }
+        Some(inline) => inline.as_bytes().to_vec(),
+        None => {
+            let empty = json!({});
+            return match catalog.validate_input(descriptor.id, &empty) {
+                Ok(()) => Ok(empty),
+                Err(_) => Err(format!(
+                    "`{} {}` needs an input: pass one JSON value, or `-` to read it from stdin",
+                    descriptor.domain, descriptor.action
+                )),
+            };
+        }
+    };
+    parse_strict(&text).map_err(|e| format!("the input is not one JSON value: {e}"))
+}
+
+/// Sends the one request; returns the (re-projected) envelope and whether it is a success, or a
+/// transport error message.
+pub fn post(
+    base_url: &str,
+    descriptor: &ActionDescriptor,
+    token: &str,
+    input: &Value,
+    catalog: &CompiledCatalog,
+) -> Result<(Value, bool), String> {
+    let url = format!(
+        "{}/{}/{}",
+        base_url.trim_end_matches('/'),
+        descriptor.domain,
+        descriptor.action
+    );
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the client: {e}"))?;
+    let answer = runtime.block_on(async {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(120))
+            .build()?;
+        let response = client
+            .post(url)
+            .bearer_auth(token)
+            .json(input)
+            .send()
+            .await?;
+        let status = response.status();
+        let bytes = response.bytes().await?;
+        Ok::<_, reqwest::Error>((status, bytes))
+    });
+    let (status, bytes) = answer.map_err(|_| "cannot reach the AgentTeam daemon".to_string())?;
+    let envelope: Value = serde_json::from_slice(&bytes)
+        .map_err(|_| format!("the daemon answered {status} without a JSON envelope"))?;
+    match envelope.get("ok").and_then(Value::as_bool) {
+        Some(true) if status.is_success() => Ok((envelope, true)),
+        Some(false) if !status.is_success() => {
+            Ok((reproject(envelope, descriptor, catalog), false))
+        }
+        _ => Err(format!(
+            "the daemon answered {status} with an unexpected body"
+        )),
+    }
+}
+
+/// Keeps only the closed error metadata contract: `mutation_applied` and a receipt whose
+/// selectors, revision and idempotency key are well formed, with the retrieval command rebuilt
+/// from the catalog instead of trusted from the wire. Anything else is dropped.
+pub fn reproject(
+    mut envelope: Value,
+    descriptor: &ActionDescriptor,
+    catalog: &CompiledCatalog,
+) -> Value {
+    let Some(metadata) = envelope.pointer_mut("/error/metadata").map(Value::take) else {
+        return envelope;
+    };
+    let mut projected = Map::new();
+    if metadata.get("mutation_applied") == Some(&Value::Bool(true)) && descriptor.risk.is_mutation()
+    {
+        projected.insert("mutation_applied".into(), Value::Bool(true));
+        if let Some(receipt) = metadata.get("mutation_receipt").and_then(Value::as_object) {
+            projected.insert(
+                "mutation_receipt".into(),
+                Value::Object(reproject_receipt(receipt, descriptor, catalog)),
+            );
+        }
+    }
+    let error = envelope["error"]
+        .as_object_mut()
+        .expect("an error envelope");
+    if projected.is_empty() {
+        error.remove("metadata");
+    } else {
+        error.insert("metadata".into(), Value::Object(projected));
+    }
+    envelope
+}
+
+fn reproject_receipt(
+    receipt: &Map<String, Value>,
+    descriptor: &ActionDescriptor,
+    catalog: &CompiledCatalog,
+) -> Map<String, Value> {
+    let mut out = Map::new();
+    let selectors = receipt
+        .get("selectors")
+        .and_then(Value::as_object)
+        .filter(|s| s.len() == 1);
+    if let Some((selector, id)) = selectors.and_then(|s| s.iter().next())
+        && let Some(id) = id.as_str()
+        && selector.len() <= 64
+        && selector.ends_with("Id")
+        && selector.chars().all(|c| c.is_ascii_alphanumeric())
+        && id.len() <= 128
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        out.insert("selectors".into(), json!({ selector: id }));
+        if let Some(retrieval) = budget::retrieval(catalog, descriptor.domain, selector, id) {
+            out.insert("retrieval".into(), json!(retrieval));
+        }
+    }
+    if let Some(revision) = receipt.get("revision").and_then(Value::as_u64) {
+        out.insert("revision".into(), json!(revision));
+    }
+    if let Some(key) = receipt.get("idempotencyKey").and_then(Value::as_str)
+        && key.len() <= crate::wire::idempotency::MAX_SELECTOR_LEN
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+    {
+        out.insert("idempotencyKey".into(), json!(key));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::ActionId;
+
+    #[test]
+    fn reprojection_keeps_only_the_closed_contract_and_rebuilds_the_retrieval() {
+        let catalog = CompiledCatalog::new().unwrap();
+        let descriptor = ActionId::TaskComplete.descriptor();
+        let envelope = json!({"ok": false, "error": {"code": "result_budget_exceeded", "message": "m", "metadata": {
+            "mutation_applied": true,
+            "extra": "dropped",
+            "mutation_receipt": {
+                "selectors": {"taskId": "task_01JD7M4B2C"},
+                "revision": 3,
+                "idempotencyKey": "req-00000001",
+                "retrieval": "rm -rf / # a path from the wire is never trusted",
+                "unknown": 1
+            }
+        }}});
+        let projected = reproject(envelope, descriptor, &catalog);
+        assert_eq!(
+            projected["error"]["metadata"],
+            json!({
+                "mutation_applied": true,
+                "mutation_receipt": {
+                    "selectors": {"taskId": "task_01JD7M4B2C"},
+                    "revision": 3,
+                    "idempotencyKey": "req-00000001",
+                    "retrieval": r#"agentteam exec task get '{"taskId":"task_01JD7M4B2C"}'"#
+                }
+            })
+        );
+    }
+
+    #[test]
+    fn malformed_or_oversized_metadata_is_dropped() {
+        let catalog = CompiledCatalog::new().unwrap();
+        let descriptor = ActionId::TaskComplete.descriptor();
+        let bad = json!({"ok": false, "error": {"code": "result_budget_exceeded", "message": "m", "metadata": {
+            "mutation_applied": "yes",
+            "mutation_receipt": {"selectors": {"taskId": "x".repeat(500)}}
+        }}});
+        assert!(
+            reproject(bad, descriptor, &catalog)["error"]
+                .get("metadata")
+                .is_none()
+        );
+        let read = ActionId::TaskGet.descriptor();
+        let claimed = json!({"ok": false, "error": {"code": "result_budget_exceeded", "message": "m", "metadata": {"mutation_applied": true}}});
+        assert!(
+            reproject(claimed, read, &catalog)["error"]
+                .get("metadata")
+                .is_none(),
+            "a read never carries a mutation receipt"
+        );
+    }
+}
