@@ -92,23 +92,43 @@ fn compile(
 }
 
 fn collect(validator: &jsonschema::Validator, value: &Value) -> Vec<ValidationDetail> {
-    validator
-        .iter_errors(value)
-        .take(MAX_DETAILS)
-        .map(|e| {
-            // The masked form never echoes the offending value, which may be large or private.
-            let mut message = e.masked().to_string();
-            if message.len() > MAX_DETAIL_MESSAGE {
-                let mut end = MAX_DETAIL_MESSAGE;
-                while !message.is_char_boundary(end) {
-                    end -= 1;
-                }
-                message.truncate(end);
+    let mut details = Vec::new();
+    for e in validator.iter_errors(value) {
+        // An unknown field is named by its own path, not its parent's.
+        if let jsonschema::error::ValidationErrorKind::AdditionalProperties { unexpected } =
+            e.kind()
+        {
+            for name in unexpected {
+                let path = format!(
+                    "{}/{}",
+                    e.instance_path(),
+                    name.replace('~', "~0").replace('/', "~1")
+                );
+                details.push(ErrorDetail {
+                    path: bounded(path),
+                    message: "unknown field; the input schema does not allow it".into(),
+                });
             }
-            ErrorDetail {
-                path: e.instance_path().to_string(),
-                message,
-            }
-        })
-        .collect()
+            continue;
+        }
+        // The masked form never echoes the offending value, which may be large or private.
+        details.push(ErrorDetail {
+            path: bounded(e.instance_path().to_string()),
+            message: bounded(e.masked().to_string()),
+        });
+    }
+    details.truncate(MAX_DETAILS);
+    details
+}
+
+/// Cuts `text` to [`MAX_DETAIL_MESSAGE`] bytes on a character boundary.
+fn bounded(mut text: String) -> String {
+    if text.len() > MAX_DETAIL_MESSAGE {
+        let mut end = MAX_DETAIL_MESSAGE;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+    }
+    text
 }

@@ -129,3 +129,87 @@ pub fn retrieval(
     catalog.validate_input(get.id, &input).ok()?;
     Some(format!("agentteam exec {domain} get '{input}'"))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::ActionId;
+
+    /// `data` whose success envelope serializes to exactly `size` bytes.
+    fn data_of_envelope_size(size: usize) -> Value {
+        let empty = serde_json::to_string(
+            &json!({ "ok": true, "data": { "tasks": [], "hasMore": false, "pad": "" } }),
+        )
+        .unwrap()
+        .len();
+        json!({ "tasks": [], "hasMore": false, "pad": "a".repeat(size - empty) })
+    }
+
+    #[test]
+    fn exactly_64_kib_is_returned_unchanged_and_one_byte_more_is_refused() {
+        let catalog = CompiledCatalog::new().unwrap();
+        let list = ActionId::TaskList.descriptor();
+        let at_budget = data_of_envelope_size(RESULT_BUDGET);
+        assert_eq!(
+            serde_json::to_string(&json!({"ok": true, "data": at_budget}))
+                .unwrap()
+                .len(),
+            RESULT_BUDGET
+        );
+        let response = respond(&catalog, list, at_budget, None);
+        assert_eq!(response.status(), 200);
+
+        let over = data_of_envelope_size(RESULT_BUDGET + 1);
+        let error = over_budget(&catalog, list, &over, RESULT_BUDGET + 1, None);
+        assert_eq!(error.code, ErrorCode::ResultBudgetExceeded);
+        assert_eq!(
+            (error.hint.as_deref(), error.next.as_deref()),
+            (list.hint, list.next)
+        );
+        assert!(error.metadata.is_none(), "a read has no receipt");
+        assert_eq!(respond(&catalog, list, over, None).status(), 422);
+    }
+
+    #[test]
+    fn a_mutation_receipt_is_closed_and_its_retrieval_validated() {
+        let catalog = CompiledCatalog::new().unwrap();
+        let complete = ActionId::TaskComplete.descriptor();
+        let data = json!({ "task": { "id": "task_01JD7M4B2C", "revision": 4, "description": "private text", "title": "t" } });
+        let receipt = receipt(&catalog, complete, &data, Some("req-00000001"));
+        assert_eq!(
+            receipt,
+            json!({
+                "selectors": { "taskId": "task_01JD7M4B2C" },
+                "revision": 4,
+                "idempotencyKey": "req-00000001",
+                "retrieval": "agentteam exec task get '{\"taskId\":\"task_01JD7M4B2C\"}'"
+            })
+        );
+        // An id the read action would not accept gets no retrieval path.
+        let odd = json!({ "task": { "id": "not an id", "revision": 1 } });
+        assert!(
+            super::receipt(&catalog, complete, &odd, None)
+                .get("retrieval")
+                .is_none()
+        );
+    }
+
+    #[tokio::test]
+    async fn an_unserializable_mutation_result_carries_no_receipt_and_no_replay_advice() {
+        let response = unserializable(ActionId::TaskComplete.descriptor());
+        assert_eq!(response.status(), 422);
+        let body: Value = serde_json::from_slice(
+            &axum::body::to_bytes(response.into_body(), 4096)
+                .await
+                .unwrap(),
+        )
+        .unwrap();
+        assert_eq!(body["error"]["code"], "result_budget_exceeded");
+        assert!(
+            body["error"].get("metadata").is_none()
+                && body["error"].get("next").is_none()
+                && body["error"].get("hint").is_none(),
+            "{body}"
+        );
+    }
+}

@@ -151,6 +151,7 @@ async fn status(State(state): State<DaemonState>, headers: HeaderMap) -> Respons
         "leases": state.dispatcher.leases(),
         "authorizations": state.store.registered(),
         "execRequests": state.counters.exec_requests.load(std::sync::atomic::Ordering::Relaxed),
+        "acquiredRequests": state.store.acquired(),
     }))
 }
 

@@ -26,6 +26,7 @@ use crate::wire;
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/admin/workspaces", post(create_workspace))
+        .route("/admin/stats", axum::routing::get(stats))
         .route("/admin/workspaces/{workspaceId}/humans", post(create_human))
         .route("/admin/workspaces/{workspaceId}/agents", post(create_agent))
         .route(
@@ -557,4 +558,14 @@ async fn add_channel_member(
         }
         .await,
     )
+}
+
+/// `GET /admin/stats`: counters an operator (or a test) reads.
+async fn stats(State(state): State<AppState>, headers: HeaderMap) -> Response {
+    match wire::bearer(&headers) {
+        Some(token) if state.operator.matches(token) => {
+            wire::success_response(json!({ "runtimeRequests": state.dispatched() }))
+        }
+        _ => wire::error_response(&super::runtime_api::forbidden()),
+    }
 }

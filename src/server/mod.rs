@@ -45,6 +45,8 @@ pub struct AppState {
     pub(crate) cursors: CursorCodec,
     pub(crate) operator: Arc<auth::OperatorToken>,
     pub(crate) clock: Arc<Clock>,
+    /// Runtime action requests that passed authentication and reached a handler.
+    pub(crate) dispatched: Arc<std::sync::atomic::AtomicU64>,
 }
 
 /// Why the server could not start.
@@ -81,12 +83,18 @@ impl AppState {
             cursors,
             operator: Arc::new(operator),
             clock: Arc::new(Clock::default()),
+            dispatched: Arc::new(std::sync::atomic::AtomicU64::new(0)),
         })
     }
 
     /// The store, for orderly shutdown.
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// Runtime action requests that reached a handler since start.
+    pub fn dispatched(&self) -> u64 {
+        self.dispatched.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The clock every handler reads; tests move it forward.

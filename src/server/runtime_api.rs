@@ -102,6 +102,9 @@ async fn run(
         return Err(forbidden());
     }
 
+    state
+        .dispatched
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut input = wire::read_json_body(headers, body).await?;
     legacy::canonicalize(id, &mut input)?;
     state.catalog.validate_input(id, &input)?;

@@ -6,6 +6,7 @@ mod catalog_invariants;
 mod cli_surfaces;
 mod codegen_pipeline;
 mod daemon_credentials;
+mod exec_transport;
 mod fixture_build;
 mod generated_fresh;
 mod schema_lint;

@@ -469,7 +469,7 @@ async fn the_request_pipeline_refuses_bad_bodies_with_typed_errors() {
         400,
         "validation_failed",
     );
-    assert_eq!(error["details"][0]["path"], "");
+    assert_eq!(error["details"][0]["path"], "/extra");
     let error = refused(
         server.post(&path, credential, &json!({"taskId": 7})).await,
         400,

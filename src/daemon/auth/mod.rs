@@ -331,6 +331,11 @@ impl RuntimeAuthorizationStore {
         drained
     }
 
+    /// Requests holding an admission slot across every authorization.
+    pub fn acquired(&self) -> usize {
+        GLOBAL_REQUESTS - self.global.available_permits()
+    }
+
     /// Authorizations still registered (active or revoked-but-undrained).
     pub fn registered(&self) -> usize {
         self.records.lock().expect("not poisoned").len()

@@ -1,0 +1,669 @@
+//! The Exec transport end to end: a real daemon with its embedded server, real runtimes started
+//! by `agentteam run`, the real `agentteam exec` inside them, and raw sockets where a test needs a
+//! slow or unfinished request.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::TcpStream;
+use tokio::process::Child;
+
+use crate::support::{TestDaemon, bin};
+
+/// A daemon, one agent and one long-running runtime whose credential the test uses directly.
+struct Session {
+    daemon: TestDaemon,
+    agent: String,
+    runtime: Child,
+    runtime_pid: i32,
+    /// `AGENTTEAM_EXEC_BASE_URL` of the runtime.
+    base: String,
+    token_file: PathBuf,
+}
+
+impl Session {
+    async fn start() -> Session {
+        let daemon = TestDaemon::start(&["--rotation-tick-ms", "100"]).await;
+        let agent = daemon.add_agent("worker").await;
+        let (runtime, runtime_pid, base, token_file) = Session::runtime(&daemon, "worker").await;
+        Session {
+            daemon,
+            agent,
+            runtime,
+            runtime_pid,
+            base,
+            token_file,
+        }
+    }
+
+    /// Starts one more long-running runtime of `agent`; returns it, its pid, base URL and token file.
+    async fn runtime(daemon: &TestDaemon, agent: &str) -> (Child, i32, String, PathBuf) {
+        let script = r#"echo "$$"; echo "$AGENTTEAM_EXEC_BASE_URL"; echo "$AGENTTEAM_EXEC_TOKEN_FILE"; exec sleep 120"#;
+        let mut child = daemon
+            .cli(&["run", "--agent", agent, "--", "sh", "-c", script])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut next = async || {
+            lines
+                .next_line()
+                .await
+                .unwrap()
+                .expect("the runtime prints its variables")
+        };
+        let pid = next().await.parse().unwrap();
+        let base = next().await;
+        let token_file = PathBuf::from(next().await);
+        (child, pid, base, token_file)
+    }
+
+    fn token(&self) -> String {
+        std::fs::read_to_string(&self.token_file).unwrap()
+    }
+
+    fn channel(&self) -> String {
+        let identity: Value = serde_json::from_slice(
+            &std::fs::read(self.daemon.state_dir.join("identity.json")).unwrap(),
+        )
+        .unwrap();
+        identity["channelId"].as_str().unwrap().to_string()
+    }
+
+    /// `POST {base}/{domain}/{action}` with this runtime's token.
+    async fn exec(&self, domain: &str, action: &str, body: &Value) -> (u16, Value) {
+        let response = self
+            .daemon
+            .client
+            .post(format!("{}/{domain}/{action}", self.base))
+            .bearer_auth(self.token())
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap())
+    }
+
+    /// Waits (polling, bounded) until exactly `n` requests hold admission slots.
+    async fn wait_acquired(&self, n: u64) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.status().await["acquiredRequests"].as_u64() != Some(n) {
+            assert!(
+                Instant::now() < deadline,
+                "{n} requests were not admitted in time"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn status(&self) -> Value {
+        let token = std::fs::read_to_string(self.daemon.state_dir.join("admin.token")).unwrap();
+        let response = self
+            .daemon
+            .client
+            .get(format!("{}/api/admin/status", self.daemon.base_url))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        response.json::<Value>().await.unwrap()["data"].clone()
+    }
+
+    /// The embedded server's count of runtime requests that reached a handler.
+    async fn server_requests(&self) -> u64 {
+        let announcement: Value = serde_json::from_slice(
+            &std::fs::read(self.daemon.state_dir.join("daemon.json")).unwrap(),
+        )
+        .unwrap();
+        let operator =
+            std::fs::read_to_string(self.daemon.state_dir.join("operator.token")).unwrap();
+        let response = self
+            .daemon
+            .client
+            .get(format!(
+                "{}/admin/stats",
+                announcement["serverUrl"].as_str().unwrap()
+            ))
+            .bearer_auth(operator)
+            .send()
+            .await
+            .unwrap();
+        response.json::<Value>().await.unwrap()["data"]["runtimeRequests"]
+            .as_u64()
+            .unwrap()
+    }
+
+    /// Calls the embedded server's runtime API directly as the daemon's device (no budget there).
+    async fn server_action(&self, domain: &str, action: &str, body: &Value) -> Value {
+        let announcement: Value = serde_json::from_slice(
+            &std::fs::read(self.daemon.state_dir.join("daemon.json")).unwrap(),
+        )
+        .unwrap();
+        let identity: Value = serde_json::from_slice(
+            &std::fs::read(self.daemon.state_dir.join("identity.json")).unwrap(),
+        )
+        .unwrap();
+        let url = format!(
+            "{}/runtime/servers/{}/agents/{}/actions/{domain}/{action}",
+            announcement["serverUrl"].as_str().unwrap(),
+            identity["workspaceId"].as_str().unwrap(),
+            self.agent
+        );
+        let response = self
+            .daemon
+            .client
+            .post(url)
+            .bearer_auth(identity["deviceCredential"].as_str().unwrap())
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        response.json::<Value>().await.unwrap()
+    }
+
+    /// Opens a raw connection and sends the head of a `POST` with `Content-Length: declared`
+    /// and `body_prefix` of its body.
+    async fn raw_post(
+        &self,
+        token: &str,
+        path_tail: &str,
+        declared: usize,
+        body_prefix: &[u8],
+    ) -> TcpStream {
+        let address = self
+            .daemon
+            .base_url
+            .trim_start_matches("http://")
+            .to_string();
+        let path = format!(
+            "{}/{path_tail}",
+            self.base.trim_start_matches(&self.daemon.base_url)
+        );
+        let mut stream = TcpStream::connect(&address).await.unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: {address}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {declared}\r\n\r\n"
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        stream.write_all(body_prefix).await.unwrap();
+        stream
+    }
+}
+
+/// Reads a whole HTTP/1.1 response head and returns its status code.
+async fn read_status(stream: &mut TcpStream) -> u16 {
+    let mut buffer = vec![0u8; 4096];
+    let mut read = 0;
+    loop {
+        let n = tokio::time::timeout(Duration::from_secs(15), stream.read(&mut buffer[read..]))
+            .await
+            .expect("an answer in time")
+            .unwrap();
+        assert!(n > 0, "the connection closed without an answer");
+        read += n;
+        let text = String::from_utf8_lossy(&buffer[..read]);
+        if let Some(line) = text.lines().next().filter(|_| text.contains("\r\n")) {
+            return line.split_whitespace().nth(1).unwrap().parse().unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_runtime_runs_the_task_lifecycle_and_adds_a_review() {
+    let session = Session::start().await;
+    let announcement: Value = serde_json::from_slice(
+        &std::fs::read(session.daemon.state_dir.join("daemon.json")).unwrap(),
+    )
+    .unwrap();
+    let identity: Value = serde_json::from_slice(
+        &std::fs::read(session.daemon.state_dir.join("identity.json")).unwrap(),
+    )
+    .unwrap();
+    let operator =
+        std::fs::read_to_string(session.daemon.state_dir.join("operator.token")).unwrap();
+    let thread_url = format!(
+        "{}/admin/workspaces/{}/channels/{}/threads",
+        announcement["serverUrl"].as_str().unwrap(),
+        identity["workspaceId"].as_str().unwrap(),
+        session.channel()
+    );
+    let thread: Value = session
+        .daemon
+        .client
+        .post(thread_url)
+        .bearer_auth(operator)
+        .json(&json!({"title": "release"}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let thread_id = thread["data"]["threadId"].as_str().unwrap().to_string();
+
+    let script = format!(
+        r#"set -e
+id() {{ sed -e 's/.*"id":"\([^"]*\)".*/\1/'; }}
+T=$(agentteam exec task create '{{"location":{{"kind":"thread","threadId":"{thread_id}"}},"title":"Ship it","requestId":"req-ship-000001"}}' | id)
+agentteam exec task claim "{{\"taskId\":\"$T\"}}"
+echo "{{\"taskId\":\"$T\",\"result\":\"shipped\"}}" | agentteam exec task complete -
+agentteam exec task get "{{\"taskId\":\"$T\"}}"
+agentteam exec review add "{{\"threadId\":\"{thread_id}\",\"taskId\":\"$T\",\"verdict\":\"approve\",\"body\":\"ship it\"}}"
+"#
+    );
+    let path = format!(
+        "{}:{}",
+        std::path::Path::new(bin()).parent().unwrap().display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let output = session
+        .daemon
+        .cli(&["run", "--agent", "worker", "--", "sh", "-c", &script])
+        .env("PATH", path)
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}\n{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let envelopes: Vec<Value> = String::from_utf8(output.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let statuses: Vec<&str> = envelopes[..3]
+        .iter()
+        .map(|e| e["data"]["task"]["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["claimed", "completed", "completed"]);
+    assert_eq!(envelopes[2]["data"]["task"]["result"], "shipped");
+    assert_eq!(envelopes[3]["data"]["review"]["verdict"], "approve");
+}
+
+#[tokio::test]
+async fn the_33rd_request_is_refused_before_its_body_and_slow_bodies_free_their_slots() {
+    let session = Session::start().await;
+    let token = session.token();
+    let mut held = Vec::new();
+    for _ in 0..32 {
+        held.push(session.raw_post(&token, "team/list", 100, b"").await);
+    }
+    session.wait_acquired(32).await;
+    let started = Instant::now();
+    let mut refused = session.raw_post(&token, "team/list", 100, b"").await;
+    assert_eq!(read_status(&mut refused).await, 409);
+    let latency = started.elapsed();
+    assert!(
+        latency < Duration::from_secs(1),
+        "the refusal waited for the body: {latency:?}"
+    );
+    eprintln!("33rd request refused in {latency:?}");
+
+    // The held requests hit the 5-second body deadline and give their slots back.
+    for stream in &mut held {
+        assert_eq!(read_status(stream).await, 408);
+    }
+    let (status, _) = session.exec("team", "list", &json!({})).await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn the_1025th_request_across_authorizations_is_refused() {
+    let session = Session::start().await;
+    let mut runtimes = vec![(session.runtime_pid, session.token())];
+    let mut children = Vec::new();
+    for _ in 0..32 {
+        let (child, pid, _, token_file) = Session::runtime(&session.daemon, "worker").await;
+        runtimes.push((pid, std::fs::read_to_string(token_file).unwrap()));
+        children.push(child);
+    }
+    let mut held = Vec::new();
+    for (_, token) in &runtimes[..32] {
+        for _ in 0..32 {
+            held.push(session.raw_post(token, "team/list", 100, b"").await);
+        }
+    }
+    session.wait_acquired(1024).await;
+    // The 33rd authorization has its own 32 slots free, but the store's 1024 are taken.
+    let mut refused = session
+        .raw_post(&runtimes[32].1, "team/list", 100, b"")
+        .await;
+    assert_eq!(read_status(&mut refused).await, 409);
+    drop(held);
+    session.wait_acquired(0).await;
+    let (status, _) = session.exec("team", "list", &json!({})).await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn oversized_and_slow_bodies_are_refused_and_free_their_slot() {
+    let session = Session::start().await;
+    let token = session.token();
+    let url = format!("{}/team/list", session.base);
+    let response = session
+        .daemon
+        .client
+        .post(&url)
+        .bearer_auth(&token)
+        .header("content-type", "application/json")
+        .body(vec![b' '; 1024 * 1024 + 1])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 413);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "payload_too_large");
+
+    // One byte every half second for 6 s: the 5-second absolute deadline ends it.
+    let slow = session.raw_post(&token, "team/list", 20, b"{").await;
+    let started = Instant::now();
+    let (mut reader, mut writer) = slow.into_split();
+    let dribble = tokio::spawn(async move {
+        for _ in 0..12 {
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            if writer.write_all(b" ").await.is_err() {
+                return;
+            }
+        }
+    });
+    let mut head = vec![0u8; 64];
+    let n = tokio::time::timeout(Duration::from_secs(15), reader.read(&mut head))
+        .await
+        .expect("an answer in time")
+        .unwrap();
+    let elapsed = started.elapsed();
+    assert!(
+        String::from_utf8_lossy(&head[..n]).starts_with("HTTP/1.1 408"),
+        "{}",
+        String::from_utf8_lossy(&head[..n])
+    );
+    dribble.abort();
+    assert!(
+        elapsed >= Duration::from_millis(4500) && elapsed < Duration::from_secs(7),
+        "408 after {elapsed:?}"
+    );
+    session.wait_acquired(0).await;
+    let (status, _) = session.exec("team", "list", &json!({})).await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn invalid_input_is_refused_with_its_path_and_never_forwarded() {
+    let session = Session::start().await;
+    let before = session.server_requests().await;
+    let channel = session.channel();
+    let location = json!({"kind": "channel", "channelId": channel});
+    let cases: Vec<(&str, Vec<u8>, &str, &str)> = vec![
+        (
+            "unknown field",
+            serde_json::to_vec(&json!({"location": location, "title": "x", "priority": 1}))
+                .unwrap(),
+            "validation_failed",
+            "/priority",
+        ),
+        (
+            "duplicate key",
+            br#"{"title": "a", "title": "b"}"#.to_vec(),
+            "invalid_request",
+            "",
+        ),
+        (
+            "wrong type",
+            serde_json::to_vec(&json!({"location": location, "title": 7})).unwrap(),
+            "validation_failed",
+            "/title",
+        ),
+        (
+            "missing required field",
+            serde_json::to_vec(&json!({"location": location})).unwrap(),
+            "validation_failed",
+            "",
+        ),
+        (
+            "wrong nested type",
+            serde_json::to_vec(
+                &json!({"location": {"kind": "channel", "channelId": 1}, "title": "x"}),
+            )
+            .unwrap(),
+            "validation_failed",
+            "/location",
+        ),
+        (
+            "trailing bytes",
+            br#"{"title": "a"} x"#.to_vec(),
+            "invalid_request",
+            "",
+        ),
+    ];
+    for (name, body, code, path) in cases {
+        let response = session
+            .daemon
+            .client
+            .post(format!("{}/task/create", session.base))
+            .bearer_auth(session.token())
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 400, "{name}");
+        let envelope: Value = response.json().await.unwrap();
+        assert_eq!(envelope["error"]["code"], code, "{name}: {envelope}");
+        if code == "validation_failed" {
+            assert_eq!(
+                envelope["error"]["details"][0]["path"], path,
+                "{name}: {envelope}"
+            );
+        }
+    }
+    assert_eq!(
+        session.server_requests().await,
+        before,
+        "an invalid request reached the server"
+    );
+}
+
+#[tokio::test]
+async fn results_over_64_kib_are_refused_whole_with_the_right_continuation() {
+    let session = Session::start().await;
+    let location = json!({"kind": "channel", "channelId": session.channel()});
+    for n in 0..12 {
+        let (status, body) = session.exec("task", "create", &json!({"location": location, "title": format!("big {n}"), "description": "x".repeat(8000)})).await;
+        assert_eq!(status, 200, "{body}");
+    }
+    // A read over budget: the inventory's continuation, never a truncated page.
+    let (status, body) = session
+        .exec("task", "list", &json!({"location": location, "limit": 12}))
+        .await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (422, Some("result_budget_exceeded")),
+        "{body}"
+    );
+    assert!(
+        body["error"]["next"]
+            .as_str()
+            .unwrap()
+            .contains("nextCursor"),
+        "{body}"
+    );
+    assert!(body.get("data").is_none());
+    let (status, _) = session
+        .exec("task", "list", &json!({"location": location, "limit": 5}))
+        .await;
+    assert_eq!(status, 200, "a smaller page fits");
+
+    // A mutation over budget: applied once, answered with a closed receipt.
+    let wide = "\u{1}".repeat(8000);
+    let (_, created) = session
+        .exec(
+            "task",
+            "create",
+            &json!({"location": location, "title": "wide", "description": wide}),
+        )
+        .await;
+    let id = created["data"]["task"]["id"].as_str().unwrap().to_string();
+    let (status, _) = session.exec("task", "claim", &json!({"taskId": id})).await;
+    assert_eq!(status, 200);
+    let complete = json!({"taskId": id, "result": wide, "requestId": "req-wide-000001"});
+    let (status, body) = session.exec("task", "complete", &complete).await;
+    assert_eq!(
+        (status, body["error"]["code"].as_str()),
+        (422, Some("result_budget_exceeded")),
+        "{body}"
+    );
+    let metadata = &body["error"]["metadata"];
+    assert_eq!(metadata["mutation_applied"], true);
+    assert_eq!(
+        metadata["mutation_receipt"]["selectors"],
+        json!({"taskId": id})
+    );
+    assert_eq!(metadata["mutation_receipt"]["revision"], 3);
+    assert_eq!(
+        metadata["mutation_receipt"]["idempotencyKey"],
+        "req-wide-000001"
+    );
+    assert_eq!(
+        metadata["mutation_receipt"]["retrieval"],
+        format!("agentteam exec task get '{{\"taskId\":\"{id}\"}}'")
+    );
+    // Repeating it replays the same answer; the row exists once, completed.
+    let (_, again) = session.exec("task", "complete", &complete).await;
+    assert_eq!(again, body);
+    let page = session
+        .server_action(
+            "task",
+            "list",
+            &json!({"location": location, "limit": 100, "status": ["completed"]}),
+        )
+        .await;
+    let completed: Vec<&Value> = page["data"]["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["id"] == id.as_str())
+        .collect();
+    assert_eq!(completed.len(), 1);
+}
+
+#[tokio::test]
+async fn revocation_cancels_an_in_flight_request_before_dispatch() {
+    let mut session = Session::start().await;
+    let token = session.token();
+    let before = session.server_requests().await;
+    let mut in_flight = session.raw_post(&token, "team/list", 50, b"{").await;
+    session.wait_acquired(1).await;
+    // The runtime exits: its authorization is revoked while the request waits for its body.
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(session.runtime_pid).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    let _ = session.runtime.wait().await;
+    assert_eq!(read_status(&mut in_flight).await, 403);
+    assert_eq!(
+        session.server_requests().await,
+        before,
+        "the server saw a dispatch after revocation"
+    );
+    let (status, _) = session
+        .daemon
+        .catalog(&session.daemon.workspace_id(), &session.agent, Some(&token))
+        .await;
+    assert_eq!(status, 403);
+}
+
+/// Runs `agentteam exec team list` outside `agentteam run` with the given token file and the
+/// session's base URL, plus a valid raw token in `AGENTTEAM_EXEC_TOKEN` that must be ignored.
+async fn exec_with_token_file(
+    session: &Session,
+    token_file: &std::path::Path,
+    args: &[&str],
+) -> std::process::Output {
+    tokio::process::Command::new(bin())
+        .arg("exec")
+        .args(args)
+        .env("AGENTTEAM_EXEC_BASE_URL", &session.base)
+        .env("AGENTTEAM_EXEC_TOKEN_FILE", token_file)
+        .env("AGENTTEAM_EXEC_TOKEN", session.token())
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn an_unusable_token_file_fails_closed_without_a_request() {
+    use std::os::unix::fs::PermissionsExt;
+    let session = Session::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let private = |name: &str, contents: &[u8], mode: u32| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, contents).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path
+    };
+    let good = private("good", session.token().as_bytes(), 0o600);
+    let symlink = dir.path().join("symlink");
+    std::os::unix::fs::symlink(&good, &symlink).unwrap();
+    let cases = vec![
+        ("missing", dir.path().join("missing")),
+        ("empty", private("empty", b"", 0o600)),
+        ("a symlink", symlink),
+        (
+            "mode 0644",
+            private("shared", session.token().as_bytes(), 0o644),
+        ),
+        ("over-size", private("huge", &vec![b'a'; 5000], 0o600)),
+        ("a directory", dir.path().to_path_buf()),
+        (
+            "invalid characters",
+            private("spaces", b"not a token at all", 0o600),
+        ),
+    ];
+    let before = session.status().await["execRequests"].as_u64().unwrap();
+    for (name, path) in cases {
+        let output = exec_with_token_file(&session, &path, &["team", "list"]).await;
+        assert_eq!(output.status.code(), Some(2), "{name}");
+        assert!(
+            String::from_utf8_lossy(&output.stderr)
+                .contains("credential file is missing, unreadable or invalid"),
+            "{name}"
+        );
+        assert!(output.stdout.is_empty(), "{name}");
+    }
+    assert_eq!(
+        session.status().await["execRequests"].as_u64().unwrap(),
+        before,
+        "a refused token file still sent a request"
+    );
+
+    // The good file works: the one POST goes through.
+    let output = exec_with_token_file(&session, &good, &["team", "list"]).await;
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert_eq!(
+        session.status().await["execRequests"].as_u64().unwrap(),
+        before + 1
+    );
+    // A local validation error names the path and never touches the network.
+    let output = exec_with_token_file(&session, &good, &["task", "get", r#"{"taskId": 7}"#]).await;
+    assert_eq!(output.status.code(), Some(1));
+    let envelope: Value = serde_json::from_slice(&output.stdout).unwrap();
+    assert_eq!(envelope["error"]["details"][0]["path"], "/taskId");
+    assert_eq!(
+        session.status().await["execRequests"].as_u64().unwrap(),
+        before + 1
+    );
+}
