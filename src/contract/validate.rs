@@ -1,8 +1,11 @@
 //! Input validation against the descriptor schemas: the one gate before a typed handler.
 //!
-//! Validators are compiled once (`CompiledCatalog::new`) with format checks on, because JSON
-//! Schema 2020-12 treats `format` as an annotation by default and typify types enforce neither
-//! ranges nor formats.
+//! Validators are compiled once with format checks on, because JSON Schema 2020-12 treats
+//! `format` as an annotation by default and typify types enforce neither ranges nor formats.
+//! Long-lived processes compile every schema at start (`CompiledCatalog::new`, failing fast);
+//! the one-shot `agentteam exec` compiles only the schema it uses (`CompiledCatalog::lazy`).
+
+use std::sync::OnceLock;
 
 use serde_json::Value;
 
@@ -17,10 +20,10 @@ const MAX_DETAIL_MESSAGE: usize = 512;
 /// One schema violation.
 pub type ValidationDetail = ErrorDetail;
 
-/// Every action's input and output validator, compiled once.
+/// Every action's input and output validator, each compiled at most once.
 pub struct CompiledCatalog {
-    inputs: Vec<jsonschema::Validator>,
-    outputs: Vec<jsonschema::Validator>,
+    inputs: Vec<OnceLock<jsonschema::Validator>>,
+    outputs: Vec<OnceLock<jsonschema::Validator>>,
 }
 
 /// A descriptor schema that does not compile: a defect in `schema/` that tests catch.
@@ -33,20 +36,50 @@ pub struct CompileError {
 }
 
 impl CompiledCatalog {
-    /// Compiles every descriptor's input and output schema.
+    /// Compiles every descriptor's input and output schema now, failing on the first that does
+    /// not compile.
     pub fn new() -> Result<Self, CompileError> {
-        let mut inputs = Vec::with_capacity(ACTIONS.len());
-        let mut outputs = Vec::with_capacity(ACTIONS.len());
+        let catalog = CompiledCatalog::lazy();
         for descriptor in ACTIONS {
-            inputs.push(compile(descriptor, "input", descriptor.input_schema)?);
-            outputs.push(compile(descriptor, "output", descriptor.output_schema)?);
+            let index = descriptor.id as usize;
+            let _ =
+                catalog.inputs[index].set(compile(descriptor, "input", descriptor.input_schema)?);
+            let _ = catalog.outputs[index].set(compile(
+                descriptor,
+                "output",
+                descriptor.output_schema,
+            )?);
         }
-        Ok(CompiledCatalog { inputs, outputs })
+        Ok(catalog)
+    }
+
+    /// A catalog that compiles each schema on first use (schemas are checked by the test suite).
+    pub fn lazy() -> Self {
+        CompiledCatalog {
+            inputs: ACTIONS.iter().map(|_| OnceLock::new()).collect(),
+            outputs: ACTIONS.iter().map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    fn input(&self, id: ActionId) -> &jsonschema::Validator {
+        let descriptor = id.descriptor();
+        self.inputs[id as usize].get_or_init(|| {
+            compile(descriptor, "input", descriptor.input_schema)
+                .expect("descriptor schemas compile (a tested invariant)")
+        })
+    }
+
+    fn output(&self, id: ActionId) -> &jsonschema::Validator {
+        let descriptor = id.descriptor();
+        self.outputs[id as usize].get_or_init(|| {
+            compile(descriptor, "output", descriptor.output_schema)
+                .expect("descriptor schemas compile (a tested invariant)")
+        })
     }
 
     /// Checks `input` against the action's input schema; the error names every offending path.
     pub fn validate_input(&self, id: ActionId, input: &Value) -> Result<(), ActionError> {
-        let details = collect(&self.inputs[id as usize], input);
+        let details = collect(self.input(id), input);
         if details.is_empty() {
             return Ok(());
         }
@@ -70,7 +103,7 @@ impl CompiledCatalog {
 
     /// The violations of `output` against the action's output schema (empty when valid).
     pub fn output_violations(&self, id: ActionId, output: &Value) -> Vec<ValidationDetail> {
-        collect(&self.outputs[id as usize], output)
+        collect(self.output(id), output)
     }
 }
 
