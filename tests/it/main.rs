@@ -6,6 +6,7 @@ mod catalog_invariants;
 mod cli_surfaces;
 mod codegen_pipeline;
 mod daemon_credentials;
+mod daemon_external;
 mod exec_transport;
 mod fixture_build;
 mod generated_fresh;

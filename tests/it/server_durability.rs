@@ -1,42 +1,9 @@
 //! Durability: the real `agentteam server` binary is killed with SIGKILL in the middle of a stream
 //! of writes; after a restart on the same SQLite file, every write it acknowledged is there.
 
-use std::path::Path;
-use std::process::Stdio;
-
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::{Child, Command};
 
-use crate::support::bin;
-
-/// Starts `agentteam server` on port 0 and waits for its `listening on` line.
-async fn spawn_server(dir: &Path) -> (Child, String, String) {
-    let token_file = dir.join("operator.token");
-    let mut child = Command::new(bin())
-        .args(["server", "--listen", "127.0.0.1:0"])
-        .arg("--database")
-        .arg(format!("sqlite://{}", dir.join("server.db").display()))
-        .arg("--operator-token-file")
-        .arg(&token_file)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("agentteam server starts");
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let line = lines
-        .next_line()
-        .await
-        .unwrap()
-        .expect("the server prints its address");
-    let base_url = line
-        .strip_prefix("listening on ")
-        .expect("`listening on URL`")
-        .to_string();
-    let token = std::fs::read_to_string(&token_file).unwrap();
-    (child, base_url, token)
-}
+use crate::support::spawn_server;
 
 async fn post(
     client: &reqwest::Client,

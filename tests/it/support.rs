@@ -391,6 +391,57 @@ impl TestDaemon {
     }
 }
 
+impl Drop for TestDaemon {
+    /// Every daemon of the suite is checked: its log holds nothing shaped like a secret.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
+        let log = std::fs::read_to_string(&self.log_file).unwrap_or_default();
+        let found = secret_shapes(&log);
+        assert!(
+            found.is_empty(),
+            "the daemon's log contains {} secret-shaped strings",
+            found.len()
+        );
+    }
+}
+
+/// Substrings of `text` shaped like a secret this project issues: runtime tokens
+/// (`v1.<claims>.<43-char MAC>`), device credentials (`dev_<id>.<43-char secret>`), operator
+/// tokens (`ato_<43>`) and admin tokens (`adm_<32 hex>`).
+pub fn secret_shapes(text: &str) -> Vec<String> {
+    let b64 = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '-';
+    let run =
+        |s: &str, allowed: &dyn Fn(char) -> bool| s.chars().take_while(|c| allowed(*c)).count();
+    let mut found = Vec::new();
+    for (index, _) in text.match_indices("v1.") {
+        let rest = &text[index + 3..];
+        let claims = run(rest, &b64);
+        if claims >= 16 && rest[claims..].starts_with('.') && run(&rest[claims + 1..], &b64) >= 43 {
+            found.push(text[index..index + 3 + claims + 44].to_string());
+        }
+    }
+    for (index, _) in text.match_indices("dev_") {
+        let rest = &text[index + 4..];
+        let id = run(rest, &|c| c.is_ascii_alphanumeric());
+        if rest[id..].starts_with('.') && run(&rest[id + 1..], &b64) >= 43 {
+            found.push(text[index..index + 4 + id + 44].to_string());
+        }
+    }
+    for (prefix, length, allowed) in [
+        ("ato_", 43, &b64 as &dyn Fn(char) -> bool),
+        ("adm_", 32, &|c: char| c.is_ascii_hexdigit()),
+    ] {
+        for (index, _) in text.match_indices(prefix) {
+            if run(&text[index + 4..], allowed) >= length {
+                found.push(text[index..index + 4 + length].to_string());
+            }
+        }
+    }
+    found
+}
+
 /// Polls `condition` every 20 ms until it holds or `timeout` passes (readiness, not a fixed sleep).
 pub async fn wait_for(
     what: &str,
@@ -405,4 +456,33 @@ pub async fn wait_for(
         );
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
+}
+
+/// Starts `agentteam server` on port 0 and waits for its `listening on` line.
+pub async fn spawn_server(dir: &Path) -> (tokio::process::Child, String, String) {
+    use tokio::io::AsyncBufReadExt;
+    let token_file = dir.join("operator.token");
+    let mut child = tokio::process::Command::new(bin())
+        .args(["server", "--listen", "127.0.0.1:0"])
+        .arg("--database")
+        .arg(format!("sqlite://{}", dir.join("server.db").display()))
+        .arg("--operator-token-file")
+        .arg(&token_file)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("agentteam server starts");
+    let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    let line = lines
+        .next_line()
+        .await
+        .unwrap()
+        .expect("the server prints its address");
+    let base_url = line
+        .strip_prefix("listening on ")
+        .expect("`listening on URL`")
+        .to_string();
+    let token = std::fs::read_to_string(&token_file).unwrap();
+    (child, base_url, token)
 }

@@ -32,3 +32,22 @@ fn every_rust_file_starts_with_a_module_doc() {
         "files without a leading `//!` module doc: {missing:?}"
     );
 }
+
+/// The secret scanner the daemon tests run over every daemon log really finds each shape.
+#[test]
+fn the_log_secret_scanner_finds_every_secret_shape() {
+    let token = format!("v1.{}.{}", "eyJhIjoiYXoxIiwiZyI6MX0", "A".repeat(43));
+    let device = format!("dev_01M8MW93F5VQB87BZREWC35R3D.{}", "b".repeat(43));
+    let operator = format!("ato_{}", "c".repeat(43));
+    let admin = format!("adm_{}", "0123456789abcdef".repeat(2));
+    for secret in [&token, &device, &operator, &admin] {
+        let log = format!("2026-11-30 WARN something happened value={secret} and more");
+        assert_eq!(crate::support::secret_shapes(&log), vec![secret.clone()]);
+    }
+    assert!(
+        crate::support::secret_shapes(
+            "authorization=az3f generation=2 class=\"expired\" dev_01M8 v1.short"
+        )
+        .is_empty()
+    );
+}
