@@ -14,7 +14,7 @@ use crate::contract::types as t;
 use crate::contract::{ActionError, ActionHandler, ActionResult};
 
 use super::AppState;
-use super::store::StoreError;
+use super::store::{Membership, StoreError};
 
 /// The authenticated caller of one request.
 #[derive(Debug, Clone)]
@@ -37,6 +37,58 @@ pub fn internal(error: StoreError) -> ActionError {
         ErrorCode::InternalError,
         "the server failed to handle this request; retry later",
     )
+}
+
+/// A conversation locator from a request: exactly one thread or one channel.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Locator<'a> {
+    Thread(&'a str),
+    Channel(&'a str),
+}
+
+impl<'a> From<&'a t::TaskLocation> for Locator<'a> {
+    fn from(location: &'a t::TaskLocation) -> Self {
+        match location {
+            t::TaskLocation::Thread { thread_id } => Locator::Thread(thread_id),
+            t::TaskLocation::Channel { channel_id } => Locator::Channel(channel_id),
+        }
+    }
+}
+
+impl<'a> From<&'a t::MessageTarget> for Locator<'a> {
+    fn from(target: &'a t::MessageTarget) -> Self {
+        match target {
+            t::MessageTarget::Thread { thread_id } => Locator::Thread(thread_id),
+            t::MessageTarget::Channel { channel_id } => Locator::Channel(channel_id),
+        }
+    }
+}
+
+/// The thread or channel `locator` names, if it is in the caller's workspace and the caller is a
+/// member of its channel; otherwise `not_found`, exactly as for an id that does not exist.
+pub(crate) async fn resolve(
+    state: &AppState,
+    caller: &Caller,
+    locator: Locator<'_>,
+) -> ActionResult<Membership> {
+    let found = match locator {
+        Locator::Thread(thread_id) => {
+            state
+                .store
+                .thread_for_member(&caller.workspace_id, &caller.agent_id, thread_id)
+                .await
+        }
+        Locator::Channel(channel_id) => {
+            state
+                .store
+                .channel_for_member(&caller.workspace_id, &caller.agent_id, channel_id)
+                .await
+        }
+    };
+    found.map_err(internal)?.ok_or_else(|| match locator {
+        Locator::Thread(thread_id) => not_found("thread", thread_id),
+        Locator::Channel(channel_id) => not_found("channel", channel_id),
+    })
 }
 
 pub(crate) fn not_found(what: &str, id: &str) -> ActionError {

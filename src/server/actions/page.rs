@@ -8,6 +8,7 @@ use crate::contract::error::{ErrorCode, ErrorDetail};
 use crate::contract::types::{Cursor, PageLimit};
 use crate::contract::{ActionError, ActionResult};
 use crate::server::AppState;
+use crate::server::store::Position;
 
 /// Page size when the request names none (the maximum, 100, is the schema's).
 pub const DEFAULT_LIMIT: usize = 20;
@@ -42,6 +43,20 @@ pub fn encode<T: Serialize>(state: &AppState, filter: &Value, position: &T) -> C
         .encode(filter, &position)
         .parse()
         .expect("issued cursors match the contract")
+}
+
+/// The `(time, id)` keyset position inside `cursor`.
+pub fn decode_position(
+    state: &AppState,
+    cursor: Option<&Cursor>,
+    filter: &Value,
+) -> ActionResult<Option<Position>> {
+    Ok(decode::<(i64, String)>(state, cursor, filter)?.map(|(at_ms, id)| Position { at_ms, id }))
+}
+
+/// The cursor after `position` under `filter`.
+pub fn encode_position(state: &AppState, filter: &Value, position: &Position) -> Cursor {
+    encode(state, filter, &(position.at_ms, &position.id))
 }
 
 /// Every malformed, foreign, tampered or filter-mismatched cursor: one validation error.

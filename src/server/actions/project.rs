@@ -12,7 +12,6 @@ use crate::contract::types::{
 };
 use crate::contract::{ActionError, ActionResult};
 use crate::server::AppState;
-use crate::server::store::TaskPosition as Position;
 
 pub async fn create(
     state: &AppState,
@@ -64,8 +63,7 @@ pub async fn list(
         cursor,
     } = input;
     let filter = json!({"list": "project.list", "workspace": caller.workspace_id, "agent": caller.agent_id, "status": status});
-    let after = page::decode::<(i64, String)>(state, cursor.as_ref(), &filter)?
-        .map(|(updated_at_ms, id)| Position { updated_at_ms, id });
+    let after = page::decode_position(state, cursor.as_ref(), &filter)?;
     let found = state
         .store
         .list_projects(
@@ -78,11 +76,11 @@ pub async fn list(
         .map_err(internal)?;
     let next_cursor = found
         .next
-        .map(|p| page::encode(state, &filter, &(p.updated_at_ms, p.id)));
+        .map(|p| page::encode_position(state, &filter, &p));
     Ok(ProjectListOutput {
         has_more: next_cursor.is_some(),
         next_cursor,
-        projects: found.projects,
+        projects: found.items,
     })
 }
 

@@ -11,7 +11,6 @@ use crate::contract::types::{
 };
 use crate::contract::{ActionError, ActionResult};
 use crate::server::AppState;
-use crate::server::store::TaskPosition as Position;
 
 pub async fn add(
     state: &AppState,
@@ -90,8 +89,7 @@ pub async fn list(
         .map_err(internal)?
         .ok_or_else(|| not_found("thread", &thread_id))?;
     let filter = json!({"list": "review.list", "workspace": caller.workspace_id, "agent": caller.agent_id, "thread": thread_id.as_str()});
-    let after = page::decode::<(i64, String)>(state, cursor.as_ref(), &filter)?
-        .map(|(updated_at_ms, id)| Position { updated_at_ms, id });
+    let after = page::decode_position(state, cursor.as_ref(), &filter)?;
     let found = state
         .store
         .list_reviews(
@@ -103,11 +101,11 @@ pub async fn list(
         .map_err(internal)?;
     let next_cursor = found
         .next
-        .map(|p| page::encode(state, &filter, &(p.updated_at_ms, p.id)));
+        .map(|p| page::encode_position(state, &filter, &p));
     Ok(ReviewListOutput {
         has_more: next_cursor.is_some(),
         next_cursor,
-        reviews: found.reviews,
+        reviews: found.items,
     })
 }
 

@@ -3,43 +3,17 @@
 
 use serde_json::json;
 
-use super::{Caller, internal, not_found, page};
+use super::{Caller, internal, not_found, page, resolve};
 use crate::contract::error::ErrorCode;
 use crate::contract::types::{
-    MessageTarget, ScheduledMessageCancelInput, ScheduledMessageCancelOutput,
-    ScheduledMessageCreateInput, ScheduledMessageCreateOutput, ScheduledMessageGetInput,
-    ScheduledMessageGetOutput, ScheduledMessageListInput, ScheduledMessageListOutput,
-    ScheduledMessageResult, ScheduledMessageRunsInput, ScheduledMessageRunsOutput,
+    ScheduledMessageCancelInput, ScheduledMessageCancelOutput, ScheduledMessageCreateInput,
+    ScheduledMessageCreateOutput, ScheduledMessageGetInput, ScheduledMessageGetOutput,
+    ScheduledMessageListInput, ScheduledMessageListOutput, ScheduledMessageResult,
+    ScheduledMessageRunsInput, ScheduledMessageRunsOutput,
 };
 use crate::contract::{ActionError, ActionResult};
 use crate::server::AppState;
-use crate::server::store::{Membership, NewSchedule, RunPosition, SchedulePosition};
-
-/// The thread or channel `target` if the caller is a member of it.
-async fn resolve(
-    state: &AppState,
-    caller: &Caller,
-    target: &MessageTarget,
-) -> ActionResult<Membership> {
-    let found = match target {
-        MessageTarget::Thread { thread_id } => {
-            state
-                .store
-                .thread_for_member(&caller.workspace_id, &caller.agent_id, thread_id)
-                .await
-        }
-        MessageTarget::Channel { channel_id } => {
-            state
-                .store
-                .channel_for_member(&caller.workspace_id, &caller.agent_id, channel_id)
-                .await
-        }
-    };
-    found.map_err(internal)?.ok_or_else(|| match target {
-        MessageTarget::Thread { thread_id } => not_found("thread", thread_id),
-        MessageTarget::Channel { channel_id } => not_found("channel", channel_id),
-    })
-}
+use crate::server::store::NewSchedule;
 
 pub async fn create(
     state: &AppState,
@@ -53,7 +27,7 @@ pub async fn create(
         repeat_every_minutes,
         request_id: _,
     } = input;
-    let membership = resolve(state, caller, &target).await?;
+    let membership = resolve(state, caller, (&target).into()).await?;
     let scheduled_message = state
         .store
         .insert_schedule(
@@ -107,10 +81,9 @@ pub async fn list(
         limit,
         cursor,
     } = input;
-    let membership = resolve(state, caller, &target).await?;
+    let membership = resolve(state, caller, (&target).into()).await?;
     let filter = json!({"list": "scheduled-message.list", "workspace": caller.workspace_id, "agent": caller.agent_id, "target": target});
-    let after = page::decode::<(i64, String)>(state, cursor.as_ref(), &filter)?
-        .map(|(created_at_ms, id)| SchedulePosition { created_at_ms, id });
+    let after = page::decode_position(state, cursor.as_ref(), &filter)?;
     let found = state
         .store
         .list_schedules(&membership, after.as_ref(), page::limit(limit))
@@ -118,11 +91,11 @@ pub async fn list(
         .map_err(internal)?;
     let next_cursor = found
         .next
-        .map(|p| page::encode(state, &filter, &(p.created_at_ms, p.id)));
+        .map(|p| page::encode_position(state, &filter, &p));
     Ok(ScheduledMessageListOutput {
         has_more: next_cursor.is_some(),
         next_cursor,
-        scheduled_messages: found.schedules,
+        scheduled_messages: found.items,
     })
 }
 
@@ -181,8 +154,7 @@ pub async fn runs(
         .map_err(internal)?
         .ok_or_else(|| not_found("scheduled message", &scheduled_message_id))?;
     let filter = json!({"list": "scheduled-message.runs", "workspace": caller.workspace_id, "agent": caller.agent_id, "schedule": scheduled_message_id.as_str()});
-    let after = page::decode::<(i64, String)>(state, cursor.as_ref(), &filter)?
-        .map(|(effective_ms, id)| RunPosition { effective_ms, id });
+    let after = page::decode_position(state, cursor.as_ref(), &filter)?;
     let found = state
         .store
         .list_runs(&scheduled_message_id, after.as_ref(), page::limit(limit))
@@ -190,10 +162,10 @@ pub async fn runs(
         .map_err(internal)?;
     let next_cursor = found
         .next
-        .map(|p| page::encode(state, &filter, &(p.effective_ms, p.id)));
+        .map(|p| page::encode_position(state, &filter, &p));
     Ok(ScheduledMessageRunsOutput {
         has_more: next_cursor.is_some(),
         next_cursor,
-        runs: found.runs,
+        runs: found.items,
     })
 }

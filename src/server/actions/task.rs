@@ -3,43 +3,15 @@
 
 use serde_json::json;
 
-use super::{Caller, internal, not_found, page};
+use super::{Caller, internal, not_found, page, resolve};
 use crate::contract::error::ErrorCode;
 use crate::contract::types::{
     Task, TaskCancelInput, TaskCancelOutput, TaskClaimInput, TaskClaimOutput, TaskCompleteInput,
     TaskCompleteOutput, TaskCreateInput, TaskCreateOutput, TaskGetInput, TaskGetOutput,
-    TaskListInput, TaskListOutput, TaskLocation, TaskResult, TaskStatus, TaskUpdateInput,
-    TaskUpdateOutput,
+    TaskListInput, TaskListOutput, TaskResult, TaskStatus, TaskUpdateInput, TaskUpdateOutput,
 };
 use crate::contract::{ActionError, ActionResult};
 use crate::server::AppState;
-use crate::server::store::{Membership, TaskPosition};
-
-/// The thread or channel `location` if the caller is a member of it.
-async fn resolve(
-    state: &AppState,
-    caller: &Caller,
-    location: &TaskLocation,
-) -> ActionResult<Membership> {
-    let found = match location {
-        TaskLocation::Thread { thread_id } => {
-            state
-                .store
-                .thread_for_member(&caller.workspace_id, &caller.agent_id, thread_id)
-                .await
-        }
-        TaskLocation::Channel { channel_id } => {
-            state
-                .store
-                .channel_for_member(&caller.workspace_id, &caller.agent_id, channel_id)
-                .await
-        }
-    };
-    found.map_err(internal)?.ok_or_else(|| match location {
-        TaskLocation::Thread { thread_id } => not_found("thread", thread_id),
-        TaskLocation::Channel { channel_id } => not_found("channel", channel_id),
-    })
-}
 
 pub async fn create(
     state: &AppState,
@@ -52,7 +24,7 @@ pub async fn create(
         description,
         request_id: _,
     } = input;
-    let membership = resolve(state, caller, &location).await?;
+    let membership = resolve(state, caller, (&location).into()).await?;
     let task = state
         .store
         .insert_task(
@@ -94,7 +66,7 @@ pub async fn list(
         limit,
         cursor,
     } = input;
-    let membership = resolve(state, caller, &location).await?;
+    let membership = resolve(state, caller, (&location).into()).await?;
     let mut statuses = status.unwrap_or_default();
     statuses.sort();
     statuses.dedup();
@@ -106,8 +78,7 @@ pub async fn list(
         "location": location,
         "status": statuses,
     });
-    let after = page::decode::<(i64, String)>(state, cursor.as_ref(), &filter)?
-        .map(|(updated_at_ms, id)| TaskPosition { updated_at_ms, id });
+    let after = page::decode_position(state, cursor.as_ref(), &filter)?;
     let limit = page::limit(limit);
     let found = state
         .store
@@ -116,11 +87,11 @@ pub async fn list(
         .map_err(internal)?;
     let next_cursor = found
         .next
-        .map(|p| page::encode(state, &filter, &(p.updated_at_ms, p.id)));
+        .map(|p| page::encode_position(state, &filter, &p));
     Ok(TaskListOutput {
         has_more: next_cursor.is_some(),
         next_cursor,
-        tasks: found.tasks,
+        tasks: found.items,
     })
 }
 

@@ -49,6 +49,6 @@ pub async fn list(
     Ok(TeamListOutput {
         has_more: next_cursor.is_some(),
         next_cursor,
-        teams: found.teams,
+        teams: found.items,
     })
 }

@@ -24,13 +24,8 @@ use sqlx::sqlite::{
 
 pub use crate::clock::Clock;
 pub use idempotency::Claim;
-pub use projects::ProjectPage;
-pub use reviews::ReviewPage;
-pub use schedules::{
-    NewSchedule, PassReport, RunPage, RunPosition, SchedulePage, SchedulePosition,
-};
-pub use tasks::{TaskPage, TaskPosition};
-pub use teams::{TeamPage, TeamPosition};
+pub use schedules::{NewSchedule, PassReport};
+pub use teams::TeamPosition;
 pub use tenancy::{DeviceIdentity, Membership};
 
 /// Reads in flight at once; the writer is always one connection.
@@ -154,6 +149,40 @@ pub fn new_id(prefix: &str, now_ms: i64) -> String {
         id.push(ID_ALPHABET[rng.random_range(0..32)] as char);
     }
     id
+}
+
+/// A keyset position: the sort time (epoch milliseconds) and the id that breaks ties, of the
+/// last row of a page.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Position {
+    pub at_ms: i64,
+    pub id: String,
+}
+
+/// One page of a keyset list: the items, and the position of the last one when another page
+/// exists.
+#[derive(Debug)]
+pub struct Page<T, P = Position> {
+    pub items: Vec<T>,
+    pub next: Option<P>,
+}
+
+impl<T, P: Clone> Page<T, P> {
+    /// From up to `limit + 1` rows with their positions; the extra row only says another page
+    /// exists.
+    pub(crate) fn from_rows(mut rows: Vec<(T, P)>, limit: usize) -> Self {
+        let has_more = rows.len() > limit;
+        rows.truncate(limit);
+        let next = if has_more {
+            rows.last().map(|(_, position)| position.clone())
+        } else {
+            None
+        };
+        Page {
+            items: rows.into_iter().map(|(item, _)| item).collect(),
+            next,
+        }
+    }
 }
 
 /// Parses a stored text column into its contract type; a mismatch is corruption, not a client error.

@@ -4,21 +4,13 @@
 use sqlx::sqlite::SqliteRow;
 use sqlx::{QueryBuilder, Row, Sqlite};
 
-use super::tasks::TaskPosition as Position;
-use super::{Store, StoreError, new_id, parse_column, rfc3339};
+use super::{Page, Position, Store, StoreError, new_id, parse_column, rfc3339};
 use crate::contract::types::{Project, ProjectStatus};
 
 macro_rules! project_columns {
     () => {
         "p.id, p.name, p.description, p.status, p.created_by_agent_id, p.revision, p.created_at, p.updated_at"
     };
-}
-
-/// One page of projects; `next` is the last row's position when another page exists.
-#[derive(Debug)]
-pub struct ProjectPage {
-    pub projects: Vec<Project>,
-    pub next: Option<Position>,
 }
 
 impl Store {
@@ -78,7 +70,7 @@ impl Store {
         status: Option<ProjectStatus>,
         after: Option<&Position>,
         limit: usize,
-    ) -> Result<ProjectPage, StoreError> {
+    ) -> Result<Page<Project>, StoreError> {
         let mut query: QueryBuilder<Sqlite> = QueryBuilder::new(concat!(
             "SELECT ",
             project_columns!(),
@@ -90,34 +82,17 @@ impl Store {
         }
         if let Some(after) = after {
             // Mixed directions: an expanded, index-friendly predicate, never a row-value comparison.
-            query
-                .push(" AND p.updated_at <= ")
-                .push_bind(after.updated_at_ms);
-            query
-                .push(" AND (p.updated_at < ")
-                .push_bind(after.updated_at_ms);
+            query.push(" AND p.updated_at <= ").push_bind(after.at_ms);
+            query.push(" AND (p.updated_at < ").push_bind(after.at_ms);
             query.push(" OR p.id > ").push_bind(&after.id).push(")");
         }
         query
             .push(" ORDER BY p.updated_at DESC, p.id ASC LIMIT ")
             .push_bind((limit + 1) as i64);
         let rows = query.build().fetch_all(&self.reader).await?;
-        let mut rows: Vec<(Project, i64)> =
+        let rows: Vec<(Project, Position)> =
             rows.iter().map(project_row).collect::<Result<_, _>>()?;
-        let has_more = rows.len() > limit;
-        rows.truncate(limit);
-        let next = if has_more {
-            rows.last().map(|(p, updated_at_ms)| Position {
-                updated_at_ms: *updated_at_ms,
-                id: p.id.to_string(),
-            })
-        } else {
-            None
-        };
-        Ok(ProjectPage {
-            projects: rows.into_iter().map(|r| r.0).collect(),
-            next,
-        })
+        Ok(Page::from_rows(rows, limit))
     }
 
     /// Reads the project, lets `change` decide, writes the result with `revision + 1`; one
@@ -167,7 +142,8 @@ impl Store {
     }
 }
 
-fn project_row(row: &SqliteRow) -> Result<(Project, i64), StoreError> {
+/// A stored project and its keyset position (`updatedAt`, `id`).
+fn project_row(row: &SqliteRow) -> Result<(Project, Position), StoreError> {
     let description: Option<String> = row.try_get(2)?;
     let creator: Option<String> = row.try_get(4)?;
     let revision: i64 = row.try_get(5)?;
@@ -187,5 +163,12 @@ fn project_row(row: &SqliteRow) -> Result<(Project, i64), StoreError> {
         created_at: parse_column(rfc3339(row.try_get(6)?), "created_at")?,
         updated_at: parse_column(rfc3339(updated_at), "updated_at")?,
     };
-    Ok((project, updated_at))
+    let id = project.id.to_string();
+    Ok((
+        project,
+        Position {
+            at_ms: updated_at,
+            id,
+        },
+    ))
 }

@@ -3,7 +3,7 @@
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 
-use super::{Store, StoreError, new_id, rfc3339};
+use super::{Page, Position, Store, StoreError, new_id, rfc3339};
 use crate::contract::types::{Review, ReviewVerdict};
 
 /// The columns `review_row` reads, in its order.
@@ -81,13 +81,6 @@ fn review_row(row: &SqliteRow) -> Result<Review, StoreError> {
     })
 }
 
-/// One page of a thread's reviews; `next` is the last row's position when another page exists.
-#[derive(Debug)]
-pub struct ReviewPage {
-    pub reviews: Vec<Review>,
-    pub next: Option<super::TaskPosition>,
-}
-
 impl Store {
     /// The review if its thread's channel has the agent as a member, in the workspace.
     pub async fn review_for_member(
@@ -114,11 +107,11 @@ impl Store {
     pub async fn list_reviews(
         &self,
         thread_id: &str,
-        after: Option<&super::TaskPosition>,
+        after: Option<&Position>,
         limit: usize,
-    ) -> Result<ReviewPage, StoreError> {
+    ) -> Result<Page<Review>, StoreError> {
         let (after_ms, after_id) = match after {
-            Some(p) => (p.updated_at_ms, p.id.clone()),
+            Some(p) => (p.at_ms, p.id.clone()),
             None => (i64::MAX, "\u{10FFFF}".to_string()),
         };
         let rows = sqlx::query(concat!(
@@ -132,24 +125,21 @@ impl Store {
         .bind((limit + 1) as i64)
         .fetch_all(&self.reader)
         .await?;
-        let mut rows: Vec<(Review, i64)> = rows
+        let rows: Vec<(Review, Position)> = rows
             .iter()
-            .map(|row| Ok((review_row(row)?, row.try_get::<i64, _>(8)?)))
-            .collect::<Result<_, StoreError>>()?;
-        let has_more = rows.len() > limit;
-        rows.truncate(limit);
-        let next = if has_more {
-            rows.last().map(|(r, updated_at_ms)| super::TaskPosition {
-                updated_at_ms: *updated_at_ms,
-                id: r.id.to_string(),
+            .map(|row| {
+                let review = review_row(row)?;
+                let id = review.id.to_string();
+                Ok((
+                    review,
+                    Position {
+                        at_ms: row.try_get::<i64, _>(8)?,
+                        id,
+                    },
+                ))
             })
-        } else {
-            None
-        };
-        Ok(ReviewPage {
-            reviews: rows.into_iter().map(|r| r.0).collect(),
-            next,
-        })
+            .collect::<Result<_, StoreError>>()?;
+        Ok(Page::from_rows(rows, limit))
     }
 
     /// Resolves an `open` review: `Ok(None)` when invisible to the agent, `Ok(Some(None))` when

@@ -9,7 +9,7 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{Row, Sqlite, Transaction};
 
 use super::tenancy::Membership;
-use super::{Store, StoreError, new_id, parse_column, rfc3339};
+use super::{Page, Position, Store, StoreError, new_id, parse_column, rfc3339};
 use crate::contract::types::{
     MessageTarget, RunStatus, ScheduleStatus, ScheduledMessage, ScheduledRun,
 };
@@ -27,32 +27,6 @@ macro_rules! run_columns {
     () => {
         "r.id, r.scheduled_message_id, r.status, COALESCE(r.attempted_at, r.created_at), r.message_id, r.failure"
     };
-}
-
-/// The keyset position of a schedule in `createdAt DESC, id DESC` order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SchedulePosition {
-    pub created_at_ms: i64,
-    pub id: String,
-}
-
-#[derive(Debug)]
-pub struct SchedulePage {
-    pub schedules: Vec<ScheduledMessage>,
-    pub next: Option<SchedulePosition>,
-}
-
-/// The keyset position of a run in `COALESCE(attemptedAt, createdAt) DESC, id DESC` order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RunPosition {
-    pub effective_ms: i64,
-    pub id: String,
-}
-
-#[derive(Debug)]
-pub struct RunPage {
-    pub runs: Vec<ScheduledRun>,
-    pub next: Option<RunPosition>,
 }
 
 /// What a new scheduled message says and when it runs.
@@ -131,12 +105,12 @@ impl Store {
     pub async fn list_schedules(
         &self,
         target: &Membership,
-        after: Option<&SchedulePosition>,
+        after: Option<&Position>,
         limit: usize,
-    ) -> Result<SchedulePage, StoreError> {
+    ) -> Result<Page<ScheduledMessage>, StoreError> {
         // Without a position, `(i64::MAX, U+10FFFF)` is above every row: one query serves both.
         let (after_ms, after_id) = match after {
-            Some(p) => (p.created_at_ms, p.id.clone()),
+            Some(p) => (p.at_ms, p.id.clone()),
             None => (i64::MAX, "\u{10FFFF}".to_string()),
         };
         let rows = sqlx::query(concat!(
@@ -152,22 +126,9 @@ impl Store {
         .bind((limit + 1) as i64)
         .fetch_all(&self.reader)
         .await?;
-        let mut rows: Vec<(ScheduledMessage, i64)> =
+        let rows: Vec<(ScheduledMessage, Position)> =
             rows.iter().map(schedule_row).collect::<Result<_, _>>()?;
-        let has_more = rows.len() > limit;
-        rows.truncate(limit);
-        let next = if has_more {
-            rows.last().map(|(s, created_at_ms)| SchedulePosition {
-                created_at_ms: *created_at_ms,
-                id: s.id.to_string(),
-            })
-        } else {
-            None
-        };
-        Ok(SchedulePage {
-            schedules: rows.into_iter().map(|r| r.0).collect(),
-            next,
-        })
+        Ok(Page::from_rows(rows, limit))
     }
 
     /// Cancels a `scheduled` schedule; `Ok(None)` when invisible, `Ok(Some(Err(status)))` when
@@ -214,11 +175,11 @@ impl Store {
     pub async fn list_runs(
         &self,
         schedule_id: &str,
-        after: Option<&RunPosition>,
+        after: Option<&Position>,
         limit: usize,
-    ) -> Result<RunPage, StoreError> {
+    ) -> Result<Page<ScheduledRun>, StoreError> {
         let (after_ms, after_id) = match after {
-            Some(p) => (p.effective_ms, p.id.clone()),
+            Some(p) => (p.at_ms, p.id.clone()),
             None => (i64::MAX, "\u{10FFFF}".to_string()),
         };
         let rows = sqlx::query(concat!(
@@ -233,22 +194,9 @@ impl Store {
         .bind((limit + 1) as i64)
         .fetch_all(&self.reader)
         .await?;
-        let mut runs: Vec<(ScheduledRun, i64)> =
+        let runs: Vec<(ScheduledRun, Position)> =
             rows.iter().map(run_row).collect::<Result<_, _>>()?;
-        let has_more = runs.len() > limit;
-        runs.truncate(limit);
-        let next = if has_more {
-            runs.last().map(|(r, effective_ms)| RunPosition {
-                effective_ms: *effective_ms,
-                id: r.id.to_string(),
-            })
-        } else {
-            None
-        };
-        Ok(RunPage {
-            runs: runs.into_iter().map(|r| r.0).collect(),
-            next,
-        })
+        Ok(Page::from_rows(runs, limit))
     }
 
     /// One scheduler pass at `now_ms`: due schedules become pending runs, then pending runs are
@@ -395,7 +343,8 @@ async fn attempt_run(
     Ok(true)
 }
 
-fn schedule_row(row: &SqliteRow) -> Result<(ScheduledMessage, i64), StoreError> {
+/// A stored schedule and its keyset position (`createdAt`, `id`).
+fn schedule_row(row: &SqliteRow) -> Result<(ScheduledMessage, Position), StoreError> {
     let channel_id: String = row.try_get(1)?;
     let thread_id: Option<String> = row.try_get(2)?;
     let target = match thread_id {
@@ -425,10 +374,18 @@ fn schedule_row(row: &SqliteRow) -> Result<(ScheduledMessage, i64), StoreError> 
         created_at: parse_column(rfc3339(created_at), "created_at")?,
         updated_at: parse_column(rfc3339(row.try_get(10)?), "updated_at")?,
     };
-    Ok((schedule, created_at))
+    let id = schedule.id.to_string();
+    Ok((
+        schedule,
+        Position {
+            at_ms: created_at,
+            id,
+        },
+    ))
 }
 
-fn run_row(row: &SqliteRow) -> Result<(ScheduledRun, i64), StoreError> {
+/// A stored run and its keyset position (effective `attemptedAt`, `id`).
+fn run_row(row: &SqliteRow) -> Result<(ScheduledRun, Position), StoreError> {
     let effective: i64 = row.try_get(3)?;
     let message_id: Option<String> = row.try_get(4)?;
     let failure: Option<String> = row.try_get(5)?;
@@ -443,5 +400,12 @@ fn run_row(row: &SqliteRow) -> Result<(ScheduledRun, i64), StoreError> {
             .transpose()?,
         failure: failure.map(|f| parse_column(f, "failure")).transpose()?,
     };
-    Ok((run, effective))
+    let id = run.id.to_string();
+    Ok((
+        run,
+        Position {
+            at_ms: effective,
+            id,
+        },
+    ))
 }

@@ -7,7 +7,7 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{QueryBuilder, Row, Sqlite};
 
 use super::tenancy::Membership;
-use super::{Store, StoreError, new_id, rfc3339};
+use super::{Page, Position, Store, StoreError, new_id, rfc3339};
 use crate::contract::types::{Task, TaskLocation, TaskStatus};
 
 /// The columns `task_row` reads, in its order; a macro so queries stay `&'static str` literals.
@@ -15,27 +15,6 @@ macro_rules! task_columns {
     () => {
         "t.id, t.channel_id, t.thread_id, t.title, t.description, t.status, t.assignee_agent_id, t.created_by_agent_id, t.result, t.cancel_reason, t.revision, t.created_at, t.updated_at"
     };
-}
-
-/// The keyset position of a task in `updatedAt DESC, id ASC` order.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TaskPosition {
-    pub updated_at_ms: i64,
-    pub id: String,
-}
-
-/// One page of tasks and whether another exists.
-#[derive(Debug)]
-pub struct TaskPage {
-    pub tasks: Vec<Task>,
-    /// The position of the last task, present only when another page exists.
-    pub next: Option<TaskPosition>,
-}
-
-/// A stored task plus its raw keyset position.
-struct TaskRow {
-    task: Task,
-    updated_at_ms: i64,
 }
 
 impl Store {
@@ -72,7 +51,7 @@ impl Store {
         .bind(&id)
         .fetch_one(&self.writer)
         .await?;
-        Ok(task_row(&row)?.task)
+        Ok(task_row(&row)?.0)
     }
 
     /// The task `task_id` if it is in `workspace_id` and `agent_id` is a member of its channel.
@@ -92,7 +71,7 @@ impl Store {
         .bind(agent_id)
         .fetch_optional(&self.reader)
         .await?;
-        row.map(|row| task_row(&row).map(|r| r.task)).transpose()
+        row.map(|row| task_row(&row).map(|r| r.0)).transpose()
     }
 
     /// One page of the tasks at exactly `location` (a thread's tasks, or a channel's own tasks),
@@ -101,9 +80,9 @@ impl Store {
         &self,
         location: &Membership,
         statuses: &[TaskStatus],
-        after: Option<&TaskPosition>,
+        after: Option<&Position>,
         limit: usize,
-    ) -> Result<TaskPage, StoreError> {
+    ) -> Result<Page<Task>, StoreError> {
         let mut query: QueryBuilder<Sqlite> = QueryBuilder::new(concat!(
             "SELECT ",
             task_columns!(),
@@ -128,33 +107,16 @@ impl Store {
         }
         if let Some(after) = after {
             // Mixed directions: an expanded predicate, never a row-value comparison.
-            query
-                .push(" AND t.updated_at <= ")
-                .push_bind(after.updated_at_ms);
-            query
-                .push(" AND (t.updated_at < ")
-                .push_bind(after.updated_at_ms);
+            query.push(" AND t.updated_at <= ").push_bind(after.at_ms);
+            query.push(" AND (t.updated_at < ").push_bind(after.at_ms);
             query.push(" OR t.id > ").push_bind(&after.id).push(")");
         }
         query
             .push(" ORDER BY t.updated_at DESC, t.id ASC LIMIT ")
             .push_bind((limit + 1) as i64);
         let rows = query.build().fetch_all(&self.reader).await?;
-        let mut rows: Vec<TaskRow> = rows.iter().map(task_row).collect::<Result<_, _>>()?;
-        let has_more = rows.len() > limit;
-        rows.truncate(limit);
-        let next = if has_more {
-            rows.last().map(|r| TaskPosition {
-                updated_at_ms: r.updated_at_ms,
-                id: r.task.id.to_string(),
-            })
-        } else {
-            None
-        };
-        Ok(TaskPage {
-            tasks: rows.into_iter().map(|r| r.task).collect(),
-            next,
-        })
+        let rows: Vec<(Task, Position)> = rows.iter().map(task_row).collect::<Result<_, _>>()?;
+        Ok(Page::from_rows(rows, limit))
     }
 
     /// Reads the task (as `task_for_member` would), lets `change` decide, and writes the result
@@ -182,7 +144,7 @@ impl Store {
         .fetch_optional(&mut *tx)
         .await?;
         let Some(row) = row else { return Ok(None) };
-        let current = task_row(&row)?.task;
+        let current = task_row(&row)?.0;
         let changed = match change(&current) {
             Ok(changed) => changed,
             Err(refusal) => return Ok(Some(Err(refusal))),
@@ -218,13 +180,14 @@ impl Store {
         .bind(task_id)
         .fetch_one(&mut *tx)
         .await?;
-        let stored = task_row(&row)?.task;
+        let stored = task_row(&row)?.0;
         tx.commit().await?;
         Ok(Some(Ok(stored)))
     }
 }
 
-fn task_row(row: &SqliteRow) -> Result<TaskRow, StoreError> {
+/// A stored task and its keyset position (`updatedAt`, `id`).
+fn task_row(row: &SqliteRow) -> Result<(Task, Position), StoreError> {
     fn parse<T: std::str::FromStr>(value: &str, column: &'static str) -> Result<T, StoreError> {
         value.parse().map_err(|_| StoreError::Corrupt { column })
     }
@@ -247,8 +210,9 @@ fn task_row(row: &SqliteRow) -> Result<TaskRow, StoreError> {
     let revision: i64 = row.try_get(10)?;
     let created_at: i64 = row.try_get(11)?;
     let updated_at: i64 = row.try_get(12)?;
+    let id: String = row.try_get(0)?;
     let task = Task {
-        id: parse(&row.try_get::<String, _>(0)?, "id")?,
+        id: parse(&id, "id")?,
         location,
         title: parse(&row.try_get::<String, _>(3)?, "title")?,
         description: optional(row.try_get(4)?, "description")?,
@@ -262,8 +226,11 @@ fn task_row(row: &SqliteRow) -> Result<TaskRow, StoreError> {
         created_at: parse(&rfc3339(created_at), "created_at")?,
         updated_at: parse(&rfc3339(updated_at), "updated_at")?,
     };
-    Ok(TaskRow {
+    Ok((
         task,
-        updated_at_ms: updated_at,
-    })
+        Position {
+            at_ms: updated_at,
+            id,
+        },
+    ))
 }

@@ -4,7 +4,7 @@
 use sqlx::Row;
 use sqlx::sqlite::SqliteRow;
 
-use super::{Store, StoreError, new_id, parse_column, rfc3339};
+use super::{Page, Store, StoreError, new_id, parse_column, rfc3339};
 use crate::contract::types::{Team, TeamMember};
 
 /// At most this many members are returned by `team get`.
@@ -16,12 +16,6 @@ pub struct TeamPosition {
     pub display_name: String,
     pub handle: String,
     pub id: String,
-}
-
-#[derive(Debug)]
-pub struct TeamPage {
-    pub teams: Vec<Team>,
-    pub next: Option<TeamPosition>,
 }
 
 macro_rules! team_columns {
@@ -112,7 +106,7 @@ impl Store {
         workspace_id: &str,
         after: Option<&TeamPosition>,
         limit: usize,
-    ) -> Result<TeamPage, StoreError> {
+    ) -> Result<Page<Team, TeamPosition>, StoreError> {
         let rows = match after {
             None => {
                 sqlx::query(concat!("SELECT ", team_columns!(), " FROM teams t WHERE t.workspace_id = $1 ORDER BY t.display_name, t.handle, t.id LIMIT $2"))
@@ -136,19 +130,19 @@ impl Store {
                 .await?
             }
         };
-        let mut teams: Vec<Team> = rows.iter().map(team_row).collect::<Result<_, _>>()?;
-        let has_more = teams.len() > limit;
-        teams.truncate(limit);
-        let next = if has_more {
-            teams.last().map(|t| TeamPosition {
-                display_name: t.display_name.to_string(),
-                handle: t.handle.to_string(),
-                id: t.team_id.to_string(),
+        let teams: Vec<(Team, TeamPosition)> = rows
+            .iter()
+            .map(|row| {
+                let team = team_row(row)?;
+                let position = TeamPosition {
+                    display_name: team.display_name.to_string(),
+                    handle: team.handle.to_string(),
+                    id: team.team_id.to_string(),
+                };
+                Ok((team, position))
             })
-        } else {
-            None
-        };
-        Ok(TeamPage { teams, next })
+            .collect::<Result<_, StoreError>>()?;
+        Ok(Page::from_rows(teams, limit))
     }
 }
 
