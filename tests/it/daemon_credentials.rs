@@ -543,3 +543,63 @@ async fn sigterm_stops_runtimes_and_removes_every_credential() {
         0o700
     );
 }
+
+#[tokio::test]
+async fn a_failed_cleanup_is_retried_as_debt_without_restoring_access() {
+    let daemon = TestDaemon::start(&["--rotation-tick-ms", "100"]).await;
+    let agent = daemon.add_agent("debtor").await;
+    let workspace = daemon.workspace_id();
+    let (mut runtime, mut lines) = spawn_runtime(
+        &daemon,
+        "debtor",
+        r#"dirname "$AGENTTEAM_EXEC_TOKEN_FILE"; exec sleep 60"#,
+    );
+    let dir = PathBuf::from(next_line(&mut lines).await);
+    let token = std::fs::read_to_string(dir.join("token")).unwrap();
+    let status = async || -> Value {
+        let admin = std::fs::read_to_string(daemon.state_dir.join("admin.token")).unwrap();
+        let response = daemon
+            .client
+            .get(format!("{}/api/admin/status", daemon.base_url))
+            .bearer_auth(admin)
+            .send()
+            .await
+            .unwrap();
+        response.json::<Value>().await.unwrap()["data"].clone()
+    };
+
+    // The directory cannot be removed when the runtime exits.
+    set_unwritable(&dir, true);
+    let _ = runtime.start_kill();
+    let _ = runtime.wait().await;
+    wait_for("a failed cleanup", Duration::from_secs(10), || {
+        daemon.log().matches("credential cleanup failed").count() >= 2
+    })
+    .await;
+    assert_eq!(
+        daemon.catalog(&workspace, &agent, Some(&token)).await.0,
+        403,
+        "revocation came first"
+    );
+    assert_eq!(
+        status().await["leases"],
+        1,
+        "the lease stays counted while its cleanup is owed"
+    );
+    assert!(dir.exists());
+
+    // Once removal can succeed, the debt is paid and the slot freed.
+    set_unwritable(&dir, false);
+    let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    while dir.exists() || status().await["leases"] != 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the cleanup debt was never paid"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(
+        daemon.catalog(&workspace, &agent, Some(&token)).await.0,
+        403
+    );
+}
