@@ -603,3 +603,36 @@ async fn a_failed_cleanup_is_retried_as_debt_without_restoring_access() {
         403
     );
 }
+
+/// A background process that keeps the runtime's pipes open does not hold the launch (or its
+/// slot) after the runtime itself exited.
+#[tokio::test]
+async fn a_background_child_holding_the_pipes_does_not_hold_the_launch() {
+    let daemon = TestDaemon::start(&[]).await;
+    daemon.add_agent("forker").await;
+    let started = std::time::Instant::now();
+    let output = tokio::time::timeout(
+        Duration::from_secs(20),
+        daemon
+            .cli(&[
+                "run",
+                "--agent",
+                "forker",
+                "--",
+                "sh",
+                "-c",
+                "sleep 8 & echo started; exit 4",
+            ])
+            .output(),
+    )
+    .await
+    .expect("run returned while the background child still held the pipes")
+    .unwrap();
+    assert_eq!(output.status.code(), Some(4));
+    assert_eq!(String::from_utf8_lossy(&output.stdout), "started\n");
+    assert!(
+        started.elapsed() < Duration::from_secs(7),
+        "run waited for the background child: {:?}",
+        started.elapsed()
+    );
+}

@@ -35,6 +35,9 @@ use crate::clock::Clock;
 pub const MAX_LEASES: usize = 512;
 /// How long a revoked authorization's requests may take to drain.
 pub const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
+/// How long output may keep flowing after the runtime exited (a background child it started may
+/// hold the pipes open).
+const OUTPUT_GRACE: Duration = Duration::from_secs(2);
 /// How long a runtime gets to exit after SIGTERM at daemon shutdown.
 const KILL_GRACE: Duration = Duration::from_secs(3);
 
@@ -225,13 +228,8 @@ impl Dispatcher {
             renew_at_ms: self.renewal_time(issued.expires_at_ms),
             permit,
         };
-        let watch = sender.clone();
         self.tracker
-            .spawn(lease.run(child, client_gone, watch, async move {
-                let _ = stdout.await;
-                let _ = stderr.await;
-                sender
-            }));
+            .spawn(lease.run(child, client_gone, sender, [stdout, stderr]));
         Ok(receiver)
     }
 
@@ -300,7 +298,7 @@ impl Lease {
         mut child: Child,
         client_gone: CancellationToken,
         watch: mpsc::Sender<Output>,
-        outputs: impl Future<Output = mpsc::Sender<Output>>,
+        forwarders: [tokio::task::JoinHandle<()>; 2],
     ) {
         let dispatcher = self.dispatcher.clone();
         let mut ticker = tokio::time::interval(dispatcher.config.tick);
@@ -344,9 +342,17 @@ impl Lease {
             .drain(&self.authorization, DRAIN_DEADLINE)
             .await;
         tracing::info!(authorization = %self.authorization.id, code, "runtime exited; credential revoked and removed");
-        drop(watch);
-        let sender = outputs.await;
-        let _ = sender.send(Output::Exited(code)).await;
+        // The exit frame goes after everything the runtime printed; a background process it left
+        // holding the pipes gets a short grace, not the lease.
+        for mut forwarder in forwarders {
+            if tokio::time::timeout(OUTPUT_GRACE, &mut forwarder)
+                .await
+                .is_err()
+            {
+                forwarder.abort();
+            }
+        }
+        let _ = watch.send(Output::Exited(code)).await;
         drop(self.permit);
     }
 
