@@ -55,7 +55,15 @@ impl<'de> Visitor<'de> for StrictVisitor {
         Ok(Value::Number(v.into()))
     }
 
+    /// JSON Schema counts `47.0` as the integer 47, so it is stored as one: the schema check and
+    /// the typed decode then agree about what the number is.
     fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        if v.fract() == 0.0 && v >= i64::MIN as f64 && v < i64::MAX as f64 {
+            return Ok(Value::Number((v as i64).into()));
+        }
+        if v.fract() == 0.0 && v >= 0.0 && v < u64::MAX as f64 {
+            return Ok(Value::Number((v as u64).into()));
+        }
         Number::from_f64(v)
             .map(Value::Number)
             .ok_or_else(|| E::custom("number out of range"))
@@ -111,6 +119,14 @@ mod tests {
         assert_eq!(
             parse_strict(br#" {"a": [1, 2.5, null, true, "x"]} "#).unwrap(),
             serde_json::json!({"a": [1, 2.5, null, true, "x"]})
+        );
+    }
+
+    #[test]
+    fn integral_floats_become_integers() {
+        assert_eq!(
+            parse_strict(b"[47.0, -3.0, 1e2, 2.5]").unwrap(),
+            serde_json::json!([47, -3, 100, 2.5])
         );
     }
 

@@ -173,7 +173,12 @@ async fn execute(
 ) -> Result<serde_json::Value, ActionError> {
     dispatch(&ServerActions { state }, caller, id, input).await.map_err(|error| match error {
         DispatchError::Action(error) => error,
-        DispatchError::Decode(cause) | DispatchError::Encode(cause) => {
+        // A value the schema accepts but the typed request cannot hold: the caller's input.
+        DispatchError::Decode(cause) => {
+            tracing::warn!(action = %id.key(), error = %cause, "validated input does not fit the typed request");
+            ActionError::new(ErrorCode::ValidationFailed, "the input does not fit the action: a number is out of range")
+        }
+        DispatchError::Encode(cause) => {
             tracing::error!(action = %id.key(), error = %cause, "typed adapter failed on validated data");
             ActionError::new(ErrorCode::InternalError, "the server failed to handle this request")
         }

@@ -322,7 +322,7 @@ async fn a_new_daemon_removes_a_killed_daemons_credentials_before_serving() {
 #[tokio::test]
 async fn every_credential_failure_gets_the_same_bytes() {
     let mut daemon =
-        TestDaemon::start(&["--token-ttl-secs", "2", "--rotation-tick-ms", "100"]).await;
+        TestDaemon::start(&["--token-ttl-secs", "4", "--rotation-tick-ms", "100"]).await;
     let agent = daemon.add_agent("main").await;
     let other_agent = daemon.add_agent("other").await;
     let workspace = daemon.workspace_id();
