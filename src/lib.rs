@@ -18,6 +18,7 @@ pub mod client;
 pub mod clock;
 pub mod contract;
 pub mod daemon;
+pub mod private_file;
 pub mod serve;
 pub mod server;
 pub mod wire;

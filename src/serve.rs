@@ -93,21 +93,18 @@ pub async fn serve(
     }
 }
 
-/// Completes on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut terminate =
-            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-                .expect("SIGTERM handler installs");
+/// Installs the SIGINT and SIGTERM handlers now, and returns a future that completes on either.
+///
+/// Call it inside the runtime before announcing readiness: a signal that arrives right after the
+/// announcement is then a clean shutdown, not the default kill.
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate()).expect("the SIGTERM handler installs");
+    let mut interrupt = signal(SignalKind::interrupt()).expect("the SIGINT handler installs");
+    async move {
         tokio::select! {
-            _ = interrupt => {}
             _ = terminate.recv() => {}
+            _ = interrupt.recv() => {}
         }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = interrupt.await;
     }
 }

@@ -4,7 +4,7 @@
 //! Results are printed as JSON on stdout. A device credential is a secret: it is written to a
 //! new owner-only file and never printed.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
@@ -292,7 +292,7 @@ pub fn run(command: AdminCommand) -> Exit {
         let Some(credential) = credential.as_ref().and_then(Value::as_str) else {
             return usage_error("the server did not return a credential", &[]);
         };
-        if let Err(e) = write_private(&file, credential) {
+        if let Err(e) = crate::private_file::create_new(&file, credential) {
             return usage_error(&format!("cannot write `{}`: {e}", file.display()), &[]);
         }
         data["credentialFile"] = json!(file.display().to_string());
@@ -305,16 +305,4 @@ fn strip_nulls(mut body: Value) -> Value {
         object.retain(|_, v| !v.is_null());
     }
     body
-}
-
-/// Creates `path` (it must not exist) with mode 0600 and writes `secret` to it.
-fn write_private(path: &Path, secret: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut file = options.open(path)?;
-    file.write_all(secret.as_bytes())?;
-    file.sync_all()
 }

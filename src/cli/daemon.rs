@@ -112,11 +112,10 @@ pub fn run_daemon(args: DaemonArgs) -> Exit {
     let ready = |base_url: &str| {
         let _ = print(&format!("listening on {base_url}\n"));
     };
-    match runtime.block_on(crate::daemon::run(
-        config,
-        crate::serve::shutdown_signal(),
-        ready,
-    )) {
+    // The signal handlers are installed inside the runtime, before the daemon announces itself.
+    match runtime.block_on(async {
+        crate::daemon::run(config, crate::serve::shutdown_signal(), ready).await
+    }) {
         Ok(()) => Exit::Success,
         Err(error) => super::report(&error),
     }

@@ -36,13 +36,15 @@ pub fn run(listen: SocketAddr, database: String, operator_token_file: Option<Pat
         };
         let address = listener.local_addr().expect("a bound listener has an address");
         tracing::info!(%address, operator_token_file = %config.operator_token_file.display(), "server listening");
+        // Handlers first, announcement second: a signal right after it is a clean shutdown.
+        let shutdown = crate::serve::shutdown_signal();
         let printed = super::output::print(&format!("listening on http://{address}\n"));
         if printed != Exit::Success {
             return printed;
         }
         let stop = tokio_util::sync::CancellationToken::new();
         let scheduler = tokio::spawn(crate::server::run_scheduler(state.clone(), stop.clone()));
-        crate::serve::serve(listener, router(state.clone()), crate::serve::shutdown_signal()).await;
+        crate::serve::serve(listener, router(state.clone()), shutdown).await;
         stop.cancel();
         let _ = scheduler.await;
         state.store().close().await;

@@ -136,7 +136,7 @@ impl Identity {
             device_credential,
         };
         let text = serde_json::to_string_pretty(&identity).expect("an identity serializes");
-        super::write_private_file(path, &text)
+        crate::private_file::replace(path, &text)
             .map_err(|e| DaemonError::State(format!("cannot save `{}`: {e}", path.display())))?;
         tracing::info!(workspace = %identity.workspace_id, "bootstrapped a local workspace on the server");
         Ok(identity)

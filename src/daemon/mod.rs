@@ -95,22 +95,6 @@ pub fn default_runtime_dir(state_dir: &Path) -> PathBuf {
     }
 }
 
-/// Writes `contents` to `path` with mode 0600, replacing it atomically.
-pub fn write_private_file(path: &Path, contents: &str) -> std::io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = path.with_extension("tmp");
-    let _ = std::fs::remove_file(&tmp);
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    file.write_all(contents.as_bytes())?;
-    file.sync_all()?;
-    std::fs::rename(&tmp, path)
-}
-
 /// Runs the daemon until `shutdown` completes, then stops every runtime, revokes and removes
 /// every credential, and stops the embedded server. `ready` gets the base URL once the daemon
 /// accepts requests (after stale credentials are gone and `daemon.json` is written).
@@ -196,7 +180,7 @@ pub async fn run(
     let address = listener.local_addr().expect("bound");
     let base_url = format!("http://{address}");
     let admin_token = auth::files::random_name("adm_");
-    write_private_file(&config.state_dir.join(ADMIN_TOKEN_FILE), &admin_token)
+    crate::private_file::replace(&config.state_dir.join(ADMIN_TOKEN_FILE), &admin_token)
         .map_err(|e| state_err("cannot write the admin token", e))?;
     let store = Arc::new(RuntimeAuthorizationStore::new(
         clock.clone(),
@@ -233,7 +217,7 @@ pub async fn run(
     let daemon_file = config.state_dir.join(DAEMON_FILE);
     let announcement =
         json!({ "baseUrl": base_url, "pid": std::process::id(), "serverUrl": server_url });
-    write_private_file(&daemon_file, &format!("{announcement}\n"))
+    crate::private_file::replace(&daemon_file, &format!("{announcement}\n"))
         .map_err(|e| state_err("cannot write daemon.json", e))?;
     tracing::info!(%base_url, state_dir = %config.state_dir.display(), "daemon listening");
     ready(&base_url);

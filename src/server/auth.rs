@@ -4,7 +4,6 @@
 //! A device credential is `<deviceId>.<secret>`; only SHA-256 of the secret is stored and the
 //! comparison is constant-time. Every failure is the same `forbidden` error, whatever its cause.
 
-use std::io::Write;
 use std::path::Path;
 
 use base64::Engine;
@@ -65,12 +64,7 @@ impl OperatorToken {
         if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
             std::fs::create_dir_all(parent)?;
         }
-        let tmp = path.with_extension("tmp");
-        let _ = std::fs::remove_file(&tmp);
-        let mut file = open_private(&tmp)?;
-        file.write_all(token.as_bytes())?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)?;
+        crate::private_file::replace(path, &token)?;
         Ok(OperatorToken {
             hash: hash_secret(&token),
         })
@@ -79,22 +73,4 @@ impl OperatorToken {
     pub fn matches(&self, presented: &str) -> bool {
         hash_secret(presented).ct_eq(&self.hash).into()
     }
-}
-
-#[cfg(unix)]
-fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
-    use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)
-}
-
-#[cfg(not(unix))]
-fn open_private(path: &Path) -> std::io::Result<std::fs::File> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .open(path)
 }

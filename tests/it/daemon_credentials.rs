@@ -636,3 +636,39 @@ async fn a_background_child_holding_the_pipes_does_not_hold_the_launch() {
         started.elapsed()
     );
 }
+
+/// Without `--state-dir` the daemon keeps its state under `$XDG_STATE_HOME/agentteam`.
+#[tokio::test]
+async fn the_default_state_dir_is_under_xdg_state_home() {
+    let home = tempfile::tempdir().unwrap();
+    let mut daemon = tokio::process::Command::new(crate::support::bin())
+        .args(["daemon", "--listen", "127.0.0.1:0"])
+        .env("XDG_STATE_HOME", home.path())
+        .env_remove("XDG_RUNTIME_DIR")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(daemon.stdout.take().unwrap()).lines();
+    let line = lines.next_line().await.unwrap().unwrap();
+    assert!(line.starts_with("listening on http://127.0.0.1:"), "{line}");
+    let state = home.path().join("agentteam");
+    for file in ["daemon.json", "identity.json", "admin.token", "server.db"] {
+        assert!(
+            state.join(file).exists(),
+            "no {file} in {}",
+            state.display()
+        );
+    }
+    assert!(
+        state.join("run").is_dir(),
+        "credentials default to <state dir>/run without XDG_RUNTIME_DIR"
+    );
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(daemon.id().unwrap() as i32).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    assert_eq!(daemon.wait().await.unwrap().code(), Some(0));
+}

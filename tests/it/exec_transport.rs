@@ -706,6 +706,30 @@ async fn an_unusable_token_file_fails_closed_without_a_request() {
         session.status().await["execRequests"].as_u64().unwrap(),
         before + 1
     );
+    // An unreachable daemon is a transport error: exit 2, nothing on stdout.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let output = tokio::process::Command::new(bin())
+        .args(["exec", "team", "list"])
+        .env(
+            "AGENTTEAM_EXEC_BASE_URL",
+            format!(
+                "http://127.0.0.1:{port}/api/internal/exec/servers/wsp_00000000/agents/agt_00000000"
+            ),
+        )
+        .env("AGENTTEAM_EXEC_TOKEN_FILE", &good)
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(
+        output.stdout.is_empty()
+            && String::from_utf8_lossy(&output.stderr)
+                .contains("cannot reach the AgentTeam daemon")
+    );
     // A local validation error names the path and never touches the network.
     let output = exec_with_token_file(&session, &good, &["task", "get", r#"{"taskId": 7}"#]).await;
     assert_eq!(output.status.code(), Some(1));

@@ -8,7 +8,7 @@
 //! removes every instance directory whose lock it can take (its owner is gone).
 
 use std::fs::{self, DirBuilder, File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -54,25 +54,9 @@ pub fn ensure_private_dir(path: &Path) -> io::Result<()> {
     check_private_dir(path)
 }
 
-/// Atomically replaces `dir/name` with `contents`.
+/// Atomically replaces `dir/name` with `contents` (see `crate::private_file::replace`).
 pub fn publish(dir: &Path, name: &str, contents: &str) -> io::Result<()> {
-    let tmp = dir.join(random_name(".tmp-"));
-    let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
-            .open(&tmp)?;
-        file.write_all(contents.as_bytes())?;
-        file.sync_all()?;
-        fs::rename(&tmp, dir.join(name))?;
-        File::open(dir)?.sync_all()
-    })();
-    if result.is_err() {
-        let _ = fs::remove_file(&tmp);
-    }
-    result
+    crate::private_file::replace(&dir.join(name), contents)
 }
 
 /// Removes an authorization's directory and everything in it.
