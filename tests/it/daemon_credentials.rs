@@ -591,6 +591,7 @@ async fn a_failed_cleanup_is_retried_as_debt_without_restoring_access() {
     // Once removal can succeed, the debt is paid and the slot freed.
     set_unwritable(&dir, false);
     let deadline = std::time::Instant::now() + Duration::from_secs(90);
+    // Polls the condition under test (the retry's backoff is randomized), bounded by the deadline.
     while dir.exists() || status().await["leases"] != 0 {
         assert!(
             std::time::Instant::now() < deadline,

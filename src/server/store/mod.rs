@@ -218,6 +218,35 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn connections_enforce_foreign_keys_in_wal_mode_with_full_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("db.sqlite").display());
+        let store = Store::open(&url).await.unwrap();
+        for pool in [&store.writer, &store.reader] {
+            let (foreign_keys,): (i64,) = sqlx::query_as("PRAGMA foreign_keys")
+                .fetch_one(pool)
+                .await
+                .unwrap();
+            let (journal,): (String,) = sqlx::query_as("PRAGMA journal_mode")
+                .fetch_one(pool)
+                .await
+                .unwrap();
+            let (synchronous,): (i64,) = sqlx::query_as("PRAGMA synchronous")
+                .fetch_one(pool)
+                .await
+                .unwrap();
+            assert_eq!((foreign_keys, journal.as_str(), synchronous), (1, "wal", 2));
+        }
+        let orphan = sqlx::query("INSERT INTO humans (id, workspace_id, handle, display_name, created_at) VALUES ('hum_x', 'wsp_missing', 'h', 'H', 0)")
+            .execute(&store.writer)
+            .await;
+        assert!(
+            orphan.is_err(),
+            "a row pointing at a missing workspace was accepted"
+        );
+    }
+
+    #[tokio::test]
     async fn secrets_persist_across_opens() {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("db.sqlite").display());
