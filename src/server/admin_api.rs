@@ -192,6 +192,65 @@ async fn known_workspace(state: &AppState, workspace_id: &str) -> Result<(), Act
     }
 }
 
+/// At most this many members are named in one request.
+const MAX_MEMBERS: usize = 1000;
+
+/// `human_id` is a human of `workspace_id`.
+async fn known_human(
+    state: &AppState,
+    workspace_id: &str,
+    human_id: &str,
+) -> Result<(), ActionError> {
+    if state
+        .store
+        .human_workspace(human_id)
+        .await
+        .map_err(internal)?
+        .as_deref()
+        == Some(workspace_id)
+    {
+        Ok(())
+    } else {
+        Err(ActionError::new(
+            ErrorCode::NotFound,
+            format!("no human `{human_id}` in this workspace"),
+        ))
+    }
+}
+
+/// At most [`MAX_MEMBERS`] ids in one request.
+fn check_member_count(members: &[String]) -> Result<(), ActionError> {
+    if members.len() > MAX_MEMBERS {
+        return Err(ActionError::new(
+            ErrorCode::ValidationFailed,
+            format!("`members` holds at most {MAX_MEMBERS} ids"),
+        ));
+    }
+    Ok(())
+}
+
+/// Each id is a human or agent of `workspace_id`.
+async fn known_members(
+    state: &AppState,
+    workspace_id: &str,
+    members: &[String],
+) -> Result<(), ActionError> {
+    for member in members {
+        if !state
+            .store
+            .is_workspace_member(workspace_id, member)
+            .await
+            .map_err(internal)?
+        {
+            return Err(ActionError::new(
+                ErrorCode::NotFound,
+                format!("no human or agent `{member}` in this workspace"),
+            ));
+        }
+    }
+    Ok(())
+}
+
 async fn create_workspace(
     State(state): State<AppState>,
     headers: HeaderMap,
@@ -255,19 +314,7 @@ async fn create_agent(
             check_handle(&handle)?;
             check_name("displayName", &display_name, 200)?;
             known_workspace(&state, &workspace_id).await?;
-            if state
-                .store
-                .human_workspace(&owner_human_id)
-                .await
-                .map_err(internal)?
-                .as_deref()
-                != Some(workspace_id.as_str())
-            {
-                return Err(ActionError::new(
-                    ErrorCode::NotFound,
-                    format!("no human `{owner_human_id}` in this workspace"),
-                ));
-            }
+            known_human(&state, &workspace_id, &owner_human_id).await?;
             let id = state
                 .store
                 .create_agent(
@@ -295,19 +342,7 @@ async fn create_device(
     respond(
         async {
             let NewDevice { human_id } = admit(&state, &headers, body).await?;
-            if state
-                .store
-                .human_workspace(&human_id)
-                .await
-                .map_err(internal)?
-                .as_deref()
-                != Some(workspace_id.as_str())
-            {
-                return Err(ActionError::new(
-                    ErrorCode::NotFound,
-                    format!("no human `{human_id}` in this workspace"),
-                ));
-            }
+            known_human(&state, &workspace_id, &human_id).await?;
             let secret = random_secret();
             let id = state
                 .store
@@ -335,26 +370,9 @@ async fn create_channel(
                     "`name` must match ^[a-z][a-z0-9-]{0,31}$",
                 )
             })?;
-            if members.len() > 1000 {
-                return Err(ActionError::new(
-                    ErrorCode::ValidationFailed,
-                    "`members` holds at most 1000 ids",
-                ));
-            }
+            check_member_count(&members)?;
             known_workspace(&state, &workspace_id).await?;
-            for member in &members {
-                if !state
-                    .store
-                    .is_workspace_member(&workspace_id, member)
-                    .await
-                    .map_err(internal)?
-                {
-                    return Err(ActionError::new(
-                        ErrorCode::NotFound,
-                        format!("no human or agent `{member}` in this workspace"),
-                    ));
-                }
-            }
+            known_members(&state, &workspace_id, &members).await?;
             let id = state
                 .store
                 .create_channel(&workspace_id, &name, &members, state.clock.now_ms())
@@ -416,26 +434,11 @@ async fn create_team(
             } = admit(&state, &headers, body).await?;
             check_handle(&handle)?;
             check_name("displayName", &display_name, 200)?;
-            if members.len() > 1000 {
-                return Err(ActionError::new(
-                    ErrorCode::ValidationFailed,
-                    "`members` holds at most 1000 ids",
-                ));
-            }
+            check_member_count(&members)?;
             known_workspace(&state, &workspace_id).await?;
+            known_members(&state, &workspace_id, &members).await?;
             let mut typed = Vec::with_capacity(members.len());
             for member in members {
-                if !state
-                    .store
-                    .is_workspace_member(&workspace_id, &member)
-                    .await
-                    .map_err(internal)?
-                {
-                    return Err(ActionError::new(
-                        ErrorCode::NotFound,
-                        format!("no human or agent `{member}` in this workspace"),
-                    ));
-                }
                 let kind = if member.starts_with("hum_") {
                     "human"
                 } else {
@@ -538,17 +541,7 @@ async fn add_channel_member(
                     format!("no channel `{channel_id}` in this workspace"),
                 ));
             }
-            if !state
-                .store
-                .is_workspace_member(&workspace_id, &member_id)
-                .await
-                .map_err(internal)?
-            {
-                return Err(ActionError::new(
-                    ErrorCode::NotFound,
-                    format!("no human or agent `{member_id}` in this workspace"),
-                ));
-            }
+            known_members(&state, &workspace_id, std::slice::from_ref(&member_id)).await?;
             state
                 .store
                 .add_channel_member(&channel_id, &member_id)
