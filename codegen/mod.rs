@@ -12,6 +12,7 @@ pub mod catalog;
 pub mod client;
 pub mod handlers;
 pub mod lint;
+pub mod mcp;
 pub mod model;
 pub mod openapi;
 pub mod text;
@@ -74,7 +75,7 @@ pub fn generate(schema_dir: &Path) -> Result<(Model, Vec<Artifact>), Vec<Diagnos
     let artifacts = vec![
         Artifact {
             name: "catalog.rs",
-            contents: catalog::render_rust(&model),
+            contents: catalog::render_rust(&model) + "\n" + &mcp::render_catalog(&model),
         },
         Artifact {
             name: "catalog.json",
@@ -82,7 +83,11 @@ pub fn generate(schema_dir: &Path) -> Result<(Model, Vec<Artifact>), Vec<Diagnos
         },
         Artifact {
             name: "handlers.rs",
-            contents: handlers::render(&model),
+            contents: handlers::render(&model) + "\n" + &mcp::render_handlers(&model),
+        },
+        Artifact {
+            name: "mcp_tools.json",
+            contents: mcp::render_inventory(&model),
         },
         Artifact {
             name: "client.rs",

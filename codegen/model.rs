@@ -21,6 +21,10 @@ pub const INVENTORY_FILE: &str = "exec/agentteam-exec-action-inventory.json";
 pub const COMMON_FILE: &str = "common.json";
 pub const ERROR_FILE: &str = "errors/error-envelope.json";
 pub const MCP_DIR: &str = "mcp";
+/// The MCP result budget contract; the only file in `schema/mcp/` that is not a tool.
+pub const MCP_BUDGET_FILE: &str = "mcp/result-budget.json";
+/// The longest MCP tool name (the conformance suite's limit; the spec allows 128).
+pub const MAX_TOOL_NAME: usize = 64;
 pub const DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
 
 /// How risky an action is for the workspace.
@@ -103,6 +107,89 @@ struct ActionRow {
     example: Value,
 }
 
+/// Who answers an MCP tool's calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Owner {
+    /// The AgentTeam Server's runtime API (messages, reactions, attachments).
+    Server,
+    /// The daemon's managed memory index.
+    Memory,
+    /// Knowledge retrieval: AgentTeam Core, then MeshX.
+    Knowledge,
+}
+
+impl Owner {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Owner::Server => "server",
+            Owner::Memory => "memory",
+            Owner::Knowledge => "knowledge",
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ToolFile {
+    #[serde(rename = "$comment", default)]
+    _comment: Option<String>,
+    name: String,
+    description: String,
+    annotations: Map<String, Value>,
+    owner: Owner,
+    result_policy: ResultPolicy,
+    #[serde(default)]
+    hint: Option<String>,
+    #[serde(default)]
+    next: Option<String>,
+    input_schema: Value,
+    output_schema: Value,
+    #[serde(rename = "$defs", default)]
+    _defs: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct BudgetFile {
+    #[serde(rename = "$comment", default)]
+    _comment: Option<String>,
+    max_result_bytes: u64,
+    description: String,
+}
+
+/// One MCP tool of the `agentteam` namespace, from `schema/mcp/<name>.json`.
+#[derive(Debug, Clone)]
+pub struct McpTool {
+    pub name: String,
+    pub description: String,
+    /// The MCP `annotations` object, `readOnlyHint` always present.
+    pub annotations: Map<String, Value>,
+    pub read_only: bool,
+    pub owner: Owner,
+    pub result_policy: ResultPolicy,
+    pub hint: Option<String>,
+    pub next: Option<String>,
+    /// Global definition name of the arguments, e.g. `MessageSendInput`.
+    pub input_type: String,
+    /// Global definition name of the structured result, e.g. `MessageSendOutput`.
+    pub output_type: String,
+}
+
+impl McpTool {
+    /// `MessageSend`: the stem of every Rust name of this tool.
+    pub fn rust_stem(&self) -> String {
+        pascal_case(&self.name)
+    }
+}
+
+/// The MCP result budget contract.
+#[derive(Debug, Clone)]
+pub struct McpBudget {
+    pub max_result_bytes: u64,
+    pub description: String,
+}
+
 /// One Exec domain, in inventory order.
 #[derive(Debug, Clone)]
 pub struct Domain {
@@ -163,6 +250,9 @@ pub struct Model {
     pub defs: BTreeMap<String, Value>,
     /// Global name of the error envelope root.
     pub error_type: String,
+    /// MCP tools sorted by name (the `tools/list` order).
+    pub mcp_tools: Vec<McpTool>,
+    pub mcp_budget: McpBudget,
 }
 
 impl Model {
@@ -355,6 +445,12 @@ impl Model {
             }
         }
 
+        let mut tools: Vec<McpTool> = mcp_tools
+            .iter()
+            .filter_map(|stem| loader.load_tool(stem))
+            .collect();
+        let budget = loader.load_budget();
+
         let defs = std::mem::take(&mut loader.defs);
         loader.check_refs(&defs);
         drop(loader);
@@ -363,11 +459,14 @@ impl Model {
         }
         domains.sort_by(|a, b| a.name.cmp(&b.name));
         actions.sort_by(|a, b| (&a.domain, &a.action).cmp(&(&b.domain, &b.action)));
+        tools.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(Model {
             domains,
             actions,
             defs,
             error_type,
+            mcp_tools: tools,
+            mcp_budget: budget.expect("no diagnostics means the budget loaded"),
         })
     }
 
@@ -453,6 +552,18 @@ pub fn is_name(name: &str) -> bool {
         && !name.ends_with('-')
         && !name.contains("--")
         && name.len() <= 32
+}
+
+/// `^[a-z][a-z0-9_]*$` of at most [`MAX_TOOL_NAME`] characters, no trailing or doubled `_`.
+pub fn is_tool_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some('a'..='z'))
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !name.ends_with('_')
+        && !name.contains("__")
+        && name.len() <= MAX_TOOL_NAME
 }
 
 /// Every `#/$defs/<Name>` referenced anywhere inside `value`.
@@ -554,10 +665,142 @@ impl Loader<'_> {
     /// Tool names from `schema/mcp/<tool>.json` (the file stem; the MCP generator checks the
     /// `name` field matches it).
     fn scan_mcp_tools(&mut self) -> Vec<String> {
-        sorted_dir(&self.root.join(MCP_DIR))
-            .into_iter()
-            .filter_map(|path| file_name(&path).strip_suffix(".json").map(str::to_string))
-            .collect()
+        let budget = Path::new(MCP_BUDGET_FILE)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        let mut tools = Vec::new();
+        for path in sorted_dir(&self.root.join(MCP_DIR)) {
+            let name = file_name(&path);
+            if name == budget {
+                continue;
+            }
+            match name.strip_suffix(".json") {
+                Some(stem) if is_tool_name(stem) => tools.push(stem.to_string()),
+                _ => self.diag(
+                    &format!("{MCP_DIR}/{name}"),
+                    "",
+                    format!("unexpected file: MCP tools are named <tool>.json with a name matching ^[a-z][a-z0-9_]*$ of at most {MAX_TOOL_NAME} characters"),
+                ),
+            }
+        }
+        tools
+    }
+
+    /// Loads, checks and hoists `schema/mcp/<stem>.json`.
+    fn load_tool(&mut self, stem: &str) -> Option<McpTool> {
+        let file = format!("{MCP_DIR}/{stem}.json");
+        let value = self.read_json(&file)?;
+        let tool: ToolFile = serde_json::from_value(value.clone())
+            .map_err(|e| self.diag(&file, "", format!("malformed MCP tool: {e}")))
+            .ok()?;
+        if tool.name != stem {
+            self.diag(
+                &file,
+                "/name",
+                format!(
+                    "tool name `{}` must equal the file name `{stem}`",
+                    tool.name
+                ),
+            );
+        }
+        if tool.description.trim().is_empty() {
+            self.diag(
+                &file,
+                "/description",
+                "a tool needs a description (clients show it to the model)",
+            );
+        }
+        let read_only = match tool.annotations.get("readOnlyHint") {
+            Some(Value::Bool(read_only)) => *read_only,
+            _ => {
+                self.diag(&file, "/annotations", "`readOnlyHint` must be stated explicitly as true or false: the delegated-child gate reads it");
+                false
+            }
+        };
+        for (key, value) in &tool.annotations {
+            let ok = match key.as_str() {
+                "title" => value.is_string(),
+                "readOnlyHint" | "destructiveHint" | "idempotentHint" | "openWorldHint" => {
+                    value.is_boolean()
+                }
+                _ => false,
+            };
+            if !ok {
+                self.diag(
+                    &file,
+                    &format!("/annotations/{key}"),
+                    format!("`{key}` is not an MCP tool annotation of the right type"),
+                );
+            }
+        }
+        match (read_only, tool.result_policy) {
+            (true, ResultPolicy::Mutation) => self.diag(
+                &file,
+                "/resultPolicy",
+                "a read-only tool cannot have the `mutation` result policy",
+            ),
+            (false, policy) if policy != ResultPolicy::Mutation => self.diag(
+                &file,
+                "/resultPolicy",
+                format!(
+                    "a tool with side effects has the `mutation` result policy, not `{}`",
+                    policy.as_str()
+                ),
+            ),
+            _ => {}
+        }
+        if read_only {
+            for (field, value) in [("hint", &tool.hint), ("next", &tool.next)] {
+                if value.as_deref().is_none_or(|v| v.trim().is_empty()) {
+                    self.diag(&file, "", format!("read-only tool `{stem}` needs `{field}`: the continuation for an over-budget result"));
+                }
+            }
+        }
+        let stem_type = pascal_case(stem);
+        let input_type = format!("{stem_type}Input");
+        let output_type = format!("{stem_type}Output");
+        self.hoist_local(&file, &value, &stem_type);
+        for (pointer, schema, type_name) in [
+            ("/inputSchema", &tool.input_schema, &input_type),
+            ("/outputSchema", &tool.output_schema, &output_type),
+        ] {
+            if schema.get("type").and_then(Value::as_str) != Some("object") {
+                self.diag(&file, pointer, "must be an object schema (`type: object`): MCP requires it for arguments, and legacy clients for structured results");
+            }
+            self.lint(&file, schema);
+            self.add_root(&file, type_name, schema, &stem_type);
+        }
+        Some(McpTool {
+            name: tool.name,
+            description: tool.description,
+            annotations: tool.annotations,
+            read_only,
+            owner: tool.owner,
+            result_policy: tool.result_policy,
+            hint: tool.hint,
+            next: tool.next,
+            input_type,
+            output_type,
+        })
+    }
+
+    fn load_budget(&mut self) -> Option<McpBudget> {
+        let value = self.read_json(MCP_BUDGET_FILE)?;
+        let budget: BudgetFile = serde_json::from_value(value)
+            .map_err(|e| self.diag(MCP_BUDGET_FILE, "", format!("malformed result budget: {e}")))
+            .ok()?;
+        if !(1024..=16 * 1024 * 1024).contains(&budget.max_result_bytes) {
+            self.diag(
+                MCP_BUDGET_FILE,
+                "/maxResultBytes",
+                "must be between 1 KiB and 16 MiB",
+            );
+        }
+        Some(McpBudget {
+            max_result_bytes: budget.max_result_bytes,
+            description: budget.description,
+        })
     }
 
     fn define(&mut self, file: &str, pointer: &str, name: String, value: Value) {

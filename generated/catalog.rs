@@ -5257,3 +5257,1048 @@ pub const ERROR_SCHEMA: &str = r##"{
   "type": "object"
 }
 "##;
+/// Every MCP tool of the `agentteam` namespace; `TOOLS[id as usize]` is its descriptor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ToolId {
+    /// `attachment_read`.
+    AttachmentRead,
+    /// `kb_fetch`.
+    KbFetch,
+    /// `kb_search`.
+    KbSearch,
+    /// `memory_search`.
+    MemorySearch,
+    /// `message_history_read`.
+    MessageHistoryRead,
+    /// `message_send`.
+    MessageSend,
+    /// `reaction_add`.
+    ReactionAdd,
+    /// `reaction_remove`.
+    ReactionRemove,
+}
+/// Every MCP tool, sorted by name (the `tools/list` order).
+pub static TOOLS: &[ToolDescriptor] = &[
+    ToolDescriptor {
+        id: ToolId::AttachmentRead,
+        name: r#"attachment_read"#,
+        description: r#"Read a bounded range of an attachment on a message you can read. Text comes back as UTF-8, anything else as base64; continue from `nextOffset` until it is absent."#,
+        read_only: true,
+        owner: ToolOwner::Server,
+        result_policy: ResultPolicy::Narrow,
+        hint: Some(r#"the requested range is too large for one result"#),
+        next: Some(
+            r#"call `attachment_read` again with a smaller `maxBytes`, then continue from `nextOffset`"#,
+        ),
+        input_schema: r##"{
+  "$defs": {
+    "AttachmentId": {
+      "description": "Opaque attachment identifier, as listed on a message.",
+      "maxLength": 68,
+      "pattern": "^att_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "attachmentId": {
+      "$ref": "#/$defs/AttachmentId"
+    },
+    "maxBytes": {
+      "description": "Most bytes to return (default 16384, at most 32768).",
+      "maximum": 32768,
+      "minimum": 1,
+      "type": "integer"
+    },
+    "offset": {
+      "description": "Byte offset to start at (default 0).",
+      "minimum": 0,
+      "type": "integer"
+    }
+  },
+  "required": [
+    "attachmentId"
+  ],
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AttachmentId": {
+      "description": "Opaque attachment identifier, as listed on a message.",
+      "maxLength": 68,
+      "pattern": "^att_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "AttachmentInfo": {
+      "additionalProperties": false,
+      "description": "An attachment's metadata; its bytes are read with `attachment_read`.",
+      "properties": {
+        "id": {
+          "$ref": "#/$defs/AttachmentId"
+        },
+        "mediaType": {
+          "description": "The attachment's media type, e.g. `text/plain`.",
+          "maxLength": 128,
+          "minLength": 1,
+          "type": "string"
+        },
+        "name": {
+          "$ref": "#/$defs/Name"
+        },
+        "size": {
+          "description": "Size in bytes.",
+          "minimum": 0,
+          "type": "integer"
+        }
+      },
+      "required": [
+        "id",
+        "name",
+        "mediaType",
+        "size"
+      ],
+      "type": "object"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "attachment": {
+      "$ref": "#/$defs/AttachmentInfo"
+    },
+    "data": {
+      "description": "The bytes of the range.",
+      "type": "string"
+    },
+    "encoding": {
+      "description": "`utf-8` for text, `base64` for anything else.",
+      "enum": [
+        "utf-8",
+        "base64"
+      ],
+      "type": "string"
+    },
+    "nextOffset": {
+      "description": "Present when bytes remain: pass it as `offset`.",
+      "minimum": 1,
+      "type": "integer"
+    },
+    "offset": {
+      "description": "Byte offset of `data`.",
+      "minimum": 0,
+      "type": "integer"
+    }
+  },
+  "required": [
+    "attachment",
+    "offset",
+    "encoding",
+    "data"
+  ],
+  "type": "object"
+}
+"##,
+    },
+    ToolDescriptor {
+        id: ToolId::KbFetch,
+        name: r#"kb_fetch"#,
+        description: r#"Fetch one section of a knowledge document found with `kb_search`. Continue with `nextSection` until it is absent."#,
+        read_only: true,
+        owner: ToolOwner::Knowledge,
+        result_policy: ResultPolicy::Section,
+        hint: Some(r#"the section is too large for one result"#),
+        next: Some(r#"call `kb_fetch` again for the next section with `section`"#),
+        input_schema: r#"{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "documentId": {
+      "description": "A `documentId` from `kb_search`.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "section": {
+      "description": "Section to fetch (default 0).",
+      "minimum": 0,
+      "type": "integer"
+    }
+  },
+  "required": [
+    "documentId"
+  ],
+  "type": "object"
+}
+"#,
+        output_schema: r#"{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "content": {
+      "description": "The section's text.",
+      "type": "string"
+    },
+    "documentId": {
+      "description": "The document.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "nextSection": {
+      "description": "Present when sections remain.",
+      "minimum": 1,
+      "type": "integer"
+    },
+    "section": {
+      "description": "The section returned.",
+      "minimum": 0,
+      "type": "integer"
+    },
+    "title": {
+      "description": "The document's title.",
+      "maxLength": 200,
+      "type": "string"
+    }
+  },
+  "required": [
+    "documentId",
+    "title",
+    "section",
+    "content"
+  ],
+  "type": "object"
+}
+"#,
+    },
+    ToolDescriptor {
+        id: ToolId::KbSearch,
+        name: r#"kb_search"#,
+        description: r#"Search the knowledge bases the current conversation may read. Results are bound to the Human message you are answering and reauthorized on every call."#,
+        read_only: true,
+        owner: ToolOwner::Knowledge,
+        result_policy: ResultPolicy::Narrow,
+        hint: Some(r#"the matches are too long for one result"#),
+        next: Some(
+            r#"call `kb_search` again with a smaller `limit` or a more specific `query`"#,
+        ),
+        input_schema: r#"{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "limit": {
+      "description": "Most documents to return (default 5, at most 20).",
+      "maximum": 20,
+      "minimum": 1,
+      "type": "integer"
+    },
+    "query": {
+      "description": "What to look for.",
+      "maxLength": 500,
+      "minLength": 1,
+      "type": "string"
+    }
+  },
+  "required": [
+    "query"
+  ],
+  "type": "object"
+}
+"#,
+        output_schema: r#"{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "documents": {
+      "description": "Matching documents, best first.",
+      "items": {
+        "additionalProperties": false,
+        "properties": {
+          "documentId": {
+            "description": "Pass it to `kb_fetch`.",
+            "maxLength": 200,
+            "minLength": 1,
+            "type": "string"
+          },
+          "snippet": {
+            "description": "The matching text, shortened.",
+            "maxLength": 600,
+            "type": "string"
+          },
+          "title": {
+            "description": "The document's title.",
+            "maxLength": 200,
+            "type": "string"
+          }
+        },
+        "required": [
+          "documentId",
+          "title",
+          "snippet"
+        ],
+        "type": "object"
+      },
+      "maxItems": 20,
+      "type": "array"
+    }
+  },
+  "required": [
+    "documents"
+  ],
+  "type": "object"
+}
+"#,
+    },
+    ToolDescriptor {
+        id: ToolId::MemorySearch,
+        name: r#"memory_search"#,
+        description: r#"Search your managed memory by full text. Returns locators (file and line) with a short snippet; open the file for the full text."#,
+        read_only: true,
+        owner: ToolOwner::Memory,
+        result_policy: ResultPolicy::Narrow,
+        hint: Some(r#"the matches are too long for one result"#),
+        next: Some(
+            r#"call `memory_search` again with a smaller `limit` or a more specific `query`"#,
+        ),
+        input_schema: r#"{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "limit": {
+      "description": "Most matches to return (default 10, at most 50).",
+      "maximum": 50,
+      "minimum": 1,
+      "type": "integer"
+    },
+    "query": {
+      "description": "Words to find.",
+      "maxLength": 500,
+      "minLength": 1,
+      "type": "string"
+    }
+  },
+  "required": [
+    "query"
+  ],
+  "type": "object"
+}
+"#,
+        output_schema: r#"{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "matches": {
+      "description": "Matches, best first.",
+      "items": {
+        "additionalProperties": false,
+        "properties": {
+          "line": {
+            "description": "1-based line of the match.",
+            "minimum": 1,
+            "type": "integer"
+          },
+          "path": {
+            "description": "File path inside the memory clone.",
+            "maxLength": 512,
+            "minLength": 1,
+            "type": "string"
+          },
+          "snippet": {
+            "description": "The matching text, shortened.",
+            "maxLength": 400,
+            "type": "string"
+          }
+        },
+        "required": [
+          "path",
+          "line",
+          "snippet"
+        ],
+        "type": "object"
+      },
+      "maxItems": 50,
+      "type": "array"
+    }
+  },
+  "required": [
+    "matches"
+  ],
+  "type": "object"
+}
+"#,
+    },
+    ToolDescriptor {
+        id: ToolId::MessageHistoryRead,
+        name: r#"message_history_read"#,
+        description: r#"Read the messages of one channel, direct conversation or thread, newest first, one bounded page at a time. A channel's history holds its top-level messages; read a thread by its own target."#,
+        read_only: true,
+        owner: ToolOwner::Server,
+        result_policy: ResultPolicy::Cursor,
+        hint: Some(r#"a page of long messages exceeds the result budget"#),
+        next: Some(
+            r#"call `message_history_read` again with a smaller `limit`, then continue with `nextCursor`"#,
+        ),
+        input_schema: r##"{
+  "$defs": {
+    "ConversationTarget": {
+      "description": "The exact target of a conversation, copied from a delivered message: `channel:chn_…`, `dm:dm_…` or `thread:thr_…`.",
+      "maxLength": 160,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 512,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "cursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "limit": {
+      "description": "Messages per page (default 20, at most 100).",
+      "maximum": 100,
+      "minimum": 1,
+      "type": "integer"
+    },
+    "target": {
+      "$ref": "#/$defs/ConversationTarget",
+      "description": "The exact target: `channel:chn_…`, `dm:dm_…` or `thread:thr_…`, as shown on the message you answer."
+    }
+  },
+  "required": [
+    "target"
+  ],
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AttachmentId": {
+      "description": "Opaque attachment identifier, as listed on a message.",
+      "maxLength": 68,
+      "pattern": "^att_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "AttachmentInfo": {
+      "additionalProperties": false,
+      "description": "An attachment's metadata; its bytes are read with `attachment_read`.",
+      "properties": {
+        "id": {
+          "$ref": "#/$defs/AttachmentId"
+        },
+        "mediaType": {
+          "description": "The attachment's media type, e.g. `text/plain`.",
+          "maxLength": 128,
+          "minLength": 1,
+          "type": "string"
+        },
+        "name": {
+          "$ref": "#/$defs/Name"
+        },
+        "size": {
+          "description": "Size in bytes.",
+          "minimum": 0,
+          "type": "integer"
+        }
+      },
+      "required": [
+        "id",
+        "name",
+        "mediaType",
+        "size"
+      ],
+      "type": "object"
+    },
+    "ConversationTarget": {
+      "description": "The exact target of a conversation, copied from a delivered message: `channel:chn_…`, `dm:dm_…` or `thread:thr_…`.",
+      "maxLength": 160,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 512,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "Emoji": {
+      "description": "A reaction: one emoji or a `:shortcode:`, without spaces.",
+      "maxLength": 32,
+      "minLength": 1,
+      "pattern": "^[^\\s]+$",
+      "type": "string"
+    },
+    "Message": {
+      "additionalProperties": false,
+      "description": "A message in a channel, direct conversation or thread.",
+      "properties": {
+        "attachments": {
+          "description": "Attached files, in the order they were attached.",
+          "items": {
+            "$ref": "#/$defs/AttachmentInfo"
+          },
+          "maxItems": 10,
+          "type": "array"
+        },
+        "authorId": {
+          "description": "The human (`hum_…`) or agent (`agt_…`) who wrote it.",
+          "maxLength": 69,
+          "minLength": 1,
+          "type": "string"
+        },
+        "content": {
+          "$ref": "#/$defs/MessageContent",
+          "description": "The message text."
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "id": {
+          "$ref": "#/$defs/MessageId"
+        },
+        "reactions": {
+          "description": "Reactions, most used first.",
+          "items": {
+            "$ref": "#/$defs/Reaction"
+          },
+          "maxItems": 64,
+          "type": "array"
+        },
+        "target": {
+          "$ref": "#/$defs/ConversationTarget",
+          "description": "The exact target the message lives in; reply with it."
+        }
+      },
+      "required": [
+        "id",
+        "target",
+        "authorId",
+        "content",
+        "createdAt",
+        "reactions",
+        "attachments"
+      ],
+      "type": "object"
+    },
+    "MessageContent": {
+      "description": "Message text of 1 to 4000 characters.",
+      "maxLength": 4000,
+      "minLength": 1,
+      "type": "string"
+    },
+    "MessageId": {
+      "description": "Opaque message identifier.",
+      "maxLength": 68,
+      "pattern": "^msg_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Reaction": {
+      "additionalProperties": false,
+      "description": "One reaction on a message, with how many members left it.",
+      "properties": {
+        "count": {
+          "description": "How many members reacted with it.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "emoji": {
+          "$ref": "#/$defs/Emoji"
+        },
+        "mine": {
+          "description": "Whether the calling agent is one of them.",
+          "type": "boolean"
+        }
+      },
+      "required": [
+        "emoji",
+        "count",
+        "mine"
+      ],
+      "type": "object"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "messages": {
+      "description": "Messages, newest first.",
+      "items": {
+        "$ref": "#/$defs/Message"
+      },
+      "maxItems": 100,
+      "type": "array"
+    },
+    "nextCursor": {
+      "$ref": "#/$defs/Cursor",
+      "description": "Present when older messages remain: pass it as `cursor` with the same `target`."
+    },
+    "target": {
+      "$ref": "#/$defs/ConversationTarget",
+      "description": "The canonical target that was read."
+    }
+  },
+  "required": [
+    "target",
+    "messages"
+  ],
+  "type": "object"
+}
+"##,
+    },
+    ToolDescriptor {
+        id: ToolId::MessageSend,
+        name: r#"message_send"#,
+        description: r#"Send a message to one exact target: the channel, direct conversation or thread you were asked to answer. Use the target exactly as shown on the delivered message; nothing picks a default."#,
+        read_only: false,
+        owner: ToolOwner::Server,
+        result_policy: ResultPolicy::Mutation,
+        hint: None,
+        next: None,
+        input_schema: r##"{
+  "$defs": {
+    "ConversationTarget": {
+      "description": "The exact target of a conversation, copied from a delivered message: `channel:chn_…`, `dm:dm_…` or `thread:thr_…`.",
+      "maxLength": 160,
+      "minLength": 1,
+      "type": "string"
+    },
+    "MessageContent": {
+      "description": "Message text of 1 to 4000 characters.",
+      "maxLength": 4000,
+      "minLength": 1,
+      "type": "string"
+    },
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "content": {
+      "$ref": "#/$defs/MessageContent",
+      "description": "The message text."
+    },
+    "requestId": {
+      "$ref": "#/$defs/RequestId"
+    },
+    "target": {
+      "$ref": "#/$defs/ConversationTarget",
+      "description": "The exact target: `channel:chn_…`, `dm:dm_…` or `thread:thr_…`, as shown on the message you answer."
+    }
+  },
+  "required": [
+    "target",
+    "content"
+  ],
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AttachmentId": {
+      "description": "Opaque attachment identifier, as listed on a message.",
+      "maxLength": 68,
+      "pattern": "^att_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "AttachmentInfo": {
+      "additionalProperties": false,
+      "description": "An attachment's metadata; its bytes are read with `attachment_read`.",
+      "properties": {
+        "id": {
+          "$ref": "#/$defs/AttachmentId"
+        },
+        "mediaType": {
+          "description": "The attachment's media type, e.g. `text/plain`.",
+          "maxLength": 128,
+          "minLength": 1,
+          "type": "string"
+        },
+        "name": {
+          "$ref": "#/$defs/Name"
+        },
+        "size": {
+          "description": "Size in bytes.",
+          "minimum": 0,
+          "type": "integer"
+        }
+      },
+      "required": [
+        "id",
+        "name",
+        "mediaType",
+        "size"
+      ],
+      "type": "object"
+    },
+    "ConversationTarget": {
+      "description": "The exact target of a conversation, copied from a delivered message: `channel:chn_…`, `dm:dm_…` or `thread:thr_…`.",
+      "maxLength": 160,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Emoji": {
+      "description": "A reaction: one emoji or a `:shortcode:`, without spaces.",
+      "maxLength": 32,
+      "minLength": 1,
+      "pattern": "^[^\\s]+$",
+      "type": "string"
+    },
+    "Message": {
+      "additionalProperties": false,
+      "description": "A message in a channel, direct conversation or thread.",
+      "properties": {
+        "attachments": {
+          "description": "Attached files, in the order they were attached.",
+          "items": {
+            "$ref": "#/$defs/AttachmentInfo"
+          },
+          "maxItems": 10,
+          "type": "array"
+        },
+        "authorId": {
+          "description": "The human (`hum_…`) or agent (`agt_…`) who wrote it.",
+          "maxLength": 69,
+          "minLength": 1,
+          "type": "string"
+        },
+        "content": {
+          "$ref": "#/$defs/MessageContent",
+          "description": "The message text."
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "id": {
+          "$ref": "#/$defs/MessageId"
+        },
+        "reactions": {
+          "description": "Reactions, most used first.",
+          "items": {
+            "$ref": "#/$defs/Reaction"
+          },
+          "maxItems": 64,
+          "type": "array"
+        },
+        "target": {
+          "$ref": "#/$defs/ConversationTarget",
+          "description": "The exact target the message lives in; reply with it."
+        }
+      },
+      "required": [
+        "id",
+        "target",
+        "authorId",
+        "content",
+        "createdAt",
+        "reactions",
+        "attachments"
+      ],
+      "type": "object"
+    },
+    "MessageContent": {
+      "description": "Message text of 1 to 4000 characters.",
+      "maxLength": 4000,
+      "minLength": 1,
+      "type": "string"
+    },
+    "MessageId": {
+      "description": "Opaque message identifier.",
+      "maxLength": 68,
+      "pattern": "^msg_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Reaction": {
+      "additionalProperties": false,
+      "description": "One reaction on a message, with how many members left it.",
+      "properties": {
+        "count": {
+          "description": "How many members reacted with it.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "emoji": {
+          "$ref": "#/$defs/Emoji"
+        },
+        "mine": {
+          "description": "Whether the calling agent is one of them.",
+          "type": "boolean"
+        }
+      },
+      "required": [
+        "emoji",
+        "count",
+        "mine"
+      ],
+      "type": "object"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "message": {
+      "$ref": "#/$defs/Message",
+      "description": "The message as posted."
+    }
+  },
+  "required": [
+    "message"
+  ],
+  "type": "object"
+}
+"##,
+    },
+    ToolDescriptor {
+        id: ToolId::ReactionAdd,
+        name: r#"reaction_add"#,
+        description: r#"Add your reaction to a message you can read. Adding a reaction you already left changes nothing."#,
+        read_only: false,
+        owner: ToolOwner::Server,
+        result_policy: ResultPolicy::Mutation,
+        hint: None,
+        next: None,
+        input_schema: r##"{
+  "$defs": {
+    "Emoji": {
+      "description": "A reaction: one emoji or a `:shortcode:`, without spaces.",
+      "maxLength": 32,
+      "minLength": 1,
+      "pattern": "^[^\\s]+$",
+      "type": "string"
+    },
+    "MessageId": {
+      "description": "Opaque message identifier.",
+      "maxLength": 68,
+      "pattern": "^msg_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "emoji": {
+      "$ref": "#/$defs/Emoji"
+    },
+    "messageId": {
+      "$ref": "#/$defs/MessageId"
+    }
+  },
+  "required": [
+    "messageId",
+    "emoji"
+  ],
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "Emoji": {
+      "description": "A reaction: one emoji or a `:shortcode:`, without spaces.",
+      "maxLength": 32,
+      "minLength": 1,
+      "pattern": "^[^\\s]+$",
+      "type": "string"
+    },
+    "MessageId": {
+      "description": "Opaque message identifier.",
+      "maxLength": 68,
+      "pattern": "^msg_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Reaction": {
+      "additionalProperties": false,
+      "description": "One reaction on a message, with how many members left it.",
+      "properties": {
+        "count": {
+          "description": "How many members reacted with it.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "emoji": {
+          "$ref": "#/$defs/Emoji"
+        },
+        "mine": {
+          "description": "Whether the calling agent is one of them.",
+          "type": "boolean"
+        }
+      },
+      "required": [
+        "emoji",
+        "count",
+        "mine"
+      ],
+      "type": "object"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "messageId": {
+      "$ref": "#/$defs/MessageId"
+    },
+    "reactions": {
+      "description": "The message's reactions after the change.",
+      "items": {
+        "$ref": "#/$defs/Reaction"
+      },
+      "maxItems": 64,
+      "type": "array"
+    }
+  },
+  "required": [
+    "messageId",
+    "reactions"
+  ],
+  "type": "object"
+}
+"##,
+    },
+    ToolDescriptor {
+        id: ToolId::ReactionRemove,
+        name: r#"reaction_remove"#,
+        description: r#"Remove a reaction you left on a message. Removing a reaction you did not leave changes nothing."#,
+        read_only: false,
+        owner: ToolOwner::Server,
+        result_policy: ResultPolicy::Mutation,
+        hint: None,
+        next: None,
+        input_schema: r##"{
+  "$defs": {
+    "Emoji": {
+      "description": "A reaction: one emoji or a `:shortcode:`, without spaces.",
+      "maxLength": 32,
+      "minLength": 1,
+      "pattern": "^[^\\s]+$",
+      "type": "string"
+    },
+    "MessageId": {
+      "description": "Opaque message identifier.",
+      "maxLength": 68,
+      "pattern": "^msg_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "emoji": {
+      "$ref": "#/$defs/Emoji"
+    },
+    "messageId": {
+      "$ref": "#/$defs/MessageId"
+    }
+  },
+  "required": [
+    "messageId",
+    "emoji"
+  ],
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "Emoji": {
+      "description": "A reaction: one emoji or a `:shortcode:`, without spaces.",
+      "maxLength": 32,
+      "minLength": 1,
+      "pattern": "^[^\\s]+$",
+      "type": "string"
+    },
+    "MessageId": {
+      "description": "Opaque message identifier.",
+      "maxLength": 68,
+      "pattern": "^msg_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Reaction": {
+      "additionalProperties": false,
+      "description": "One reaction on a message, with how many members left it.",
+      "properties": {
+        "count": {
+          "description": "How many members reacted with it.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "emoji": {
+          "$ref": "#/$defs/Emoji"
+        },
+        "mine": {
+          "description": "Whether the calling agent is one of them.",
+          "type": "boolean"
+        }
+      },
+      "required": [
+        "emoji",
+        "count",
+        "mine"
+      ],
+      "type": "object"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "messageId": {
+      "$ref": "#/$defs/MessageId"
+    },
+    "reactions": {
+      "description": "The message's reactions after the change.",
+      "items": {
+        "$ref": "#/$defs/Reaction"
+      },
+      "maxItems": 64,
+      "type": "array"
+    }
+  },
+  "required": [
+    "messageId",
+    "reactions"
+  ],
+  "type": "object"
+}
+"##,
+    },
+];
+/// The most bytes one serialized `tools/call` result may have (`schema/mcp/result-budget.json`):
+/// Every `tools/call` result, proxied or local, is normalized to one `structuredContent` value plus its JSON text block and measured as the serialized JSON-RPC `result`. A result over `maxResultBytes` is never truncated: it is replaced by an `isError` result whose text is the error envelope with code `result_budget_exceeded` and the tool's `hint` and `next` continuation; a tool with side effects also reports `metadata.mutation_applied`.
+pub const MCP_RESULT_BUDGET_BYTES: usize = 65536;

@@ -406,3 +406,128 @@ pub async fn dispatch<H: ActionHandler>(
         }
     }
 }
+/// The typed handler of every MCP tool the AgentTeam Server owns: one method per tool.
+pub trait ServerToolHandler: Send + Sync {
+    /// What the transport hands to every call: the authorized caller.
+    type Context: Send + Sync;
+    /// `attachment_read`.
+    fn attachment_read(
+        &self,
+        ctx: &Self::Context,
+        input: types::AttachmentReadInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::AttachmentReadOutput>,
+    > + Send;
+    /// `message_history_read`.
+    fn message_history_read(
+        &self,
+        ctx: &Self::Context,
+        input: types::MessageHistoryReadInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::MessageHistoryReadOutput>,
+    > + Send;
+    /// `message_send`.
+    fn message_send(
+        &self,
+        ctx: &Self::Context,
+        input: types::MessageSendInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::MessageSendOutput>,
+    > + Send;
+    /// `reaction_add`.
+    fn reaction_add(
+        &self,
+        ctx: &Self::Context,
+        input: types::ReactionAddInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::ReactionAddOutput>,
+    > + Send;
+    /// `reaction_remove`.
+    fn reaction_remove(
+        &self,
+        ctx: &Self::Context,
+        input: types::ReactionRemoveInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::ReactionRemoveOutput>,
+    > + Send;
+}
+/// Decodes validated arguments into the tool's typed input, calls its handler method, and
+/// encodes the typed result; `None` for a tool the server does not own.
+pub async fn dispatch_tool<H: ServerToolHandler>(
+    handler: &H,
+    ctx: &H::Context,
+    id: ToolId,
+    input: ::serde_json::Value,
+) -> Option<Result<::serde_json::Value, DispatchError>> {
+    Some(
+        match id {
+            ToolId::AttachmentRead => {
+                async {
+                    let input: types::AttachmentReadInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .attachment_read(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_value(output).map_err(DispatchError::Encode)
+                }
+                    .await
+            }
+            ToolId::MessageHistoryRead => {
+                async {
+                    let input: types::MessageHistoryReadInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .message_history_read(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_value(output).map_err(DispatchError::Encode)
+                }
+                    .await
+            }
+            ToolId::MessageSend => {
+                async {
+                    let input: types::MessageSendInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .message_send(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_value(output).map_err(DispatchError::Encode)
+                }
+                    .await
+            }
+            ToolId::ReactionAdd => {
+                async {
+                    let input: types::ReactionAddInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .reaction_add(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_value(output).map_err(DispatchError::Encode)
+                }
+                    .await
+            }
+            ToolId::ReactionRemove => {
+                async {
+                    let input: types::ReactionRemoveInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .reaction_remove(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_value(output).map_err(DispatchError::Encode)
+                }
+                    .await
+            }
+            ToolId::KbFetch | ToolId::KbSearch | ToolId::MemorySearch => return None,
+        },
+    )
+}

@@ -16,7 +16,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::contract::error::{ErrorCode, ErrorDetail};
-use crate::contract::{ActionError, ActionHandler, ActionId, ActionResult, types};
+use crate::contract::{ActionError, ActionHandler, ActionId, ActionResult, ToolId, types};
 
 /// How long one call may take end to end.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -90,6 +90,33 @@ impl ServerClient {
             "{}/runtime/servers/{}/agents/{}/actions/{}/{}",
             self.base_url, ctx.server_id, ctx.agent_id, descriptor.domain, descriptor.action
         );
+        self.post(ctx, url, input).await
+    }
+
+    /// Calls the server-owned MCP tool `id` with validated `arguments` and returns its
+    /// structured result.
+    pub async fn call_tool_json(
+        &self,
+        ctx: &CallContext,
+        id: ToolId,
+        arguments: &Value,
+    ) -> ActionResult<Value> {
+        let url = format!(
+            "{}/runtime/servers/{}/agents/{}/tools/{}",
+            self.base_url,
+            ctx.server_id,
+            ctx.agent_id,
+            id.descriptor().name
+        );
+        self.post(ctx, url, arguments).await
+    }
+
+    async fn post<I: Serialize + Sync>(
+        &self,
+        ctx: &CallContext,
+        url: String,
+        input: &I,
+    ) -> ActionResult<Value> {
         let mut request = self
             .http
             .post(url)

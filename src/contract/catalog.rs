@@ -89,7 +89,54 @@ pub struct ActionDescriptor {
     pub help: &'static str,
 }
 
+/// Who answers an MCP tool's calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ToolOwner {
+    /// The AgentTeam Server's runtime API.
+    Server,
+    /// The daemon's managed memory index.
+    Memory,
+    /// Knowledge retrieval (AgentTeam Core, then MeshX).
+    Knowledge,
+}
+
+/// One MCP tool, as `schema/mcp/<name>.json` describes it.
+#[derive(Debug)]
+pub struct ToolDescriptor {
+    pub id: ToolId,
+    /// The raw tool name, e.g. `message_send`.
+    pub name: &'static str,
+    pub description: &'static str,
+    /// `annotations.readOnlyHint`, always stated in the schema.
+    pub read_only: bool,
+    pub owner: ToolOwner,
+    pub result_policy: ResultPolicy,
+    /// Why an over-budget result was refused (required for read-only tools).
+    pub hint: Option<&'static str>,
+    /// The call to make instead of an over-budget one (required for read-only tools).
+    pub next: Option<&'static str>,
+    /// Self-contained JSON Schema 2020-12 of the arguments.
+    pub input_schema: &'static str,
+    /// Self-contained JSON Schema 2020-12 of the structured result.
+    pub output_schema: &'static str,
+}
+
 include!(concat!(env!("OUT_DIR"), "/catalog.rs"));
+
+/// The `tools` array of every `tools/list` result, in order.
+pub const MCP_TOOLS_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/mcp_tools.json"));
+
+impl ToolId {
+    /// The descriptor of this tool.
+    pub fn descriptor(self) -> &'static ToolDescriptor {
+        &TOOLS[self as usize]
+    }
+}
+
+/// The MCP tool called `name` (exact, case-sensitive).
+pub fn find_tool(name: &str) -> Option<&'static ToolDescriptor> {
+    TOOLS.iter().find(|t| t.name == name)
+}
 
 /// The OpenAPI 3.1 document of the Exec route family.
 pub const OPENAPI: &str = include_str!(concat!(env!("OUT_DIR"), "/openapi.json"));

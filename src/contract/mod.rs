@@ -7,12 +7,14 @@ pub mod catalog;
 pub mod error;
 pub mod handlers;
 pub mod json;
+pub mod target;
 pub mod types;
 pub mod validate;
 
 pub use catalog::{
-    ACTIONS, ActionDescriptor, ActionId, DOMAINS, DomainDescriptor, ResultPolicy, Risk,
+    ACTIONS, ActionDescriptor, ActionId, DOMAINS, DomainDescriptor, ResultPolicy, Risk, TOOLS,
+    ToolDescriptor, ToolId, ToolOwner,
 };
 pub use error::{ActionError, ActionResult, DispatchError};
-pub use handlers::{ActionHandler, dispatch};
+pub use handlers::{ActionHandler, ServerToolHandler, dispatch, dispatch_tool};
 pub use validate::{CompiledCatalog, ValidationDetail};

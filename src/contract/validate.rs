@@ -9,7 +9,7 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
-use super::catalog::{ACTIONS, ActionDescriptor, ActionId};
+use super::catalog::{ACTIONS, ActionId, TOOLS, ToolId};
 use super::error::{ActionError, ErrorCode, ErrorDetail};
 
 /// At most this many details are reported for one invalid request (the envelope's `maxItems`).
@@ -20,10 +20,12 @@ const MAX_DETAIL_MESSAGE: usize = 512;
 /// One schema violation.
 pub type ValidationDetail = ErrorDetail;
 
-/// Every action's input and output validator, each compiled at most once.
+/// Every action's and MCP tool's input and output validator, each compiled at most once.
 pub struct CompiledCatalog {
     inputs: Vec<OnceLock<jsonschema::Validator>>,
     outputs: Vec<OnceLock<jsonschema::Validator>>,
+    tool_inputs: Vec<OnceLock<jsonschema::Validator>>,
+    tool_outputs: Vec<OnceLock<jsonschema::Validator>>,
 }
 
 /// A descriptor schema that does not compile: a defect in `schema/` that tests catch.
@@ -42,13 +44,15 @@ impl CompiledCatalog {
         let catalog = CompiledCatalog::lazy();
         for descriptor in ACTIONS {
             let index = descriptor.id as usize;
+            let key = descriptor.id.key();
+            let _ = catalog.inputs[index].set(compile(&key, "input", descriptor.input_schema)?);
+            let _ = catalog.outputs[index].set(compile(&key, "output", descriptor.output_schema)?);
+        }
+        for tool in TOOLS {
+            let index = tool.id as usize;
+            let _ = catalog.tool_inputs[index].set(compile(tool.name, "input", tool.input_schema)?);
             let _ =
-                catalog.inputs[index].set(compile(descriptor, "input", descriptor.input_schema)?);
-            let _ = catalog.outputs[index].set(compile(
-                descriptor,
-                "output",
-                descriptor.output_schema,
-            )?);
+                catalog.tool_outputs[index].set(compile(tool.name, "output", tool.output_schema)?);
         }
         Ok(catalog)
     }
@@ -58,13 +62,15 @@ impl CompiledCatalog {
         CompiledCatalog {
             inputs: ACTIONS.iter().map(|_| OnceLock::new()).collect(),
             outputs: ACTIONS.iter().map(|_| OnceLock::new()).collect(),
+            tool_inputs: TOOLS.iter().map(|_| OnceLock::new()).collect(),
+            tool_outputs: TOOLS.iter().map(|_| OnceLock::new()).collect(),
         }
     }
 
     fn input(&self, id: ActionId) -> &jsonschema::Validator {
         let descriptor = id.descriptor();
         self.inputs[id as usize].get_or_init(|| {
-            compile(descriptor, "input", descriptor.input_schema)
+            compile(&id.key(), "input", descriptor.input_schema)
                 .expect("descriptor schemas compile (a tested invariant)")
         })
     }
@@ -72,7 +78,7 @@ impl CompiledCatalog {
     fn output(&self, id: ActionId) -> &jsonschema::Validator {
         let descriptor = id.descriptor();
         self.outputs[id as usize].get_or_init(|| {
-            compile(descriptor, "output", descriptor.output_schema)
+            compile(&id.key(), "output", descriptor.output_schema)
                 .expect("descriptor schemas compile (a tested invariant)")
         })
     }
@@ -105,15 +111,55 @@ impl CompiledCatalog {
     pub fn output_violations(&self, id: ActionId, output: &Value) -> Vec<ValidationDetail> {
         collect(self.output(id), output)
     }
+
+    fn tool_validator(&self, id: ToolId, output: bool) -> &jsonschema::Validator {
+        let tool = id.descriptor();
+        let (cells, which, text) = if output {
+            (&self.tool_outputs, "output", tool.output_schema)
+        } else {
+            (&self.tool_inputs, "input", tool.input_schema)
+        };
+        cells[id as usize].get_or_init(|| {
+            compile(tool.name, which, text).expect("tool schemas compile (a tested invariant)")
+        })
+    }
+
+    /// Checks the arguments of an MCP tool call; the error names every offending path.
+    pub fn validate_tool_input(&self, id: ToolId, input: &Value) -> Result<(), ActionError> {
+        let details = collect(self.tool_validator(id, false), input);
+        if details.is_empty() {
+            return Ok(());
+        }
+        let first = &details[0];
+        let at = if first.path.is_empty() {
+            "the arguments".to_string()
+        } else {
+            format!("`{}`", first.path)
+        };
+        let name = id.descriptor().name;
+        Err(ActionError::new(
+            ErrorCode::ValidationFailed,
+            format!("invalid arguments for `{name}`: {at}: {}", first.message),
+        )
+        .with_next(format!(
+            "fix the arguments to match the `inputSchema` of `{name}` in tools/list"
+        ))
+        .with_details(details))
+    }
+
+    /// The violations of a structured result against the tool's output schema.
+    pub fn tool_output_violations(&self, id: ToolId, output: &Value) -> Vec<ValidationDetail> {
+        collect(self.tool_validator(id, true), output)
+    }
 }
 
 fn compile(
-    descriptor: &ActionDescriptor,
+    name: &str,
     which: &'static str,
     text: &str,
 ) -> Result<jsonschema::Validator, CompileError> {
     let error = |message: String| CompileError {
-        action: format!("{}.{}", descriptor.domain, descriptor.action),
+        action: name.to_string(),
         which,
         message,
     };

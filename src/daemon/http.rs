@@ -1,9 +1,11 @@
 //! The daemon's HTTP surface on loopback: the Exec route family (for runtimes) and the admin API
 //! (for the local human CLI).
 //!
-//! Loopback is not a trust boundary: every request must name the daemon's own loopback address in
-//! `Host` (DNS rebinding) and carry no `Origin` (browsers), or it is refused with 403 before any
-//! route runs.
+//! Loopback is not a trust boundary: every request must name a loopback host (`127.0.0.1`,
+//! `localhost`, `[::1]`, any port) in `Host`, which a DNS-rebinding page cannot, and carry no
+//! `Origin` other than a loopback one (a browser page from another site), or it is refused with
+//! 403 before any route runs. The daemon serves no pages, so a loopback origin is never a foreign
+//! script.
 
 use std::sync::Arc;
 
@@ -45,8 +47,6 @@ pub struct DaemonState {
     pub operator: Operator,
     /// SHA-256 of this start's admin token.
     pub admin_hash: [u8; 32],
-    /// `127.0.0.1:<port>` and `localhost:<port>`.
-    pub allowed_hosts: Arc<Vec<String>>,
     /// The typed client of the server's runtime action API, acting as this daemon's device.
     pub server: Arc<crate::client::ServerClient>,
     /// Every action's compiled input validator.
@@ -60,6 +60,8 @@ pub struct DaemonState {
 pub struct Counters {
     /// Requests that reached the Exec action route.
     pub exec_requests: std::sync::atomic::AtomicU64,
+    /// Requests that reached the MCP routes (before authentication).
+    pub mcp_requests: std::sync::atomic::AtomicU64,
 }
 
 pub fn router(state: DaemonState) -> Router {
@@ -72,6 +74,7 @@ pub fn router(state: DaemonState) -> Router {
             "/api/internal/exec/servers/{serverId}/agents/{agentId}/{domain}/{action}",
             post(super::exec::action),
         )
+        .merge(super::mcp::routes(state.clone()))
         .route("/api/admin/status", get(status))
         .route("/api/admin/agents", get(list_agents).post(add_agent))
         .route("/api/admin/agents/{agent}", delete(remove_agent))
@@ -79,7 +82,7 @@ pub fn router(state: DaemonState) -> Router {
         .fallback(|| async {
             wire::error_response(&ActionError::new(ErrorCode::NotFound, "no such route"))
         })
-        .layer(middleware::from_fn_with_state(state.clone(), loopback_only))
+        .layer(middleware::from_fn(loopback_only))
         .with_state(state)
 }
 
@@ -88,13 +91,31 @@ pub fn forbidden() -> Response {
     wire::error_response(&ActionError::new(ErrorCode::Forbidden, "forbidden"))
 }
 
-async fn loopback_only(State(state): State<DaemonState>, request: Request, next: Next) -> Response {
-    let host_ok = request
-        .headers()
-        .get(header::HOST)
-        .and_then(|h| h.to_str().ok())
-        .is_some_and(|host| state.allowed_hosts.iter().any(|allowed| allowed == host));
-    if !host_ok || request.headers().contains_key(header::ORIGIN) {
+/// `127.0.0.1`, `localhost` or `[::1]`, with or without a port.
+fn is_loopback_authority(authority: &str) -> bool {
+    let name = match authority.rsplit_once(':') {
+        Some((name, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => authority,
+    };
+    matches!(
+        name.to_ascii_lowercase().as_str(),
+        "127.0.0.1" | "localhost" | "[::1]"
+    )
+}
+
+fn loopback_request(headers: &HeaderMap) -> bool {
+    let text = |name| headers.get(name).map(|v| v.to_str().unwrap_or("\u{0}"));
+    let host_ok = text(header::HOST).is_some_and(is_loopback_authority);
+    let origin_ok = text(header::ORIGIN).is_none_or(|origin| {
+        origin
+            .strip_prefix("http://")
+            .is_some_and(is_loopback_authority)
+    });
+    host_ok && origin_ok
+}
+
+async fn loopback_only(request: Request, next: Next) -> Response {
+    if !loopback_request(request.headers()) {
         return wire::error_response(&ActionError::new(
             ErrorCode::Forbidden,
             "requests must come from this machine's loopback, not a browser",
@@ -151,6 +172,7 @@ async fn status(State(state): State<DaemonState>, headers: HeaderMap) -> Respons
         "leases": state.dispatcher.leases(),
         "authorizations": state.store.registered(),
         "execRequests": state.counters.exec_requests.load(std::sync::atomic::Ordering::Relaxed),
+        "mcpRequests": state.counters.mcp_requests.load(std::sync::atomic::Ordering::Relaxed),
         "acquiredRequests": state.store.acquired(),
     }))
 }

@@ -15,6 +15,7 @@ pub mod budget;
 pub mod exec;
 pub mod http;
 pub mod identity;
+pub mod mcp;
 pub mod runtime;
 
 use std::net::SocketAddr;
@@ -200,10 +201,6 @@ pub async fn run(
         identity: Arc::new(identity),
         operator,
         admin_hash: Sha256::digest(admin_token.as_bytes()).into(),
-        allowed_hosts: Arc::new(vec![
-            format!("127.0.0.1:{}", address.port()),
-            format!("localhost:{}", address.port()),
-        ]),
         server: Arc::new(crate::client::ServerClient::new(
             &server_url,
             identity_credential,

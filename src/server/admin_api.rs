@@ -3,8 +3,9 @@
 //!
 //! `POST /admin/workspaces`, then under `/admin/workspaces/{workspaceId}`: `humans`, `agents`,
 //! `devices` (returns the device credential once), `channels`, `channels/{channelId}/threads`,
-//! `channels/{channelId}/members`, `teams`, and `messages` (a human posts in a channel or thread
-//! they belong to).
+//! `channels/{channelId}/members`, `dms` (the direct conversation of two members, created once),
+//! `teams`, and `messages` (a human posts in a channel, dm or thread they belong to, optionally with
+//! attachments).
 
 use axum::Router;
 use axum::body::Body;
@@ -19,9 +20,11 @@ use serde_json::{Value, json};
 use super::AppState;
 use super::actions::internal;
 use super::auth::{hash_secret, random_secret};
+use super::store::{MAX_ATTACHMENTS, NewAttachment};
 use crate::contract::ActionError;
 use crate::contract::error::ErrorCode;
 use crate::wire;
+use base64::Engine;
 
 pub fn routes() -> Router<AppState> {
     Router::new()
@@ -45,6 +48,7 @@ pub fn routes() -> Router<AppState> {
             "/admin/workspaces/{workspaceId}/channels/{channelId}/members",
             post(add_channel_member),
         )
+        .route("/admin/workspaces/{workspaceId}/dms", post(open_dm))
         .route("/admin/workspaces/{workspaceId}/teams", post(create_team))
         .route(
             "/admin/workspaces/{workspaceId}/messages",
@@ -112,10 +116,34 @@ struct NewTeam {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct NewMessage {
     author_human_id: String,
+    /// A channel or dm id.
     channel_id: String,
     #[serde(default)]
     thread_id: Option<String>,
     content: String,
+    #[serde(default)]
+    attachments: Vec<NewAttachmentBody>,
+}
+
+/// One attachment: its bytes as UTF-8 `text` or as standard `base64`, exactly one of them.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NewAttachmentBody {
+    name: String,
+    media_type: String,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    base64: Option<String>,
+}
+
+/// The largest attachment the operator API stores.
+const MAX_ATTACHMENT_BYTES: usize = 1024 * 1024;
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NewDm {
+    member_ids: [String; 2],
 }
 
 /// Authenticates the operator, then decodes the body into `T`.
@@ -478,8 +506,10 @@ async fn post_message(
                 channel_id,
                 thread_id,
                 content,
+                attachments,
             } = admit(&state, &headers, body).await?;
             check_name("content", &content, 4000)?;
+            let attachments = decode_attachments(attachments)?;
             let membership = match &thread_id {
                 Some(thread_id) => {
                     state
@@ -504,16 +534,95 @@ async fn post_message(
             })?;
             let id = state
                 .store
-                .insert_message(
+                .post_message(
                     &workspace_id,
                     &membership,
                     &author_human_id,
                     &content,
+                    &attachments,
                     state.clock.now_ms(),
                 )
                 .await
                 .map_err(internal)?;
             Ok(json!({ "messageId": id }))
+        }
+        .await,
+    )
+}
+
+fn decode_attachments(
+    attachments: Vec<NewAttachmentBody>,
+) -> Result<Vec<NewAttachment>, ActionError> {
+    if attachments.len() > MAX_ATTACHMENTS {
+        return Err(ActionError::new(
+            ErrorCode::ValidationFailed,
+            format!("a message has at most {MAX_ATTACHMENTS} attachments"),
+        ));
+    }
+    attachments
+        .into_iter()
+        .map(|a| {
+            check_name("name", &a.name, 200)?;
+            check_name("mediaType", &a.media_type, 128)?;
+            let content = match (a.text, a.base64) {
+                (Some(text), None) => text.into_bytes(),
+                (None, Some(encoded)) => base64::engine::general_purpose::STANDARD
+                    .decode(encoded)
+                    .map_err(|_| {
+                        ActionError::new(
+                            ErrorCode::ValidationFailed,
+                            "`base64` is not standard base64",
+                        )
+                    })?,
+                _ => {
+                    return Err(ActionError::new(
+                        ErrorCode::ValidationFailed,
+                        "an attachment has exactly one of `text` and `base64`",
+                    ));
+                }
+            };
+            if content.len() > MAX_ATTACHMENT_BYTES {
+                return Err(ActionError::new(
+                    ErrorCode::PayloadTooLarge,
+                    format!("an attachment has at most {MAX_ATTACHMENT_BYTES} bytes"),
+                ));
+            }
+            Ok(NewAttachment {
+                name: a.name,
+                media_type: a.media_type,
+                content,
+            })
+        })
+        .collect()
+}
+
+async fn open_dm(
+    State(state): State<AppState>,
+    Path(workspace_id): Path<String>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    respond(
+        async {
+            let NewDm { member_ids } = admit(&state, &headers, body).await?;
+            if member_ids[0] == member_ids[1] {
+                return Err(ActionError::new(
+                    ErrorCode::ValidationFailed,
+                    "a direct conversation has two different members",
+                ));
+            }
+            known_members(&state, &workspace_id, &member_ids).await?;
+            let id = state
+                .store
+                .open_dm(
+                    &workspace_id,
+                    &member_ids[0],
+                    &member_ids[1],
+                    state.clock.now_ms(),
+                )
+                .await
+                .map_err(internal)?;
+            Ok(json!({ "dmId": id, "target": format!("dm:{id}") }))
         }
         .await,
     )

@@ -1,5 +1,6 @@
 //! The runtime action API: `POST /runtime/servers/{serverId}/agents/{agentId}/actions/{domain}/{action}`,
-//! one route per catalog action.
+//! one route per catalog action, and `POST /runtime/servers/{serverId}/agents/{agentId}/tools/{tool}`,
+//! one route per MCP tool the server owns (the daemon's MCP bridge forwards to it).
 //!
 //! Order: authenticate the device credential and bind the path (one uniform 403, before the body
 //! is read) → bounded strict JSON body → legacy aliases → schema validation → idempotency → the
@@ -19,7 +20,9 @@ use super::store::Claim;
 use super::{AppState, auth, legacy};
 use crate::contract::catalog::ACTIONS;
 use crate::contract::error::ErrorCode;
-use crate::contract::{ActionError, ActionId, DispatchError, dispatch};
+use crate::contract::{
+    ActionError, ActionId, DispatchError, TOOLS, ToolId, ToolOwner, dispatch, dispatch_tool,
+};
 use crate::wire;
 use crate::wire::idempotency::resolve_selector;
 
@@ -28,17 +31,58 @@ pub fn action_path(domain: &str, action: &str) -> String {
     format!("/runtime/servers/{{serverId}}/agents/{{agentId}}/actions/{domain}/{action}")
 }
 
+/// The route of one server-owned MCP tool on the server.
+pub fn tool_path(tool: &str) -> String {
+    format!("/runtime/servers/{{serverId}}/agents/{{agentId}}/tools/{tool}")
+}
+
+/// What one runtime request asks the server to do.
+#[derive(Debug, Clone, Copy)]
+enum Operation {
+    Action(ActionId),
+    Tool(ToolId),
+}
+
+impl Operation {
+    /// The idempotency scope and log name: `task.create`, `mcp.message_send`.
+    fn key(self) -> String {
+        match self {
+            Operation::Action(id) => id.key(),
+            Operation::Tool(id) => format!("mcp.{}", id.descriptor().name),
+        }
+    }
+
+    fn is_mutation(self) -> bool {
+        match self {
+            Operation::Action(id) => id.descriptor().risk.is_mutation(),
+            Operation::Tool(id) => !id.descriptor().read_only,
+        }
+    }
+}
+
 pub fn routes() -> Router<AppState> {
     let mut router = Router::new();
     for descriptor in ACTIONS {
-        let id = descriptor.id;
+        let op = Operation::Action(descriptor.id);
         router = router.route(
             &action_path(descriptor.domain, descriptor.action),
             post(
                 move |state: State<AppState>,
                       path: Path<(String, String)>,
                       headers: HeaderMap,
-                      body: Body| handle(state, path, headers, body, id),
+                      body: Body| handle(state, path, headers, body, op),
+            ),
+        );
+    }
+    for tool in TOOLS.iter().filter(|t| t.owner == ToolOwner::Server) {
+        let op = Operation::Tool(tool.id);
+        router = router.route(
+            &tool_path(tool.name),
+            post(
+                move |state: State<AppState>,
+                      path: Path<(String, String)>,
+                      headers: HeaderMap,
+                      body: Body| handle(state, path, headers, body, op),
             ),
         );
     }
@@ -68,9 +112,9 @@ async fn handle(
     Path((server_id, agent_id)): Path<(String, String)>,
     headers: HeaderMap,
     body: Body,
-    id: ActionId,
+    op: Operation,
 ) -> Response {
-    match run(&state, &server_id, &agent_id, &headers, body, id).await {
+    match run(&state, &server_id, &agent_id, &headers, body, op).await {
         Ok(response) => response,
         Err(error) => wire::error_response(&error),
     }
@@ -85,7 +129,7 @@ async fn run(
     agent_id: &str,
     headers: &HeaderMap,
     body: Body,
-    id: ActionId,
+    op: Operation,
 ) -> Result<Response, ActionError> {
     let credential = wire::bearer(headers).ok_or_else(forbidden)?;
     let device = auth::authenticate_device(&state.store, credential)
@@ -106,9 +150,14 @@ async fn run(
         .dispatched
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut input = wire::read_json_body(headers, body).await?;
-    legacy::canonicalize(id, &mut input)?;
-    state.catalog.validate_input(id, &input)?;
-    let selector = if id.descriptor().risk.is_mutation() {
+    match op {
+        Operation::Action(id) => {
+            legacy::canonicalize(id, &mut input)?;
+            state.catalog.validate_input(id, &input)?;
+        }
+        Operation::Tool(id) => state.catalog.validate_tool_input(id, &input)?,
+    }
+    let selector = if op.is_mutation() {
         resolve_selector(headers, &input)?
     } else {
         None
@@ -120,12 +169,12 @@ async fn run(
         now_ms: state.clock.now_ms(),
     };
     let Some(key) = selector else {
-        let (status, body) = wire::render(&execute(state, &caller, id, input).await);
+        let (status, body) = wire::render(&execute(state, &caller, op, input).await);
         return Ok(wire::raw_json_response(status, body));
     };
 
     // The selector is scoped by agent and action; the fingerprint is the canonical input.
-    let action = id.key();
+    let action = op.key();
     let fingerprint =
         Sha256::digest(serde_json::to_vec(&input).expect("a Value always serializes"));
     let claim = state
@@ -142,7 +191,7 @@ async fn run(
         .map_err(internal)?;
     match claim {
         Claim::Acquired => {
-            let (status, body) = wire::render(&execute(state, &caller, id, input).await);
+            let (status, body) = wire::render(&execute(state, &caller, op, input).await);
             state
                 .store
                 .finish_idempotent(agent_id, &action, &key, status, &body)
@@ -168,18 +217,25 @@ async fn run(
 async fn execute(
     state: &AppState,
     caller: &Caller,
-    id: ActionId,
+    op: Operation,
     input: serde_json::Value,
 ) -> Result<serde_json::Value, ActionError> {
-    dispatch(&ServerActions { state }, caller, id, input).await.map_err(|error| match error {
+    let handler = ServerActions { state };
+    let result = match op {
+        Operation::Action(id) => dispatch(&handler, caller, id, input).await,
+        Operation::Tool(id) => dispatch_tool(&handler, caller, id, input)
+            .await
+            .expect("only server-owned tools have routes"),
+    };
+    result.map_err(|error| match error {
         DispatchError::Action(error) => error,
         // A value the schema accepts but the typed request cannot hold: the caller's input.
         DispatchError::Decode(cause) => {
-            tracing::warn!(action = %id.key(), error = %cause, "validated input does not fit the typed request");
+            tracing::warn!(action = %op.key(), error = %cause, "validated input does not fit the typed request");
             ActionError::new(ErrorCode::ValidationFailed, "the input does not fit the action: a number is out of range")
         }
         DispatchError::Encode(cause) => {
-            tracing::error!(action = %id.key(), error = %cause, "typed adapter failed on validated data");
+            tracing::error!(action = %op.key(), error = %cause, "typed adapter failed on validated data");
             ActionError::new(ErrorCode::InternalError, "the server failed to handle this request")
         }
     })

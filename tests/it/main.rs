@@ -10,6 +10,7 @@ mod daemon_external;
 mod exec_transport;
 mod fixture_build;
 mod generated_fresh;
+mod mcp;
 mod openapi_fuzz;
 mod schema_lint;
 mod serve_loop;

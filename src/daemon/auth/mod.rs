@@ -456,6 +456,21 @@ mod tests {
     }
 
     #[test]
+    fn a_token_analysis_token_opens_neither_bridge() {
+        let (store, _) = store(1000);
+        let authorization = store.create(binding(), Arc::new(RuntimeCatalog::builtin()));
+        let analysis = store.issue(&authorization, Scope::TokenAnalysis).unwrap();
+        for scope in [Scope::Mcp, Scope::Exec] {
+            assert_eq!(
+                store
+                    .verify(Some(&analysis.token), "wsp_1", "agt_1", scope)
+                    .map(|_| ()),
+                Err(AuthFailure::ScopeMismatch)
+            );
+        }
+    }
+
+    #[test]
     fn admission_is_bounded_per_authorization() {
         let (store, _) = store(1000);
         let authorization = store.create(binding(), Arc::new(RuntimeCatalog::builtin()));

@@ -2,6 +2,7 @@
 //! Every locator in a request is resolved against the caller's workspace and membership here; a
 //! locator the agent cannot see is `not_found`, whether it exists elsewhere or not.
 
+mod messages;
 mod page;
 mod project;
 mod review;
@@ -11,7 +12,7 @@ mod team;
 
 use crate::contract::error::ErrorCode;
 use crate::contract::types as t;
-use crate::contract::{ActionError, ActionHandler, ActionResult};
+use crate::contract::{ActionError, ActionHandler, ActionResult, ServerToolHandler};
 
 use super::AppState;
 use super::store::{Membership, StoreError};
@@ -261,5 +262,45 @@ impl ActionHandler for ServerActions<'_> {
         input: t::TeamListInput,
     ) -> ActionResult<t::TeamListOutput> {
         team::list(self.state, caller, input).await
+    }
+}
+
+impl ServerToolHandler for ServerActions<'_> {
+    type Context = Caller;
+
+    async fn attachment_read(
+        &self,
+        caller: &Caller,
+        input: t::AttachmentReadInput,
+    ) -> ActionResult<t::AttachmentReadOutput> {
+        messages::read_attachment(self.state, caller, input).await
+    }
+    async fn message_history_read(
+        &self,
+        caller: &Caller,
+        input: t::MessageHistoryReadInput,
+    ) -> ActionResult<t::MessageHistoryReadOutput> {
+        messages::history(self.state, caller, input).await
+    }
+    async fn message_send(
+        &self,
+        caller: &Caller,
+        input: t::MessageSendInput,
+    ) -> ActionResult<t::MessageSendOutput> {
+        messages::send(self.state, caller, input).await
+    }
+    async fn reaction_add(
+        &self,
+        caller: &Caller,
+        input: t::ReactionAddInput,
+    ) -> ActionResult<t::ReactionAddOutput> {
+        messages::react(self.state, caller, input).await
+    }
+    async fn reaction_remove(
+        &self,
+        caller: &Caller,
+        input: t::ReactionRemoveInput,
+    ) -> ActionResult<t::ReactionRemoveOutput> {
+        messages::unreact(self.state, caller, input).await
     }
 }

@@ -168,4 +168,26 @@ pub const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX runs_by_schedule ON scheduled_runs (scheduled_message_id, (COALESCE(attempted_at, created_at)) DESC, id DESC);
     "#,
+    // 3: direct conversations (channels of kind `dm`), reactions and attachments.
+    r#"
+    ALTER TABLE channels ADD COLUMN kind TEXT NOT NULL DEFAULT 'channel' CHECK (kind IN ('channel', 'dm'));
+    CREATE TABLE reactions (
+        message_id TEXT NOT NULL REFERENCES messages(id),
+        emoji TEXT NOT NULL,
+        member_id TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        PRIMARY KEY (message_id, emoji, member_id)
+    );
+    CREATE TABLE attachments (
+        id TEXT PRIMARY KEY,
+        message_id TEXT NOT NULL REFERENCES messages(id),
+        position BIGINT NOT NULL,
+        name TEXT NOT NULL,
+        media_type TEXT NOT NULL,
+        size BIGINT NOT NULL,
+        content BLOB NOT NULL,
+        created_at BIGINT NOT NULL
+    );
+    CREATE INDEX attachments_by_message ON attachments (message_id, position);
+    "#,
 ];

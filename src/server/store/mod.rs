@@ -6,6 +6,7 @@
 //! a separate small pool that never blocks the writer in WAL mode.
 
 mod idempotency;
+mod messages;
 mod migrations;
 mod projects;
 mod reviews;
@@ -24,6 +25,7 @@ use sqlx::sqlite::{
 
 pub use crate::clock::Clock;
 pub use idempotency::Claim;
+pub use messages::{MAX_ATTACHMENTS, NewAttachment};
 pub use schedules::{NewSchedule, PassReport};
 pub use teams::TeamPosition;
 pub use tenancy::{DeviceIdentity, Membership};

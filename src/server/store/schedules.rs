@@ -263,29 +263,6 @@ impl Store {
         Ok((sent, failed))
     }
 
-    /// Posts a message as `author_id` at `target`; the caller has checked membership.
-    pub async fn insert_message(
-        &self,
-        workspace_id: &str,
-        target: &Membership,
-        author_id: &str,
-        content: &str,
-        now_ms: i64,
-    ) -> Result<String, StoreError> {
-        let id = new_id("msg", now_ms);
-        sqlx::query("INSERT INTO messages (id, workspace_id, channel_id, thread_id, author_id, content, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)")
-            .bind(&id)
-            .bind(workspace_id)
-            .bind(&target.channel_id)
-            .bind(&target.thread_id)
-            .bind(author_id)
-            .bind(content)
-            .bind(now_ms)
-            .execute(&self.writer)
-            .await?;
-        Ok(id)
-    }
-
     /// How many messages `author_id` has posted at exactly `target` (used by tests and checks).
     pub async fn count_messages(
         &self,

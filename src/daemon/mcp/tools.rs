@@ -1,0 +1,140 @@
+//! `CallTool`, the only execution entry of the `agentteam` namespace, and the MCP result budget.
+//!
+//! A call: validate the arguments against the tool's schema and canonicalize an exact `target`
+//! (failures are `isError` results, so the model can fix its call) → the tool's owner (the
+//! server's runtime API; memory and knowledge owners are not part of this daemon yet, so their
+//! tools answer a classified `upstream_unavailable` result naming the owner) → normalize: the
+//! structured result must match the tool's output schema → one `structuredContent` value plus its
+//! JSON text → the result budget: a result over `MCP_RESULT_BUDGET_BYTES` serialized is replaced by
+//! a `result_budget_exceeded` error result carrying the tool's continuation, never truncated.
+
+use serde_json::{Value, json};
+
+use super::super::auth::Authorization;
+use super::super::http::DaemonState;
+use crate::client::CallContext;
+use crate::contract::catalog::MCP_RESULT_BUDGET_BYTES;
+use crate::contract::error::ErrorCode;
+use crate::contract::target::Target;
+use crate::contract::{ActionError, ToolDescriptor, ToolOwner};
+use crate::wire::idempotency::resolve_selector;
+
+/// Runs one validated-by-name tool call and returns its `CallToolResult`.
+pub async fn call(
+    state: &DaemonState,
+    authorization: &Authorization,
+    tool: &'static ToolDescriptor,
+    arguments: Value,
+) -> Value {
+    let applied = !tool.read_only;
+    match run(state, authorization, tool, arguments).await {
+        Ok(structured) => budgeted(tool, success(&structured), applied),
+        Err(error) => budgeted(tool, failure(&error), false),
+    }
+}
+
+async fn run(
+    state: &DaemonState,
+    authorization: &Authorization,
+    tool: &'static ToolDescriptor,
+    mut arguments: Value,
+) -> Result<Value, ActionError> {
+    state.catalog.validate_tool_input(tool.id, &arguments)?;
+    // The exact-target rule: canonical format and local boundary checks here, authorization on
+    // the server.
+    if let Some(raw) = arguments.get("target").and_then(Value::as_str) {
+        let target = Target::canonicalize(raw)?;
+        arguments["target"] = json!(target.to_string());
+    }
+    let idempotency_key = if tool.read_only {
+        None
+    } else {
+        resolve_selector(&Default::default(), &arguments)?
+    };
+    let data = match tool.owner {
+        ToolOwner::Server => {
+            let ctx = CallContext {
+                server_id: authorization.binding.server_id.clone(),
+                agent_id: authorization.binding.agent_id.clone(),
+                idempotency_key,
+            };
+            let cancel = authorization.cancel.clone();
+            tokio::select! {
+                data = state.server.call_tool_json(&ctx, tool.id, &arguments) => data?,
+                () = cancel.cancelled() => return Err(ActionError::new(ErrorCode::Forbidden, "this runtime's credential was revoked")),
+            }
+        }
+        ToolOwner::Memory => return Err(unavailable(tool, "the managed memory index")),
+        ToolOwner::Knowledge => {
+            return Err(unavailable(
+                tool,
+                "knowledge retrieval (AgentTeam Core and MeshX)",
+            ));
+        }
+    };
+    let violations = state.catalog.tool_output_violations(tool.id, &data);
+    if let Some(first) = violations.first() {
+        tracing::error!(tool = tool.name, path = %first.path, "the owner's result does not match the tool's output schema");
+        return Err(ActionError::new(
+            ErrorCode::UpstreamFailed,
+            format!(
+                "the owner of `{}` answered with a malformed result",
+                tool.name
+            ),
+        ));
+    }
+    Ok(data)
+}
+
+fn unavailable(tool: &ToolDescriptor, owner: &str) -> ActionError {
+    ActionError::new(
+        ErrorCode::UpstreamUnavailable,
+        format!(
+            "`{}` is unavailable: its owner, {owner}, is not connected to this daemon",
+            tool.name
+        ),
+    )
+    .with_next("continue without it; do not retry this call in this session")
+}
+
+/// A success: the structured value and the same JSON as text.
+fn success(structured: &Value) -> Value {
+    json!({
+        "content": [{ "type": "text", "text": structured.to_string() }],
+        "structuredContent": structured,
+        "isError": false,
+    })
+}
+
+/// A tool error: the error envelope as text, so a model reads code, message, hint and next.
+fn failure(error: &ActionError) -> Value {
+    json!({
+        "content": [{ "type": "text", "text": error.envelope().to_string() }],
+        "isError": true,
+    })
+}
+
+/// The result itself when its serialization fits the budget; otherwise the classified refusal.
+fn budgeted(tool: &ToolDescriptor, result: Value, applied: bool) -> Value {
+    let size = serde_json::to_vec(&result).map_or(usize::MAX, |bytes| bytes.len());
+    if size <= MCP_RESULT_BUDGET_BYTES {
+        return result;
+    }
+    let mut error = ActionError::new(
+        ErrorCode::ResultBudgetExceeded,
+        format!(
+            "the result of `{}` is {size} bytes, over the {MCP_RESULT_BUDGET_BYTES}-byte result budget",
+            tool.name
+        ),
+    );
+    if let Some(hint) = tool.hint {
+        error = error.with_hint(hint);
+    }
+    if let Some(next) = tool.next {
+        error = error.with_next(next);
+    }
+    if applied {
+        error.metadata = Some(Box::new(json!({ "mutation_applied": true })));
+    }
+    failure(&error)
+}

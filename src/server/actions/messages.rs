@@ -1,0 +1,232 @@
+//! The messages domain behind the `agentteam` MCP tools: send, read history, react, read
+//! attachments. Every target and id is resolved against the caller's workspace and membership; one
+//! the agent cannot read is `not_found`, exactly like one that does not exist.
+
+use base64::Engine;
+use serde_json::json;
+
+use super::{Caller, internal, not_found, page};
+use crate::contract::error::ErrorCode;
+use crate::contract::target::Target;
+use crate::contract::types as t;
+use crate::contract::{ActionError, ActionResult};
+use crate::server::AppState;
+use crate::server::store::Membership;
+
+/// `attachment_read` returns this many bytes when the call names no `maxBytes`.
+const DEFAULT_ATTACHMENT_RANGE: u64 = 16 * 1024;
+
+/// The conversation `target` names, if the caller may read it.
+async fn conversation(
+    state: &AppState,
+    caller: &Caller,
+    target: &t::ConversationTarget,
+) -> ActionResult<(Target, Membership)> {
+    let target = Target::parse_canonical(target)?;
+    let membership = state
+        .store
+        .conversation_for_member(&caller.workspace_id, &caller.agent_id, &target)
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| not_found(target.kind.as_str(), &target.id))?;
+    Ok((target, membership))
+}
+
+pub async fn send(
+    state: &AppState,
+    caller: &Caller,
+    input: t::MessageSendInput,
+) -> ActionResult<t::MessageSendOutput> {
+    let (_, at) = conversation(state, caller, &input.target).await?;
+    let id = state
+        .store
+        .post_message(
+            &caller.workspace_id,
+            &at,
+            &caller.agent_id,
+            &input.content,
+            &[],
+            caller.now_ms,
+        )
+        .await
+        .map_err(internal)?;
+    let message = state
+        .store
+        .message_for_member(&caller.workspace_id, &caller.agent_id, &id)
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| internal_missing("a message just posted"))?;
+    Ok(t::MessageSendOutput { message })
+}
+
+pub async fn history(
+    state: &AppState,
+    caller: &Caller,
+    input: t::MessageHistoryReadInput,
+) -> ActionResult<t::MessageHistoryReadOutput> {
+    let (target, at) = conversation(state, caller, &input.target).await?;
+    let filter = json!({ "list": "message_history_read", "target": target.to_string() });
+    let after = page::decode_position(state, input.cursor.as_ref(), &filter)?;
+    let limit = input
+        .limit
+        .map_or(page::DEFAULT_LIMIT, |l| l.get().min(100) as usize);
+    let found = state
+        .store
+        .message_history(&at, &caller.agent_id, after.as_ref(), limit)
+        .await
+        .map_err(internal)?;
+    Ok(t::MessageHistoryReadOutput {
+        target: input.target,
+        messages: found.items,
+        next_cursor: found
+            .next
+            .map(|position| page::encode_position(state, &filter, &position)),
+    })
+}
+
+/// The message `id`, if the caller may read it.
+async fn readable_message(
+    state: &AppState,
+    caller: &Caller,
+    id: &t::MessageId,
+) -> ActionResult<t::Message> {
+    state
+        .store
+        .message_for_member(&caller.workspace_id, &caller.agent_id, id)
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| not_found("message", id))
+}
+
+pub async fn react(
+    state: &AppState,
+    caller: &Caller,
+    input: t::ReactionAddInput,
+) -> ActionResult<t::ReactionAddOutput> {
+    readable_message(state, caller, &input.message_id).await?;
+    let added = state
+        .store
+        .add_reaction(
+            &input.message_id,
+            &caller.agent_id,
+            &input.emoji,
+            caller.now_ms,
+        )
+        .await
+        .map_err(internal)?;
+    if !added {
+        return Err(ActionError::new(
+            ErrorCode::InvalidState,
+            format!(
+                "message `{}` already carries the most distinct reactions allowed",
+                *input.message_id
+            ),
+        )
+        .with_next("react with an emoji the message already carries"));
+    }
+    let reactions = state
+        .store
+        .reactions(&input.message_id, &caller.agent_id)
+        .await
+        .map_err(internal)?;
+    Ok(t::ReactionAddOutput {
+        message_id: input.message_id,
+        reactions,
+    })
+}
+
+pub async fn unreact(
+    state: &AppState,
+    caller: &Caller,
+    input: t::ReactionRemoveInput,
+) -> ActionResult<t::ReactionRemoveOutput> {
+    readable_message(state, caller, &input.message_id).await?;
+    state
+        .store
+        .remove_reaction(&input.message_id, &caller.agent_id, &input.emoji)
+        .await
+        .map_err(internal)?;
+    let reactions = state
+        .store
+        .reactions(&input.message_id, &caller.agent_id)
+        .await
+        .map_err(internal)?;
+    Ok(t::ReactionRemoveOutput {
+        message_id: input.message_id,
+        reactions,
+    })
+}
+
+pub async fn read_attachment(
+    state: &AppState,
+    caller: &Caller,
+    input: t::AttachmentReadInput,
+) -> ActionResult<t::AttachmentReadOutput> {
+    let attachment = state
+        .store
+        .attachment_for_member(&caller.workspace_id, &caller.agent_id, &input.attachment_id)
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| not_found("attachment", &input.attachment_id))?;
+    let offset = input.offset.unwrap_or(0);
+    if offset > attachment.size {
+        return Err(ActionError::new(
+            ErrorCode::ValidationFailed,
+            format!(
+                "`offset` {offset} is past the end of the attachment ({} bytes)",
+                attachment.size
+            ),
+        )
+        .with_next("start again from `offset` 0"));
+    }
+    let wanted = input
+        .max_bytes
+        .map_or(DEFAULT_ATTACHMENT_RANGE, |m| m.get().min(32 * 1024));
+    let mut bytes = state
+        .store
+        .attachment_bytes(&input.attachment_id, offset, wanted)
+        .await
+        .map_err(internal)?;
+    let text =
+        attachment.media_type.starts_with("text/") || attachment.media_type.ends_with("json");
+    let (encoding, data) = match text.then(|| utf8_prefix(&mut bytes)).flatten() {
+        Some(text) => (t::AttachmentReadOutputEncoding::Utf8, text),
+        None => (
+            t::AttachmentReadOutputEncoding::Base64,
+            base64::engine::general_purpose::STANDARD.encode(&bytes),
+        ),
+    };
+    let end = offset + bytes.len() as u64;
+    Ok(t::AttachmentReadOutput {
+        attachment: attachment.clone(),
+        offset,
+        encoding,
+        data,
+        next_offset: (end < attachment.size)
+            .then(|| std::num::NonZeroU64::new(end))
+            .flatten(),
+    })
+}
+
+/// The longest valid UTF-8 prefix of `bytes` (dropping at most a split character's 3 bytes at
+/// the end of the range), or `None` when the range is not text at all.
+fn utf8_prefix(bytes: &mut Vec<u8>) -> Option<String> {
+    let valid = match std::str::from_utf8(bytes) {
+        Ok(_) => bytes.len(),
+        Err(e) if e.error_len().is_none() && bytes.len() - e.valid_up_to() < 4 => e.valid_up_to(),
+        Err(_) => return None,
+    };
+    if valid == 0 && !bytes.is_empty() {
+        return None;
+    }
+    bytes.truncate(valid);
+    String::from_utf8(bytes.clone()).ok()
+}
+
+fn internal_missing(what: &str) -> ActionError {
+    tracing::error!(what, "row vanished inside one request");
+    ActionError::new(
+        ErrorCode::InternalError,
+        "the server failed to handle this request; retry later",
+    )
+}

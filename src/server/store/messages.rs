@@ -1,0 +1,429 @@
+//! Conversations and what is in them: direct conversations (channels of kind `dm`), messages with
+//! their reactions and attachments.
+//!
+//! Every read that starts from an id an agent sent joins `channel_members`, so a row in a
+//! conversation the member does not belong to is indistinguishable from a missing one.
+
+use sqlx::Row;
+use sqlx::sqlite::SqliteRow;
+
+use super::{Membership, Page, Position, Store, StoreError, new_id, rfc3339};
+use crate::contract::target::{Target, TargetKind};
+use crate::contract::types::{AttachmentInfo, Message, Reaction};
+
+/// Distinct reactions one message can carry (the `Message.reactions` bound).
+pub const MAX_REACTIONS: usize = 64;
+/// Attachments on one message (the `Message.attachments` bound).
+pub const MAX_ATTACHMENTS: usize = 10;
+
+/// The columns `message_row` reads, in its order; `c` is the message's channel.
+macro_rules! message_columns {
+    () => {
+        "g.id, g.channel_id, g.thread_id, c.kind, g.author_id, g.content, g.created_at"
+    };
+}
+
+/// An attachment to store with a new message.
+#[derive(Debug, Clone)]
+pub struct NewAttachment {
+    pub name: String,
+    pub media_type: String,
+    pub content: Vec<u8>,
+}
+
+/// A message row before its reactions and attachments are joined in.
+struct MessageRow {
+    id: String,
+    target: Target,
+    author_id: String,
+    content: String,
+    created_at: i64,
+}
+
+fn message_row(row: &SqliteRow) -> Result<MessageRow, StoreError> {
+    let channel_id: String = row.try_get(1)?;
+    let thread_id: Option<String> = row.try_get(2)?;
+    let kind: String = row.try_get(3)?;
+    let target = match (thread_id, kind.as_str()) {
+        (Some(thread_id), _) => Target {
+            kind: TargetKind::Thread,
+            id: thread_id,
+        },
+        (None, "dm") => Target {
+            kind: TargetKind::Dm,
+            id: channel_id,
+        },
+        (None, "channel") => Target {
+            kind: TargetKind::Channel,
+            id: channel_id,
+        },
+        _ => return Err(StoreError::Corrupt { column: "kind" }),
+    };
+    Ok(MessageRow {
+        id: row.try_get(0)?,
+        target,
+        author_id: row.try_get(4)?,
+        content: row.try_get(5)?,
+        created_at: row.try_get(6)?,
+    })
+}
+
+fn parse<T: std::str::FromStr>(value: String, column: &'static str) -> Result<T, StoreError> {
+    value.parse().map_err(|_| StoreError::Corrupt { column })
+}
+
+impl Store {
+    /// The direct conversation between two members of `workspace_id`, created on first use.
+    pub async fn open_dm(
+        &self,
+        workspace_id: &str,
+        a: &str,
+        b: &str,
+        now_ms: i64,
+    ) -> Result<String, StoreError> {
+        let (first, second) = if a <= b { (a, b) } else { (b, a) };
+        // The name is the conversation's identity: one dm per pair.
+        let name = format!("dm:{first}:{second}");
+        let mut tx = self.writer.begin().await?;
+        sqlx::query("INSERT INTO channels (id, workspace_id, name, kind, created_at) VALUES ($1, $2, $3, 'dm', $4) ON CONFLICT (workspace_id, name) DO NOTHING")
+            .bind(new_id("dm", now_ms))
+            .bind(workspace_id)
+            .bind(&name)
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await?;
+        let (id,): (String,) = sqlx::query_as(
+            "SELECT id FROM channels WHERE workspace_id = $1 AND name = $2 AND kind = 'dm'",
+        )
+        .bind(workspace_id)
+        .bind(&name)
+        .fetch_one(&mut *tx)
+        .await?;
+        for member in [first, second] {
+            sqlx::query("INSERT INTO channel_members (channel_id, member_id) VALUES ($1, $2) ON CONFLICT DO NOTHING")
+                .bind(&id)
+                .bind(member)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    /// The conversation `target` names, if it is in `workspace_id` and `member_id` belongs to it.
+    pub async fn conversation_for_member(
+        &self,
+        workspace_id: &str,
+        member_id: &str,
+        target: &Target,
+    ) -> Result<Option<Membership>, StoreError> {
+        let kind = match target.kind {
+            TargetKind::Thread => {
+                return self
+                    .thread_for_member(workspace_id, member_id, &target.id)
+                    .await;
+            }
+            TargetKind::Channel => "channel",
+            TargetKind::Dm => "dm",
+        };
+        let row = sqlx::query(
+            "SELECT c.id FROM channels c JOIN channel_members m ON m.channel_id = c.id \
+             WHERE c.id = $1 AND c.kind = $2 AND c.workspace_id = $3 AND m.member_id = $4",
+        )
+        .bind(&target.id)
+        .bind(kind)
+        .bind(workspace_id)
+        .bind(member_id)
+        .fetch_optional(&self.reader)
+        .await?;
+        Ok(row.map(|row| Membership {
+            channel_id: row.get(0),
+            thread_id: None,
+        }))
+    }
+
+    /// Posts a message with its attachments in one transaction; the caller checked membership.
+    pub async fn post_message(
+        &self,
+        workspace_id: &str,
+        at: &Membership,
+        author_id: &str,
+        content: &str,
+        attachments: &[NewAttachment],
+        now_ms: i64,
+    ) -> Result<String, StoreError> {
+        let id = new_id("msg", now_ms);
+        let mut tx = self.writer.begin().await?;
+        sqlx::query("INSERT INTO messages (id, workspace_id, channel_id, thread_id, author_id, content, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)")
+            .bind(&id)
+            .bind(workspace_id)
+            .bind(&at.channel_id)
+            .bind(&at.thread_id)
+            .bind(author_id)
+            .bind(content)
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await?;
+        for (position, attachment) in attachments.iter().enumerate() {
+            sqlx::query("INSERT INTO attachments (id, message_id, position, name, media_type, size, content, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)")
+                .bind(new_id("att", now_ms))
+                .bind(&id)
+                .bind(position as i64)
+                .bind(&attachment.name)
+                .bind(&attachment.media_type)
+                .bind(attachment.content.len() as i64)
+                .bind(attachment.content.as_slice())
+                .bind(now_ms)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(id)
+    }
+
+    /// One message as `member_id` sees it, if it is in a conversation they belong to.
+    pub async fn message_for_member(
+        &self,
+        workspace_id: &str,
+        member_id: &str,
+        message_id: &str,
+    ) -> Result<Option<Message>, StoreError> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            message_columns!(),
+            " FROM messages g JOIN channels c ON c.id = g.channel_id JOIN channel_members m ON m.channel_id = c.id \
+              WHERE g.id = $1 AND c.workspace_id = $2 AND m.member_id = $3"
+        ))
+        .bind(message_id)
+        .bind(workspace_id)
+        .bind(member_id)
+        .fetch_optional(&self.reader)
+        .await?;
+        let Some(row) = row else { return Ok(None) };
+        let mut messages = self.complete(vec![message_row(&row)?], member_id).await?;
+        Ok(messages.pop())
+    }
+
+    /// The messages at exactly `at` (a channel's or dm's top level, or one thread), newest first.
+    pub async fn message_history(
+        &self,
+        at: &Membership,
+        member_id: &str,
+        after: Option<&Position>,
+        limit: usize,
+    ) -> Result<Page<Message>, StoreError> {
+        let (after_ms, after_id) = match after {
+            Some(p) => (p.at_ms, p.id.clone()),
+            None => (i64::MAX, "\u{10FFFF}".to_string()),
+        };
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            message_columns!(),
+            " FROM messages g JOIN channels c ON c.id = g.channel_id \
+              WHERE g.channel_id = $1 AND g.thread_id IS NOT DISTINCT FROM $2 AND (g.created_at, g.id) < ($3, $4) \
+              ORDER BY g.created_at DESC, g.id DESC LIMIT $5"
+        ))
+        .bind(&at.channel_id)
+        .bind(&at.thread_id)
+        .bind(after_ms)
+        .bind(after_id)
+        .bind((limit + 1) as i64)
+        .fetch_all(&self.reader)
+        .await?;
+        let rows: Vec<MessageRow> = rows.iter().map(message_row).collect::<Result<_, _>>()?;
+        let positions: Vec<Position> = rows
+            .iter()
+            .map(|r| Position {
+                at_ms: r.created_at,
+                id: r.id.clone(),
+            })
+            .collect();
+        let messages = self.complete(rows, member_id).await?;
+        Ok(Page::from_rows(
+            messages.into_iter().zip(positions).collect(),
+            limit,
+        ))
+    }
+
+    /// Joins reactions and attachments into message rows (two queries for the whole page).
+    async fn complete(
+        &self,
+        rows: Vec<MessageRow>,
+        member_id: &str,
+    ) -> Result<Vec<Message>, StoreError> {
+        let ids = serde_json::to_string(&rows.iter().map(|r| &r.id).collect::<Vec<_>>())
+            .expect("strings serialize");
+        let reaction_rows = sqlx::query(
+            "SELECT message_id, emoji, COUNT(*), MAX(member_id = $2), MIN(created_at) FROM reactions \
+             WHERE message_id IN (SELECT value FROM json_each($1)) \
+             GROUP BY message_id, emoji ORDER BY message_id, COUNT(*) DESC, MIN(created_at), emoji",
+        )
+        .bind(&ids)
+        .bind(member_id)
+        .fetch_all(&self.reader)
+        .await?;
+        let attachment_rows = sqlx::query(
+            "SELECT message_id, id, name, media_type, size FROM attachments \
+             WHERE message_id IN (SELECT value FROM json_each($1)) ORDER BY message_id, position",
+        )
+        .bind(&ids)
+        .fetch_all(&self.reader)
+        .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        for row in rows {
+            let mut reactions = Vec::new();
+            for r in reaction_rows
+                .iter()
+                .filter(|r| r.get::<String, _>(0) == row.id)
+            {
+                let count: i64 = r.try_get(2)?;
+                reactions.push(Reaction {
+                    emoji: parse(r.try_get(1)?, "emoji")?,
+                    count: std::num::NonZeroU64::new(count as u64).ok_or(StoreError::Corrupt {
+                        column: "reactions",
+                    })?,
+                    mine: r.try_get::<i64, _>(3)? == 1,
+                });
+            }
+            let attachments = attachment_rows
+                .iter()
+                .filter(|a| a.get::<String, _>(0) == row.id)
+                .map(attachment_info)
+                .collect::<Result<_, _>>()?;
+            out.push(Message {
+                id: parse(row.id, "id")?,
+                target: parse(row.target.to_string(), "target")?,
+                author_id: parse(row.author_id, "author_id")?,
+                content: parse(row.content, "content")?,
+                created_at: parse(rfc3339(row.created_at), "created_at")?,
+                reactions,
+                attachments,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The reactions of `message_id` as `member_id` sees them.
+    pub async fn reactions(
+        &self,
+        message_id: &str,
+        member_id: &str,
+    ) -> Result<Vec<Reaction>, StoreError> {
+        let rows = sqlx::query(
+            "SELECT emoji, COUNT(*), MAX(member_id = $2) FROM reactions WHERE message_id = $1 \
+             GROUP BY emoji ORDER BY COUNT(*) DESC, MIN(created_at), emoji",
+        )
+        .bind(message_id)
+        .bind(member_id)
+        .fetch_all(&self.writer)
+        .await?;
+        rows.iter()
+            .map(|r| {
+                let count: i64 = r.try_get(1)?;
+                Ok(Reaction {
+                    emoji: parse(r.try_get(0)?, "emoji")?,
+                    count: std::num::NonZeroU64::new(count as u64).ok_or(StoreError::Corrupt {
+                        column: "reactions",
+                    })?,
+                    mine: r.try_get::<i64, _>(2)? == 1,
+                })
+            })
+            .collect()
+    }
+
+    /// Adds `member_id`'s `emoji` to a message: `Ok(false)` when the message already carries
+    /// [`MAX_REACTIONS`] distinct reactions and this would be a new one.
+    pub async fn add_reaction(
+        &self,
+        message_id: &str,
+        member_id: &str,
+        emoji: &str,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        let mut tx = self.writer.begin().await?;
+        let (known, distinct): (i64, i64) = sqlx::query_as(
+            "SELECT COUNT(*) FILTER (WHERE emoji = $2), COUNT(DISTINCT emoji) FROM reactions WHERE message_id = $1",
+        )
+        .bind(message_id)
+        .bind(emoji)
+        .fetch_one(&mut *tx)
+        .await?;
+        if known == 0 && distinct as usize >= MAX_REACTIONS {
+            return Ok(false);
+        }
+        sqlx::query("INSERT INTO reactions (message_id, emoji, member_id, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING")
+            .bind(message_id)
+            .bind(emoji)
+            .bind(member_id)
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    /// Removes `member_id`'s `emoji` from a message (no-op when absent).
+    pub async fn remove_reaction(
+        &self,
+        message_id: &str,
+        member_id: &str,
+        emoji: &str,
+    ) -> Result<(), StoreError> {
+        sqlx::query(
+            "DELETE FROM reactions WHERE message_id = $1 AND emoji = $2 AND member_id = $3",
+        )
+        .bind(message_id)
+        .bind(emoji)
+        .bind(member_id)
+        .execute(&self.writer)
+        .await?;
+        Ok(())
+    }
+
+    /// An attachment's metadata, if it is on a message in a conversation `member_id` belongs to.
+    pub async fn attachment_for_member(
+        &self,
+        workspace_id: &str,
+        member_id: &str,
+        attachment_id: &str,
+    ) -> Result<Option<AttachmentInfo>, StoreError> {
+        let row = sqlx::query(
+            "SELECT a.message_id, a.id, a.name, a.media_type, a.size FROM attachments a \
+             JOIN messages g ON g.id = a.message_id JOIN channels c ON c.id = g.channel_id JOIN channel_members m ON m.channel_id = c.id \
+             WHERE a.id = $1 AND c.workspace_id = $2 AND m.member_id = $3",
+        )
+        .bind(attachment_id)
+        .bind(workspace_id)
+        .bind(member_id)
+        .fetch_optional(&self.reader)
+        .await?;
+        row.as_ref().map(attachment_info).transpose()
+    }
+
+    /// Up to `len` bytes of an attachment from `offset` (SQLite's `substr` on a BLOB is bytes).
+    pub async fn attachment_bytes(
+        &self,
+        attachment_id: &str,
+        offset: u64,
+        len: u64,
+    ) -> Result<Vec<u8>, StoreError> {
+        let (bytes,): (Vec<u8>,) =
+            sqlx::query_as("SELECT substr(content, $2, $3) FROM attachments WHERE id = $1")
+                .bind(attachment_id)
+                .bind(offset.saturating_add(1) as i64)
+                .bind(len as i64)
+                .fetch_one(&self.reader)
+                .await?;
+        Ok(bytes)
+    }
+}
+
+fn attachment_info(row: &SqliteRow) -> Result<AttachmentInfo, StoreError> {
+    let size: i64 = row.try_get(4)?;
+    Ok(AttachmentInfo {
+        id: parse(row.try_get(1)?, "attachment id")?,
+        name: parse(row.try_get(2)?, "attachment name")?,
+        media_type: parse(row.try_get(3)?, "media_type")?,
+        size: size as u64,
+    })
+}

@@ -1,0 +1,920 @@
+//! The MCP transport end to end: a real daemon with its embedded server, runtimes started by
+//! `agentteam run` (whose environment carries the MCP URL and token file), raw JSON-RPC over HTTP
+//! for the protocol's edges, and the official Python SDK client in both protocol eras.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use serde_json::{Value, json};
+use tokio::io::AsyncBufReadExt;
+use tokio::process::Child;
+
+use crate::support::{TestDaemon, repo_root};
+
+const MODERN: &str = "2026-07-28";
+
+/// One runtime's view of the MCP bridge.
+struct Runtime {
+    _child: Child,
+    url: String,
+    token_file: PathBuf,
+    exec_token_file: PathBuf,
+}
+
+impl Runtime {
+    async fn start(daemon: &TestDaemon, agent: &str) -> Runtime {
+        let script = r#"echo "$AGENTTEAM_MCP_URL"; echo "$AGENTTEAM_MCP_TOKEN_FILE"; echo "$AGENTTEAM_EXEC_TOKEN_FILE"; exec sleep 120"#;
+        let mut child = daemon
+            .cli(&["run", "--agent", agent, "--", "sh", "-c", script])
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let mut next = async || lines.next_line().await.unwrap().expect("a variable line");
+        let url = next().await;
+        let token_file = PathBuf::from(next().await);
+        let exec_token_file = PathBuf::from(next().await);
+        Runtime {
+            _child: child,
+            url,
+            token_file,
+            exec_token_file,
+        }
+    }
+
+    fn token(&self) -> String {
+        std::fs::read_to_string(&self.token_file).unwrap()
+    }
+
+    /// The legacy alias of this runtime's canonical route.
+    fn alias_url(&self) -> String {
+        let (base, rest) = self.url.split_once("/api/internal/mcp/servers/").unwrap();
+        let (server, agent) = rest.split_once("/agents/").unwrap();
+        format!("{base}/mcp/agentteam/{server}/{agent}")
+    }
+}
+
+/// A raw POST: `(status, headers, body as JSON or Null)`.
+async fn post(
+    daemon: &TestDaemon,
+    url: &str,
+    bearer: Option<&str>,
+    headers: &[(&str, &str)],
+    body: String,
+) -> (u16, reqwest::header::HeaderMap, Value) {
+    let mut request = daemon
+        .client
+        .post(url)
+        .header("Content-Type", "application/json")
+        .header("Accept", "application/json, text/event-stream")
+        .body(body);
+    if let Some(bearer) = bearer {
+        request = request.bearer_auth(bearer);
+    }
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let bytes = response.bytes().await.unwrap();
+    let body = if bytes.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&bytes).unwrap_or_else(|_| json!(String::from_utf8_lossy(&bytes)))
+    };
+    (status, headers, body)
+}
+
+/// A legacy-era request (no `_meta`, `MCP-Protocol-Version: 2025-11-25`).
+async fn legacy(rt: &Runtime, daemon: &TestDaemon, method: &str, params: Value) -> (u16, Value) {
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": method, "params": params});
+    let (status, _, body) = post(
+        daemon,
+        &rt.url,
+        Some(&rt.token()),
+        &[("MCP-Protocol-Version", "2025-11-25")],
+        body.to_string(),
+    )
+    .await;
+    (status, body)
+}
+
+/// A well-formed modern-era request.
+async fn modern(
+    rt: &Runtime,
+    daemon: &TestDaemon,
+    method: &str,
+    mut params: Value,
+) -> (u16, Value) {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": MODERN,
+        "io.modelcontextprotocol/clientCapabilities": {},
+    });
+    let name = params
+        .get("name")
+        .and_then(Value::as_str)
+        .map(str::to_string);
+    let mut headers = vec![("MCP-Protocol-Version", MODERN), ("Mcp-Method", method)];
+    if let Some(name) = &name {
+        headers.push(("Mcp-Name", name));
+    }
+    let body = json!({"jsonrpc": "2.0", "id": "m-1", "method": method, "params": params});
+    let (status, _, body) = post(
+        daemon,
+        &rt.url,
+        Some(&rt.token()),
+        &headers,
+        body.to_string(),
+    )
+    .await;
+    (status, body)
+}
+
+/// `tools/call` in the legacy era; returns the `CallToolResult`.
+async fn call(rt: &Runtime, daemon: &TestDaemon, tool: &str, arguments: Value) -> Value {
+    let (status, body) = legacy(
+        rt,
+        daemon,
+        "tools/call",
+        json!({"name": tool, "arguments": arguments}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    body["result"].clone()
+}
+
+/// The error envelope inside an `isError` result.
+fn tool_error(result: &Value) -> Value {
+    assert_eq!(result["isError"], true, "{result}");
+    assert!(result.get("structuredContent").is_none());
+    let text = result["content"][0]["text"].as_str().unwrap();
+    let envelope: Value = serde_json::from_str(text).unwrap();
+    envelope["error"].clone()
+}
+
+fn channel(daemon: &TestDaemon) -> String {
+    let identity: Value =
+        serde_json::from_slice(&std::fs::read(daemon.state_dir.join("identity.json")).unwrap())
+            .unwrap();
+    format!("channel:{}", identity["channelId"].as_str().unwrap())
+}
+
+/// `POST` to the embedded server's operator API.
+async fn operator(daemon: &TestDaemon, path: &str, body: Value) -> Value {
+    let announcement: Value =
+        serde_json::from_slice(&std::fs::read(daemon.state_dir.join("daemon.json")).unwrap())
+            .unwrap();
+    let token = std::fs::read_to_string(daemon.state_dir.join("operator.token")).unwrap();
+    let response = daemon
+        .client
+        .post(format!(
+            "{}/admin/workspaces/{}{path}",
+            announcement["serverUrl"].as_str().unwrap(),
+            daemon.workspace_id()
+        ))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    let value: Value = response.json().await.unwrap();
+    assert_eq!(value["ok"], true, "{value}");
+    value["data"].clone()
+}
+
+#[tokio::test]
+async fn every_credential_failure_is_one_uniform_401() {
+    let daemon = TestDaemon::start(&[]).await;
+    daemon.add_agent("alpha").await;
+    daemon.add_agent("beta").await;
+    let alpha = Runtime::start(&daemon, "alpha").await;
+    let beta = Runtime::start(&daemon, "beta").await;
+    let ended = Runtime::start(&daemon, "alpha").await;
+    let revoked = ended.token();
+    let request = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
+
+    // The positive control: the same request with the right credential on the right route.
+    let (status, _, body) = post(
+        &daemon,
+        &alpha.url,
+        Some(&alpha.token()),
+        &[],
+        request.clone(),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    // End the third runtime so its token is revoked.
+    drop(ended);
+    let revoked_gone = async {
+        loop {
+            let (status, _, _) =
+                post(&daemon, &alpha.url, Some(&revoked), &[], request.clone()).await;
+            if status == 401 {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(std::time::Duration::from_secs(10), revoked_gone)
+        .await
+        .expect("the ended runtime's token is revoked");
+
+    let exec_token = std::fs::read_to_string(&alpha.exec_token_file).unwrap();
+    let mut forged_scope = alpha.token();
+    forged_scope.replace_range(3..4, if &forged_scope[3..4] == "A" { "B" } else { "A" });
+    let other_server = alpha.url.replace("/servers/wsp_", "/servers/wsp_0");
+    let cases: Vec<(&str, String, Option<String>)> = vec![
+        ("no credential", alpha.url.clone(), None),
+        ("not a token", alpha.url.clone(), Some("hello".into())),
+        (
+            "claims tampered (scope or binding)",
+            alpha.url.clone(),
+            Some(forged_scope),
+        ),
+        ("the Exec-scope token", alpha.url.clone(), Some(exec_token)),
+        (
+            "another agent's route",
+            beta.url.clone(),
+            Some(alpha.token()),
+        ),
+        (
+            "another agent's alias route",
+            beta.alias_url(),
+            Some(alpha.token()),
+        ),
+        ("another server's route", other_server, Some(alpha.token())),
+        ("a revoked token", alpha.url.clone(), Some(revoked)),
+    ];
+    let mut answers = Vec::new();
+    for (what, url, bearer) in &cases {
+        let (status, headers, body) =
+            post(&daemon, url, bearer.as_deref(), &[], request.clone()).await;
+        assert_eq!(status, 401, "{what}: {body}");
+        assert_eq!(
+            headers.get("www-authenticate").map(|v| v.to_str().unwrap()),
+            Some("Bearer"),
+            "{what}"
+        );
+        answers.push(body);
+    }
+    assert!(
+        answers.windows(2).all(|pair| pair[0] == pair[1]),
+        "every failure answers the same body: {answers:?}"
+    );
+    // A GET is refused by authentication before the method check.
+    let get = daemon.client.get(&alpha.url).send().await.unwrap();
+    assert_eq!(get.status(), 401);
+}
+
+#[tokio::test]
+async fn every_runtime_and_route_sees_one_inventory() {
+    let daemon = TestDaemon::start(&[]).await;
+    daemon.add_agent("alpha").await;
+    daemon.add_agent("beta").await;
+    let alpha = Runtime::start(&daemon, "alpha").await;
+    let beta = Runtime::start(&daemon, "beta").await;
+
+    let (_, canonical) = legacy(&alpha, &daemon, "tools/list", json!({})).await;
+    let tools = canonical["result"]["tools"].clone();
+    let (_, modern_list) = modern(&beta, &daemon, "tools/list", json!({})).await;
+    assert_eq!(
+        modern_list["result"]["tools"], tools,
+        "two agents, two eras"
+    );
+    let alias_body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/list"}).to_string();
+    let (status, _, alias) = post(
+        &daemon,
+        &alpha.alias_url(),
+        Some(&alpha.token()),
+        &[],
+        alias_body,
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(alias["result"]["tools"], tools, "the legacy alias");
+
+    let names: Vec<&str> = tools
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        [
+            "attachment_read",
+            "kb_fetch",
+            "kb_search",
+            "memory_search",
+            "message_history_read",
+            "message_send",
+            "reaction_add",
+            "reaction_remove"
+        ]
+    );
+    for tool in tools.as_array().unwrap() {
+        assert!(tool["name"].as_str().unwrap().len() <= 64);
+        assert!(tool["annotations"]["readOnlyHint"].is_boolean(), "{tool}");
+        assert_eq!(tool["inputSchema"]["type"], "object");
+        assert_eq!(tool["outputSchema"]["type"], "object");
+        assert!(!tool["description"].as_str().unwrap().is_empty());
+    }
+    insta::assert_snapshot!(
+        "mcp_tools_list",
+        serde_json::to_string_pretty(&tools).unwrap()
+    );
+}
+
+#[tokio::test]
+async fn both_protocol_eras_follow_the_transport_rules() {
+    let daemon = TestDaemon::start(&[]).await;
+    daemon.add_agent("alpha").await;
+    let rt = Runtime::start(&daemon, "alpha").await;
+    let token = rt.token();
+    let auth = Some(token.as_str());
+
+    // Legacy: version negotiation, no session, notifications, ping.
+    let init = |version: &str| {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
+        .to_string()
+    };
+    let (status, headers, body) = post(&daemon, &rt.url, auth, &[], init("2025-06-18")).await;
+    assert_eq!(status, 200);
+    assert_eq!(body["result"]["protocolVersion"], "2025-06-18");
+    assert_eq!(
+        body["result"]["capabilities"]["tools"]["listChanged"],
+        false
+    );
+    assert!(
+        headers.get("mcp-session-id").is_none(),
+        "stateless: no session ids"
+    );
+    assert_eq!(headers.get("content-type").unwrap(), "application/json");
+    let (_, _, body) = post(&daemon, &rt.url, auth, &[], init("1999-01-01")).await;
+    assert_eq!(
+        body["result"]["protocolVersion"], "2025-11-25",
+        "counter-offer"
+    );
+    let notification = json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string();
+    let (status, _, body) = post(
+        &daemon,
+        &rt.url,
+        auth,
+        &[("MCP-Protocol-Version", "2025-11-25")],
+        notification,
+    )
+    .await;
+    assert_eq!((status, body), (202, Value::Null));
+    let (status, body) = legacy(&rt, &daemon, "ping", json!({})).await;
+    assert_eq!((status, &body["result"]), (200, &json!({})));
+    let (status, _, body) = post(
+        &daemon,
+        &rt.url,
+        auth,
+        &[("MCP-Protocol-Version", "1999-01-01")],
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string(),
+    )
+    .await;
+    assert_eq!((status, &body["error"]["code"]), (400, &json!(-32602)));
+    for method in ["prompts/list", "resources/list", "resources/templates/list"] {
+        let (status, body) = legacy(&rt, &daemon, method, json!({})).await;
+        assert_eq!(status, 200, "{method}");
+        let list = body["result"]
+            .as_object()
+            .unwrap()
+            .values()
+            .next()
+            .unwrap()
+            .clone();
+        assert_eq!(list, json!([]), "{method}");
+    }
+    let (_, body) = legacy(
+        &rt,
+        &daemon,
+        "resources/read",
+        json!({"uri": "test://nothing"}),
+    )
+    .await;
+    assert_eq!(body["error"]["code"], -32602);
+    let (_, body) = legacy(&rt, &daemon, "logging/setLevel", json!({"level": "info"})).await;
+    assert_eq!(body["error"]["code"], -32601);
+
+    // Malformed bodies.
+    for (body, code) in [
+        ("{not json", -32700),
+        (r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#, -32600),
+        (r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#, -32600),
+        (r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#, -32600),
+    ] {
+        let (status, _, answer) = post(&daemon, &rt.url, auth, &[], body.to_string()).await;
+        assert_eq!(
+            (status, &answer["error"]["code"]),
+            (400, &json!(code)),
+            "{body}"
+        );
+    }
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let response = daemon
+            .client
+            .request(method.clone(), &rt.url)
+            .bearer_auth(&token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 405, "{method}");
+        assert_eq!(response.headers().get("allow").unwrap(), "POST");
+    }
+
+    // Modern: discover, result fields, cache fields, header rules.
+    let (status, body) = modern(&rt, &daemon, "server/discover", json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    let result = &body["result"];
+    assert_eq!(result["supportedVersions"], json!([MODERN]));
+    assert_eq!(result["resultType"], "complete");
+    assert_eq!(
+        result["_meta"]["io.modelcontextprotocol/serverInfo"]["name"],
+        "agentteam"
+    );
+    let (_, body) = modern(&rt, &daemon, "tools/list", json!({})).await;
+    assert_eq!(body["result"]["cacheScope"], "private");
+    assert!(body["result"]["ttlMs"].is_u64());
+    assert_eq!(body["result"]["resultType"], "complete");
+    for removed in ["initialize", "ping", "logging/setLevel", "no/such"] {
+        let (status, body) = modern(&rt, &daemon, removed, json!({})).await;
+        assert_eq!(
+            (status, &body["error"]["code"]),
+            (404, &json!(-32601)),
+            "{removed}"
+        );
+        assert_eq!(body["id"], "m-1", "the error keeps the request id");
+    }
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}});
+    let list_body =
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": meta}})
+            .to_string();
+    let call_body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "kb_search", "arguments": {"query": "x"}, "_meta": meta}}).to_string();
+    let future_body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2099-01-01", "io.modelcontextprotocol/clientCapabilities": {}}}}).to_string();
+    let no_capabilities_body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": MODERN}}}).to_string();
+    let cases: Vec<(&str, Vec<(&str, &str)>, &String, u16, i64)> = vec![
+        (
+            "no Mcp-Method",
+            vec![("MCP-Protocol-Version", MODERN)],
+            &list_body,
+            400,
+            -32020,
+        ),
+        (
+            "wrong Mcp-Method",
+            vec![
+                ("MCP-Protocol-Version", MODERN),
+                ("Mcp-Method", "tools/call"),
+            ],
+            &list_body,
+            400,
+            -32020,
+        ),
+        (
+            "no version header",
+            vec![("Mcp-Method", "tools/list")],
+            &list_body,
+            400,
+            -32020,
+        ),
+        (
+            "header and _meta disagree",
+            vec![
+                ("MCP-Protocol-Version", "2025-11-25"),
+                ("Mcp-Method", "tools/list"),
+            ],
+            &list_body,
+            400,
+            -32020,
+        ),
+        (
+            "unsupported version",
+            vec![
+                ("MCP-Protocol-Version", "2099-01-01"),
+                ("Mcp-Method", "tools/list"),
+            ],
+            &future_body,
+            400,
+            -32022,
+        ),
+        (
+            "no Mcp-Name",
+            vec![
+                ("MCP-Protocol-Version", MODERN),
+                ("Mcp-Method", "tools/call"),
+            ],
+            &call_body,
+            400,
+            -32020,
+        ),
+        (
+            "wrong Mcp-Name",
+            vec![
+                ("MCP-Protocol-Version", MODERN),
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", "kb_fetch"),
+            ],
+            &call_body,
+            400,
+            -32020,
+        ),
+        (
+            "no capabilities in _meta",
+            vec![
+                ("MCP-Protocol-Version", MODERN),
+                ("Mcp-Method", "tools/list"),
+            ],
+            &no_capabilities_body,
+            400,
+            -32602,
+        ),
+    ];
+    for (what, headers, body, status, code) in cases {
+        let (got, _, answer) = post(&daemon, &rt.url, auth, &headers, body.clone()).await;
+        assert_eq!(
+            (got, &answer["error"]["code"]),
+            (status, &json!(code)),
+            "{what}: {answer}"
+        );
+    }
+    // Case-insensitive header names, surrounding whitespace and base64 values are accepted.
+    let (status, _, answer) = post(
+        &daemon,
+        &rt.url,
+        auth,
+        &[
+            ("mcp-protocol-version", MODERN),
+            ("MCP-METHOD", " tools/call "),
+            ("mcp-name", "=?base64?a2Jfc2VhcmNo?="),
+        ],
+        call_body.clone(),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(
+        answer["result"]["isError"], true,
+        "kb_search has no owner yet"
+    );
+
+    // Host and Origin: loopback passes, anything else is 403 before authentication.
+    let port = rt
+        .url
+        .split(':')
+        .nth(2)
+        .unwrap()
+        .split('/')
+        .next()
+        .unwrap()
+        .to_string();
+    let local = format!("http://localhost:{port}");
+    let ping = json!({"jsonrpc": "2.0", "id": 9, "method": "ping"}).to_string();
+    let (status, _, _) = post(&daemon, &rt.url, auth, &[("Origin", &local)], ping.clone()).await;
+    assert_eq!(status, 200);
+    for headers in [
+        [("Origin", "http://evil.example.com")],
+        [("Host", "evil.example.com")],
+    ] {
+        let (status, _, _) = post(&daemon, &rt.url, auth, &headers, ping.clone()).await;
+        assert_eq!(status, 403, "{headers:?}");
+    }
+}
+
+#[tokio::test]
+async fn call_tool_is_the_only_entry_and_fails_as_results() {
+    let daemon = TestDaemon::start(&[]).await;
+    daemon.add_agent("alpha").await;
+    let rt = Runtime::start(&daemon, "alpha").await;
+    let target = channel(&daemon);
+
+    // Unknown tool: a protocol error, in both eras.
+    let (status, body) = legacy(
+        &rt,
+        &daemon,
+        "tools/call",
+        json!({"name": "task_create", "arguments": {}}),
+    )
+    .await;
+    assert_eq!((status, &body["error"]["code"]), (200, &json!(-32602)));
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("task_create")
+    );
+    let (_, body) = modern(
+        &rt,
+        &daemon,
+        "tools/call",
+        json!({"name": "nope", "arguments": {}}),
+    )
+    .await;
+    assert_eq!(body["error"]["code"], -32602);
+
+    // Invalid arguments: an actionable isError result naming the field.
+    let error = tool_error(&call(&rt, &daemon, "message_send", json!({"target": target})).await);
+    assert_eq!(error["code"], "validation_failed");
+    assert!(
+        error["message"].as_str().unwrap().contains("content"),
+        "{error}"
+    );
+    // A target that cannot name a conversation is refused locally.
+    let error = tool_error(
+        &call(
+            &rt,
+            &daemon,
+            "message_send",
+            json!({"target": target.replace("channel:", "thread:"), "content": "x"}),
+        )
+        .await,
+    );
+    assert_eq!(error["code"], "validation_failed");
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("`channel` id cannot be used with the `thread` kind"),
+        "{error}"
+    );
+    // Owners that are not connected: classified, naming the owner.
+    for (tool, arguments, owner) in [
+        ("memory_search", json!({"query": "x"}), "memory"),
+        ("kb_search", json!({"query": "x"}), "knowledge"),
+        ("kb_fetch", json!({"documentId": "d"}), "knowledge"),
+    ] {
+        let error = tool_error(&call(&rt, &daemon, tool, arguments).await);
+        assert_eq!(error["code"], "upstream_unavailable", "{tool}");
+        assert!(
+            error["message"].as_str().unwrap().contains(owner),
+            "{tool}: {error}"
+        );
+    }
+
+    // A send canonicalizes the target; history reads it back; reactions and attachments work.
+    let sent = call(&rt, &daemon, "message_send", json!({"target": format!("  Channel: {} ", target.trim_start_matches("channel:")), "content": "hello"})).await;
+    assert_eq!(sent["isError"], false, "{sent}");
+    let message = sent["structuredContent"]["message"].clone();
+    assert_eq!(
+        message["target"],
+        json!(target),
+        "stored at the canonical target"
+    );
+    let text: Value = serde_json::from_str(sent["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        text, sent["structuredContent"],
+        "the text block is the same JSON"
+    );
+    let reacted = call(
+        &rt,
+        &daemon,
+        "reaction_add",
+        json!({"messageId": message["id"], "emoji": ":+1:"}),
+    )
+    .await;
+    assert_eq!(
+        reacted["structuredContent"]["reactions"],
+        json!([{"emoji": ":+1:", "count": 1, "mine": true}])
+    );
+    let again = call(
+        &rt,
+        &daemon,
+        "reaction_add",
+        json!({"messageId": message["id"], "emoji": ":+1:"}),
+    )
+    .await;
+    assert_eq!(
+        again["structuredContent"], reacted["structuredContent"],
+        "adding twice changes nothing"
+    );
+    let removed = call(
+        &rt,
+        &daemon,
+        "reaction_remove",
+        json!({"messageId": message["id"], "emoji": ":+1:"}),
+    )
+    .await;
+    assert_eq!(removed["structuredContent"]["reactions"], json!([]));
+
+    let human = operator(
+        &daemon,
+        "/humans",
+        json!({"handle": "reader", "displayName": "Reader"}),
+    )
+    .await["humanId"]
+        .clone();
+    let channel_id = target.trim_start_matches("channel:");
+    operator(
+        &daemon,
+        &format!("/channels/{channel_id}/members"),
+        json!({"memberId": human}),
+    )
+    .await;
+    let body = "line one\n".repeat(1000);
+    operator(
+        &daemon,
+        "/messages",
+        json!({"authorHumanId": human, "channelId": channel_id, "content": "see attached",
+        "attachments": [{"name": "notes.txt", "mediaType": "text/plain", "text": body}]}),
+    )
+    .await;
+    let history = call(
+        &rt,
+        &daemon,
+        "message_history_read",
+        json!({"target": target, "limit": 1}),
+    )
+    .await;
+    let attachment = history["structuredContent"]["messages"][0]["attachments"][0].clone();
+    assert_eq!(attachment["size"], 9000);
+    let mut offset = 0;
+    let mut read = String::new();
+    loop {
+        let part = call(
+            &rt,
+            &daemon,
+            "attachment_read",
+            json!({"attachmentId": attachment["id"], "offset": offset, "maxBytes": 4096}),
+        )
+        .await;
+        let part = &part["structuredContent"];
+        assert_eq!(part["encoding"], "utf-8");
+        read.push_str(part["data"].as_str().unwrap());
+        match part.get("nextOffset") {
+            Some(next) => offset = next.as_u64().unwrap(),
+            None => break,
+        }
+    }
+    assert_eq!(read, body, "the ranges reassemble the attachment");
+}
+
+#[tokio::test]
+async fn an_over_budget_history_read_names_its_continuation() {
+    let daemon = TestDaemon::start(&[]).await;
+    daemon.add_agent("alpha").await;
+    let rt = Runtime::start(&daemon, "alpha").await;
+    let target = channel(&daemon);
+    let long = "x".repeat(4000);
+    for _ in 0..12 {
+        let sent = call(
+            &rt,
+            &daemon,
+            "message_send",
+            json!({"target": target, "content": long}),
+        )
+        .await;
+        assert_eq!(sent["isError"], false);
+    }
+    // 12 × 4000 characters, twice (structured + text): over the 64 KiB budget.
+    let result = call(
+        &rt,
+        &daemon,
+        "message_history_read",
+        json!({"target": target, "limit": 12}),
+    )
+    .await;
+    let error = tool_error(&result);
+    assert_eq!(error["code"], "result_budget_exceeded");
+    assert!(
+        error["next"].as_str().unwrap().contains("smaller `limit`"),
+        "{error}"
+    );
+    assert!(
+        serde_json::to_vec(&result).unwrap().len() < 2048,
+        "the refusal is small, not truncated data"
+    );
+    // The continuation works: smaller pages, following the cursor, reach every message.
+    let mut seen = 0;
+    let mut cursor = None;
+    loop {
+        let mut arguments = json!({"target": target, "limit": 4});
+        if let Some(cursor) = &cursor {
+            arguments["cursor"] = json!(cursor);
+        }
+        let page = call(&rt, &daemon, "message_history_read", arguments).await;
+        assert_eq!(page["isError"], false);
+        seen += page["structuredContent"]["messages"]
+            .as_array()
+            .unwrap()
+            .len();
+        match page["structuredContent"].get("nextCursor") {
+            Some(next) => cursor = Some(next.as_str().unwrap().to_string()),
+            None => break,
+        }
+    }
+    assert_eq!(seen, 12);
+}
+
+#[tokio::test]
+async fn the_server_refuses_a_thread_the_agent_cannot_read() {
+    let daemon = TestDaemon::start(&[]).await;
+    daemon.add_agent("alpha").await;
+    let rt = Runtime::start(&daemon, "alpha").await;
+    // A channel the agent is not a member of, with a thread and a message.
+    let human = operator(
+        &daemon,
+        "/humans",
+        json!({"handle": "owner", "displayName": "Owner"}),
+    )
+    .await["humanId"]
+        .clone();
+    let private = operator(
+        &daemon,
+        "/channels",
+        json!({"name": "private", "members": [human]}),
+    )
+    .await["channelId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let thread = operator(
+        &daemon,
+        &format!("/channels/{private}/threads"),
+        json!({"title": "secret"}),
+    )
+    .await["threadId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let posted = operator(&daemon, "/messages", json!({"authorHumanId": human, "channelId": private, "threadId": thread, "content": "hidden"})).await;
+
+    let target = format!("thread:{thread}");
+    for (tool, arguments) in [
+        (
+            "message_send",
+            json!({"target": target, "content": "let me in"}),
+        ),
+        ("message_history_read", json!({"target": target})),
+        (
+            "reaction_add",
+            json!({"messageId": posted["messageId"], "emoji": "👀"}),
+        ),
+    ] {
+        let error = tool_error(&call(&rt, &daemon, tool, arguments).await);
+        assert_eq!(error["code"], "not_found", "{tool}: {error}");
+    }
+    // A direct conversation works once the server has one with this agent.
+    let agent_id = rt.url.rsplit('/').next().unwrap().to_string();
+    let dm = operator(&daemon, "/dms", json!({"memberIds": [human, agent_id]})).await;
+    let sent = call(
+        &rt,
+        &daemon,
+        "message_send",
+        json!({"target": dm["target"], "content": "hi"}),
+    )
+    .await;
+    assert_eq!(sent["isError"], false, "{sent}");
+    assert_eq!(sent["structuredContent"]["message"]["target"], dm["target"]);
+}
+
+#[tokio::test]
+async fn the_official_python_sdk_works_in_both_eras() {
+    let daemon = TestDaemon::start(&[]).await;
+    daemon.add_agent("alpha").await;
+    let rt = Runtime::start(&daemon, "alpha").await;
+    let venv = std::env::var_os("AGENTTEAM_TEST_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target/test-venv"));
+    let python = venv.join("bin/python");
+    assert!(
+        python.exists(),
+        "run the tests through scripts/test, which creates {}",
+        venv.display()
+    );
+    for mode in ["legacy", MODERN] {
+        let output = tokio::process::Command::new(&python)
+            .arg(repo_root().join("tests/it/mcp_sdk_client.py"))
+            .args([
+                "--url",
+                &rt.url,
+                "--mode",
+                mode,
+                "--target",
+                &channel(&daemon),
+            ])
+            .arg("--token-file")
+            .arg(&rt.token_file)
+            .output()
+            .await
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        assert!(
+            output.status.success(),
+            "{mode}: {}{stdout}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let summary: Value = serde_json::from_str(stdout.trim()).unwrap();
+        let expected = if mode == "legacy" {
+            "2025-11-25"
+        } else {
+            MODERN
+        };
+        assert_eq!(summary["protocolVersion"], expected);
+        assert_eq!(summary["unknownToolCode"], -32602);
+        assert!(summary["historyCount"].as_u64().unwrap() >= 1);
+        assert!(!stdout.contains(&rt.token()));
+    }
+}

@@ -1,0 +1,128 @@
+#!/usr/bin/env python3
+"""Drive the daemon's MCP endpoint with the official MCP Python SDK (PyPI `mcp`).
+
+Usage: python mcp_sdk_client.py --url URL --token-file PATH --mode legacy|2026-07-28 --target TARGET
+
+Prints one JSON summary line on stdout and exits 0; on a failed check prints one
+line to stderr and exits 1. The bearer token is read from --token-file only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+import httpx2
+from mcp import Client, MCPError
+from mcp.client.streamable_http import streamable_http_client
+
+EXPECTED_TOOLS = {
+    "message_send", "message_history_read", "reaction_add", "reaction_remove",
+    "attachment_read", "memory_search", "kb_search", "kb_fetch",
+}
+INVALID_PARAMS = -32602
+
+
+class CheckFailed(Exception):
+    pass
+
+
+def check(cond: bool, reason: str) -> None:
+    if not cond:
+        raise CheckFailed(reason)
+
+
+def leaf(exc: BaseException) -> BaseException:
+    """First leaf of an (anyio task-group) exception group, else the exception itself."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
+
+def text_blocks(result: Any) -> list[str]:
+    return [b.text for b in result.content if getattr(b, "type", None) == "text"]
+
+
+async def run(url: str, token: str, mode: str, target: str) -> dict[str, Any]:
+    headers = {"Authorization": f"Bearer {token}"}
+    timeout = httpx2.Timeout(30.0, read=300.0)
+    async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http:
+        async with Client(streamable_http_client(url, http_client=http), mode=mode) as client:
+            protocol_version = client.protocol_version
+
+            # (a) tools/list
+            listed = await client.list_tools()
+            names = sorted(t.name for t in listed.tools)
+            missing = sorted(EXPECTED_TOOLS - set(names))
+            check(not missing, f"tools/list is missing {missing} (got {names})")
+
+            # (b) message_send
+            sent = await client.call_tool(
+                "message_send", {"target": target, "content": f"hello from the python sdk ({mode})"}
+            )
+            check(not sent.is_error, f"message_send returned isError: {text_blocks(sent)}")
+            sc = sent.structured_content
+            check(isinstance(sc, dict) and isinstance(sc.get("message"), dict) and "id" in sc["message"],
+                  f"message_send structuredContent lacks message.id: {sc!r}")
+            sent_id = sc["message"]["id"]
+
+            # (c) message_history_read
+            hist = await client.call_tool("message_history_read", {"target": target, "limit": 10})
+            check(not hist.is_error, f"message_history_read returned isError: {text_blocks(hist)}")
+            hsc = hist.structured_content
+            check(isinstance(hsc, dict) and isinstance(hsc.get("messages"), list),
+                  f"message_history_read structuredContent lacks a messages list: {hsc!r}")
+            ids = [m.get("id") for m in hsc["messages"] if isinstance(m, dict)]
+            check(sent_id in ids, f"history does not contain sent id {sent_id!r} (ids: {ids})")
+            parsed = []
+            for t in text_blocks(hist):
+                try:
+                    parsed.append(json.loads(t))
+                except ValueError:
+                    pass
+            check(hsc in parsed, "no text content block parses as JSON equal to structuredContent")
+
+            # (d) unknown tool must be a JSON-RPC protocol error (-32602), not an isError result
+            try:
+                bad = await client.call_tool("no_such_tool", {})
+            except MCPError as e:
+                unknown_code = e.code
+            else:
+                raise CheckFailed(f"no_such_tool did not raise a protocol error (isError={bad.is_error})")
+            check(unknown_code == INVALID_PARAMS, f"no_such_tool error code {unknown_code}, want {INVALID_PARAMS}")
+
+    return {"mode": mode, "protocolVersion": protocol_version, "tools": names,
+            "sentId": sent_id, "historyCount": len(hsc["messages"]), "unknownToolCode": unknown_code}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--url", required=True)
+    ap.add_argument("--token-file", required=True)
+    ap.add_argument("--mode", required=True, choices=["legacy", "2026-07-28"])
+    ap.add_argument("--target", required=True)
+    args = ap.parse_args()
+    try:
+        with open(args.token_file, encoding="utf-8") as f:
+            token = f.read().strip()
+        check(bool(token), f"token file {args.token_file} is empty")
+        summary = asyncio.run(run(args.url, token, args.mode, args.target))
+    except Exception as exc:  # noqa: BLE001 - any failure becomes one stderr line
+        e = leaf(exc)
+        if isinstance(e, CheckFailed):
+            reason = f"check failed: {e}"
+        elif isinstance(e, MCPError):
+            reason = f"unexpected MCP error {e.code}: {e.message}"
+        else:
+            reason = f"{type(e).__name__}: {e}"
+        print(f"mcp_sdk_client [{args.mode}]: {reason}".replace("\n", " "), file=sys.stderr)
+        return 1
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
