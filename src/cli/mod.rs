@@ -47,8 +47,12 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Print the Dispatcher prompt summary (tool-use guidance for agents)
-    Prompt,
+    /// Print the tool-use guidance for agents: the Exec summary and the MCP tool guidance
+    Prompt {
+        /// Show MCP tool names as this runtime shows them to its model
+        #[arg(long, value_enum, default_value = "raw")]
+        runtime: crate::contract::skill::RuntimeNaming,
+    },
     /// Set up a server as its operator: workspaces, humans, agents, devices, channels, threads, teams, messages
     Admin {
         #[command(subcommand)]
@@ -91,7 +95,11 @@ pub fn main() -> ExitCode {
         Command::Exec { args } => exec::run(&args),
         Command::Openapi => output::print(crate::contract::catalog::OPENAPI),
         Command::Catalog { json } => catalog::run(json),
-        Command::Prompt => output::print(crate::contract::catalog::PROMPT_SUMMARY),
+        Command::Prompt { runtime } => output::print(&format!(
+            "{}\n{}",
+            crate::contract::catalog::PROMPT_SUMMARY,
+            crate::contract::skill::skill_doc(&runtime)
+        )),
         Command::Admin { command } => admin::run(command),
         Command::Daemon(args) => {
             // Before any thread exists: a daemon started inside another runtime drops that

@@ -7,6 +7,7 @@ pub mod catalog;
 pub mod error;
 pub mod handlers;
 pub mod json;
+pub mod skill;
 pub mod target;
 pub mod types;
 pub mod validate;

@@ -76,6 +76,16 @@ fn prompt_snapshot() {
             action.action
         );
     }
+    // The MCP guidance names every tool of the inventory, under the requested convention.
+    for tool in agentteam::contract::TOOLS {
+        assert!(
+            prompt.contains(&format!("- `{}` (", tool.name)),
+            "{}",
+            tool.name
+        );
+    }
+    let claude = check_ok(&["prompt", "--runtime", "claude"]);
+    assert!(claude.contains("- `mcp__agentteam__message_history_read` (read-only)"));
     insta::assert_snapshot!("prompt", prompt);
 }
 

@@ -457,7 +457,9 @@ async fn both_protocol_eras_follow_the_transport_rules() {
     let call_body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "kb_search", "arguments": {"query": "x"}, "_meta": meta}}).to_string();
     let future_body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2099-01-01", "io.modelcontextprotocol/clientCapabilities": {}}}}).to_string();
     let no_capabilities_body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": MODERN}}}).to_string();
-    let cases: Vec<(&str, Vec<(&str, &str)>, &String, u16, i64)> = vec![
+    /// What is wrong, the headers sent, the body, and the expected status and JSON-RPC code.
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, &'a String, u16, i64);
+    let cases: Vec<Case> = vec![
         (
             "no Mcp-Method",
             vec![("MCP-Protocol-Version", MODERN)],
