@@ -33,7 +33,7 @@ use super::auth::{Authorization, Scope};
 use super::http::DaemonState;
 use crate::contract::json::parse_strict;
 use crate::wire;
-use protocol::{Era, RpcError, RpcRequest};
+use protocol::{Era, Reply, RpcError, RpcRequest};
 
 /// The canonical route and the legacy alias; both serve the same handler and inventory.
 pub const ROUTES: [&str; 2] = [
@@ -169,10 +169,19 @@ async fn endpoint(State(state): State<DaemonState>, request: Request) -> Respons
         return unauthorized();
     }
     match answer {
-        Ok(result) => respond_json(
+        Ok(Reply::Value(result)) => respond_json(
             StatusCode::OK,
-            &json!({ "jsonrpc": "2.0", "id": id, "result": era.decorate(result) }),
+            &json!({ "jsonrpc": "2.0", "id": id, "result": result }),
         ),
+        Ok(Reply::Serialized(result)) => {
+            let body = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#);
+            (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "application/json")],
+                body,
+            )
+                .into_response()
+        }
         Err((status, error)) => error.respond(status, Some(&id)),
     }
 }

@@ -339,8 +339,34 @@ fn invalid_params(message: String) -> Refusal {
     (StatusCode::OK, RpcError::new(-32602, message))
 }
 
+/// A successful result: built per request, or fixed and serialized once (the tool list).
+pub enum Reply {
+    Value(Value),
+    /// The complete serialized `result`, already decorated for its era.
+    Serialized(&'static str),
+}
+
 /// The answer to one request of `era`.
 pub async fn answer(
+    state: &DaemonState,
+    authorization: &Authorization,
+    era: Era,
+    request: &RpcRequest,
+) -> Result<Reply, Refusal> {
+    if request.method == "tools/list" {
+        if request.params.contains_key("cursor") {
+            return Err(invalid_params(
+                "invalid cursor: the tool list has one page".into(),
+            ));
+        }
+        return Ok(Reply::Serialized(tool_list(era)));
+    }
+    respond(state, authorization, era, request)
+        .await
+        .map(|result| Reply::Value(era.decorate(result)))
+}
+
+async fn respond(
     state: &DaemonState,
     authorization: &Authorization,
     era: Era,
@@ -370,14 +396,6 @@ pub async fn answer(
             result["ttlMs"] = json!(LIST_TTL_MS);
             result["cacheScope"] = json!("private");
             Ok(result)
-        }
-        (_, "tools/list") => {
-            if params.contains_key("cursor") {
-                return Err(invalid_params(
-                    "invalid cursor: the tool list has one page".into(),
-                ));
-            }
-            Ok(list(era, "tools", inventory().clone()))
         }
         (_, "tools/call") => {
             let name = params
@@ -413,8 +431,13 @@ pub async fn answer(
     }
 }
 
-/// The `tools` array, parsed once.
-fn inventory() -> &'static Value {
-    static INVENTORY: std::sync::OnceLock<Value> = std::sync::OnceLock::new();
-    INVENTORY.get_or_init(|| serde_json::from_str(MCP_TOOLS_JSON).expect("generated JSON parses"))
+/// The serialized `tools/list` result of `era`: the inventory never changes while the daemon
+/// runs, so it is built and serialized once per era.
+fn tool_list(era: Era) -> &'static str {
+    static LISTS: [std::sync::OnceLock<String>; 2] =
+        [std::sync::OnceLock::new(), std::sync::OnceLock::new()];
+    LISTS[era as usize].get_or_init(|| {
+        let tools: Value = serde_json::from_str(MCP_TOOLS_JSON).expect("generated JSON parses");
+        era.decorate(list(era, "tools", tools)).to_string()
+    })
 }
