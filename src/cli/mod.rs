@@ -51,7 +51,7 @@ enum Command {
     Prompt {
         /// Show MCP tool names as this runtime shows them to its model
         #[arg(long, value_enum, default_value = "raw")]
-        runtime: crate::contract::skill::RuntimeNaming,
+        runtime: PromptRuntime,
     },
     /// Set up a server as its operator: workspaces, humans, agents, devices, channels, threads, teams, messages
     Admin {
@@ -98,7 +98,7 @@ pub fn main() -> ExitCode {
         Command::Prompt { runtime } => output::print(&format!(
             "{}\n{}",
             crate::contract::catalog::PROMPT_SUMMARY,
-            crate::contract::skill::skill_doc(&runtime)
+            crate::contract::skill::skill_doc(&runtime.naming())
         )),
         Command::Admin { command } => admin::run(command),
         Command::Daemon(args) => {
@@ -140,4 +140,26 @@ fn report(error: &dyn std::error::Error) -> Exit {
         source = cause.source();
     }
     Exit::Usage
+}
+
+/// The runtime naming conventions `agentteam prompt --runtime` knows.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum PromptRuntime {
+    /// Raw tool names, as `tools/list` serves them
+    Raw,
+    /// Claude Code and Codex: `mcp__agentteam__<tool>`
+    Claude,
+    /// OpenCode: `mcp_agentteam_<tool>`
+    Opencode,
+}
+
+impl PromptRuntime {
+    fn naming(self) -> crate::contract::skill::RuntimeNaming {
+        use crate::contract::skill::RuntimeNaming;
+        match self {
+            PromptRuntime::Raw => RuntimeNaming::Raw,
+            PromptRuntime::Claude => RuntimeNaming::Claude,
+            PromptRuntime::Opencode => RuntimeNaming::Opencode,
+        }
+    }
 }

@@ -16,7 +16,7 @@ pub trait ToolNamer {
 }
 
 /// The naming conventions of the runtimes the daemon drives.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RuntimeNaming {
     /// Raw names, as `tools/list` serves them.
     Raw,
