@@ -103,10 +103,24 @@ pub fn render(model: &Model) -> String {
         );
     }
 
-    let schemas: Map<String, Value> = model
-        .defs
+    // Only what the Exec routes reach: MCP tool schemas are not part of this API.
+    let mut reachable = std::collections::BTreeSet::new();
+    let mut queue: Vec<String> = model
+        .actions
         .iter()
-        .map(|(name, def)| (name.clone(), rewrite_refs(def)))
+        .flat_map(|a| [a.input_type.clone(), a.output_type.clone()])
+        .chain([model.error_type.clone()])
+        .collect();
+    while let Some(name) = queue.pop() {
+        if reachable.insert(name.clone()) {
+            let mut refs = Vec::new();
+            super::model::collect_refs(&model.defs[&name], &mut refs);
+            queue.extend(refs);
+        }
+    }
+    let schemas: Map<String, Value> = reachable
+        .iter()
+        .map(|name| (name.clone(), rewrite_refs(&model.defs[name])))
         .collect();
     let mut error_responses = Map::new();
     for (status, description) in ERROR_STATUSES {

@@ -5306,8 +5306,8 @@ pub static TOOLS: &[ToolDescriptor] = &[
       "$ref": "#/$defs/AttachmentId"
     },
     "maxBytes": {
-      "description": "Most bytes to return (default 16384, at most 32768).",
-      "maximum": 32768,
+      "description": "Most bytes to return (default 8192, at most 16384: a full range stays inside the result budget even as base64).",
+      "maximum": 16384,
       "minimum": 1,
       "type": "integer"
     },

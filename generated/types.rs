@@ -193,7 +193,7 @@ impl<'de> ::serde::Deserialize<'de> for AttachmentInfoMediaType {
 pub struct AttachmentReadInput {
     #[serde(rename = "attachmentId")]
     pub attachment_id: AttachmentId,
-    ///Most bytes to return (default 16384, at most 32768).
+    ///Most bytes to return (default 8192, at most 16384: a full range stays inside the result budget even as base64).
     #[serde(rename = "maxBytes", skip_serializing_if = "::std::option::Option::is_none")]
     pub max_bytes: ::std::option::Option<::std::num::NonZeroU64>,
     ///Byte offset to start at (default 0).

@@ -21,6 +21,9 @@ use tokio_util::task::TaskTracker;
 
 /// How long a connection may take to send a complete request head.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a client of ours keeps an idle pooled connection: well under the header-read timeout,
+/// so it never reuses a connection the server is closing (a request on it would fail).
+pub const CLIENT_IDLE_TIMEOUT: Duration = Duration::from_secs(2);
 /// At most this many connections are open at once; further clients wait in the accept backlog.
 pub const MAX_CONNECTIONS: usize = 2048;
 /// How long shutdown waits for in-flight requests before dropping their connections.

@@ -1,5 +1,6 @@
 //! `agentteam admin …`: the operator's side of a server — workspaces, humans, agents, device
-//! credentials, channels, threads, teams and human messages — over the server's operator API.
+//! credentials, channels, threads, direct conversations, teams and human messages — over the
+//! server's operator API.
 //!
 //! Results are printed as JSON on stdout. A device credential is a secret: it is written to a
 //! new owner-only file and never printed.
@@ -95,6 +96,16 @@ pub enum AdminCommand {
         #[arg(long)]
         title: String,
     },
+    /// Open the direct conversation of two members (created once; prints its `dm:` target)
+    Dm {
+        #[command(flatten)]
+        connection: Connection,
+        #[arg(long)]
+        workspace: String,
+        /// A human or agent id; give exactly two
+        #[arg(long = "member", num_args = 1, required = true)]
+        members: Vec<String>,
+    },
     /// Create a team of humans and agents
     Team {
         #[command(flatten)]
@@ -109,7 +120,7 @@ pub enum AdminCommand {
         #[arg(long = "member")]
         members: Vec<String>,
     },
-    /// Post a message as a human in a channel or one of its threads
+    /// Post a message as a human in a channel (or dm, by its id) or one of its threads
     Message {
         #[command(flatten)]
         connection: Connection,
@@ -200,6 +211,16 @@ pub fn run(command: AdminCommand) -> Exit {
             connection,
             format!("/admin/workspaces/{workspace}/channels/{channel}/threads"),
             json!({"title": title}),
+            None,
+        ),
+        AdminCommand::Dm {
+            connection,
+            workspace,
+            members,
+        } => (
+            connection,
+            format!("/admin/workspaces/{workspace}/dms"),
+            json!({"memberIds": members}),
             None,
         ),
         AdminCommand::Team {

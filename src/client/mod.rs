@@ -56,6 +56,7 @@ impl ServerClient {
     pub fn new(base_url: &str, credential: String) -> ServerClient {
         let http = reqwest::Client::builder()
             .timeout(CALL_TIMEOUT)
+            .pool_idle_timeout(crate::serve::CLIENT_IDLE_TIMEOUT)
             .build()
             .expect("a plain HTTP client builds");
         ServerClient {

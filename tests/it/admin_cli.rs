@@ -145,6 +145,56 @@ async fn an_operator_sets_up_a_workspace_from_the_command_line() {
         .await,
         "threadId",
     );
+    // A direct conversation is created once: opening it again returns the same one.
+    let dm = id(
+        admin(
+            &server,
+            &[
+                "dm",
+                "--workspace",
+                &workspace,
+                "--member",
+                &human,
+                "--member",
+                &agent,
+            ],
+        )
+        .await,
+        "dmId",
+    );
+    let again = id(
+        admin(
+            &server,
+            &[
+                "dm",
+                "--workspace",
+                &workspace,
+                "--member",
+                &agent,
+                "--member",
+                &human,
+            ],
+        )
+        .await,
+        "dmId",
+    );
+    assert_eq!(dm, again);
+    assert!(dm.starts_with("dm_"));
+    let (code, _, stderr) = admin(
+        &server,
+        &[
+            "dm",
+            "--workspace",
+            &workspace,
+            "--member",
+            &human,
+            "--member",
+            &human,
+        ],
+    )
+    .await;
+    assert_ne!(code, 0);
+    assert!(stderr.contains("two different members"), "{stderr}");
     id(
         admin(
             &server,

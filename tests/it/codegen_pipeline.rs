@@ -238,6 +238,111 @@ fn an_exec_domain_colliding_with_an_mcp_tool_family_is_refused() {
     );
 }
 
+/// Edits a copy of `schema/mcp/<tool>.json`.
+fn edit_tool(schema: &Path, tool: &str, edit: impl FnOnce(&mut Value)) {
+    let path = schema.join(format!("mcp/{tool}.json"));
+    let mut value: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut value);
+    write_json(&path, value);
+}
+
+#[test]
+fn a_new_mcp_tool_joins_the_inventory_and_the_server_trait() {
+    let (_dir, schema) = schema_copy();
+    let mut tool: Value = serde_json::from_str(
+        &fs::read_to_string(schema.join("mcp/message_history_read.json")).unwrap(),
+    )
+    .unwrap();
+    tool["name"] = json!("note_lookup");
+    write_json(&schema.join("mcp/note_lookup.json"), tool);
+    let (model, artifacts) =
+        codegen::generate(&schema).unwrap_or_else(|d| panic!("{}", render(&d)));
+    let names: Vec<&str> = model.mcp_tools.iter().map(|t| t.name.as_str()).collect();
+    assert!(names.windows(2).all(|w| w[0] < w[1]), "sorted: {names:?}");
+    let artifact = |name: &str| &artifacts.iter().find(|a| a.name == name).unwrap().contents;
+    let inventory: Value = serde_json::from_str(artifact("mcp_tools.json")).unwrap();
+    assert!(
+        inventory
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|t| t["name"] == "note_lookup")
+    );
+    assert!(
+        artifact("handlers.rs")
+            .contains("fn note_lookup(&self, ctx: &Self::Context, input: types::NoteLookupInput)")
+    );
+    assert!(artifact("catalog.rs").contains("ToolId::NoteLookup"));
+}
+
+#[test]
+fn an_mcp_tool_must_state_read_only_hint() {
+    let (_dir, schema) = schema_copy();
+    edit_tool(&schema, "message_send", |tool| {
+        tool["annotations"]
+            .as_object_mut()
+            .unwrap()
+            .remove("readOnlyHint");
+    });
+    check_refused(
+        &schema,
+        "schema/mcp/message_send.json",
+        "`readOnlyHint` must be stated explicitly",
+    );
+}
+
+#[test]
+fn an_mcp_tool_policy_must_match_its_read_only_hint() {
+    let (_dir, schema) = schema_copy();
+    edit_tool(&schema, "message_history_read", |tool| {
+        tool["resultPolicy"] = json!("mutation");
+    });
+    check_refused(
+        &schema,
+        "schema/mcp/message_history_read.json",
+        "a read-only tool cannot have the `mutation` result policy",
+    );
+    let (_dir, schema) = schema_copy();
+    edit_tool(&schema, "message_send", |tool| {
+        tool["resultPolicy"] = json!("cursor");
+    });
+    check_refused(
+        &schema,
+        "schema/mcp/message_send.json",
+        "has the `mutation` result policy, not `cursor`",
+    );
+}
+
+#[test]
+fn mcp_tool_names_are_bounded_and_match_their_file() {
+    let (_dir, schema) = schema_copy();
+    let long = format!("x{}", "y".repeat(64));
+    write_json(&schema.join(format!("mcp/{long}.json")), json!({}));
+    check_refused(
+        &schema,
+        &format!("schema/mcp/{long}.json"),
+        "at most 64 characters",
+    );
+    let (_dir, schema) = schema_copy();
+    edit_tool(&schema, "reaction_add", |tool| {
+        tool["name"] = json!("reaction_put")
+    });
+    check_refused(
+        &schema,
+        "schema/mcp/reaction_add.json",
+        "must equal the file name",
+    );
+    let (_dir, schema) = schema_copy();
+    edit_tool(&schema, "kb_fetch", |tool| {
+        tool["inputSchema"]["type"] = json!("string")
+    });
+    check_refused(
+        &schema,
+        "schema/mcp/kb_fetch.json",
+        "must be an object schema",
+    );
+}
+
 #[test]
 fn external_refs_other_than_common_are_refused() {
     let (_dir, schema) = schema_copy();

@@ -226,7 +226,7 @@ impl Session {
 
 /// Opens a raw connection and sends the head of a `POST` with `Content-Length: declared` and
 /// `body_prefix` of its body.
-async fn raw_post(
+pub(crate) async fn raw_post(
     address: String,
     path: String,
     token: String,
@@ -243,7 +243,7 @@ async fn raw_post(
 }
 
 /// Reads a whole HTTP/1.1 response head and returns its status code.
-async fn read_status(stream: &mut TcpStream) -> u16 {
+pub(crate) async fn read_status(stream: &mut TcpStream) -> u16 {
     let mut buffer = vec![0u8; 4096];
     let mut read = 0;
     loop {

@@ -920,3 +920,231 @@ async fn the_official_python_sdk_works_in_both_eras() {
         assert!(!stdout.contains(&rt.token()));
     }
 }
+
+/// The daemon's admin status (`acquiredRequests`, `mcpRequests`).
+async fn admin_status(daemon: &TestDaemon) -> Value {
+    let token = std::fs::read_to_string(daemon.state_dir.join("admin.token")).unwrap();
+    let response = daemon
+        .client
+        .get(format!("{}/api/admin/status", daemon.base_url))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    response.json::<Value>().await.unwrap()["data"].clone()
+}
+
+#[tokio::test]
+async fn bodies_and_admission_are_bounded_at_their_edges() {
+    use crate::exec_transport::{raw_post, read_status};
+    let daemon = TestDaemon::start(&[]).await;
+    daemon.add_agent("alpha").await;
+    let rt = Runtime::start(&daemon, "alpha").await;
+    let token = rt.token();
+
+    // 1 MiB of body is read; one byte more is refused with 413.
+    let ping = r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#;
+    let padded = |total: usize| format!("{ping}{}", " ".repeat(total - ping.len()));
+    let (status, _, body) = post(&daemon, &rt.url, Some(&token), &[], padded(1024 * 1024)).await;
+    assert_eq!((status, &body["result"]), (200, &json!({})));
+    let (status, _, body) =
+        post(&daemon, &rt.url, Some(&token), &[], padded(1024 * 1024 + 1)).await;
+    assert_eq!((status, &body["error"]["code"]), (413, &json!(-32600)));
+
+    // 32 requests in flight hold every slot of this runtime; the 33rd is refused before its body.
+    let address = daemon.base_url.trim_start_matches("http://").to_string();
+    let path = rt.url.trim_start_matches(&daemon.base_url).to_string();
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..32 {
+        set.spawn(raw_post(
+            address.clone(),
+            path.clone(),
+            token.clone(),
+            100,
+            Vec::new(),
+        ));
+    }
+    let mut held = set.join_all().await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while admin_status(&daemon).await["acquiredRequests"].as_u64() != Some(32) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "32 requests were not admitted"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let mut refused = raw_post(
+        address.clone(),
+        path.clone(),
+        token.clone(),
+        100,
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(read_status(&mut refused).await, 429);
+    // The held bodies never arrive: each gets 408 at the 5-second deadline and frees its slot.
+    for stream in &mut held {
+        assert_eq!(read_status(stream).await, 408);
+    }
+    let (status, _, _) = post(&daemon, &rt.url, Some(&token), &[], ping.to_string()).await;
+    assert_eq!(status, 200);
+}
+
+#[tokio::test]
+async fn tool_bounds_hold_at_their_edges() {
+    let daemon = TestDaemon::start(&[]).await;
+    daemon.add_agent("alpha").await;
+    let rt = Runtime::start(&daemon, "alpha").await;
+    let target = channel(&daemon);
+
+    // message_history_read: `limit` 100 is accepted, 101 and 0 are not.
+    let ok = call(
+        &rt,
+        &daemon,
+        "message_history_read",
+        json!({"target": target, "limit": 100}),
+    )
+    .await;
+    assert_eq!(ok["isError"], false);
+    for limit in [0, 101] {
+        let error = tool_error(
+            &call(
+                &rt,
+                &daemon,
+                "message_history_read",
+                json!({"target": target, "limit": limit}),
+            )
+            .await,
+        );
+        assert_eq!(error["code"], "validation_failed", "limit {limit}");
+    }
+    // message_send: 4000 characters are accepted, 4001 are not.
+    let ok = call(
+        &rt,
+        &daemon,
+        "message_send",
+        json!({"target": target, "content": "é".repeat(4000)}),
+    )
+    .await;
+    assert_eq!(ok["isError"], false);
+    let error = tool_error(
+        &call(
+            &rt,
+            &daemon,
+            "message_send",
+            json!({"target": target, "content": "é".repeat(4001)}),
+        )
+        .await,
+    );
+    assert_eq!(error["code"], "validation_failed");
+
+    // A message carries at most 64 distinct reactions; a known one can still be added.
+    let message = ok["structuredContent"]["message"]["id"].clone();
+    for n in 0..64 {
+        let added = call(
+            &rt,
+            &daemon,
+            "reaction_add",
+            json!({"messageId": message, "emoji": format!(":r{n}:")}),
+        )
+        .await;
+        assert_eq!(added["isError"], false, "{n}: {added}");
+    }
+    let error = tool_error(
+        &call(
+            &rt,
+            &daemon,
+            "reaction_add",
+            json!({"messageId": message, "emoji": ":r64:"}),
+        )
+        .await,
+    );
+    assert_eq!(error["code"], "invalid_state");
+    let again = call(
+        &rt,
+        &daemon,
+        "reaction_add",
+        json!({"messageId": message, "emoji": ":r0:"}),
+    )
+    .await;
+    assert_eq!(
+        again["structuredContent"]["reactions"]
+            .as_array()
+            .unwrap()
+            .len(),
+        64
+    );
+
+    // attachment_read: `maxBytes` 16384 is accepted, 16385 is not; binary comes back as base64;
+    // an offset past the end is refused, the exact end is an empty last range.
+    let human = operator(
+        &daemon,
+        "/humans",
+        json!({"handle": "sender", "displayName": "Sender"}),
+    )
+    .await["humanId"]
+        .clone();
+    let channel_id = target.trim_start_matches("channel:");
+    operator(
+        &daemon,
+        &format!("/channels/{channel_id}/members"),
+        json!({"memberId": human}),
+    )
+    .await;
+    let bytes: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
+    use base64::Engine;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(&bytes);
+    operator(&daemon, "/messages", json!({"authorHumanId": human, "channelId": channel_id, "content": "blob",
+        "attachments": [{"name": "blob.bin", "mediaType": "application/octet-stream", "base64": encoded}]})).await;
+    let history = call(
+        &rt,
+        &daemon,
+        "message_history_read",
+        json!({"target": target, "limit": 1}),
+    )
+    .await;
+    let attachment = history["structuredContent"]["messages"][0]["attachments"][0]["id"].clone();
+    let first = call(
+        &rt,
+        &daemon,
+        "attachment_read",
+        json!({"attachmentId": attachment, "maxBytes": 16384}),
+    )
+    .await;
+    let first = &first["structuredContent"];
+    assert_eq!(first["encoding"], "base64");
+    assert_eq!(first["nextOffset"], 16384);
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(first["data"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(decoded, bytes[..16384]);
+    let error = tool_error(
+        &call(
+            &rt,
+            &daemon,
+            "attachment_read",
+            json!({"attachmentId": attachment, "maxBytes": 16385}),
+        )
+        .await,
+    );
+    assert_eq!(error["code"], "validation_failed");
+    let end = call(
+        &rt,
+        &daemon,
+        "attachment_read",
+        json!({"attachmentId": attachment, "offset": 40_000}),
+    )
+    .await;
+    assert_eq!(end["structuredContent"]["data"], "");
+    assert!(end["structuredContent"].get("nextOffset").is_none());
+    let error = tool_error(
+        &call(
+            &rt,
+            &daemon,
+            "attachment_read",
+            json!({"attachmentId": attachment, "offset": 40_001}),
+        )
+        .await,
+    );
+    assert_eq!(error["code"], "validation_failed");
+}

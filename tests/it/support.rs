@@ -121,7 +121,10 @@ impl TestServer {
             operator_token,
             operator_token_file: config.operator_token_file.clone(),
             state,
-            client: reqwest::Client::new(),
+            client: reqwest::Client::builder()
+                .pool_idle_timeout(agentteam::serve::CLIENT_IDLE_TIMEOUT)
+                .build()
+                .unwrap(),
             _dir: dir,
             shutdown: Some(shutdown),
         }
@@ -317,7 +320,10 @@ impl TestDaemon {
             state_dir,
             log_file,
             child,
-            client: reqwest::Client::new(),
+            client: reqwest::Client::builder()
+                .pool_idle_timeout(agentteam::serve::CLIENT_IDLE_TIMEOUT)
+                .build()
+                .unwrap(),
             _dir: None,
         }
     }

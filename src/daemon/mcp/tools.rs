@@ -138,3 +138,46 @@ fn budgeted(tool: &ToolDescriptor, result: Value, applied: bool) -> Value {
     }
     failure(&error)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::catalog::find_tool;
+
+    fn envelope(result: &Value) -> Value {
+        assert_eq!(result["isError"], true);
+        serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap()
+    }
+
+    #[test]
+    fn a_result_at_the_budget_passes_whole_and_one_byte_more_is_refused() {
+        let tool = find_tool("message_history_read").unwrap();
+        // Grow a string until the serialized result is exactly the budget.
+        let sized = |n: usize| success(&json!({ "messages": [], "target": "x".repeat(n) }));
+        let base = serde_json::to_vec(&sized(0)).unwrap().len();
+        // Each character appears twice: in `structuredContent` and in the text block.
+        let fits = (MCP_RESULT_BUDGET_BYTES - base) / 2;
+        let at_budget = sized(fits);
+        let size = serde_json::to_vec(&at_budget).unwrap().len();
+        assert!(size <= MCP_RESULT_BUDGET_BYTES && size + 2 > MCP_RESULT_BUDGET_BYTES);
+        assert_eq!(budgeted(tool, at_budget.clone(), false), at_budget);
+
+        let over = envelope(&budgeted(tool, sized(fits + 1), false));
+        assert_eq!(over["error"]["code"], "result_budget_exceeded");
+        assert_eq!(over["error"]["next"], tool.next.unwrap());
+        assert_eq!(over["error"]["hint"], tool.hint.unwrap());
+        assert!(
+            over["error"].get("metadata").is_none(),
+            "a read applied nothing"
+        );
+    }
+
+    #[test]
+    fn an_over_budget_mutation_says_it_was_applied() {
+        let tool = find_tool("message_send").unwrap();
+        let huge = success(&json!({ "text": "x".repeat(MCP_RESULT_BUDGET_BYTES) }));
+        let refused = envelope(&budgeted(tool, huge, true));
+        assert_eq!(refused["error"]["code"], "result_budget_exceeded");
+        assert_eq!(refused["error"]["metadata"]["mutation_applied"], true);
+    }
+}

@@ -14,7 +14,9 @@ use crate::server::AppState;
 use crate::server::store::Membership;
 
 /// `attachment_read` returns this many bytes when the call names no `maxBytes`.
-const DEFAULT_ATTACHMENT_RANGE: u64 = 16 * 1024;
+const DEFAULT_ATTACHMENT_RANGE: u64 = 8 * 1024;
+/// The largest range one call returns (the schema's `maximum`).
+const MAX_ATTACHMENT_RANGE: u64 = 16 * 1024;
 
 /// The conversation `target` names, if the caller may read it.
 async fn conversation(
@@ -179,9 +181,9 @@ pub async fn read_attachment(
         )
         .with_next("start again from `offset` 0"));
     }
-    let wanted = input
-        .max_bytes
-        .map_or(DEFAULT_ATTACHMENT_RANGE, |m| m.get().min(32 * 1024));
+    let wanted = input.max_bytes.map_or(DEFAULT_ATTACHMENT_RANGE, |m| {
+        m.get().min(MAX_ATTACHMENT_RANGE)
+    });
     let mut bytes = state
         .store
         .attachment_bytes(&input.attachment_id, offset, wanted)
