@@ -5,7 +5,7 @@
 //! Runtimes show raw tool names under their own convention; a [`ToolNamer`] maps each raw name to
 //! what the model sees (`mcp__agentteam__message_send`, `mcp_agentteam_message_send`).
 
-use super::catalog::TOOLS;
+use super::catalog::{TOOLS, ToolId};
 
 /// The MCP server name runtimes register the namespace under.
 pub const NAMESPACE: &str = "agentteam";
@@ -47,7 +47,7 @@ pub struct SkillDocParts {
 
 /// The guidance as its two parts.
 pub fn skill_doc_split(namer: &dyn ToolNamer) -> SkillDocParts {
-    let send = namer.model_name("message_send");
+    let send = namer.model_name(ToolId::MessageSend.descriptor().name);
     let rules = format!(
         "## AgentTeam MCP tools (`{NAMESPACE}`)\n\n\
          - Reply with `{send}` using the exact `target` shown on the message you answer (`channel:…`, `dm:…` or `thread:…`); never guess or reuse another target.\n\

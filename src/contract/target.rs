@@ -62,7 +62,10 @@ impl Target {
                     .into_iter()
                     .find(|k| k.as_str().eq_ignore_ascii_case(kind.trim()))
                     .ok_or_else(|| {
-                        refuse("the kind must be `channel`, `dm` or `thread`".to_string())
+                        refuse(format!(
+                            "the kind `{}` is not `channel`, `dm` or `thread`",
+                            kind.trim().chars().take(16).collect::<String>()
+                        ))
                     })?;
                 (kind, id.trim())
             }
@@ -152,7 +155,7 @@ mod tests {
                 "thread:chn_0123456789",
                 "a `channel` id cannot be used with the `thread` kind",
             ),
-            ("room:chn_0123456789", "the kind must be"),
+            ("room:chn_0123456789", "the kind `room` is not"),
             ("general", "use the exact target"),
             ("thread:thr_short", "8 to 64 letters or digits"),
             ("thread:thr_01234567/../x", "8 to 64 letters or digits"),

@@ -2,10 +2,10 @@
 //! (for the local human CLI).
 //!
 //! Loopback is not a trust boundary: every request must name a loopback host (`127.0.0.1`,
-//! `localhost`, `[::1]`, any port) in `Host`, which a DNS-rebinding page cannot, and carry no
-//! `Origin` other than a loopback one (a browser page from another site), or it is refused with
-//! 403 before any route runs. The daemon serves no pages, so a loopback origin is never a foreign
-//! script.
+//! `localhost`, `[::1]`, any port: a local proxy may forward to us) in `Host`, which a
+//! DNS-rebinding page cannot, and carry no `Origin` other than the same origin (`http://` + that
+//! host; a page of another site or another local port is refused), or it is refused with 403
+//! before any route runs. The daemon serves no pages, so its own origin is never a foreign script.
 
 use std::sync::Arc;
 
@@ -103,15 +103,17 @@ fn is_loopback_authority(authority: &str) -> bool {
     )
 }
 
+/// A loopback `Host`, and no `Origin` or the same-origin one (`http://` + that host).
 fn loopback_request(headers: &HeaderMap) -> bool {
     let text = |name| headers.get(name).map(|v| v.to_str().unwrap_or("\u{0}"));
-    let host_ok = text(header::HOST).is_some_and(is_loopback_authority);
-    let origin_ok = text(header::ORIGIN).is_none_or(|origin| {
+    let Some(host) = text(header::HOST).filter(|host| is_loopback_authority(host)) else {
+        return false;
+    };
+    text(header::ORIGIN).is_none_or(|origin| {
         origin
             .strip_prefix("http://")
-            .is_some_and(is_loopback_authority)
-    });
-    host_ok && origin_ok
+            .is_some_and(|authority| authority.eq_ignore_ascii_case(host))
+    })
 }
 
 async fn loopback_only(request: Request, next: Next) -> Response {

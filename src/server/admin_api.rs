@@ -532,7 +532,7 @@ async fn post_message(
                     "no such channel or thread with this human as a member",
                 )
             })?;
-            let id = state
+            let (id, attachment_ids) = state
                 .store
                 .post_message(
                     &workspace_id,
@@ -544,7 +544,7 @@ async fn post_message(
                 )
                 .await
                 .map_err(internal)?;
-            Ok(json!({ "messageId": id }))
+            Ok(json!({ "messageId": id, "attachmentIds": attachment_ids }))
         }
         .await,
     )

@@ -573,16 +573,31 @@ async fn both_protocol_eras_follow_the_transport_rules() {
         .next()
         .unwrap()
         .to_string();
-    let local = format!("http://localhost:{port}");
+    let host = format!("localhost:{port}");
+    let origin = format!("http://{host}");
     let ping = json!({"jsonrpc": "2.0", "id": 9, "method": "ping"}).to_string();
-    let (status, _, _) = post(&daemon, &rt.url, auth, &[("Origin", &local)], ping.clone()).await;
-    assert_eq!(status, 200);
-    for headers in [
-        [("Origin", "http://evil.example.com")],
-        [("Host", "evil.example.com")],
-    ] {
-        let (status, _, _) = post(&daemon, &rt.url, auth, &headers, ping.clone()).await;
-        assert_eq!(status, 403, "{headers:?}");
+    let (status, _, _) = post(
+        &daemon,
+        &rt.url,
+        auth,
+        &[("Host", &host), ("Origin", &origin)],
+        ping.clone(),
+    )
+    .await;
+    assert_eq!(status, 200, "the same origin passes");
+    let other_port = format!("http://localhost:{}", port.parse::<u16>().unwrap() ^ 1);
+    let refused: [&[(&str, &str)]; 5] = [
+        &[("Origin", "http://evil.example.com")],
+        &[("Host", "evil.example.com")],
+        &[("Host", "localhost.evil.example.com")],
+        &[("Host", &host), ("Origin", &other_port)],
+        &[("Origin", "null")],
+    ];
+    for headers in refused {
+        for bearer in [auth, None] {
+            let (status, _, _) = post(&daemon, &rt.url, bearer, headers, ping.clone()).await;
+            assert_eq!(status, 403, "{headers:?}, bearer: {}", bearer.is_some());
+        }
     }
 }
 
@@ -780,6 +795,19 @@ async fn an_over_budget_history_read_names_its_continuation() {
     .await;
     let error = tool_error(&result);
     assert_eq!(error["code"], "result_budget_exceeded");
+    let (status, modern_answer) = modern(
+        &rt,
+        &daemon,
+        "tools/call",
+        json!({"name": "message_history_read", "arguments": {"target": target, "limit": 12}}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert_eq!(modern_answer["result"]["resultType"], "complete");
+    assert_eq!(
+        tool_error(&modern_answer["result"])["code"],
+        "result_budget_exceeded"
+    );
     assert!(
         error["next"].as_str().unwrap().contains("smaller `limit`"),
         "{error}"
@@ -841,23 +869,80 @@ async fn the_server_refuses_a_thread_the_agent_cannot_read() {
         .as_str()
         .unwrap()
         .to_string();
-    let posted = operator(&daemon, "/messages", json!({"authorHumanId": human, "channelId": private, "threadId": thread, "content": "hidden"})).await;
+    let posted = operator(&daemon, "/messages", json!({"authorHumanId": human, "channelId": private, "threadId": thread, "content": "hidden",
+        "attachments": [{"name": "plan.txt", "mediaType": "text/plain", "text": "secret plan"}]})).await;
+    // A direct conversation between two humans, without the agent.
+    let other = operator(
+        &daemon,
+        "/humans",
+        json!({"handle": "other", "displayName": "Other"}),
+    )
+    .await["humanId"]
+        .clone();
+    let foreign_dm =
+        operator(&daemon, "/dms", json!({"memberIds": [human, other]})).await["target"].clone();
 
     let target = format!("thread:{thread}");
-    for (tool, arguments) in [
+    let cases = [
         (
             "message_send",
             json!({"target": target, "content": "let me in"}),
         ),
         ("message_history_read", json!({"target": target})),
         (
+            "message_history_read",
+            json!({"target": format!("channel:{private}")}),
+        ),
+        (
+            "message_send",
+            json!({"target": format!("channel:{private}"), "content": "x"}),
+        ),
+        (
+            "message_send",
+            json!({"target": foreign_dm, "content": "x"}),
+        ),
+        ("message_history_read", json!({"target": foreign_dm})),
+        (
             "reaction_add",
             json!({"messageId": posted["messageId"], "emoji": "👀"}),
         ),
-    ] {
-        let error = tool_error(&call(&rt, &daemon, tool, arguments).await);
-        assert_eq!(error["code"], "not_found", "{tool}: {error}");
+        (
+            "reaction_remove",
+            json!({"messageId": posted["messageId"], "emoji": "👀"}),
+        ),
+        (
+            "attachment_read",
+            json!({"attachmentId": posted["attachmentIds"][0]}),
+        ),
+    ];
+    for (tool, arguments) in cases {
+        let error = tool_error(&call(&rt, &daemon, tool, arguments.clone()).await);
+        assert_eq!(error["code"], "not_found", "{tool} {arguments}: {error}");
     }
+    // Hidden and nonexistent read the same, apart from the id the caller sent.
+    let hidden = tool_error(
+        &call(
+            &rt,
+            &daemon,
+            "message_history_read",
+            json!({"target": target}),
+        )
+        .await,
+    );
+    let missing_thread = "thr_00000000000000000000000000";
+    let missing = tool_error(
+        &call(
+            &rt,
+            &daemon,
+            "message_history_read",
+            json!({"target": format!("thread:{missing_thread}")}),
+        )
+        .await,
+    );
+    assert_eq!(
+        hidden.to_string().replace(&thread, "ID"),
+        missing.to_string().replace(missing_thread, "ID")
+    );
     // A direct conversation works once the server has one with this agent.
     let agent_id = rt.url.rsplit('/').next().unwrap().to_string();
     let dm = operator(&daemon, "/dms", json!({"memberIds": [human, agent_id]})).await;

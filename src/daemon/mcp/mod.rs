@@ -16,7 +16,7 @@
 //! There are no sessions: a legacy `initialize` is answered and forgotten, and nothing a request
 //! does depends on an earlier one.
 
-mod protocol;
+pub mod protocol;
 pub mod tools;
 
 use std::sync::Arc;
@@ -116,7 +116,7 @@ async fn endpoint(State(state): State<DaemonState>, request: Request) -> Respons
     }
     let Some(_admission) = state.store.admit(&authorization) else {
         let mut response = RpcError::new(
-            -32603,
+            protocol::ADMISSION_LIMITED,
             "too many requests in flight for this runtime; retry shortly",
         )
         .respond(StatusCode::TOO_MANY_REQUESTS, None);

@@ -14,18 +14,33 @@ use serde_json::{Map, Value, json};
 use super::super::auth::Authorization;
 use super::super::http::DaemonState;
 use super::tools;
+use crate::contract::ToolId;
 use crate::contract::catalog::{MCP_TOOLS_JSON, find_tool};
 
 /// The one modern revision served.
 pub const MODERN_VERSION: &str = "2026-07-28";
 /// Legacy revisions `initialize` accepts, newest first (the first is the counter-offer).
 pub const LEGACY_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+/// Every method the modern era serves; anything else is 404 + -32601, before header checks.
+const MODERN_METHODS: [&str; 7] = [
+    "server/discover",
+    "tools/list",
+    "tools/call",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+];
 /// How long a client may cache a list result; the inventory changes only with the binary.
 const LIST_TTL_MS: u64 = 60_000;
 
 const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+/// The application error code of an admission refusal (HTTP 429): outside the JSON-RPC and MCP
+/// reserved ranges (-32768..-32000).
+pub const ADMISSION_LIMITED: i64 = -31000;
 
 /// The longest name, method or URI echoed back in an error message.
 const MAX_ECHO: usize = 64;
@@ -101,7 +116,7 @@ impl RpcRequest {
             Some(_) => return Err(invalid("`id` must be a string or an integer", None)),
         };
         if object.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
-            return Err(invalid("`jsonrpc` must be \"2.0\"", id));
+            return Err(invalid("`jsonrpc` must be `2.0`", id));
         }
         let method = match object.remove("method") {
             Some(Value::String(method)) => method,
@@ -201,6 +216,15 @@ impl Era {
             return Ok(Era::Legacy);
         }
 
+        if meta_version.is_some_and(|v| !v.is_string()) {
+            return Err((
+                StatusCode::BAD_REQUEST,
+                RpcError::new(
+                    -32602,
+                    format!("`params._meta` `{META_VERSION}` must be a string"),
+                ),
+            ));
+        }
         let meta_version = meta_version.and_then(Value::as_str);
         if let (Some(header), Some(meta)) = (&header_version, meta_version)
             && header != meta
@@ -240,6 +264,9 @@ impl Era {
                 ),
             ));
         }
+        if request.id.is_some() && !MODERN_METHODS.contains(&request.method.as_str()) {
+            return Err(method_not_found(Era::Modern, &request.method));
+        }
         match header_text(headers, "mcp-method")? {
             Some(method) if method == request.method => {}
             Some(method) => {
@@ -275,7 +302,7 @@ impl Era {
         Ok(Era::Modern)
     }
 
-    /// Adds what every result of the era carries.
+    /// Adds what every result of the era carries (idempotent).
     pub fn decorate(self, mut result: Value) -> Value {
         if self == Era::Modern
             && let Some(object) = result.as_object_mut()
@@ -311,7 +338,12 @@ fn capabilities() -> Value {
 }
 
 /// What `initialize` and `server/discover` tell a model about the namespace.
-const INSTRUCTIONS: &str = "AgentTeam tools for this agent: messages (send to an exact target, read history, react, read attachments), memory search and knowledge retrieval. Reply with `message_send` using the exact target shown on the message you answer.";
+fn instructions() -> String {
+    format!(
+        "AgentTeam tools for this agent: messages (send to an exact target, read history, react, read attachments), memory search and knowledge retrieval. Reply with `{}` using the exact target shown on the message you answer.",
+        ToolId::MessageSend.descriptor().name
+    )
+}
 
 /// A list result, with the modern era's cache fields.
 fn list(era: Era, key: &str, items: Value) -> Value {
@@ -383,7 +415,7 @@ async fn respond(
                 "protocolVersion": version,
                 "capabilities": capabilities(),
                 "serverInfo": server_info(),
-                "instructions": INSTRUCTIONS,
+                "instructions": instructions(),
             }))
         }
         (Era::Legacy, "ping") => Ok(json!({})),
@@ -391,7 +423,7 @@ async fn respond(
             let mut result = json!({
                 "supportedVersions": [MODERN_VERSION],
                 "capabilities": capabilities(),
-                "instructions": INSTRUCTIONS,
+                "instructions": instructions(),
             });
             result["ttlMs"] = json!(LIST_TTL_MS);
             result["cacheScope"] = json!("private");
@@ -403,7 +435,7 @@ async fn respond(
                 .and_then(Value::as_str)
                 .ok_or_else(|| invalid_params("`params.name` must be a string".into()))?;
             let Some(tool) = find_tool(name) else {
-                return Err(invalid_params(format!("Unknown tool: {}", echo(name))));
+                return Err(invalid_params(format!("unknown tool: `{}`", echo(name))));
             };
             let arguments = match params.get("arguments") {
                 None | Some(Value::Null) => Value::Object(Map::new()),
@@ -414,7 +446,7 @@ async fn respond(
                     ));
                 }
             };
-            Ok(tools::call(state, authorization, tool, arguments).await)
+            Ok(tools::call(state, authorization, era, tool, arguments).await)
         }
         (_, "prompts/list") => Ok(list(era, "prompts", json!([]))),
         (_, "resources/list") => Ok(list(era, "resources", json!([]))),

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::super::auth::Authorization;
 use super::super::http::DaemonState;
+use super::protocol::Era;
 use crate::client::CallContext;
 use crate::contract::catalog::MCP_RESULT_BUDGET_BYTES;
 use crate::contract::error::ErrorCode;
@@ -19,17 +20,19 @@ use crate::contract::target::Target;
 use crate::contract::{ActionError, ToolDescriptor, ToolOwner};
 use crate::wire::idempotency::resolve_selector;
 
-/// Runs one validated-by-name tool call and returns its `CallToolResult`.
+/// Runs one validated-by-name tool call and returns its `CallToolResult`, decorated for `era`
+/// (the budget measures what is sent).
 pub async fn call(
     state: &DaemonState,
     authorization: &Authorization,
+    era: Era,
     tool: &'static ToolDescriptor,
     arguments: Value,
 ) -> Value {
     let applied = !tool.read_only;
     match run(state, authorization, tool, arguments).await {
-        Ok(structured) => budgeted(tool, success(&structured), applied),
-        Err(error) => budgeted(tool, failure(&error), false),
+        Ok(structured) => budgeted(tool, era, success(&structured), applied),
+        Err(error) => budgeted(tool, era, failure(&error), false),
     }
 }
 
@@ -75,15 +78,31 @@ async fn run(
     let violations = state.catalog.tool_output_violations(tool.id, &data);
     if let Some(first) = violations.first() {
         tracing::error!(tool = tool.name, path = %first.path, "the owner's result does not match the tool's output schema");
-        return Err(ActionError::new(
-            ErrorCode::UpstreamFailed,
-            format!(
-                "the owner of `{}` answered with a malformed result",
-                tool.name
+        return Err(after_apply(
+            tool,
+            ActionError::new(
+                ErrorCode::UpstreamFailed,
+                format!(
+                    "the owner of `{}` answered with a malformed result",
+                    tool.name
+                ),
             ),
         ));
     }
     Ok(data)
+}
+
+/// A failure found after the owner answered: a tool with side effects has already acted, and
+/// says so, so the model does not repeat it.
+fn after_apply(tool: &ToolDescriptor, mut error: ActionError) -> ActionError {
+    if !tool.read_only {
+        error.metadata = Some(Box::new(json!({ "mutation_applied": true })));
+        error = error.with_next(format!(
+            "the `{}` call took effect; do not repeat it",
+            tool.name
+        ));
+    }
+    error
 }
 
 fn unavailable(tool: &ToolDescriptor, owner: &str) -> ActionError {
@@ -115,7 +134,8 @@ fn failure(error: &ActionError) -> Value {
 }
 
 /// The result itself when its serialization fits the budget; otherwise the classified refusal.
-fn budgeted(tool: &ToolDescriptor, result: Value, applied: bool) -> Value {
+fn budgeted(tool: &ToolDescriptor, era: Era, result: Value, applied: bool) -> Value {
+    let result = era.decorate(result);
     let size = serde_json::to_vec(&result).map_or(usize::MAX, |bytes| bytes.len());
     if size <= MCP_RESULT_BUDGET_BYTES {
         return result;
@@ -136,7 +156,7 @@ fn budgeted(tool: &ToolDescriptor, result: Value, applied: bool) -> Value {
     if applied {
         error.metadata = Some(Box::new(json!({ "mutation_applied": true })));
     }
-    failure(&error)
+    era.decorate(failure(&error))
 }
 
 #[cfg(test)]
@@ -154,15 +174,21 @@ mod tests {
         let tool = find_tool("message_history_read").unwrap();
         // Grow a string until the serialized result is exactly the budget.
         let sized = |n: usize| success(&json!({ "messages": [], "target": "x".repeat(n) }));
-        let base = serde_json::to_vec(&sized(0)).unwrap().len();
+        let sent = |n: usize| Era::Modern.decorate(sized(n));
+        let base = serde_json::to_vec(&sent(0)).unwrap().len();
         // Each character appears twice: in `structuredContent` and in the text block.
         let fits = (MCP_RESULT_BUDGET_BYTES - base) / 2;
-        let at_budget = sized(fits);
-        let size = serde_json::to_vec(&at_budget).unwrap().len();
+        let size = serde_json::to_vec(&sent(fits)).unwrap().len();
         assert!(size <= MCP_RESULT_BUDGET_BYTES && size + 2 > MCP_RESULT_BUDGET_BYTES);
-        assert_eq!(budgeted(tool, at_budget.clone(), false), at_budget);
+        // Measured as sent: the modern era's fields count.
+        assert_eq!(budgeted(tool, Era::Modern, sized(fits), false), sent(fits));
+        assert_eq!(
+            budgeted(tool, Era::Legacy, sized(fits), false),
+            sized(fits),
+            "the legacy era adds nothing"
+        );
 
-        let over = envelope(&budgeted(tool, sized(fits + 1), false));
+        let over = envelope(&budgeted(tool, Era::Modern, sized(fits + 1), false));
         assert_eq!(over["error"]["code"], "result_budget_exceeded");
         assert_eq!(over["error"]["next"], tool.next.unwrap());
         assert_eq!(over["error"]["hint"], tool.hint.unwrap());
@@ -176,8 +202,21 @@ mod tests {
     fn an_over_budget_mutation_says_it_was_applied() {
         let tool = find_tool("message_send").unwrap();
         let huge = success(&json!({ "text": "x".repeat(MCP_RESULT_BUDGET_BYTES) }));
-        let refused = envelope(&budgeted(tool, huge, true));
+        let refused = envelope(&budgeted(tool, Era::Legacy, huge, true));
         assert_eq!(refused["error"]["code"], "result_budget_exceeded");
         assert_eq!(refused["error"]["metadata"]["mutation_applied"], true);
+    }
+
+    #[test]
+    fn a_failure_after_the_owner_answered_marks_a_mutation_applied() {
+        let failed = || ActionError::new(ErrorCode::UpstreamFailed, "malformed");
+        let send = after_apply(find_tool("message_send").unwrap(), failed());
+        assert_eq!(
+            send.metadata.as_deref(),
+            Some(&json!({ "mutation_applied": true }))
+        );
+        assert!(send.next.unwrap().contains("do not repeat it"));
+        let read = after_apply(find_tool("message_history_read").unwrap(), failed());
+        assert!(read.metadata.is_none());
     }
 }

@@ -9,7 +9,7 @@ use super::{Caller, internal, not_found, page};
 use crate::contract::error::ErrorCode;
 use crate::contract::target::Target;
 use crate::contract::types as t;
-use crate::contract::{ActionError, ActionResult};
+use crate::contract::{ActionError, ActionResult, ToolId};
 use crate::server::AppState;
 use crate::server::store::Membership;
 
@@ -40,7 +40,7 @@ pub async fn send(
     input: t::MessageSendInput,
 ) -> ActionResult<t::MessageSendOutput> {
     let (_, at) = conversation(state, caller, &input.target).await?;
-    let id = state
+    let (id, _) = state
         .store
         .post_message(
             &caller.workspace_id,
@@ -67,7 +67,10 @@ pub async fn history(
     input: t::MessageHistoryReadInput,
 ) -> ActionResult<t::MessageHistoryReadOutput> {
     let (target, at) = conversation(state, caller, &input.target).await?;
-    let filter = json!({ "list": "message_history_read", "target": target.to_string() });
+    let filter = json!({
+        "list": ToolId::MessageHistoryRead.descriptor().name,
+        "target": target.to_string(),
+    });
     let after = page::decode_position(state, input.cursor.as_ref(), &filter)?;
     let limit = input
         .limit
@@ -175,7 +178,7 @@ pub async fn read_attachment(
         return Err(ActionError::new(
             ErrorCode::ValidationFailed,
             format!(
-                "`offset` {offset} is past the end of the attachment ({} bytes)",
+                "`offset` `{offset}` is past the end of the attachment (`{}` bytes)",
                 attachment.size
             ),
         )
@@ -189,9 +192,15 @@ pub async fn read_attachment(
         .attachment_bytes(&input.attachment_id, offset, wanted)
         .await
         .map_err(internal)?;
-    let text =
+    let textual =
         attachment.media_type.starts_with("text/") || attachment.media_type.ends_with("json");
-    let (encoding, data) = match text.then(|| utf8_prefix(&mut bytes)).flatten() {
+    let text = textual
+        .then(|| utf8_prefix(&mut bytes))
+        .flatten()
+        // Text that escapes to more than its base64 would (control characters, quotes) goes as
+        // base64: a full range then always fits the MCP result budget.
+        .filter(|text| escaped_cost(text) <= 2 * base64_len(bytes.len()) + 4);
+    let (encoding, data) = match text {
         Some(text) => (t::AttachmentReadOutputEncoding::Utf8, text),
         None => (
             t::AttachmentReadOutputEncoding::Base64,
@@ -223,6 +232,20 @@ fn utf8_prefix(bytes: &mut Vec<u8>) -> Option<String> {
     }
     bytes.truncate(valid);
     String::from_utf8(bytes.clone()).ok()
+}
+
+/// What `text` costs in an MCP result: once as a JSON string in the structured value, and again
+/// inside the JSON text block that repeats it.
+fn escaped_cost(text: &str) -> usize {
+    let once = serde_json::to_string(text).expect("strings serialize");
+    once.len()
+        + serde_json::to_string(&once)
+            .expect("strings serialize")
+            .len()
+}
+
+fn base64_len(bytes: usize) -> usize {
+    bytes.div_ceil(3) * 4
 }
 
 fn internal_missing(what: &str) -> ActionError {

@@ -143,6 +143,7 @@ impl Store {
     }
 
     /// Posts a message with its attachments in one transaction; the caller checked membership.
+    /// Returns the message id and the attachment ids, in order.
     pub async fn post_message(
         &self,
         workspace_id: &str,
@@ -151,8 +152,9 @@ impl Store {
         content: &str,
         attachments: &[NewAttachment],
         now_ms: i64,
-    ) -> Result<String, StoreError> {
+    ) -> Result<(String, Vec<String>), StoreError> {
         let id = new_id("msg", now_ms);
+        let mut attachment_ids = Vec::with_capacity(attachments.len());
         let mut tx = self.writer.begin().await?;
         sqlx::query("INSERT INTO messages (id, workspace_id, channel_id, thread_id, author_id, content, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)")
             .bind(&id)
@@ -165,8 +167,9 @@ impl Store {
             .execute(&mut *tx)
             .await?;
         for (position, attachment) in attachments.iter().enumerate() {
+            let attachment_id = new_id("att", now_ms);
             sqlx::query("INSERT INTO attachments (id, message_id, position, name, media_type, size, content, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)")
-                .bind(new_id("att", now_ms))
+                .bind(&attachment_id)
                 .bind(&id)
                 .bind(position as i64)
                 .bind(&attachment.name)
@@ -176,9 +179,10 @@ impl Store {
                 .bind(now_ms)
                 .execute(&mut *tx)
                 .await?;
+            attachment_ids.push(attachment_id);
         }
         tx.commit().await?;
-        Ok(id)
+        Ok((id, attachment_ids))
     }
 
     /// One message as `member_id` sees it, if it is in a conversation they belong to.

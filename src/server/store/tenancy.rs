@@ -220,15 +220,16 @@ impl Store {
         Ok(row.is_some())
     }
 
-    /// The workspace of a channel, if the channel exists.
+    /// The workspace of a channel, if the channel exists (a direct conversation is not a channel:
+    /// it keeps exactly its two members and has no threads).
     pub async fn channel_workspace(&self, channel_id: &str) -> Result<Option<String>, StoreError> {
-        Ok(
-            sqlx::query_as::<_, (String,)>("SELECT workspace_id FROM channels WHERE id = $1")
-                .bind(channel_id)
-                .fetch_optional(&self.reader)
-                .await?
-                .map(|r| r.0),
+        Ok(sqlx::query_as::<_, (String,)>(
+            "SELECT workspace_id FROM channels WHERE id = $1 AND kind = 'channel'",
         )
+        .bind(channel_id)
+        .fetch_optional(&self.reader)
+        .await?
+        .map(|r| r.0))
     }
 
     pub async fn create_thread(
