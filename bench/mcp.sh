@@ -95,11 +95,13 @@ else:
 PY
 }
 
-# The wrk script takes everything from the environment; it reads the token file itself (when
-# MCP_TOKEN_FILE is set) and counts answers that are not 200 + JSON-RPC result + no `isError`.
+# The wrk script takes everything from the environment and reads the token file itself (when
+# MCP_TOKEN_FILE is set). It has no `response` callback on purpose: handing every body to Lua costs
+# wrk about a quarter of its throughput on our 19 KB tool list (42.6k vs 31.0k req/s measured), so
+# the load would measure wrk, and unevenly, since the peer's answer is tiny. Correctness is checked
+# instead by one full check of the same request before and after each load (the servers are
+# stateless, the request never changes), and wrk must report no non-2xx answer.
 cat > "$work/mcp.lua" <<'LUA'
-local threads = {}
-function setup(thread) table.insert(threads, thread) end
 wrk.method = "POST"
 wrk.body = os.getenv("MCP_BODY")
 wrk.headers["Content-Type"] = "application/json"
@@ -114,28 +116,20 @@ if token_file ~= "" then
     wrk.headers["Authorization"] = "Bearer " .. f:read("*a"):match("^%s*(.-)%s*$")
     f:close()
 end
-bad = 0
-function response(status, headers, body)
-    if status ~= 200 or not body:find('"result"', 1, true) or body:find('"isError":true', 1, true) then
-        bad = bad + 1
-    end
-end
-function done(summary, latency, requests)
-    local total = 0
-    for _, thread in ipairs(threads) do total = total + thread:get("bad") end
-    io.write(string.format("bad responses: %d\n", total))
-end
 LUA
 
-# load NAME URL TOKEN_FILE METHOD [TOOL ARGUMENTS]: 10 s of wrk at 16 connections on core 1;
-# fails on any bad response, records req/s in $work/NAME.rps.
+# load NAME URL TOKEN_FILE METHOD [TOOL ARGUMENTS]: the full check, 10 s of wrk at 16 connections
+# on core 1, the full check again; fails on any non-2xx answer, records req/s in $work/NAME.rps.
 load() {
-    local name=$1 url=$2 token_file=$3 method=$4 tool=${5:-}
+    local name=$1 url=$2 token_file=$3
+    check "$url" "$token_file" "${@:4}"
+    local method=$4 tool=${5:-}
     echo "## $name: 16 connections, 10 s"
     MCP_BODY="$(request "${@:4}")" MCP_VERSION="$version" MCP_METHOD="$method" MCP_TOOL="$tool" \
         MCP_TOKEN_FILE="$token_file" \
         taskset -c 1 wrk -t1 -c16 -d10s --latency -s "$work/mcp.lua" "$url" | tee "$work/$name.wrk"
-    grep -q '^bad responses: 0$' "$work/$name.wrk" || { echo "$name: bad responses" >&2; exit 1; }
+    if grep -q 'Non-2xx' "$work/$name.wrk"; then echo "$name: non-2xx answers under load" >&2; exit 1; fi
+    check "$url" "$token_file" "${@:4}"
     awk '/^Requests\/sec:/ { print $2 }' "$work/$name.wrk" > "$work/$name.rps"
 }
 
@@ -166,9 +160,7 @@ for i in $(seq 1 20); do
 done
 history_args="{\"target\":\"$target\",\"limit\":20}"
 
-check "$mcp_url" "$token_file" tools/list
 load ours_tools_list "$mcp_url" "$token_file" tools/list
-check "$mcp_url" "$token_file" tools/call message_history_read "$history_args"
 load ours_history "$mcp_url" "$token_file" tools/call message_history_read "$history_args"
 
 # Stop ours before the peer starts: core 0 is then the peer's alone.
@@ -185,7 +177,6 @@ until grep -q "listening on" "$work/peer.out" 2>/dev/null; do
 done
 peer_url="http://$(awk '/listening on/ { print $3; exit }' "$work/peer.out")/mcp"
 echo_args='{"text":"hi"}'
-check "$peer_url" "" tools/call echo "$echo_args"
 load rmcp_tools_call "$peer_url" "" tools/call echo "$echo_args"
 
 python3 - "$work" <<'PY'

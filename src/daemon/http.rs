@@ -83,12 +83,45 @@ pub fn router(state: DaemonState) -> Router {
             wire::error_response(&ActionError::new(ErrorCode::NotFound, "no such route"))
         })
         .layer(middleware::from_fn(loopback_only))
+        .layer(middleware::from_fn(request_span))
         .with_state(state)
 }
 
 /// The one answer to every refused runtime credential, whatever the reason.
 pub fn forbidden() -> Response {
     wire::error_response(&ActionError::new(ErrorCode::Forbidden, "forbidden"))
+}
+
+/// One span per request (transport, HTTP method, path; the MCP route adds the JSON-RPC method)
+/// and one completion event with status and duration, at debug level. Never a header or a body:
+/// tokens stay out of the log.
+async fn request_span(request: Request, next: Next) -> Response {
+    use tracing::Instrument;
+    let path = request.uri().path();
+    let transport = if path.starts_with("/api/internal/mcp/") || path.starts_with("/mcp/") {
+        "mcp"
+    } else if path.starts_with("/api/internal/exec/") {
+        "exec"
+    } else {
+        "admin"
+    };
+    let span = tracing::debug_span!(
+        "request",
+        transport,
+        method = %request.method(),
+        path = %path.chars().take(256).collect::<String>(),
+        rpc_method = tracing::field::Empty,
+    );
+    let started = std::time::Instant::now();
+    let response = next.run(request).instrument(span.clone()).await;
+    span.in_scope(|| {
+        tracing::debug!(
+            status = response.status().as_u16(),
+            elapsed_us = started.elapsed().as_micros() as u64,
+            "request finished"
+        )
+    });
+    response
 }
 
 /// `127.0.0.1`, `localhost` or `[::1]`, with or without a port.

@@ -156,6 +156,7 @@ async fn endpoint(State(state): State<DaemonState>, request: Request) -> Respons
         Ok(request) => request,
         Err((error, id)) => return error.respond(StatusCode::BAD_REQUEST, id.as_ref()),
     };
+    tracing::Span::current().record("rpc_method", protocol::echo(&request.method));
     let era = match Era::classify(&parts.headers, &request) {
         Ok(era) => era,
         Err((status, error)) => return error.respond(status, request.id.as_ref()),

@@ -187,7 +187,8 @@ fn header_text(headers: &HeaderMap, name: &str) -> Result<Option<String>, Refusa
     Ok(Some(text.to_string()))
 }
 
-fn echo(text: &str) -> String {
+/// `text` cut to what an error message or a log line may echo.
+pub fn echo(text: &str) -> String {
     text.chars().take(MAX_ECHO).collect()
 }
 
