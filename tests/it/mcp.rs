@@ -160,6 +160,25 @@ fn channel(daemon: &TestDaemon) -> String {
     format!("channel:{}", identity["channelId"].as_str().unwrap())
 }
 
+/// A new human who is a member of the channel `target`; returns its id.
+async fn human_in(daemon: &TestDaemon, target: &str, handle: &str) -> Value {
+    let human = operator(
+        daemon,
+        "/humans",
+        json!({"handle": handle, "displayName": handle}),
+    )
+    .await["humanId"]
+        .clone();
+    let channel_id = target.trim_start_matches("channel:");
+    operator(
+        daemon,
+        &format!("/channels/{channel_id}/members"),
+        json!({"memberId": human}),
+    )
+    .await;
+    human
+}
+
 /// `POST` to the embedded server's operator API.
 async fn operator(daemon: &TestDaemon, path: &str, body: Value) -> Value {
     let announcement: Value =
@@ -716,20 +735,8 @@ async fn call_tool_is_the_only_entry_and_fails_as_results() {
     .await;
     assert_eq!(removed["structuredContent"]["reactions"], json!([]));
 
-    let human = operator(
-        &daemon,
-        "/humans",
-        json!({"handle": "reader", "displayName": "Reader"}),
-    )
-    .await["humanId"]
-        .clone();
+    let human = human_in(&daemon, &target, "reader").await;
     let channel_id = target.trim_start_matches("channel:");
-    operator(
-        &daemon,
-        &format!("/channels/{channel_id}/members"),
-        json!({"memberId": human}),
-    )
-    .await;
     let body = "line one\n".repeat(1000);
     operator(
         &daemon,
@@ -971,7 +978,8 @@ async fn the_official_python_sdk_works_in_both_eras() {
         "run the tests through scripts/test, which creates {}",
         venv.display()
     );
-    for mode in ["legacy", MODERN] {
+    // `auto` is what clients default to: it probes `server/discover` and settles on the modern era.
+    for (mode, expected) in [("legacy", "2025-11-25"), (MODERN, MODERN), ("auto", MODERN)] {
         let output = tokio::process::Command::new(&python)
             .arg(repo_root().join("tests/it/mcp_sdk_client.py"))
             .args([
@@ -994,12 +1002,7 @@ async fn the_official_python_sdk_works_in_both_eras() {
             String::from_utf8_lossy(&output.stderr)
         );
         let summary: Value = serde_json::from_str(stdout.trim()).unwrap();
-        let expected = if mode == "legacy" {
-            "2025-11-25"
-        } else {
-            MODERN
-        };
-        assert_eq!(summary["protocolVersion"], expected);
+        assert_eq!(summary["protocolVersion"], expected, "{mode}");
         assert_eq!(summary["unknownToolCode"], -32602);
         assert!(summary["historyCount"].as_u64().unwrap() >= 1);
         assert!(!stdout.contains(&rt.token()));
@@ -1162,20 +1165,8 @@ async fn tool_bounds_hold_at_their_edges() {
 
     // attachment_read: `maxBytes` 16384 is accepted, 16385 is not; binary comes back as base64;
     // an offset past the end is refused, the exact end is an empty last range.
-    let human = operator(
-        &daemon,
-        "/humans",
-        json!({"handle": "sender", "displayName": "Sender"}),
-    )
-    .await["humanId"]
-        .clone();
+    let human = human_in(&daemon, &target, "sender").await;
     let channel_id = target.trim_start_matches("channel:");
-    operator(
-        &daemon,
-        &format!("/channels/{channel_id}/members"),
-        json!({"memberId": human}),
-    )
-    .await;
     let bytes: Vec<u8> = (0..40_000u32).map(|i| (i % 251) as u8).collect();
     use base64::Engine;
     let encoded = base64::engine::general_purpose::STANDARD.encode(&bytes);

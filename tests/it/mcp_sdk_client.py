@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Drive the daemon's MCP endpoint with the official MCP Python SDK (PyPI `mcp`).
 
-Usage: python mcp_sdk_client.py --url URL --token-file PATH --mode legacy|2026-07-28 --target TARGET
+Usage: python mcp_sdk_client.py --url URL --token-file PATH --mode legacy|2026-07-28|auto --target TARGET
 
 Prints one JSON summary line on stdout and exits 0; on a failed check prints one
 line to stderr and exits 1. The bearer token is read from --token-file only.
@@ -102,7 +102,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--url", required=True)
     ap.add_argument("--token-file", required=True)
-    ap.add_argument("--mode", required=True, choices=["legacy", "2026-07-28"])
+    ap.add_argument("--mode", required=True, choices=["legacy", "2026-07-28", "auto"])
     ap.add_argument("--target", required=True)
     args = ap.parse_args()
     try:

@@ -126,20 +126,8 @@ impl Store {
             TargetKind::Channel => "channel",
             TargetKind::Dm => "dm",
         };
-        let row = sqlx::query(
-            "SELECT c.id FROM channels c JOIN channel_members m ON m.channel_id = c.id \
-             WHERE c.id = $1 AND c.kind = $2 AND c.workspace_id = $3 AND m.member_id = $4",
-        )
-        .bind(&target.id)
-        .bind(kind)
-        .bind(workspace_id)
-        .bind(member_id)
-        .fetch_optional(&self.reader)
-        .await?;
-        Ok(row.map(|row| Membership {
-            channel_id: row.get(0),
-            thread_id: None,
-        }))
+        self.member_channel(workspace_id, member_id, &target.id, Some(kind))
+            .await
     }
 
     /// Posts a message with its attachments in one transaction; the caller checked membership.

@@ -251,20 +251,35 @@ impl Store {
         Ok(id)
     }
 
-    /// The channel `channel_id` if it is in `workspace_id` and `member_id` belongs to it.
+    /// The channel `channel_id` (of any kind: a dm is a channel row) if it is in `workspace_id`
+    /// and `member_id` belongs to it.
     pub async fn channel_for_member(
         &self,
         workspace_id: &str,
         member_id: &str,
         channel_id: &str,
     ) -> Result<Option<Membership>, StoreError> {
+        self.member_channel(workspace_id, member_id, channel_id, None)
+            .await
+    }
+
+    /// The channel row `channel_id`, of `kind` when given, if it is in `workspace_id` and
+    /// `member_id` belongs to it.
+    pub(super) async fn member_channel(
+        &self,
+        workspace_id: &str,
+        member_id: &str,
+        channel_id: &str,
+        kind: Option<&str>,
+    ) -> Result<Option<Membership>, StoreError> {
         let row = sqlx::query(
             "SELECT c.id FROM channels c JOIN channel_members m ON m.channel_id = c.id \
-             WHERE c.id = $1 AND c.workspace_id = $2 AND m.member_id = $3",
+             WHERE c.id = $1 AND c.workspace_id = $2 AND m.member_id = $3 AND ($4 IS NULL OR c.kind = $4)",
         )
         .bind(channel_id)
         .bind(workspace_id)
         .bind(member_id)
+        .bind(kind)
         .fetch_optional(&self.reader)
         .await?;
         Ok(row.map(|row| Membership {
