@@ -136,4 +136,20 @@ mod tests {
         assert_eq!(codec.verify("v2.x.y"), Err(Malformed::Shape));
         assert_eq!(codec.verify(&"a".repeat(600)), Err(Malformed::Shape));
     }
+
+    #[test]
+    fn a_validly_signed_token_with_an_unknown_scope_is_refused() {
+        let codec = TokenCodec::default();
+        let head = format!(
+            "v1.{}",
+            URL_SAFE_NO_PAD.encode(br#"{"a":"az1","g":1,"e":99,"s":"admin"}"#)
+        );
+        let mut mac = codec.mac();
+        mac.update(head.as_bytes());
+        let token = format!(
+            "{head}.{}",
+            URL_SAFE_NO_PAD.encode(mac.finalize().into_bytes())
+        );
+        assert_eq!(codec.verify(&token), Err(Malformed::Shape));
+    }
 }
