@@ -30,11 +30,13 @@ pub fn hash_secret(secret: &str) -> [u8; 32] {
     Sha256::digest(secret.as_bytes()).into()
 }
 
-/// The device behind `credential`, or `None` for any kind of failure.
+/// The device behind `credential` and whether it may act as `agent_id` (its human owns that agent
+/// in the device's workspace), or `None` for any kind of failure.
 pub async fn authenticate_device(
     store: &Store,
     credential: &str,
-) -> Result<Option<DeviceIdentity>, StoreError> {
+    agent_id: &str,
+) -> Result<Option<(DeviceIdentity, bool)>, StoreError> {
     let Some((device_id, secret)) = credential.split_once('.') else {
         return Ok(None);
     };
@@ -42,14 +44,14 @@ pub async fn authenticate_device(
     {
         return Ok(None);
     }
-    let Some((identity, stored_hash)) = store.device(device_id).await? else {
+    let Some((identity, stored_hash, owns_agent)) = store.device(device_id, agent_id).await? else {
         return Ok(None);
     };
     let matches: bool = hash_secret(secret)
         .as_slice()
         .ct_eq(stored_hash.as_slice())
         .into();
-    Ok(matches.then_some(identity))
+    Ok(matches.then_some((identity, owns_agent)))
 }
 
 /// The operator token of this server start, held as a hash.

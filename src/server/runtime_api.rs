@@ -132,17 +132,11 @@ async fn run(
     op: Operation,
 ) -> Result<Response, ActionError> {
     let credential = wire::bearer(headers).ok_or_else(forbidden)?;
-    let device = auth::authenticate_device(&state.store, credential)
+    let (device, owns_agent) = auth::authenticate_device(&state.store, credential, agent_id)
         .await
         .map_err(internal)?
         .ok_or_else(forbidden)?;
-    if device.workspace_id != server_id
-        || !state
-            .store
-            .agent_owned_by(agent_id, server_id, &device.human_id)
-            .await
-            .map_err(internal)?
-    {
+    if device.workspace_id != server_id || !owns_agent {
         return Err(forbidden());
     }
 

@@ -16,10 +16,13 @@ pub const MAX_REACTIONS: usize = 64;
 /// Attachments on one message (the `Message.attachments` bound).
 pub const MAX_ATTACHMENTS: usize = 10;
 
-/// The columns `message_row` reads, in its order; `c` is the message's channel.
+/// The columns `message_row` reads, in its order; `c` is the message's channel. The two flags
+/// let a page skip the reaction and attachment queries when none of its messages has any.
 macro_rules! message_columns {
     () => {
-        "g.id, g.channel_id, g.thread_id, c.kind, g.author_id, g.content, g.created_at"
+        "g.id, g.channel_id, g.thread_id, c.kind, g.author_id, g.content, g.created_at, \
+         EXISTS (SELECT 1 FROM reactions r WHERE r.message_id = g.id), \
+         EXISTS (SELECT 1 FROM attachments a WHERE a.message_id = g.id)"
     };
 }
 
@@ -38,6 +41,8 @@ struct MessageRow {
     author_id: String,
     content: String,
     created_at: i64,
+    has_reactions: bool,
+    has_attachments: bool,
 }
 
 fn message_row(row: &SqliteRow) -> Result<MessageRow, StoreError> {
@@ -65,6 +70,8 @@ fn message_row(row: &SqliteRow) -> Result<MessageRow, StoreError> {
         author_id: row.try_get(4)?,
         content: row.try_get(5)?,
         created_at: row.try_get(6)?,
+        has_reactions: row.try_get(7)?,
+        has_attachments: row.try_get(8)?,
     })
 }
 
@@ -243,24 +250,36 @@ impl Store {
         rows: Vec<MessageRow>,
         member_id: &str,
     ) -> Result<Vec<Message>, StoreError> {
-        let ids = serde_json::to_string(&rows.iter().map(|r| &r.id).collect::<Vec<_>>())
-            .expect("strings serialize");
-        let reaction_rows = sqlx::query(
-            "SELECT message_id, emoji, COUNT(*), MAX(member_id = $2), MIN(created_at) FROM reactions \
-             WHERE message_id IN (SELECT value FROM json_each($1)) \
-             GROUP BY message_id, emoji ORDER BY message_id, COUNT(*) DESC, MIN(created_at), emoji",
-        )
-        .bind(&ids)
-        .bind(member_id)
-        .fetch_all(&self.reader)
-        .await?;
-        let attachment_rows = sqlx::query(
-            "SELECT message_id, id, name, media_type, size FROM attachments \
-             WHERE message_id IN (SELECT value FROM json_each($1)) ORDER BY message_id, position",
-        )
-        .bind(&ids)
-        .fetch_all(&self.reader)
-        .await?;
+        let ids_where = |wanted: fn(&MessageRow) -> bool| {
+            let ids: Vec<&String> = rows.iter().filter(|r| wanted(r)).map(|r| &r.id).collect();
+            (!ids.is_empty()).then(|| serde_json::to_string(&ids).expect("strings serialize"))
+        };
+        let reaction_rows = match ids_where(|r| r.has_reactions) {
+            None => Vec::new(),
+            Some(ids) => {
+                sqlx::query(
+                    "SELECT message_id, emoji, COUNT(*), MAX(member_id = $2), MIN(created_at) FROM reactions \
+                     WHERE message_id IN (SELECT value FROM json_each($1)) \
+                     GROUP BY message_id, emoji ORDER BY message_id, COUNT(*) DESC, MIN(created_at), emoji",
+                )
+                .bind(ids)
+                .bind(member_id)
+                .fetch_all(&self.reader)
+                .await?
+            }
+        };
+        let attachment_rows = match ids_where(|r| r.has_attachments) {
+            None => Vec::new(),
+            Some(ids) => {
+                sqlx::query(
+                    "SELECT message_id, id, name, media_type, size FROM attachments \
+                     WHERE message_id IN (SELECT value FROM json_each($1)) ORDER BY message_id, position",
+                )
+                .bind(ids)
+                .fetch_all(&self.reader)
+                .await?
+            }
+        };
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
             let mut reactions = Vec::new();

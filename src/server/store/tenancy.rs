@@ -119,15 +119,21 @@ impl Store {
     }
 
     /// The unrevoked device `device_id` with its stored secret hash, for constant-time comparison.
+    /// The live device `device_id`, its secret hash, and whether its human owns `agent_id` in
+    /// the device's workspace: one query, because every runtime request asks all three.
     pub async fn device(
         &self,
         device_id: &str,
-    ) -> Result<Option<(DeviceIdentity, Vec<u8>)>, StoreError> {
+        agent_id: &str,
+    ) -> Result<Option<(DeviceIdentity, Vec<u8>, bool)>, StoreError> {
         let row = sqlx::query(
-            "SELECT d.id, d.human_id, h.workspace_id, d.secret_hash FROM devices d JOIN humans h ON h.id = d.human_id \
+            "SELECT d.id, d.human_id, h.workspace_id, d.secret_hash, \
+             EXISTS (SELECT 1 FROM agents a WHERE a.id = $2 AND a.workspace_id = h.workspace_id AND a.owner_human_id = d.human_id) \
+             FROM devices d JOIN humans h ON h.id = d.human_id \
              WHERE d.id = $1 AND d.revoked_at IS NULL",
         )
         .bind(device_id)
+        .bind(agent_id)
         .fetch_optional(&self.reader)
         .await?;
         Ok(row.map(|row| {
@@ -136,7 +142,7 @@ impl Store {
                 human_id: row.get(1),
                 workspace_id: row.get(2),
             };
-            (identity, row.get(3))
+            (identity, row.get(3), row.get::<bool, _>(4))
         }))
     }
 
@@ -148,24 +154,6 @@ impl Store {
                 .execute(&self.writer)
                 .await?;
         Ok(done.rows_affected() == 1)
-    }
-
-    /// True when `agent_id` is an agent of `workspace_id` owned by `human_id`.
-    pub async fn agent_owned_by(
-        &self,
-        agent_id: &str,
-        workspace_id: &str,
-        human_id: &str,
-    ) -> Result<bool, StoreError> {
-        let row = sqlx::query(
-            "SELECT 1 FROM agents WHERE id = $1 AND workspace_id = $2 AND owner_human_id = $3",
-        )
-        .bind(agent_id)
-        .bind(workspace_id)
-        .bind(human_id)
-        .fetch_optional(&self.reader)
-        .await?;
-        Ok(row.is_some())
     }
 
     /// `None` when the name is taken in that workspace. `members` (humans or agents of the same
