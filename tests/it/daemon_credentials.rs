@@ -338,9 +338,16 @@ async fn every_credential_failure_gets_the_same_bytes() {
         daemon.catalog(&workspace, &agent, Some(&first)).await.0,
         200
     );
+    // Flip the first character of the MAC: it carries six whole bits, so the result still decodes
+    // (flipping the last one can leave stray padding bits, which is `malformed`, 1 time in 16).
+    let mac_at = first.rfind('.').unwrap() + 1;
+    let flipped = if first[mac_at..].starts_with('A') {
+        "B"
+    } else {
+        "A"
+    };
     let mut bad_signature = first.clone();
-    let last = bad_signature.pop().unwrap();
-    bad_signature.push(if last == 'A' { 'B' } else { 'A' });
+    bad_signature.replace_range(mac_at..mac_at + 1, flipped);
     sleep_until_ms(expiry_ms(&first) + 50).await;
     let current = std::fs::read_to_string(dir.join("token")).unwrap();
     let mcp = std::fs::read_to_string(dir.join("mcp-token")).unwrap();
