@@ -13,11 +13,9 @@
 //! and success publication are each fenced against that signal. The success envelope then passes
 //! the 64 KiB result budget (`budget.rs`).
 
-use std::time::Duration;
-
 use super::auth::Scope;
 use super::budget;
-use super::http::{DaemonState, forbidden};
+use super::http::{BODY_DEADLINE, BodyFailure, DaemonState, forbidden, read_runtime_body};
 use crate::client::CallContext;
 use crate::contract::catalog::find_action;
 use crate::contract::error::ErrorCode;
@@ -29,9 +27,6 @@ use axum::body::Body;
 use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
-
-/// The absolute deadline for receiving a request body.
-pub const BODY_DEADLINE: Duration = Duration::from_secs(5);
 
 pub async fn action(
     State(state): State<DaemonState>,
@@ -71,28 +66,26 @@ pub async fn action(
     let cancel = authorization.cancel.clone();
 
     // 3. The body, bounded in size and time, and fenced against revocation.
-    let read = tokio::time::timeout(
-        BODY_DEADLINE,
-        axum::body::to_bytes(body, wire::MAX_BODY_BYTES),
-    );
-    let bytes = tokio::select! {
-        read = read => match read {
-            Ok(Ok(bytes)) => bytes,
-            Ok(Err(e)) => {
-                let over = std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
-                return wire::error_response(&if over {
-                    ActionError::new(ErrorCode::PayloadTooLarge, format!("the body exceeds {} bytes", wire::MAX_BODY_BYTES))
-                } else {
-                    ActionError::new(ErrorCode::InvalidRequest, "the body could not be read")
-                });
-            }
-            Err(_) => return wire::error_response(&ActionError::new(ErrorCode::RequestTimeout, format!("the body did not arrive within {} seconds", BODY_DEADLINE.as_secs()))),
-        },
-        () = cancel.cancelled() => return forbidden(),
+    let bytes = match read_runtime_body(body, &cancel).await {
+        Ok(bytes) => bytes,
+        Err(BodyFailure::Revoked) => return forbidden(),
+        Err(failure) => {
+            return wire::error_response(&match failure {
+                BodyFailure::TooLarge => ActionError::new(
+                    ErrorCode::PayloadTooLarge,
+                    format!("the body exceeds {} bytes", wire::MAX_BODY_BYTES),
+                ),
+                BodyFailure::Timeout => ActionError::new(
+                    ErrorCode::RequestTimeout,
+                    format!(
+                        "the body did not arrive within {} seconds",
+                        BODY_DEADLINE.as_secs()
+                    ),
+                ),
+                _ => ActionError::new(ErrorCode::InvalidRequest, "the body could not be read"),
+            });
+        }
     };
-    if cancel.is_cancelled() {
-        return forbidden();
-    }
 
     // 4. Strict JSON, then the action's schema from this authorization's catalog.
     let input = match parse_strict(&bytes) {

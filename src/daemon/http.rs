@@ -87,6 +87,50 @@ pub fn router(state: DaemonState) -> Router {
         .with_state(state)
 }
 
+/// The absolute deadline for receiving a runtime request's body.
+pub const BODY_DEADLINE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Why a runtime request's body was not read; each route answers it in its own protocol.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyFailure {
+    /// Over `wire::MAX_BODY_BYTES`.
+    TooLarge,
+    /// The connection failed mid-body.
+    Unreadable,
+    /// Not complete within [`BODY_DEADLINE`].
+    Timeout,
+    /// The authorization was revoked while the body arrived.
+    Revoked,
+}
+
+/// The body of an admitted runtime request (Exec or MCP): bounded in size and time, and
+/// abandoned at revocation.
+pub async fn read_runtime_body(
+    body: Body,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<Bytes, BodyFailure> {
+    let read = tokio::time::timeout(
+        BODY_DEADLINE,
+        axum::body::to_bytes(body, wire::MAX_BODY_BYTES),
+    );
+    let bytes = tokio::select! {
+        read = read => match read {
+            Ok(Ok(bytes)) => bytes,
+            Ok(Err(e)) => {
+                let over = std::error::Error::source(&e)
+                    .is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
+                return Err(if over { BodyFailure::TooLarge } else { BodyFailure::Unreadable });
+            }
+            Err(_) => return Err(BodyFailure::Timeout),
+        },
+        () = cancel.cancelled() => return Err(BodyFailure::Revoked),
+    };
+    if cancel.is_cancelled() {
+        return Err(BodyFailure::Revoked);
+    }
+    Ok(bytes)
+}
+
 /// The one answer to every refused runtime credential, whatever the reason.
 pub fn forbidden() -> Response {
     wire::error_response(&ActionError::new(ErrorCode::Forbidden, "forbidden"))

@@ -30,7 +30,7 @@ use axum::routing::any;
 use serde_json::{Value, json};
 
 use super::auth::{Authorization, Scope};
-use super::http::DaemonState;
+use super::http::{BodyFailure, DaemonState, read_runtime_body};
 use crate::contract::json::parse_strict;
 use crate::wire;
 use protocol::{Era, Reply, RpcError, RpcRequest};
@@ -130,20 +130,24 @@ async fn endpoint(State(state): State<DaemonState>, request: Request) -> Respons
         return refusal;
     }
     let cancel = authorization.cancel.clone();
-    let bytes = tokio::select! {
-        read = tokio::time::timeout(super::exec::BODY_DEADLINE, axum::body::to_bytes(body, wire::MAX_BODY_BYTES)) => match read {
-            Ok(Ok(bytes)) => bytes,
-            Ok(Err(e)) => {
-                let over = std::error::Error::source(&e).is_some_and(|s| s.is::<http_body_util::LengthLimitError>());
-                return if over {
-                    RpcError::new(-32600, format!("the body exceeds {} bytes", wire::MAX_BODY_BYTES)).respond(StatusCode::PAYLOAD_TOO_LARGE, None)
-                } else {
-                    RpcError::new(-32700, "the body could not be read").respond(StatusCode::BAD_REQUEST, None)
-                };
-            }
-            Err(_) => return RpcError::new(-32600, "the body did not arrive in time").respond(StatusCode::REQUEST_TIMEOUT, None),
-        },
-        () = cancel.cancelled() => return unauthorized(),
+    let bytes = match read_runtime_body(body, &cancel).await {
+        Ok(bytes) => bytes,
+        Err(BodyFailure::Revoked) => return unauthorized(),
+        Err(BodyFailure::TooLarge) => {
+            return RpcError::new(
+                -32600,
+                format!("the body exceeds {} bytes", wire::MAX_BODY_BYTES),
+            )
+            .respond(StatusCode::PAYLOAD_TOO_LARGE, None);
+        }
+        Err(BodyFailure::Timeout) => {
+            return RpcError::new(-32600, "the body did not arrive in time")
+                .respond(StatusCode::REQUEST_TIMEOUT, None);
+        }
+        Err(BodyFailure::Unreadable) => {
+            return RpcError::new(-32700, "the body could not be read")
+                .respond(StatusCode::BAD_REQUEST, None);
+        }
     };
     let message = match parse_strict(&bytes) {
         Ok(message) => message,
