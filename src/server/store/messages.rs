@@ -254,19 +254,9 @@ impl Store {
             let ids: Vec<&String> = rows.iter().filter(|r| wanted(r)).map(|r| &r.id).collect();
             (!ids.is_empty()).then(|| serde_json::to_string(&ids).expect("strings serialize"))
         };
-        let reaction_rows = match ids_where(|r| r.has_reactions) {
+        let mut reactions = match ids_where(|r| r.has_reactions) {
             None => Vec::new(),
-            Some(ids) => {
-                sqlx::query(
-                    "SELECT message_id, emoji, COUNT(*), MAX(member_id = $2), MIN(created_at) FROM reactions \
-                     WHERE message_id IN (SELECT value FROM json_each($1)) \
-                     GROUP BY message_id, emoji ORDER BY message_id, COUNT(*) DESC, MIN(created_at), emoji",
-                )
-                .bind(ids)
-                .bind(member_id)
-                .fetch_all(&self.reader)
-                .await?
-            }
+            Some(ids) => self.reactions_of(&ids, member_id).await?,
         };
         let attachment_rows = match ids_where(|r| r.has_attachments) {
             None => Vec::new(),
@@ -282,20 +272,11 @@ impl Store {
         };
         let mut out = Vec::with_capacity(rows.len());
         for row in rows {
-            let mut reactions = Vec::new();
-            for r in reaction_rows
-                .iter()
-                .filter(|r| r.get::<String, _>(0) == row.id)
-            {
-                let count: i64 = r.try_get(2)?;
-                reactions.push(Reaction {
-                    emoji: parse(r.try_get(1)?, "emoji")?,
-                    count: std::num::NonZeroU64::new(count as u64).ok_or(StoreError::Corrupt {
-                        column: "reactions",
-                    })?,
-                    mine: r.try_get::<i64, _>(3)? == 1,
-                });
-            }
+            // This message's reactions, taken out of the page's.
+            let reactions: Vec<Reaction> = reactions
+                .extract_if(.., |(message_id, _)| *message_id == row.id)
+                .map(|(_, reaction)| reaction)
+                .collect();
             let attachments = attachment_rows
                 .iter()
                 .filter(|a| a.get::<String, _>(0) == row.id)
@@ -320,24 +301,42 @@ impl Store {
         message_id: &str,
         member_id: &str,
     ) -> Result<Vec<Reaction>, StoreError> {
+        let ids = serde_json::to_string(&[message_id]).expect("strings serialize");
+        Ok(self
+            .reactions_of(&ids, member_id)
+            .await?
+            .into_iter()
+            .map(|(_, reaction)| reaction)
+            .collect())
+    }
+
+    /// `(message id, reaction)` for the messages in the JSON array `ids`, each message's most
+    /// used first, as `member_id` sees them (`mine`).
+    async fn reactions_of(
+        &self,
+        ids: &str,
+        member_id: &str,
+    ) -> Result<Vec<(String, Reaction)>, StoreError> {
         let rows = sqlx::query(
-            "SELECT emoji, COUNT(*), MAX(member_id = $2) FROM reactions WHERE message_id = $1 \
-             GROUP BY emoji ORDER BY COUNT(*) DESC, MIN(created_at), emoji",
+            "SELECT message_id, emoji, COUNT(*), MAX(member_id = $2) FROM reactions \
+             WHERE message_id IN (SELECT value FROM json_each($1)) \
+             GROUP BY message_id, emoji ORDER BY message_id, COUNT(*) DESC, MIN(created_at), emoji",
         )
-        .bind(message_id)
+        .bind(ids)
         .bind(member_id)
-        .fetch_all(&self.writer)
+        .fetch_all(&self.reader)
         .await?;
         rows.iter()
             .map(|r| {
-                let count: i64 = r.try_get(1)?;
-                Ok(Reaction {
-                    emoji: parse(r.try_get(0)?, "emoji")?,
+                let count: i64 = r.try_get(2)?;
+                let reaction = Reaction {
+                    emoji: parse(r.try_get(1)?, "emoji")?,
                     count: std::num::NonZeroU64::new(count as u64).ok_or(StoreError::Corrupt {
                         column: "reactions",
                     })?,
-                    mine: r.try_get::<i64, _>(2)? == 1,
-                })
+                    mine: r.try_get::<i64, _>(3)? == 1,
+                };
+                Ok((r.try_get(0)?, reaction))
             })
             .collect()
     }
