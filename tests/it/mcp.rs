@@ -144,6 +144,11 @@ async fn call(rt: &Runtime, daemon: &TestDaemon, tool: &str, arguments: Value) -
     body["result"].clone()
 }
 
+/// The error envelope of a `tools/call` that must fail as an `isError` result.
+async fn call_error(rt: &Runtime, daemon: &TestDaemon, tool: &str, arguments: Value) -> Value {
+    tool_error(&call(rt, daemon, tool, arguments).await)
+}
+
 /// The error envelope inside an `isError` result.
 fn tool_error(result: &Value) -> Value {
     assert_eq!(result["isError"], true, "{result}");
@@ -652,22 +657,20 @@ async fn call_tool_is_the_only_entry_and_fails_as_results() {
     assert_eq!(body["error"]["code"], -32602);
 
     // Invalid arguments: an actionable isError result naming the field.
-    let error = tool_error(&call(&rt, &daemon, "message_send", json!({"target": target})).await);
+    let error = call_error(&rt, &daemon, "message_send", json!({"target": target})).await;
     assert_eq!(error["code"], "validation_failed");
     assert!(
         error["message"].as_str().unwrap().contains("content"),
         "{error}"
     );
     // A target that cannot name a conversation is refused locally.
-    let error = tool_error(
-        &call(
-            &rt,
-            &daemon,
-            "message_send",
-            json!({"target": target.replace("channel:", "thread:"), "content": "x"}),
-        )
-        .await,
-    );
+    let error = call_error(
+        &rt,
+        &daemon,
+        "message_send",
+        json!({"target": target.replace("channel:", "thread:"), "content": "x"}),
+    )
+    .await;
     assert_eq!(error["code"], "validation_failed");
     assert!(
         error["message"]
@@ -682,7 +685,7 @@ async fn call_tool_is_the_only_entry_and_fails_as_results() {
         ("kb_search", json!({"query": "x"}), "knowledge"),
         ("kb_fetch", json!({"documentId": "d"}), "knowledge"),
     ] {
-        let error = tool_error(&call(&rt, &daemon, tool, arguments).await);
+        let error = call_error(&rt, &daemon, tool, arguments).await;
         assert_eq!(error["code"], "upstream_unavailable", "{tool}");
         assert!(
             error["message"].as_str().unwrap().contains(owner),
@@ -923,29 +926,25 @@ async fn the_server_refuses_a_thread_the_agent_cannot_read() {
         ),
     ];
     for (tool, arguments) in cases {
-        let error = tool_error(&call(&rt, &daemon, tool, arguments.clone()).await);
+        let error = call_error(&rt, &daemon, tool, arguments.clone()).await;
         assert_eq!(error["code"], "not_found", "{tool} {arguments}: {error}");
     }
     // Hidden and nonexistent read the same, apart from the id the caller sent.
-    let hidden = tool_error(
-        &call(
-            &rt,
-            &daemon,
-            "message_history_read",
-            json!({"target": target}),
-        )
-        .await,
-    );
+    let hidden = call_error(
+        &rt,
+        &daemon,
+        "message_history_read",
+        json!({"target": target}),
+    )
+    .await;
     let missing_thread = "thr_00000000000000000000000000";
-    let missing = tool_error(
-        &call(
-            &rt,
-            &daemon,
-            "message_history_read",
-            json!({"target": format!("thread:{missing_thread}")}),
-        )
-        .await,
-    );
+    let missing = call_error(
+        &rt,
+        &daemon,
+        "message_history_read",
+        json!({"target": format!("thread:{missing_thread}")}),
+    )
+    .await;
     assert_eq!(
         hidden.to_string().replace(&thread, "ID"),
         missing.to_string().replace(missing_thread, "ID")
@@ -1095,15 +1094,13 @@ async fn tool_bounds_hold_at_their_edges() {
     .await;
     assert_eq!(ok["isError"], false);
     for limit in [0, 101] {
-        let error = tool_error(
-            &call(
-                &rt,
-                &daemon,
-                "message_history_read",
-                json!({"target": target, "limit": limit}),
-            )
-            .await,
-        );
+        let error = call_error(
+            &rt,
+            &daemon,
+            "message_history_read",
+            json!({"target": target, "limit": limit}),
+        )
+        .await;
         assert_eq!(error["code"], "validation_failed", "limit {limit}");
     }
     // message_send: 4000 characters are accepted, 4001 are not.
@@ -1115,15 +1112,13 @@ async fn tool_bounds_hold_at_their_edges() {
     )
     .await;
     assert_eq!(ok["isError"], false);
-    let error = tool_error(
-        &call(
-            &rt,
-            &daemon,
-            "message_send",
-            json!({"target": target, "content": "é".repeat(4001)}),
-        )
-        .await,
-    );
+    let error = call_error(
+        &rt,
+        &daemon,
+        "message_send",
+        json!({"target": target, "content": "é".repeat(4001)}),
+    )
+    .await;
     assert_eq!(error["code"], "validation_failed");
 
     // A message carries at most 64 distinct reactions; a known one can still be added.
@@ -1138,15 +1133,13 @@ async fn tool_bounds_hold_at_their_edges() {
         .await;
         assert_eq!(added["isError"], false, "{n}: {added}");
     }
-    let error = tool_error(
-        &call(
-            &rt,
-            &daemon,
-            "reaction_add",
-            json!({"messageId": message, "emoji": ":r64:"}),
-        )
-        .await,
-    );
+    let error = call_error(
+        &rt,
+        &daemon,
+        "reaction_add",
+        json!({"messageId": message, "emoji": ":r64:"}),
+    )
+    .await;
     assert_eq!(error["code"], "invalid_state");
     let again = call(
         &rt,
@@ -1194,15 +1187,13 @@ async fn tool_bounds_hold_at_their_edges() {
         .decode(first["data"].as_str().unwrap())
         .unwrap();
     assert_eq!(decoded, bytes[..16384]);
-    let error = tool_error(
-        &call(
-            &rt,
-            &daemon,
-            "attachment_read",
-            json!({"attachmentId": attachment, "maxBytes": 16385}),
-        )
-        .await,
-    );
+    let error = call_error(
+        &rt,
+        &daemon,
+        "attachment_read",
+        json!({"attachmentId": attachment, "maxBytes": 16385}),
+    )
+    .await;
     assert_eq!(error["code"], "validation_failed");
     let end = call(
         &rt,
@@ -1213,14 +1204,12 @@ async fn tool_bounds_hold_at_their_edges() {
     .await;
     assert_eq!(end["structuredContent"]["data"], "");
     assert!(end["structuredContent"].get("nextOffset").is_none());
-    let error = tool_error(
-        &call(
-            &rt,
-            &daemon,
-            "attachment_read",
-            json!({"attachmentId": attachment, "offset": 40_001}),
-        )
-        .await,
-    );
+    let error = call_error(
+        &rt,
+        &daemon,
+        "attachment_read",
+        json!({"attachmentId": attachment, "offset": 40_001}),
+    )
+    .await;
     assert_eq!(error["code"], "validation_failed");
 }

@@ -3,7 +3,9 @@
 //!
 //! Usage: `mcp-peer PORT` — binds 127.0.0.1:PORT and prints `listening on 127.0.0.1:PORT`.
 //! The runtime is tokio's multi-thread one with its default worker count, like the daemon's;
-//! under `taskset -c 0` both get one worker.
+//! under `taskset -c 0` both get one worker. It is served the way rmcp's users serve it
+//! (`axum::serve`, no header-read timeout): a throughput peer for loopback load, not a server
+//! that faces idle or slow clients the way the daemon's `serve` loop must.
 
 use std::sync::Arc;
 
