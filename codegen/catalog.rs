@@ -54,7 +54,7 @@ pub fn render_rust(model: &Model) -> String {
         out.push_str(&format!(
             "    ActionDescriptor {{ id: ActionId::{stem}, domain: {domain}, action: {name}, summary: {summary}, risk: Risk::{risk}, \
              result_policy: ResultPolicy::{policy}, hint: {hint}, next: {next}, prompt_inline: {inline}, example: {example}, \
-             input_type: {input_type}, output_type: {output_type}, input_schema: {input}, output_schema: {output}, help: {help} }},\n",
+             input_type: {input_type}, output_type: {output_type}, input_properties: &[{properties}], input_schema: {input}, output_schema: {output}, help: {help} }},\n",
             stem = action.rust_stem(),
             domain = rust_str(&action.domain),
             name = rust_str(&action.action),
@@ -67,6 +67,11 @@ pub fn render_rust(model: &Model) -> String {
             example = rust_str(&serde_json::to_string(&action.example).expect("a Value always serializes")),
             input_type = rust_str(&action.input_type),
             output_type = rust_str(&action.output_type),
+            properties = input_properties(model, &action.input_type)
+                .iter()
+                .map(|name| rust_str(name))
+                .collect::<Vec<_>>()
+                .join(", "),
             input = rust_str(&pretty_json(&model.standalone(&action.input_type))),
             output = rust_str(&pretty_json(&model.standalone(&action.output_type))),
             help = rust_str(&text::action_help(model, action)),
@@ -83,6 +88,16 @@ pub fn render_rust(model: &Model) -> String {
         rust_str(&pretty_json(&model.standalone(&model.error_type)))
     ));
     out
+}
+
+/// The top-level property names of the input root `type_name`, sorted.
+fn input_properties(model: &Model, type_name: &str) -> Vec<String> {
+    model
+        .resolve(&model.defs[type_name])
+        .get("properties")
+        .and_then(Value::as_object)
+        .map(|properties| properties.keys().cloned().collect())
+        .unwrap_or_default()
 }
 
 /// `catalog.json`: every domain and action with its risk, result policy and example.

@@ -431,10 +431,8 @@ impl Model {
                 }
             }
             for tool in &mcp_tools {
-                let family = tool.split('_').next().unwrap_or(tool);
                 for domain in &seen_domains {
-                    let exec_family = domain.replace('-', "_");
-                    if family == exec_family || tool == &exec_family {
+                    if collides(tool, domain) {
                         loader.diag(
                             &format!("{MCP_DIR}/{tool}.json"),
                             "",
@@ -540,6 +538,16 @@ fn check_row_policy(loader: &mut Loader<'_>, pointer: &str, key: &str, row: &Act
             }
         }
     }
+}
+
+/// Whether the MCP tool `tool` belongs to the family of the Exec domain `domain`: with `-` and `_`
+/// read as one separator, the tool is the domain's name or starts with it plus a separator
+/// (`scheduled_message_x` belongs to `scheduled-message`; `message_send` to `message`).
+pub fn collides(tool: &str, domain: &str) -> bool {
+    let family = domain.replace('-', "_");
+    tool.replace('-', "_")
+        .strip_prefix(&family)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('_'))
 }
 
 /// `^[a-z][a-z0-9-]*$`, no trailing or doubled hyphen.

@@ -179,6 +179,7 @@ pub static ACTIONS: &[ActionDescriptor] = &[
         example: r#"{"projectId":"prj_01JD7M6P0J"}"#,
         input_type: r#"ProjectArchiveInput"#,
         output_type: r#"ProjectArchiveOutput"#,
+        input_properties: &[r#"projectId"#, r#"requestId"#],
         input_schema: r##"{
   "$defs": {
     "ProjectId": {
@@ -339,6 +340,7 @@ Example:
         example: r#"{"description":"Everything for the Q4 launch.","name":"Q4 launch","requestId":"req-project-q4-launch"}"#,
         input_type: r#"ProjectCreateInput"#,
         output_type: r#"ProjectCreateOutput"#,
+        input_properties: &[r#"description"#, r#"name"#, r#"requestId"#],
         input_schema: r##"{
   "$defs": {
     "LongText": {
@@ -508,6 +510,7 @@ Example:
         example: r#"{"projectId":"prj_01JD7M6P0J"}"#,
         input_type: r#"ProjectGetInput"#,
         output_type: r#"ProjectGetOutput"#,
+        input_properties: &[r#"projectId"#],
         input_schema: r##"{
   "$defs": {
     "ProjectId": {
@@ -660,11 +663,12 @@ Example:
         example: r#"{"limit":20,"status":"active"}"#,
         input_type: r#"ProjectListInput"#,
         output_type: r#"ProjectListOutput"#,
+        input_properties: &[r#"cursor"#, r#"limit"#, r#"status"#],
         input_schema: r##"{
   "$defs": {
     "Cursor": {
       "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
-      "maxLength": 512,
+      "maxLength": 2048,
       "minLength": 1,
       "pattern": "^[A-Za-z0-9_-]+$",
       "type": "string"
@@ -714,7 +718,7 @@ Example:
     },
     "Cursor": {
       "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
-      "maxLength": 512,
+      "maxLength": 2048,
       "minLength": 1,
       "pattern": "^[A-Za-z0-9_-]+$",
       "type": "string"
@@ -847,6 +851,13 @@ Example:
         example: r#"{"expectedRevision":1,"name":"Q4 launch (EU)","projectId":"prj_01JD7M6P0J"}"#,
         input_type: r#"ProjectUpdateInput"#,
         output_type: r#"ProjectUpdateOutput"#,
+        input_properties: &[
+            r#"description"#,
+            r#"expectedRevision"#,
+            r#"name"#,
+            r#"projectId"#,
+            r#"requestId"#,
+        ],
         input_schema: r##"{
   "$defs": {
     "LongText": {
@@ -1032,6 +1043,13 @@ Example:
         example: r#"{"body":"The migration needs a rollback step.","taskId":"task_01JD7M4B2C","threadId":"thr_01JD7M2Q8X","verdict":"requestChanges"}"#,
         input_type: r#"ReviewAddInput"#,
         output_type: r#"ReviewAddOutput"#,
+        input_properties: &[
+            r#"body"#,
+            r#"requestId"#,
+            r#"taskId"#,
+            r#"threadId"#,
+            r#"verdict"#,
+        ],
         input_schema: r##"{
   "$defs": {
     "RequestId": {
@@ -1241,6 +1259,7 @@ Example:
         example: r#"{"reviewId":"rev_01JD7M5R7V"}"#,
         input_type: r#"ReviewGetInput"#,
         output_type: r#"ReviewGetOutput"#,
+        input_properties: &[r#"reviewId"#],
         input_schema: r##"{
   "$defs": {
     "ReviewId": {
@@ -1410,11 +1429,12 @@ Example:
         example: r#"{"limit":20,"threadId":"thr_01JD7M2Q8X"}"#,
         input_type: r#"ReviewListInput"#,
         output_type: r#"ReviewListOutput"#,
+        input_properties: &[r#"cursor"#, r#"limit"#, r#"threadId"#],
         input_schema: r##"{
   "$defs": {
     "Cursor": {
       "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
-      "maxLength": 512,
+      "maxLength": 2048,
       "minLength": 1,
       "pattern": "^[A-Za-z0-9_-]+$",
       "type": "string"
@@ -1463,7 +1483,7 @@ Example:
     },
     "Cursor": {
       "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
-      "maxLength": 512,
+      "maxLength": 2048,
       "minLength": 1,
       "pattern": "^[A-Za-z0-9_-]+$",
       "type": "string"
@@ -1613,6 +1633,7 @@ Example:
         example: r#"{"requestId":"req-resolve-review-1","reviewId":"rev_01JD7M5R7V"}"#,
         input_type: r#"ReviewResolveInput"#,
         output_type: r#"ReviewResolveOutput"#,
+        input_properties: &[r#"requestId"#, r#"reviewId"#],
         input_schema: r##"{
   "$defs": {
     "RequestId": {
@@ -1790,6 +1811,7 @@ Example:
         example: r#"{"scheduledMessageId":"sch_01JD7M8S1Q"}"#,
         input_type: r#"ScheduledMessageCancelInput"#,
         output_type: r#"ScheduledMessageCancelOutput"#,
+        input_properties: &[r#"requestId"#, r#"scheduledMessageId"#],
         input_schema: r##"{
   "$defs": {
     "RequestId": {
@@ -2009,6 +2031,13 @@ Example:
         example: r#"{"content":"Stand-up in 10 minutes.","repeatEveryMinutes":1440,"sendAt":"2026-12-01T09:50:00Z","target":{"channelId":"chn_01JD7M0ZZZ","kind":"channel"}}"#,
         input_type: r#"ScheduledMessageCreateInput"#,
         output_type: r#"ScheduledMessageCreateOutput"#,
+        input_properties: &[
+            r#"content"#,
+            r#"repeatEveryMinutes"#,
+            r#"requestId"#,
+            r#"sendAt"#,
+            r#"target"#,
+        ],
         input_schema: r##"{
   "$defs": {
     "ChannelId": {
@@ -2304,6 +2333,7 @@ Example:
         example: r#"{"scheduledMessageId":"sch_01JD7M8S1Q"}"#,
         input_type: r#"ScheduledMessageGetInput"#,
         output_type: r#"ScheduledMessageGetOutput"#,
+        input_properties: &[r#"scheduledMessageId"#],
         input_schema: r##"{
   "$defs": {
     "ScheduledMessageId": {
@@ -2517,6 +2547,7 @@ Example:
         example: r#"{"limit":20,"target":{"channelId":"chn_01JD7M0ZZZ","kind":"channel"}}"#,
         input_type: r#"ScheduledMessageListInput"#,
         output_type: r#"ScheduledMessageListOutput"#,
+        input_properties: &[r#"cursor"#, r#"limit"#, r#"target"#],
         input_schema: r##"{
   "$defs": {
     "ChannelId": {
@@ -2527,7 +2558,7 @@ Example:
     },
     "Cursor": {
       "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
-      "maxLength": 512,
+      "maxLength": 2048,
       "minLength": 1,
       "pattern": "^[A-Za-z0-9_-]+$",
       "type": "string"
@@ -2621,7 +2652,7 @@ Example:
     },
     "Cursor": {
       "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
-      "maxLength": 512,
+      "maxLength": 2048,
       "minLength": 1,
       "pattern": "^[A-Za-z0-9_-]+$",
       "type": "string"
@@ -2809,11 +2840,12 @@ Example:
         example: r#"{"limit":20,"scheduledMessageId":"sch_01JD7M8S1Q"}"#,
         input_type: r#"ScheduledMessageRunsInput"#,
         output_type: r#"ScheduledMessageRunsOutput"#,
+        input_properties: &[r#"cursor"#, r#"limit"#, r#"scheduledMessageId"#],
         input_schema: r##"{
   "$defs": {
     "Cursor": {
       "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
-      "maxLength": 512,
+      "maxLength": 2048,
       "minLength": 1,
       "pattern": "^[A-Za-z0-9_-]+$",
       "type": "string"
@@ -2856,7 +2888,7 @@ Example:
   "$defs": {
     "Cursor": {
       "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
-      "maxLength": 512,
+      "maxLength": 2048,
       "minLength": 1,
       "pattern": "^[A-Za-z0-9_-]+$",
       "type": "string"
@@ -2984,6 +3016,7 @@ Example:
         example: r#"{"reason":"Duplicate of the docs task.","taskId":"task_01JD7M4B2C"}"#,
         input_type: r#"TaskCancelInput"#,
         output_type: r#"TaskCancelOutput"#,
+        input_properties: &[r#"reason"#, r#"requestId"#, r#"taskId"#],
         input_schema: r##"{
   "$defs": {
     "LongText": {
@@ -3219,6 +3252,7 @@ Example:
         example: r#"{"requestId":"req-claim-release-notes","taskId":"task_01JD7M4B2C"}"#,
         input_type: r#"TaskClaimInput"#,
         output_type: r#"TaskClaimOutput"#,
+        input_properties: &[r#"requestId"#, r#"taskId"#],
         input_schema: r##"{
   "$defs": {
     "RequestId": {
@@ -3445,6 +3479,7 @@ Example:
         example: r#"{"result":"Release notes merged in the docs thread.","taskId":"task_01JD7M4B2C"}"#,
         input_type: r#"TaskCompleteInput"#,
         output_type: r#"TaskCompleteOutput"#,
+        input_properties: &[r#"requestId"#, r#"result"#, r#"taskId"#],
         input_schema: r##"{
   "$defs": {
     "LongText": {
@@ -3680,6 +3715,7 @@ Example:
         example: r#"{"location":{"kind":"thread","threadId":"thr_01JD7M2Q8X"},"requestId":"req-release-notes-1","title":"Write the release notes"}"#,
         input_type: r#"TaskCreateInput"#,
         output_type: r#"TaskCreateOutput"#,
+        input_properties: &[r#"description"#, r#"location"#, r#"requestId"#, r#"title"#],
         input_schema: r##"{
   "$defs": {
     "ChannelId": {
@@ -3973,6 +4009,7 @@ Example:
         example: r#"{"taskId":"task_01JD7M4B2C"}"#,
         input_type: r#"TaskGetInput"#,
         output_type: r#"TaskGetOutput"#,
+        input_properties: &[r#"taskId"#],
         input_schema: r##"{
   "$defs": {
     "TaskId": {
@@ -4191,6 +4228,7 @@ Example:
         example: r#"{"limit":20,"location":{"channelId":"chn_01JD7M0ZZZ","kind":"channel"},"status":["open"]}"#,
         input_type: r#"TaskListInput"#,
         output_type: r#"TaskListOutput"#,
+        input_properties: &[r#"cursor"#, r#"limit"#, r#"location"#, r#"status"#],
         input_schema: r##"{
   "$defs": {
     "ChannelId": {
@@ -4201,7 +4239,7 @@ Example:
     },
     "Cursor": {
       "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
-      "maxLength": 512,
+      "maxLength": 2048,
       "minLength": 1,
       "pattern": "^[A-Za-z0-9_-]+$",
       "type": "string"
@@ -4315,7 +4353,7 @@ Example:
     },
     "Cursor": {
       "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
-      "maxLength": 512,
+      "maxLength": 2048,
       "minLength": 1,
       "pattern": "^[A-Za-z0-9_-]+$",
       "type": "string"
@@ -4509,6 +4547,13 @@ Example:
         example: r#"{"expectedRevision":2,"taskId":"task_01JD7M4B2C","title":"Write and publish the release notes"}"#,
         input_type: r#"TaskUpdateInput"#,
         output_type: r#"TaskUpdateOutput"#,
+        input_properties: &[
+            r#"description"#,
+            r#"expectedRevision"#,
+            r#"requestId"#,
+            r#"taskId"#,
+            r#"title"#,
+        ],
         input_schema: r##"{
   "$defs": {
     "LongText": {
@@ -4760,6 +4805,7 @@ Example:
         example: r#"{"teamId":"team_01JD7M7T3A"}"#,
         input_type: r#"TeamGetInput"#,
         output_type: r#"TeamGetOutput"#,
+        input_properties: &[r#"teamId"#],
         input_schema: r##"{
   "$defs": {
     "TeamId": {
@@ -4944,11 +4990,12 @@ Example:
         example: r#"{"limit":20}"#,
         input_type: r#"TeamListInput"#,
         output_type: r#"TeamListOutput"#,
+        input_properties: &[r#"cursor"#, r#"limit"#],
         input_schema: r##"{
   "$defs": {
     "Cursor": {
       "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
-      "maxLength": 512,
+      "maxLength": 2048,
       "minLength": 1,
       "pattern": "^[A-Za-z0-9_-]+$",
       "type": "string"
@@ -4980,7 +5027,7 @@ Example:
   "$defs": {
     "Cursor": {
       "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
-      "maxLength": 512,
+      "maxLength": 2048,
       "minLength": 1,
       "pattern": "^[A-Za-z0-9_-]+$",
       "type": "string"
@@ -5126,6 +5173,11 @@ pub const ERROR_SCHEMA: &str = r##"{
           "maxLength": 1024,
           "type": "string"
         },
+        "incidentId": {
+          "description": "On a server-side failure (HTTP 5xx): the id under which the failing process logged it, for an operator to look up.",
+          "pattern": "^inc_[0-9a-f]{16}$",
+          "type": "string"
+        },
         "message": {
           "description": "One lowercase sentence for a human or a model; never contains secrets or internal paths.",
           "maxLength": 1024,
@@ -5147,7 +5199,7 @@ pub const ERROR_SCHEMA: &str = r##"{
       "type": "object"
     },
     "ErrorCode": {
-      "description": "The closed set of error codes. `invalid_request`: the body is not one JSON value; `validation_failed`: the value breaks the action's input schema (see `details`); `unknown_action`: no such domain or action; `forbidden`: the credential is missing, invalid, expired, revoked or bound elsewhere; `not_found`: a locator names nothing this agent can see; `invalid_state`: the resource's state forbids the transition; `revision_mismatch`: `expectedRevision` is stale; `admission_limited`: too many requests in flight, retry later; `payload_too_large`: the body exceeds 1 MiB; `request_timeout`: the body was not received within 5 seconds; `idempotency_key_reused`: the `requestId` was used with another payload; `idempotency_in_progress`: the first request with this `requestId` is still running; `result_budget_exceeded`: the result exceeds 64 KiB (see `hint` and `next`); `upstream_unavailable`, `upstream_timeout`, `upstream_failed`: the product owner behind the bridge could not answer; `internal_error`: a defect, reported with a request id.",
+      "description": "The closed set of error codes. `invalid_request`: the body is not one JSON value; `validation_failed`: the value breaks the action's input schema (see `details`); `unknown_action`: no such domain or action; `forbidden`: the credential is missing, invalid, expired, revoked or bound elsewhere; `not_found`: a locator names nothing this agent can see; `invalid_state`: the resource's state forbids the transition; `revision_mismatch`: `expectedRevision` is stale; `admission_limited`: too many requests in flight, retry later; `payload_too_large`: the body exceeds 1 MiB; `request_timeout`: the body was not received within 5 seconds; `idempotency_key_reused`: the `requestId` was used with another payload; `idempotency_in_progress`: the first request with this `requestId` is still running; `result_budget_exceeded`: the result exceeds 64 KiB (see `hint` and `next`); `catalog_mismatch`: the calling `agentteam` was built from another action catalog than the daemon's; `upstream_unavailable`, `upstream_timeout`, `upstream_failed`: the product owner behind the bridge could not answer; `internal_error`: a defect, reported with its `incidentId`.",
       "enum": [
         "invalid_request",
         "validation_failed",
@@ -5162,6 +5214,7 @@ pub const ERROR_SCHEMA: &str = r##"{
         "idempotency_key_reused",
         "idempotency_in_progress",
         "result_budget_exceeded",
+        "catalog_mismatch",
         "upstream_unavailable",
         "upstream_timeout",
         "upstream_failed",
@@ -5655,7 +5708,7 @@ pub static TOOLS: &[ToolDescriptor] = &[
     },
     "Cursor": {
       "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
-      "maxLength": 512,
+      "maxLength": 2048,
       "minLength": 1,
       "pattern": "^[A-Za-z0-9_-]+$",
       "type": "string"
@@ -5730,7 +5783,7 @@ pub static TOOLS: &[ToolDescriptor] = &[
     },
     "Cursor": {
       "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
-      "maxLength": 512,
+      "maxLength": 2048,
       "minLength": 1,
       "pattern": "^[A-Za-z0-9_-]+$",
       "type": "string"

@@ -409,8 +409,8 @@ impl ::std::str::FromStr for Cursor {
     fn from_str(
         value: &str,
     ) -> ::std::result::Result<Self, self::error::ConversionError> {
-        if value.chars().count() > 512usize {
-            return Err("longer than 512 characters".into());
+        if value.chars().count() > 2048usize {
+            return Err("longer than 2048 characters".into());
         }
         if value.chars().count() < 1usize {
             return Err("shorter than 1 characters".into());
@@ -583,6 +583,12 @@ pub struct ErrorBody {
     ///Why this happened, when it is not obvious from the message.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub hint: ::std::option::Option<ErrorBodyHint>,
+    ///On a server-side failure (HTTP 5xx): the id under which the failing process logged it, for an operator to look up.
+    #[serde(
+        rename = "incidentId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub incident_id: ::std::option::Option<ErrorBodyIncidentId>,
     ///One lowercase sentence for a human or a model; never contains secrets or internal paths.
     pub message: ErrorBodyMessage,
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
@@ -634,6 +640,62 @@ impl ::std::convert::TryFrom<::std::string::String> for ErrorBodyHint {
     }
 }
 impl<'de> ::serde::Deserialize<'de> for ErrorBodyHint {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///On a server-side failure (HTTP 5xx): the id under which the failing process logged it, for an operator to look up.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct ErrorBodyIncidentId(::std::string::String);
+impl ::std::ops::Deref for ErrorBodyIncidentId {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<ErrorBodyIncidentId> for ::std::string::String {
+    fn from(value: ErrorBodyIncidentId) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for ErrorBodyIncidentId {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        { ::regress::Regex::new("^inc_[0-9a-f]{16}$").unwrap() });
+        if PATTERN.find(value).is_none() {
+            return Err("doesn't match pattern \"^inc_[0-9a-f]{16}$\"".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for ErrorBodyIncidentId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for ErrorBodyIncidentId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for ErrorBodyIncidentId {
     fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
     where
         D: ::serde::Deserializer<'de>,
@@ -753,7 +815,7 @@ impl<'de> ::serde::Deserialize<'de> for ErrorBodyNext {
             })
     }
 }
-///The closed set of error codes. `invalid_request`: the body is not one JSON value; `validation_failed`: the value breaks the action's input schema (see `details`); `unknown_action`: no such domain or action; `forbidden`: the credential is missing, invalid, expired, revoked or bound elsewhere; `not_found`: a locator names nothing this agent can see; `invalid_state`: the resource's state forbids the transition; `revision_mismatch`: `expectedRevision` is stale; `admission_limited`: too many requests in flight, retry later; `payload_too_large`: the body exceeds 1 MiB; `request_timeout`: the body was not received within 5 seconds; `idempotency_key_reused`: the `requestId` was used with another payload; `idempotency_in_progress`: the first request with this `requestId` is still running; `result_budget_exceeded`: the result exceeds 64 KiB (see `hint` and `next`); `upstream_unavailable`, `upstream_timeout`, `upstream_failed`: the product owner behind the bridge could not answer; `internal_error`: a defect, reported with a request id.
+///The closed set of error codes. `invalid_request`: the body is not one JSON value; `validation_failed`: the value breaks the action's input schema (see `details`); `unknown_action`: no such domain or action; `forbidden`: the credential is missing, invalid, expired, revoked or bound elsewhere; `not_found`: a locator names nothing this agent can see; `invalid_state`: the resource's state forbids the transition; `revision_mismatch`: `expectedRevision` is stale; `admission_limited`: too many requests in flight, retry later; `payload_too_large`: the body exceeds 1 MiB; `request_timeout`: the body was not received within 5 seconds; `idempotency_key_reused`: the `requestId` was used with another payload; `idempotency_in_progress`: the first request with this `requestId` is still running; `result_budget_exceeded`: the result exceeds 64 KiB (see `hint` and `next`); `catalog_mismatch`: the calling `agentteam` was built from another action catalog than the daemon's; `upstream_unavailable`, `upstream_timeout`, `upstream_failed`: the product owner behind the bridge could not answer; `internal_error`: a defect, reported with its `incidentId`.
 #[derive(
     ::serde::Deserialize,
     ::serde::Serialize,
@@ -793,6 +855,8 @@ pub enum ErrorCode {
     IdempotencyInProgress,
     #[serde(rename = "result_budget_exceeded")]
     ResultBudgetExceeded,
+    #[serde(rename = "catalog_mismatch")]
+    CatalogMismatch,
     #[serde(rename = "upstream_unavailable")]
     UpstreamUnavailable,
     #[serde(rename = "upstream_timeout")]
@@ -818,6 +882,7 @@ impl ::std::fmt::Display for ErrorCode {
             Self::IdempotencyKeyReused => f.write_str("idempotency_key_reused"),
             Self::IdempotencyInProgress => f.write_str("idempotency_in_progress"),
             Self::ResultBudgetExceeded => f.write_str("result_budget_exceeded"),
+            Self::CatalogMismatch => f.write_str("catalog_mismatch"),
             Self::UpstreamUnavailable => f.write_str("upstream_unavailable"),
             Self::UpstreamTimeout => f.write_str("upstream_timeout"),
             Self::UpstreamFailed => f.write_str("upstream_failed"),
@@ -844,6 +909,7 @@ impl ::std::str::FromStr for ErrorCode {
             "idempotency_key_reused" => Ok(Self::IdempotencyKeyReused),
             "idempotency_in_progress" => Ok(Self::IdempotencyInProgress),
             "result_budget_exceeded" => Ok(Self::ResultBudgetExceeded),
+            "catalog_mismatch" => Ok(Self::CatalogMismatch),
             "upstream_unavailable" => Ok(Self::UpstreamUnavailable),
             "upstream_timeout" => Ok(Self::UpstreamTimeout),
             "upstream_failed" => Ok(Self::UpstreamFailed),

@@ -84,6 +84,9 @@ pub async fn serve(
         });
     }
 
+    // New connections are refused at once rather than left waiting in the backlog of a listener
+    // that no longer accepts.
+    drop(listener);
     tracker.close();
     if tokio::time::timeout(DRAIN_DEADLINE, tracker.wait())
         .await

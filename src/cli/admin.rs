@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
+use super::http::{self, Peer};
 use super::output::{Exit, print, usage_error};
 
 /// Where the server is and how to prove you operate it.
@@ -262,52 +263,17 @@ pub fn run(command: AdminCommand) -> Exit {
         }
     };
     let body = strip_nulls(body);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a current-thread runtime builds");
-    let answer = runtime.block_on(async {
-        let response = reqwest::Client::new()
-            .post(format!(
-                "{}{path}",
-                connection.server_url.trim_end_matches('/')
-            ))
-            .bearer_auth(&token)
-            .json(&body)
-            .send()
-            .await?;
-        let status = response.status();
-        Ok::<_, reqwest::Error>((status, response.json::<Value>().await))
-    });
-    let (status, envelope) = match answer {
-        Ok((status, Ok(envelope))) => (status, envelope),
-        Ok((status, Err(_))) => {
-            return usage_error(
-                &format!("the server answered {status} without a JSON envelope"),
-                &[],
-            );
-        }
-        Err(_) => {
-            return usage_error(
-                &format!("cannot reach the server at `{}`", connection.server_url),
-                &["is `agentteam server` running there?".into()],
-            );
-        }
+    let url = format!("{}{path}", connection.server_url.trim_end_matches('/'));
+    let mut data = match http::call(
+        Peer::Server,
+        reqwest::Method::POST,
+        &url,
+        &token,
+        Some(&body),
+    ) {
+        Ok(data) => data,
+        Err(exit) => return exit,
     };
-    if !status.is_success() {
-        let error = &envelope["error"];
-        eprintln!(
-            "error: {}",
-            error["message"]
-                .as_str()
-                .unwrap_or("the server refused the request")
-        );
-        if let Some(next) = error["next"].as_str() {
-            eprintln!("hint: {next}");
-        }
-        return Exit::ActionFailed;
-    }
-    let mut data = envelope["data"].clone();
     if let Some(file) = credential_file {
         let credential = data.as_object_mut().and_then(|d| d.remove("credential"));
         let Some(credential) = credential.as_ref().and_then(Value::as_str) else {

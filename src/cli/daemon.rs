@@ -10,11 +10,13 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
+use super::http::{self, Peer};
 use super::output::{Exit, print, usage_error};
-use crate::daemon::runtime::{Output, RuntimeConfig};
+use crate::daemon::runtime::{LaunchOptions, Output, RuntimeConfig};
 use crate::daemon::{
     ADMIN_TOKEN_FILE, DAEMON_FILE, DaemonConfig, default_runtime_dir, default_state_dir,
 };
+use crate::wire::frame;
 
 /// Options of `agentteam daemon`.
 #[derive(Debug, Args)]
@@ -34,6 +36,9 @@ pub struct DaemonArgs {
     /// The operator token file of `--server-url`
     #[arg(long)]
     operator_token_file: Option<PathBuf>,
+    /// A proxy to reach `--server-url` through; proxy variables of the environment are never used
+    #[arg(long, value_name = "URL", requires = "server_url")]
+    server_proxy: Option<String>,
     /// Lifetime of each runtime token generation, in seconds
     #[arg(long, default_value_t = crate::daemon::DEFAULT_TOKEN_TTL.as_secs())]
     token_ttl_secs: u64,
@@ -77,13 +82,24 @@ pub struct RunArgs {
     /// Working directory of the runtime (default: the current directory)
     #[arg(long)]
     workdir: Option<PathBuf>,
+    /// The session this runtime belongs to (default: a new one); one live process per session
+    #[arg(long, value_name = "NAME")]
+    session: Option<String>,
+    /// Replace the session's live runtime: it is stopped and its credential revoked first
+    #[arg(long, requires = "session")]
+    replace: bool,
     /// The runtime command and its arguments
     #[arg(last = true, required = true)]
     command: Vec<String>,
 }
 
-pub fn run_daemon(args: DaemonArgs) -> Exit {
+/// Runs the daemon; `scrubbed` names the daemon-owned variables `main` removed from this
+/// process's environment (inherited from a runtime the daemon was started in).
+pub fn run_daemon(args: DaemonArgs, scrubbed: Vec<String>) -> Exit {
     super::init_tracing();
+    if !scrubbed.is_empty() {
+        tracing::info!(variables = ?scrubbed, "removed inherited runtime credential variables from the daemon's environment");
+    }
     let state_dir = args.state_dir.unwrap_or_else(default_state_dir);
     let runtime_dir = args
         .runtime_dir
@@ -94,12 +110,25 @@ pub fn run_daemon(args: DaemonArgs) -> Exit {
             &[],
         );
     }
+    let server_proxy = match args.server_proxy.as_deref().map(reqwest::Url::parse) {
+        None => None,
+        Some(Ok(url)) if matches!(url.scheme(), "http" | "https" | "socks5") => {
+            Some(crate::client::http::ExplicitProxy(url))
+        }
+        Some(_) => {
+            return usage_error(
+                "`--server-proxy` must be an `http://`, `https://` or `socks5://` URL",
+                &[],
+            );
+        }
+    };
     let config = DaemonConfig {
         listen: args.listen,
         state_dir,
         runtime_dir,
         server_url: args.server_url,
         operator_token_file: args.operator_token_file,
+        server_proxy,
         runtime: RuntimeConfig {
             ttl: Duration::from_secs(args.token_ttl_secs),
             tick: Duration::from_millis(args.rotation_tick_ms),
@@ -147,15 +176,7 @@ fn connect(state_dir: &Option<PathBuf>) -> Result<(String, String), Exit> {
     Ok((base_url, token.trim().to_string()))
 }
 
-fn block_on<F: Future>(future: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a current-thread runtime builds")
-        .block_on(future)
-}
-
-/// One admin API call; the success `data` or a printed error and its exit status.
+/// One admin API call; the success `data` or the printed refusal and its exit status.
 fn admin_call(
     state_dir: &Option<PathBuf>,
     method: reqwest::Method,
@@ -163,40 +184,13 @@ fn admin_call(
     body: Option<Value>,
 ) -> Result<Value, Exit> {
     let (base_url, token) = connect(state_dir)?;
-    let answer = block_on(async {
-        let mut request = reqwest::Client::new()
-            .request(method, format!("{base_url}{path}"))
-            .bearer_auth(&token);
-        if let Some(body) = body {
-            request = request.json(&body);
-        }
-        let response = request.send().await?;
-        let status = response.status();
-        Ok::<_, reqwest::Error>((status, response.json::<Value>().await))
-    });
-    match answer {
-        Ok((status, Ok(envelope))) if status.is_success() => Ok(envelope["data"].clone()),
-        Ok((_, Ok(envelope))) => {
-            eprintln!(
-                "error: {}",
-                envelope["error"]["message"]
-                    .as_str()
-                    .unwrap_or("the daemon refused the request")
-            );
-            if let Some(next) = envelope["error"]["next"].as_str() {
-                eprintln!("hint: {next}");
-            }
-            Err(Exit::ActionFailed)
-        }
-        Ok((status, Err(_))) => Err(usage_error(
-            &format!("the daemon answered {status} without a JSON envelope"),
-            &[],
-        )),
-        Err(_) => Err(usage_error(
-            &format!("cannot reach the daemon at `{base_url}`"),
-            &["is `agentteam daemon` running?".into()],
-        )),
-    }
+    http::call(
+        Peer::Daemon,
+        method,
+        &format!("{base_url}{path}"),
+        &token,
+        body.as_ref(),
+    )
 }
 
 pub fn run_agent(state: StateDir, command: AgentCommand) -> Exit {
@@ -260,6 +254,8 @@ pub fn run_runtime(state: StateDir, args: RunArgs) -> Exit {
     let RunArgs {
         agent,
         workdir,
+        session,
+        replace,
         command,
     } = args;
     let workdir = match workdir
@@ -270,36 +266,58 @@ pub fn run_runtime(state: StateDir, args: RunArgs) -> Exit {
         Ok(dir) => dir,
         Err(e) => return usage_error(&format!("cannot resolve the working directory: {e}"), &[]),
     };
+    // The launching shell's environment; the daemon removes every daemon-owned variable from it.
+    // A variable that is not UTF-8 cannot travel as JSON: it is left out, and said so.
+    let mut env = Vec::new();
+    for (name, value) in std::env::vars_os() {
+        match (name.into_string(), value.into_string()) {
+            (Ok(name), Ok(value)) => env.push((name, value)),
+            (Ok(name), Err(_)) => {
+                eprintln!("warning: `{name}` is not valid UTF-8; the runtime will not get it")
+            }
+            (Err(_), _) => eprintln!(
+                "warning: a variable whose name is not valid UTF-8 is left out of the runtime's environment"
+            ),
+        }
+    }
+    let options = LaunchOptions {
+        agent,
+        workdir,
+        argv: command,
+        env,
+        session,
+        replace,
+    };
+    if let Err(message) = options.check() {
+        return usage_error(&message, &[]);
+    }
     let (base_url, token) = match connect(&state.state_dir) {
         Ok(connection) => connection,
         Err(exit) => return exit,
     };
-    // The launching shell's environment; the daemon removes every daemon-owned variable from it.
-    let env: Vec<(String, String)> = std::env::vars().collect();
-    let body = json!({"agent": agent, "workdir": workdir.display().to_string(), "argv": command, "env": env});
-    block_on(async move {
-        let response = match reqwest::Client::new()
+    http::block_on(async move {
+        let response = crate::client::http::builder(None)
+            .build()
+            .expect("a plain HTTP client builds")
             .post(format!("{base_url}/api/admin/runs"))
             .bearer_auth(&token)
-            .json(&body)
+            .json(&options)
             .send()
-            .await
-        {
+            .await;
+        let response = match response {
             Ok(response) => response,
             Err(_) => return usage_error(&format!("cannot reach the daemon at `{base_url}`"), &[]),
         };
         if !response.status().is_success() {
-            let envelope: Value = response.json().await.unwrap_or(Value::Null);
-            eprintln!(
-                "error: {}",
-                envelope["error"]["message"]
-                    .as_str()
-                    .unwrap_or("the daemon refused to launch")
-            );
-            if let Some(next) = envelope["error"]["next"].as_str() {
-                eprintln!("hint: {next}");
-            }
-            return Exit::Usage;
+            let envelope: Value = crate::client::http::read_bounded(
+                response,
+                crate::client::http::MAX_RESPONSE_BYTES,
+            )
+            .await
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or(Value::Null);
+            return http::refusal(Peer::Daemon, &envelope);
         }
         relay(response).await
     })
@@ -321,7 +339,7 @@ async fn relay(mut response: reqwest::Response) -> Exit {
         pending.extend_from_slice(&chunk);
         while let Some(end) = pending.iter().position(|b| *b == b'\n') {
             let line: Vec<u8> = pending.drain(..=end).collect();
-            match crate::daemon::http::parse_frame(&line[..line.len() - 1]) {
+            match frame::parse(&line[..line.len() - 1]) {
                 Some(Output::Stdout(bytes)) => {
                     let _ = std::io::stdout()
                         .write_all(&bytes)
@@ -333,6 +351,15 @@ async fn relay(mut response: reqwest::Response) -> Exit {
                 Some(Output::Exited(code)) => return exit_with(code),
                 None => return usage_error("the daemon sent an unreadable frame", &[]),
             }
+        }
+        if pending.len() > frame::MAX_FRAME_BYTES {
+            return usage_error(
+                &format!(
+                    "the daemon sent a frame over {} bytes",
+                    frame::MAX_FRAME_BYTES
+                ),
+                &[],
+            );
         }
     }
 }

@@ -13,6 +13,7 @@
 //! ```
 
 use super::output::{Exit, print, usage_error};
+use super::runtime_url::{self, Bridge};
 use super::transport;
 use crate::contract::CompiledCatalog;
 use crate::contract::catalog::{self, ActionDescriptor, DOMAINS, ERROR_SCHEMA, ROOT_HELP};
@@ -97,8 +98,20 @@ fn execute(descriptor: &'static ActionDescriptor, input: Option<&str>) -> Exit {
             )],
         );
     };
-    let Some(base_url) = base_url.to_str().map(str::to_string) else {
-        return usage_error(&format!("{BASE_URL_VAR} is not valid UTF-8"), &[]);
+    // The bearer goes only to the daemon's canonical loopback route: checked before the token
+    // file is read.
+    let base_url = match base_url
+        .to_str()
+        .ok_or_else(|| "it is not valid UTF-8".to_string())
+        .and_then(|text| runtime_url::parse(text, Bridge::Exec))
+    {
+        Ok(url) => url.url,
+        Err(why) => {
+            return usage_error(
+                &format!("{BASE_URL_VAR} is not the daemon's Exec route: {why}"),
+                &["run `agentteam exec` inside a runtime launched by `agentteam run`".into()],
+            );
+        }
     };
     // Exactly one read of the declared file; no fallback to any other credential source.
     let Ok(token) = transport::read_token_file(std::path::Path::new(&token_file)) else {

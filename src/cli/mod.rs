@@ -7,7 +7,9 @@ mod admin;
 mod catalog;
 mod daemon;
 mod exec;
+mod http;
 mod output;
+mod runtime_url;
 mod server;
 mod transport;
 
@@ -104,8 +106,8 @@ pub fn main() -> ExitCode {
         Command::Daemon(args) => {
             // Before any thread exists: a daemon started inside another runtime drops that
             // runtime's credentials from its own environment.
-            crate::daemon::runtime::env::scrub_own_env();
-            daemon::run_daemon(args)
+            let scrubbed = crate::daemon::runtime::env::scrub_own_env();
+            daemon::run_daemon(args, scrubbed)
         }
         Command::Agent { state, command } => daemon::run_agent(state, command),
         Command::Run { state, args } => daemon::run_runtime(state, args),

@@ -8,10 +8,12 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 
+use crate::client::http::{MAX_RESPONSE_BYTES, read_bounded};
 use crate::contract::CompiledCatalog;
-use crate::contract::catalog::ActionDescriptor;
+use crate::contract::catalog::{ActionDescriptor, builtin_digest};
 use crate::contract::json::parse_strict;
 use crate::daemon::budget;
+use crate::wire::CATALOG_DIGEST_HEADER;
 use crate::wire::MAX_BODY_BYTES;
 
 /// The one message for every unusable credential file, whatever is wrong with it.
@@ -111,20 +113,22 @@ pub fn post(
         .build()
         .map_err(|e| format!("cannot start the client: {e}"))?;
     let answer = runtime.block_on(async {
-        let client = reqwest::Client::builder()
-            .timeout(Duration::from_secs(120))
-            .build()?;
+        let client = crate::client::http::direct(Duration::from_secs(120));
         let response = client
             .post(url)
             .bearer_auth(token)
+            .header(CATALOG_DIGEST_HEADER, builtin_digest())
             .json(input)
             .send()
-            .await?;
+            .await
+            .map_err(|_| "cannot reach the AgentTeam daemon".to_string())?;
         let status = response.status();
-        let bytes = response.bytes().await?;
-        Ok::<_, reqwest::Error>((status, bytes))
+        let bytes = read_bounded(response, MAX_RESPONSE_BYTES)
+            .await
+            .map_err(|e| format!("the AgentTeam daemon answered, but {e}"))?;
+        Ok::<_, String>((status, bytes))
     });
-    let (status, bytes) = answer.map_err(|_| "cannot reach the AgentTeam daemon".to_string())?;
+    let (status, bytes) = answer?;
     let envelope: Value = serde_json::from_slice(&bytes)
         .map_err(|_| format!("the daemon answered {status} without a JSON envelope"))?;
     match envelope.get("ok").and_then(Value::as_bool) {

@@ -9,6 +9,8 @@
 //! too slow → `upstream_timeout`, a 5xx or an answer that is not the contract's envelope →
 //! `upstream_failed`. Their messages never carry the server's internals.
 
+pub mod http;
+
 use std::time::Duration;
 
 use serde::Serialize;
@@ -20,8 +22,6 @@ use crate::contract::{ActionError, ActionHandler, ActionId, ActionResult, ToolId
 
 /// How long one call may take end to end.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
-/// Answers larger than this are refused as `upstream_failed` (the result budget comes later).
-pub const MAX_ANSWER_BYTES: usize = 4 * 1024 * 1024;
 
 /// Who a call is for.
 #[derive(Debug, Clone)]
@@ -52,11 +52,14 @@ impl std::fmt::Debug for ServerClient {
 
 impl ServerClient {
     /// A client for the server at `base_url` (e.g. `http://127.0.0.1:7780`) acting as the device
-    /// whose credential is `credential`.
-    pub fn new(base_url: &str, credential: String) -> ServerClient {
-        let http = reqwest::Client::builder()
+    /// whose credential is `credential`, through `proxy` only if the operator named one.
+    pub fn new(
+        base_url: &str,
+        credential: String,
+        proxy: Option<&http::ExplicitProxy>,
+    ) -> ServerClient {
+        let http = http::builder(proxy)
             .timeout(CALL_TIMEOUT)
-            .pool_idle_timeout(crate::serve::CLIENT_IDLE_TIMEOUT)
             .build()
             .expect("a plain HTTP client builds");
         ServerClient {
@@ -130,11 +133,32 @@ impl ServerClient {
         }
         let response = request.send().await.map_err(classify)?;
         let status = response.status();
-        let bytes = response.bytes().await.map_err(classify)?;
-        if bytes.len() > MAX_ANSWER_BYTES {
-            return Err(upstream_failed("the server's answer is too large"));
-        }
+        let bytes = match http::read_bounded(response, http::MAX_RESPONSE_BYTES).await {
+            Ok(bytes) => bytes,
+            Err(http::ReadError::TooLarge) => {
+                return Err(upstream_failed("the server's answer is too large"));
+            }
+            Err(http::ReadError::Transport(error)) => return Err(classify(error)),
+        };
         if status.is_server_error() {
+            // The server's incident id joins its log to ours; it is not passed on to the runtime.
+            let server_incident = serde_json::from_slice::<Value>(&bytes)
+                .ok()
+                .and_then(|v| {
+                    v.pointer("/error/incidentId")
+                        .and_then(Value::as_str)
+                        .map(str::to_string)
+                })
+                .filter(|id| {
+                    id.len() <= 32 && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+                })
+                .unwrap_or_default();
+            tracing::error!(
+                incident_id = crate::wire::observe::incident_id().unwrap_or_default(),
+                server_incident_id = %server_incident,
+                status = status.as_u16(),
+                "the AgentTeam Server failed a request"
+            );
             return Err(upstream_failed(&format!(
                 "the server failed with status {}",
                 status.as_u16()

@@ -81,6 +81,8 @@ pub struct ActionDescriptor {
     pub input_type: &'static str,
     /// Global schema name of the output, e.g. `TaskCreateOutput`.
     pub output_type: &'static str,
+    /// The input schema's top-level property names, sorted.
+    pub input_properties: &'static [&'static str],
     /// Self-contained JSON Schema 2020-12 of the input (no external `$ref`).
     pub input_schema: &'static str,
     /// Self-contained JSON Schema 2020-12 of the output.
@@ -173,4 +175,35 @@ pub fn find_action(domain: &str, action: &str) -> Option<&'static ActionDescript
 /// The actions of `domain`, in catalog order.
 pub fn domain_actions(domain: &str) -> impl Iterator<Item = &'static ActionDescriptor> {
     ACTIONS.iter().filter(move |a| a.domain == domain)
+}
+
+/// `sha256:<hex>` over every built-in descriptor (names, summary, risk, result policy,
+/// continuations, example, input and output schemas): two binaries agree on it exactly when
+/// they validate, help and forward every built-in action the same way.
+pub fn builtin_digest() -> &'static str {
+    static DIGEST: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    DIGEST.get_or_init(|| {
+        use sha2::{Digest, Sha256};
+        let mut hash = Sha256::new();
+        for action in ACTIONS {
+            let fields = [
+                action.domain,
+                action.action,
+                action.summary,
+                action.risk.as_str(),
+                action.result_policy.as_str(),
+                action.hint.unwrap_or(""),
+                action.next.unwrap_or(""),
+                action.example,
+                action.input_schema,
+                action.output_schema,
+            ];
+            for field in fields {
+                // Length-prefixed, so no two descriptor lists hash alike by shifting text.
+                hash.update((field.len() as u64).to_be_bytes());
+                hash.update(field.as_bytes());
+            }
+        }
+        format!("sha256:{}", hex::encode(hash.finalize()))
+    })
 }

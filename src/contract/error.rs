@@ -62,6 +62,15 @@ impl ActionError {
         self
     }
 
+    /// The refusal of input that its schema accepts but its typed request cannot hold (a number
+    /// beyond the type's range): the caller's mistake, so a validation failure, never a 5xx.
+    pub fn unrepresentable_input() -> Self {
+        ActionError::new(
+            ErrorCode::ValidationFailed,
+            "the input does not fit the action: a number is out of range",
+        )
+    }
+
     /// The whole error envelope, `{"ok":false,"error":{…}}`.
     pub fn envelope(&self) -> serde_json::Value {
         serde_json::json!({ "ok": false, "error": self })

@@ -1,5 +1,5 @@
 //! Local agent profiles: which agents this desktop runs, stored in `<state dir>/agents.json`
-//! (replaced atomically) and mirrored on the server.
+//! (owner-only, replaced atomically through `private_file`) and mirrored on the server.
 
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -114,10 +114,8 @@ impl Profiles {
             path: self.path.display().to_string(),
             source,
         };
-        let tmp = self.path.with_extension("tmp");
         let mut text = serde_json::to_string_pretty(list).expect("profiles serialize");
         text.push('\n');
-        std::fs::write(&tmp, text).map_err(error)?;
-        std::fs::rename(&tmp, &self.path).map_err(error)
+        crate::private_file::replace(&self.path, &text).map_err(error)
     }
 }

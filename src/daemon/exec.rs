@@ -17,7 +17,7 @@ use super::auth::Scope;
 use super::budget;
 use super::http::{BODY_DEADLINE, BodyFailure, DaemonState, forbidden, read_runtime_body};
 use crate::client::CallContext;
-use crate::contract::catalog::find_action;
+use crate::contract::catalog::{builtin_digest, find_action};
 use crate::contract::error::ErrorCode;
 use crate::contract::json::parse_strict;
 use crate::contract::{ActionError, DispatchError, dispatch};
@@ -56,6 +56,21 @@ pub async fn action(
             .with_next("run `agentteam exec --help` for the domains and actions"),
         );
     };
+    // A caller that states its catalog must be built from the daemon's: a mismatched binary
+    // would validate, help and forward against another contract.
+    if let Some(digest) = headers.get(wire::CATALOG_DIGEST_HEADER)
+        && digest.as_bytes() != builtin_digest().as_bytes()
+    {
+        return wire::error_response(
+            &ActionError::new(
+                ErrorCode::CatalogMismatch,
+                "this `agentteam` was built from another action catalog than the daemon's",
+            )
+            .with_next(
+                "call the `agentteam` the daemon put first on the runtime's PATH, or restart the runtime",
+            ),
+        );
+    }
     // 2. Admission, before the body is read.
     let Some(_admission) = state.store.admit(&authorization) else {
         return wire::error_response(&ActionError::new(
@@ -132,11 +147,8 @@ pub async fn action(
         Ok(data) => budget::respond(&state.catalog, descriptor, data, idempotency_key.as_deref()),
         Err(DispatchError::Action(error)) => wire::error_response(&error),
         Err(DispatchError::Decode(cause)) => {
-            tracing::error!(action = %descriptor.id.key(), error = %cause, "validated input does not match the typed request");
-            wire::error_response(&ActionError::new(
-                ErrorCode::InternalError,
-                "the daemon failed to handle this request",
-            ))
+            tracing::debug!(action = %descriptor.id.key(), error = %cause, "validated input does not fit the typed request");
+            wire::error_response(&ActionError::unrepresentable_input())
         }
         Err(DispatchError::Encode(_)) => budget::unserializable(descriptor),
     }

@@ -16,10 +16,8 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
-use base64::Engine;
-use base64::engine::general_purpose::STANDARD;
 use serde::Deserialize;
-use serde_json::{Value, json};
+use serde_json::json;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use tokio_stream::StreamExt;
@@ -28,14 +26,12 @@ use tokio_stream::wrappers::ReceiverStream;
 use super::agents::{MAX_PROFILES, Profile, Profiles};
 use super::auth::{RuntimeAuthorizationStore, Scope};
 use super::identity::{Identity, Operator};
-use super::runtime::{Dispatcher, LaunchError, LaunchRequest, Output};
+use super::runtime::{Dispatcher, LaunchError, LaunchOptions, LaunchRequest};
 use crate::contract::ActionError;
 use crate::contract::error::ErrorCode;
 use crate::wire;
-
-/// Environment entries a `run` may carry, and their total size.
-const MAX_ENV_ENTRIES: usize = 4096;
-const MAX_ARGV: usize = 1024;
+use crate::wire::frame;
+use crate::wire::observe::Protocol;
 
 /// Everything the daemon's handlers share.
 #[derive(Clone)]
@@ -78,12 +74,15 @@ pub fn router(state: DaemonState) -> Router {
         .route("/api/admin/status", get(status))
         .route("/api/admin/agents", get(list_agents).post(add_agent))
         .route("/api/admin/agents/{agent}", delete(remove_agent))
-        .route("/api/admin/runs", post(run))
+        .route("/api/admin/runs", get(list_runs).post(run))
         .fallback(|| async {
             wire::error_response(&ActionError::new(ErrorCode::NotFound, "no such route"))
         })
         .layer(middleware::from_fn(loopback_only))
-        .layer(middleware::from_fn(request_span))
+        .layer(middleware::from_fn_with_state(
+            classify as wire::observe::Classify,
+            wire::observe::observe,
+        ))
         .with_state(state)
 }
 
@@ -136,36 +135,15 @@ pub fn forbidden() -> Response {
     wire::error_response(&ActionError::new(ErrorCode::Forbidden, "forbidden"))
 }
 
-/// One span per request (transport, HTTP method, path; the MCP route adds the JSON-RPC method)
-/// and one completion event with status and duration, at debug level. Never a header or a body:
-/// tokens stay out of the log.
-async fn request_span(request: Request, next: Next) -> Response {
-    use tracing::Instrument;
-    let path = request.uri().path();
-    let transport = if path.starts_with("/api/internal/mcp/") || path.starts_with("/mcp/") {
-        "mcp"
+/// The route family and protocol of a daemon path, for the request span and panic answers.
+fn classify(path: &str) -> (&'static str, Protocol) {
+    if path.starts_with("/api/internal/mcp/") || path.starts_with("/mcp/") {
+        ("mcp", Protocol::JsonRpc)
     } else if path.starts_with("/api/internal/exec/") {
-        "exec"
+        ("exec", Protocol::Envelope)
     } else {
-        "admin"
-    };
-    let span = tracing::debug_span!(
-        "request",
-        transport,
-        method = %request.method(),
-        path = %path.chars().take(256).collect::<String>(),
-        rpc_method = tracing::field::Empty,
-    );
-    let started = std::time::Instant::now();
-    let response = next.run(request).instrument(span.clone()).await;
-    span.in_scope(|| {
-        tracing::debug!(
-            status = response.status().as_u16(),
-            elapsed_us = started.elapsed().as_micros() as u64,
-            "request finished"
-        )
-    });
-    response
+        ("admin", Protocol::Envelope)
+    }
 }
 
 /// `127.0.0.1`, `localhost` or `[::1]`, with or without a port.
@@ -291,7 +269,9 @@ async fn add_agent(State(state): State<DaemonState>, headers: HeaderMap, body: B
             .post(&format!("{base}/agents"), json!({"ownerHumanId": state.identity.human_id, "handle": handle, "displayName": display_name}))
             .await
             .map_err(|e| ActionError::new(ErrorCode::UpstreamFailed, e.to_string()))?;
-        let agent_id = created["agentId"].as_str().unwrap_or_default().to_string();
+        let agent_id = created_agent_id(&created).ok_or_else(|| {
+            ActionError::new(ErrorCode::UpstreamFailed, "the server's answer names no valid `agentId`")
+        })?;
         state
             .operator
             .post(&format!("{base}/channels/{}/members", state.identity.channel_id), json!({"memberId": agent_id}))
@@ -299,7 +279,7 @@ async fn add_agent(State(state): State<DaemonState>, headers: HeaderMap, body: B
             .map_err(|e| ActionError::new(ErrorCode::UpstreamFailed, e.to_string()))?;
         let profile = Profile { agent_id, handle, display_name };
         state.profiles.add(profile.clone()).map_err(|e| {
-            tracing::error!(error = %e, "cannot save agent profiles");
+            tracing::error!(incident_id = crate::wire::observe::incident_id().unwrap_or_default(), error = %e, "cannot save agent profiles");
             ActionError::new(ErrorCode::InternalError, "cannot save the agent profile")
         })?;
         Ok(json!({ "agent": profile, "channelId": state.identity.channel_id }))
@@ -309,6 +289,18 @@ async fn add_agent(State(state): State<DaemonState>, headers: HeaderMap, body: B
         Ok(data) => wire::success_response(data),
         Err(error) => wire::error_response(&error),
     }
+}
+
+/// The `agentId` of the server's answer to an agent creation, if it is a well-formed id.
+fn created_agent_id(created: &serde_json::Value) -> Option<String> {
+    created["agentId"]
+        .as_str()
+        .filter(|id| {
+            id.strip_prefix("agt_").is_some_and(|rest| {
+                (8..=64).contains(&rest.len()) && rest.bytes().all(|b| b.is_ascii_alphanumeric())
+            })
+        })
+        .map(str::to_string)
 }
 
 async fn remove_agent(
@@ -329,7 +321,7 @@ async fn remove_agent(
             ),
         )),
         Err(e) => {
-            tracing::error!(error = %e, "cannot save agent profiles");
+            tracing::error!(incident_id = crate::wire::observe::incident_id().unwrap_or_default(), error = %e, "cannot save agent profiles");
             wire::error_response(&ActionError::new(
                 ErrorCode::InternalError,
                 "cannot save the agent profiles",
@@ -338,14 +330,12 @@ async fn remove_agent(
     }
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-struct RunRequest {
-    agent: String,
-    workdir: String,
-    argv: Vec<String>,
-    #[serde(default)]
-    env: Vec<(String, String)>,
+/// `GET /api/admin/runs`: every live launch.
+async fn list_runs(State(state): State<DaemonState>, headers: HeaderMap) -> Response {
+    if !admin_ok(&state, &headers) {
+        return admin_denied();
+    }
+    wire::success_response(json!({ "runs": state.dispatcher.runs() }))
 }
 
 /// `POST /api/admin/runs`: launches a runtime and streams its output as NDJSON frames
@@ -357,18 +347,33 @@ async fn run(State(state): State<DaemonState>, headers: HeaderMap, body: Body) -
     }
     let request = async {
         let value = wire::read_json_body(&headers, body).await?;
-        let RunRequest { agent, workdir, argv, env } = serde_json::from_value(value).map_err(|e| ActionError::new(ErrorCode::ValidationFailed, format!("invalid request: {e}")))?;
-        if argv.is_empty() || argv.len() > MAX_ARGV || env.len() > MAX_ENV_ENTRIES {
-            return Err(ActionError::new(ErrorCode::ValidationFailed, format!("give 1 to {MAX_ARGV} arguments and at most {MAX_ENV_ENTRIES} environment entries")));
-        }
-        let profile = state.profiles.get(&agent).ok_or_else(|| {
-            ActionError::new(ErrorCode::NotFound, format!("no local agent `{}`", agent.chars().take(64).collect::<String>())).with_next("add it with `agentteam agent add <handle>`")
+        let options: LaunchOptions = serde_json::from_value(value).map_err(|e| {
+            ActionError::new(ErrorCode::ValidationFailed, format!("invalid request: {e}"))
         })?;
-        let workdir = std::path::PathBuf::from(workdir);
-        if !workdir.is_dir() {
-            return Err(ActionError::new(ErrorCode::ValidationFailed, format!("workdir `{}` is not a directory", workdir.display())));
+        options
+            .check()
+            .map_err(|message| ActionError::new(ErrorCode::ValidationFailed, message))?;
+        let profile = state.profiles.get(&options.agent).ok_or_else(|| {
+            ActionError::new(
+                ErrorCode::NotFound,
+                format!(
+                    "no local agent `{}`",
+                    options.agent.chars().take(64).collect::<String>()
+                ),
+            )
+            .with_next("add it with `agentteam agent add <handle>`")
+        })?;
+        if !options.workdir.is_dir() {
+            return Err(ActionError::new(
+                ErrorCode::ValidationFailed,
+                format!("workdir `{}` is not a directory", options.workdir.display()),
+            ));
         }
-        Ok(LaunchRequest { server_id: state.identity.workspace_id.clone(), agent_id: profile.agent_id, workdir, argv, env })
+        Ok(LaunchRequest {
+            server_id: state.identity.workspace_id.clone(),
+            agent_id: profile.agent_id,
+            options,
+        })
     }
     .await;
     let request = match request {
@@ -380,11 +385,14 @@ async fn run(State(state): State<DaemonState>, headers: HeaderMap, body: Body) -
         Err(error) => {
             let code = match error {
                 LaunchError::TooManyRuntimes => ErrorCode::AdmissionLimited,
+                LaunchError::SessionRunning(_) | LaunchError::SessionBusy(_) => {
+                    ErrorCode::InvalidState
+                }
                 LaunchError::Spawn { .. } => ErrorCode::ValidationFailed,
                 LaunchError::Credential(_) | LaunchError::ShuttingDown => ErrorCode::InternalError,
             };
             if matches!(error, LaunchError::Credential(_)) {
-                tracing::error!(error = %error, cause = ?std::error::Error::source(&error), "launch aborted");
+                tracing::error!(incident_id = crate::wire::observe::incident_id().unwrap_or_default(), error = %error, cause = ?std::error::Error::source(&error), "launch aborted");
             }
             let message = match &error {
                 LaunchError::Spawn { program, source } => {
@@ -395,16 +403,8 @@ async fn run(State(state): State<DaemonState>, headers: HeaderMap, body: Body) -
             return wire::error_response(&ActionError::new(code, message));
         }
     };
-    let frames = ReceiverStream::new(outputs).map(|output| {
-        let frame = match output {
-            Output::Stdout(bytes) => json!({ "stdout": STANDARD.encode(bytes) }),
-            Output::Stderr(bytes) => json!({ "stderr": STANDARD.encode(bytes) }),
-            Output::Exited(code) => json!({ "exit": code }),
-        };
-        let mut line = serde_json::to_vec(&frame).expect("a frame serializes");
-        line.push(b'\n');
-        Ok::<Bytes, std::convert::Infallible>(Bytes::from(line))
-    });
+    let frames = ReceiverStream::new(outputs)
+        .map(|output| Ok::<Bytes, std::convert::Infallible>(Bytes::from(frame::encode(&output))));
     (
         StatusCode::OK,
         [(header::CONTENT_TYPE, "application/x-ndjson")],
@@ -413,16 +413,28 @@ async fn run(State(state): State<DaemonState>, headers: HeaderMap, body: Body) -
         .into_response()
 }
 
-/// Parses one NDJSON frame of `POST /api/admin/runs`.
-pub fn parse_frame(line: &[u8]) -> Option<Output> {
-    let frame: Value = serde_json::from_slice(line).ok()?;
-    if let Some(code) = frame.get("exit").and_then(Value::as_i64) {
-        return Some(Output::Exited(code as i32));
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::created_agent_id;
+
+    /// Review finding 8: an answer without a usable `agentId` never becomes a local profile.
+    #[test]
+    fn an_answer_without_a_valid_agent_id_is_refused() {
+        assert_eq!(
+            created_agent_id(&json!({"agentId": "agt_0123456789"})).as_deref(),
+            Some("agt_0123456789")
+        );
+        for answer in [
+            json!({}),
+            json!({"agentId": ""}),
+            json!({"agentId": 7}),
+            json!({"agentId": "agt_"}),
+            json!({"agentId": "hum_0123456789"}),
+            json!({"agentId": "agt_01234567/../x"}),
+        ] {
+            assert_eq!(created_agent_id(&answer), None, "{answer}");
+        }
     }
-    let (key, make): (&str, fn(Vec<u8>) -> Output) = if frame.get("stdout").is_some() {
-        ("stdout", Output::Stdout)
-    } else {
-        ("stderr", Output::Stderr)
-    };
-    STANDARD.decode(frame.get(key)?.as_str()?).ok().map(make)
 }

@@ -38,8 +38,12 @@ pub struct Operator {
 }
 
 impl Operator {
-    pub fn new(server_url: &str, token: String) -> Operator {
-        let http = reqwest::Client::builder()
+    pub fn new(
+        server_url: &str,
+        token: String,
+        proxy: Option<&crate::client::http::ExplicitProxy>,
+    ) -> Operator {
+        let http = crate::client::http::builder(proxy)
             .timeout(std::time::Duration::from_secs(30))
             .build()
             .expect("a plain HTTP client builds");
@@ -61,9 +65,11 @@ impl Operator {
             .await
             .map_err(|_| DaemonError::ServerUnreachable)?;
         let status = response.status();
-        let envelope: Value = response
-            .json()
-            .await
+        let bytes =
+            crate::client::http::read_bounded(response, crate::client::http::MAX_RESPONSE_BYTES)
+                .await
+                .map_err(|e| DaemonError::ServerRefused(e.to_string()))?;
+        let envelope: Value = serde_json::from_slice(&bytes)
             .map_err(|_| DaemonError::ServerRefused("the server's answer is not JSON".into()))?;
         if status.is_success() {
             Ok(envelope["data"].clone())

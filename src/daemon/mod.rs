@@ -54,6 +54,9 @@ pub struct DaemonConfig {
     pub server_url: Option<String>,
     /// The external server's operator token file (required with `server_url`).
     pub operator_token_file: Option<PathBuf>,
+    /// The proxy to reach `server_url` through, named by the operator (never taken from the
+    /// environment; never used for a loopback server).
+    pub server_proxy: Option<crate::client::http::ExplicitProxy>,
     pub runtime: RuntimeConfig,
 }
 
@@ -168,7 +171,8 @@ pub async fn run(
             (url, token, Some((stop, server, scheduler, state)))
         }
     };
-    let operator = Operator::new(&server_url, operator_token);
+    let proxy = config.server_proxy.as_ref().filter(|_| embedded.is_none());
+    let operator = Operator::new(&server_url, operator_token, proxy);
     let identity =
         Identity::load_or_bootstrap(&config.state_dir.join("identity.json"), &operator).await?;
     let identity_credential = identity.device_credential.clone();
@@ -187,10 +191,13 @@ pub async fn run(
         clock.clone(),
         config.runtime.ttl,
     ));
+    let executable = std::env::current_exe()
+        .map_err(|e| state_err("cannot find the daemon's own executable", e))?;
     let dispatcher = Arc::new(Dispatcher::new(
         store.clone(),
         instance.dir.clone(),
         base_url.clone(),
+        executable,
         config.runtime,
         clock,
     ));
@@ -204,6 +211,7 @@ pub async fn run(
         server: Arc::new(crate::client::ServerClient::new(
             &server_url,
             identity_credential,
+            proxy,
         )),
         catalog: Arc::new(
             crate::contract::CompiledCatalog::new()
@@ -219,9 +227,15 @@ pub async fn run(
     tracing::info!(%base_url, state_dir = %config.state_dir.display(), "daemon listening");
     ready(&base_url);
 
+    // Strong shutdown: at the signal every authorization is revoked and every runtime told to end
+    // at once; only then do connections drain (a runtime's `run` stream ends with its lease).
+    let revoking = dispatcher.clone();
+    let shutdown = async move {
+        shutdown.await;
+        tracing::info!("daemon stopping: revoking credentials and stopping runtimes");
+        revoking.begin_shutdown();
+    };
     crate::serve::serve(listener, http::router(state), shutdown).await;
-
-    tracing::info!("daemon stopping: revoking credentials and stopping runtimes");
     dispatcher.shutdown().await;
     let _ = std::fs::remove_file(&daemon_file);
     let _ = auth::files::remove_dir(&instance.dir);

@@ -23,11 +23,9 @@ pub fn canonicalize(id: ActionId, input: &mut Value) -> Result<(), ActionError> 
     let Some(object) = input.as_object_mut() else {
         return Ok(());
     };
-    let schema: Value =
-        serde_json::from_str(id.descriptor().input_schema).expect("descriptor schemas are JSON");
-    let known = schema.get("properties").and_then(Value::as_object);
+    let known = id.descriptor().input_properties;
     for (legacy, canonical) in REQUEST_ALIASES {
-        if !object.contains_key(*legacy) || !known.is_some_and(|p| p.contains_key(*canonical)) {
+        if !object.contains_key(*legacy) || !known.contains(canonical) {
             continue;
         }
         if object.contains_key(*canonical) {

@@ -143,7 +143,23 @@ pub fn router(state: AppState) -> Router {
         .merge(runtime_api::routes())
         .merge(admin_api::routes())
         .fallback(not_found)
+        .layer(axum::middleware::from_fn_with_state(
+            classify as crate::wire::observe::Classify,
+            crate::wire::observe::observe,
+        ))
         .with_state(state)
+}
+
+/// The route family of a server path, in the server's own terms, for the request span.
+fn classify(path: &str) -> (&'static str, crate::wire::observe::Protocol) {
+    let family = if path.starts_with("/admin/") {
+        "operator"
+    } else if path.contains("/tools/") {
+        "tools"
+    } else {
+        "actions"
+    };
+    (family, crate::wire::observe::Protocol::Envelope)
 }
 
 async fn not_found() -> Response {

@@ -226,10 +226,10 @@ async fn execute(
         // A value the schema accepts but the typed request cannot hold: the caller's input.
         DispatchError::Decode(cause) => {
             tracing::warn!(action = %op.key(), error = %cause, "validated input does not fit the typed request");
-            ActionError::new(ErrorCode::ValidationFailed, "the input does not fit the action: a number is out of range")
+            ActionError::unrepresentable_input()
         }
         DispatchError::Encode(cause) => {
-            tracing::error!(action = %op.key(), error = %cause, "typed adapter failed on validated data");
+            tracing::error!(incident_id = crate::wire::observe::incident_id().unwrap_or_default(), action = %op.key(), error = %cause, "typed adapter failed on validated data");
             ActionError::new(ErrorCode::InternalError, "the server failed to handle this request")
         }
     })

@@ -2,7 +2,10 @@
 //! from error code to HTTP status, bearer extraction, bounded strict JSON bodies, and the
 //! idempotency selector rules.
 
+pub mod frame;
 pub mod idempotency;
+pub mod jsonrpc;
+pub mod observe;
 
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
@@ -11,6 +14,10 @@ use serde_json::Value;
 
 use crate::contract::json::parse_strict;
 use crate::contract::{ActionError, error::ErrorCode};
+
+/// The header on which `agentteam exec` sends the SHA-256 of its built-in catalog
+/// (`sha256:<hex>`), so the daemon refuses a binary built from another catalog.
+pub const CATALOG_DIGEST_HEADER: &str = "agentteam-catalog-digest";
 
 /// Request bodies larger than this are refused (spec: the 1 MiB body cap).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
@@ -25,7 +32,8 @@ pub fn status_for(code: ErrorCode) -> StatusCode {
         ErrorCode::InvalidState
         | ErrorCode::RevisionMismatch
         | ErrorCode::AdmissionLimited
-        | ErrorCode::IdempotencyInProgress => StatusCode::CONFLICT,
+        | ErrorCode::IdempotencyInProgress
+        | ErrorCode::CatalogMismatch => StatusCode::CONFLICT,
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         ErrorCode::IdempotencyKeyReused | ErrorCode::ResultBudgetExceeded => {
             StatusCode::UNPROCESSABLE_ENTITY
@@ -75,14 +83,18 @@ pub fn success_response(data: Value) -> Response {
 }
 
 /// The token of an `Authorization: Bearer <token>` header, if there is exactly one well-formed one.
+/// The scheme is matched case-insensitively (RFC 9110 §11.1): `bearer x` and `BEARER x` are the
+/// same credential.
 pub fn bearer(headers: &HeaderMap) -> Option<&str> {
     let mut values = headers.get_all(header::AUTHORIZATION).iter();
     let value = values.next()?;
     if values.next().is_some() {
         return None;
     }
-    let token = value.to_str().ok()?.strip_prefix("Bearer ")?;
-    (!token.is_empty() && token.len() <= 512).then_some(token)
+    let (scheme, token) = value.to_str().ok()?.split_once(' ')?;
+    let token = token.trim_start_matches(' ');
+    (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty() && token.len() <= 512)
+        .then_some(token)
 }
 
 /// Reads at most [`MAX_BODY_BYTES`] and parses exactly one strict JSON value.

@@ -245,7 +245,9 @@ async fn an_operator_sets_up_a_workspace_from_the_command_line() {
         .await;
     assert_eq!(status, 200, "{body}");
 
-    // A refused request exits 1 with the server's message; an existing credential file is kept.
+    // A refused request exits 2 with the server's message, like every refusal of a human command
+    // (one exit-status contract: exit 1 is `agentteam exec`'s failed action); an existing
+    // credential file is kept.
     let (code, _, stderr) = admin(
         &server,
         &[
@@ -259,7 +261,7 @@ async fn an_operator_sets_up_a_workspace_from_the_command_line() {
         ],
     )
     .await;
-    assert_eq!(code, 1);
+    assert_eq!(code, 2);
     assert!(stderr.contains("already exists"), "{stderr}");
     let (code, _, stderr) = admin(
         &server,

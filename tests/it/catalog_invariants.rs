@@ -153,14 +153,26 @@ fn no_exec_domain_is_an_mcp_tool_family() {
         })
         .unwrap_or_default();
     for tool in &tools {
-        let family = tool.split('_').next().unwrap();
         for domain in DOMAINS {
-            assert_ne!(
-                family,
-                domain.name.replace('-', "_"),
+            assert!(
+                !crate::codegen::model::collides(tool, domain.name),
                 "MCP tool {tool} collides with Exec domain {}",
                 domain.name
             );
         }
+    }
+}
+
+/// The descriptor's property list (what the legacy aliases consult instead of re-parsing the
+/// schema on every request) is exactly the input schema's top-level properties.
+#[test]
+fn input_properties_match_the_input_schema() {
+    for action in ACTIONS {
+        let schema: Value = serde_json::from_str(action.input_schema).unwrap();
+        let properties: Vec<&str> = schema["properties"]
+            .as_object()
+            .map(|p| p.keys().map(String::as_str).collect())
+            .unwrap_or_default();
+        assert_eq!(action.input_properties, properties, "{}", action.id.key());
     }
 }

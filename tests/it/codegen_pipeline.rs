@@ -397,3 +397,27 @@ fn every_problem_is_reported_not_just_the_first() {
     let diags = generate_err(&schema);
     assert!(diags.len() >= 2, "{}", render(&diags));
 }
+
+/// Review finding 14: families compare with `-` and `_` as one separator, so a tool named after a
+/// hyphenated domain is caught too, and a tool that merely shares a prefix is not.
+#[test]
+fn a_tool_in_a_hyphenated_domains_family_is_refused() {
+    let (_dir, schema) = schema_copy();
+    write_json(
+        &schema.join("mcp/scheduled_message_x.json"),
+        json!({"name": "scheduled_message_x"}),
+    );
+    check_refused(
+        &schema,
+        "schema/mcp/scheduled_message_x.json",
+        "MCP tool `scheduled_message_x` collides with Exec domain `scheduled-message`",
+    );
+    use crate::codegen::model::collides;
+    assert!(collides("scheduled_message", "scheduled-message"));
+    assert!(collides("task_notify", "task"));
+    assert!(
+        !collides("tasks_notify", "task"),
+        "a shared prefix is not a family"
+    );
+    assert!(!collides("scheduled_messages", "scheduled-message"));
+}

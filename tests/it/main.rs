@@ -12,6 +12,7 @@ mod fixture_build;
 mod generated_fresh;
 mod mcp;
 mod openapi_fuzz;
+mod review_findings;
 mod schema_lint;
 mod serve_loop;
 mod server_actions;

@@ -23,7 +23,7 @@ fn create_input(thread_id: &str, title: &str, request_id: Option<&str>) -> TaskC
 async fn typed_calls_round_trip_and_errors_stay_typed() {
     let server = TestServer::start().await;
     let w = server.workspace("acme").await;
-    let client = ServerClient::new(&server.base_url, w.device_credential.clone());
+    let client = ServerClient::new(&server.base_url, w.device_credential.clone(), None);
     let ctx = CallContext {
         server_id: w.workspace_id.clone(),
         agent_id: w.agent_id.clone(),
@@ -63,7 +63,7 @@ async fn typed_calls_round_trip_and_errors_stay_typed() {
 async fn the_idempotency_key_is_forwarded_as_headers() {
     let server = TestServer::start().await;
     let w = server.workspace("acme").await;
-    let client = ServerClient::new(&server.base_url, w.device_credential.clone());
+    let client = ServerClient::new(&server.base_url, w.device_credential.clone(), None);
     let ctx = CallContext {
         server_id: w.workspace_id.clone(),
         agent_id: w.agent_id.clone(),
@@ -100,7 +100,7 @@ async fn an_unreachable_server_is_classified() {
         .local_addr()
         .unwrap()
         .port();
-    let client = ServerClient::new(&format!("http://127.0.0.1:{port}"), "dev_x.y".into());
+    let client = ServerClient::new(&format!("http://127.0.0.1:{port}"), "dev_x.y".into(), None);
     let ctx = CallContext {
         server_id: "wsp_00000000".into(),
         agent_id: "agt_00000000".into(),

@@ -133,6 +133,27 @@ fn block_on<F: std::future::Future>(future: F) -> F::Output {
 
 const BASE_MS: i64 = 1_800_000_000_000;
 
+/// How many display names [`display_names`] offers.
+const DISPLAY_NAMES: usize = 10;
+
+/// Team display names that sort by bytes, not by what a person reads: ASCII, CJK, emoji, a
+/// combining mark, right-to-left script, control characters, and two of the schema's longest
+/// (200 characters of 4-byte emoji, 200 control characters that JSON escapes to 6 bytes each).
+fn display_names() -> [String; DISPLAY_NAMES] {
+    [
+        "Beta".into(),
+        "Alpha".into(),
+        "Gamma".into(),
+        "東京チーム".into(),
+        "🚀 launch".into(),
+        "e\u{301}quipe".into(),
+        "فريق التطوير".into(),
+        "ctl\u{1}\u{7}\u{1b}".into(),
+        "😀".repeat(200),
+        "\u{1}".repeat(200),
+    ]
+}
+
 proptest! {
     #![proptest_config(ProptestConfig { cases: 8, ..ProptestConfig::default() })]
 
@@ -170,14 +191,14 @@ proptest! {
     }
 
     #[test]
-    fn team_list_every_row_exactly_once_in_order(names in prop::collection::vec(0u8..3, 0..30), limit in 1u64..8) {
+    fn team_list_every_row_exactly_once_in_order(names in prop::collection::vec(0usize..DISPLAY_NAMES, 0..30), limit in 1u64..8) {
         block_on(async {
             let server = TestServer::start().await;
             let w = server.workspace("acme").await;
             let mut rows = Vec::new();
             for (index, name) in names.iter().enumerate() {
                 // Few display names, so ties fall through to handle; handles descend vs creation order.
-                let display = ["Beta", "Alpha", "Gamma"][*name as usize].to_string();
+                let display = display_names()[*name].clone();
                 let handle = format!("t{:03}", 999 - index);
                 let data = server.admin(&format!("/admin/workspaces/{}/teams", w.workspace_id), json!({"handle": handle, "displayName": display})).await;
                 rows.push((display, handle, data["teamId"].as_str().unwrap().to_string()));
@@ -423,4 +444,90 @@ async fn every_kind_of_bad_cursor_is_a_validation_error() {
         )
         .await;
     assert!(status == 400 || status == 404, "{body}");
+}
+
+/// Review finding 5: a cursor carries the complete keyset boundary, so `Cursor.maxLength` must hold
+/// the largest boundary any list can have. Computed from the schemas: a free-text position
+/// component of `n` characters serializes to at most `2 + 6n` bytes (a control character
+/// JSON-escapes to `\u00XX`), an id or handle (ASCII by pattern) to `2 + n`, an `i64` to 20; the raw
+/// cursor adds a version byte, a 32-byte filter hash and a
+/// 16-byte tag, and is base64url without padding.
+#[test]
+fn cursor_max_length_holds_the_largest_keyset_boundary() {
+    let common: Value = serde_json::from_str(
+        &std::fs::read_to_string(crate::support::repo_root().join("schema/common.json")).unwrap(),
+    )
+    .unwrap();
+    let max_length = |def: &str| common["$defs"][def]["maxLength"].as_u64().unwrap() as usize;
+    // Ids and handles have ASCII-only patterns (one byte each, never escaped); free text has none.
+    let string = |def: &str| {
+        let per_char = if common["$defs"][def].get("pattern").is_some() {
+            1
+        } else {
+            6
+        };
+        2 + per_char * max_length(def)
+    };
+    let time = 20;
+    // The components of each list's position, in the order the server encodes them.
+    let lists: [(&str, Vec<usize>); 7] = [
+        (
+            "team.list",
+            vec![string("Name"), string("Handle"), string("TeamId")],
+        ),
+        ("task.list", vec![time, string("TaskId")]),
+        ("project.list", vec![time, string("ProjectId")]),
+        ("review.list", vec![time, string("ReviewId")]),
+        (
+            "scheduled-message.list",
+            vec![time, string("ScheduledMessageId")],
+        ),
+        (
+            "scheduled-message.runs",
+            vec![time, string("ScheduledRunId")],
+        ),
+        ("message_history_read", vec![time, string("MessageId")]),
+    ];
+    let cursor_max = max_length("Cursor");
+    assert_eq!(cursor_max, agentteam::server::cursor::MAX_CURSOR_LEN);
+    for (list, components) in lists {
+        let position = 2 + components.len() - 1 + components.iter().sum::<usize>();
+        let raw = 1 + 32 + position + 16;
+        let encoded = (raw * 4).div_ceil(3);
+        assert!(
+            encoded <= cursor_max,
+            "{list}: a worst-case cursor is {encoded} characters, over `Cursor.maxLength` {cursor_max}"
+        );
+    }
+}
+
+/// The worst case above, end to end: teams whose display names are the schema's longest, of
+/// 4-byte characters and of escaped control characters, page with cursors the contract accepts.
+#[tokio::test]
+async fn teams_with_the_longest_names_page_without_a_server_error() {
+    let server = TestServer::start().await;
+    let w = server.workspace("acme").await;
+    let mut expected = Vec::new();
+    for (index, display) in ["😀".repeat(200), "\u{1}".repeat(200), "東".repeat(200)]
+        .iter()
+        .enumerate()
+    {
+        let data = server
+            .admin(
+                &format!("/admin/workspaces/{}/teams", w.workspace_id),
+                json!({"handle": format!("{}{}", "t".repeat(31), index), "displayName": display}),
+            )
+            .await;
+        expected.push((
+            display.clone(),
+            data["teamId"].as_str().unwrap().to_string(),
+        ));
+    }
+    expected.sort();
+    let expected: Vec<String> = expected.into_iter().map(|(_, id)| id).collect();
+    check_walk(
+        walk_list(&server, &w, "team", "list", json!({}), "teams", "teamId", 1).await,
+        &expected,
+        1,
+    );
 }

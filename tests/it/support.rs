@@ -282,9 +282,22 @@ impl TestDaemon {
         daemon
     }
 
+    /// A daemon in a fresh temp dir with `env` added to its environment.
+    pub async fn start_with_env(args: &[&str], env: &[(&str, &str)]) -> TestDaemon {
+        let dir = tempfile::tempdir().unwrap();
+        let mut daemon = TestDaemon::start_in_with_env(dir.path(), args, env).await;
+        daemon._dir = Some(dir);
+        daemon
+    }
+
     /// A daemon whose state dir is `root/state` (reused across restarts) and whose log is a new
     /// file under `root`.
     pub async fn start_in(root: &Path, args: &[&str]) -> TestDaemon {
+        TestDaemon::start_in_with_env(root, args, &[]).await
+    }
+
+    /// [`TestDaemon::start_in`] with `env` added to the daemon's environment.
+    pub async fn start_in_with_env(root: &Path, args: &[&str], env: &[(&str, &str)]) -> TestDaemon {
         use tokio::io::AsyncBufReadExt;
         let state_dir = root.join("state");
         let log_file = root.join(format!(
@@ -299,6 +312,7 @@ impl TestDaemon {
             .arg(&state_dir)
             .args(args)
             .env("RUST_LOG", "agentteam=debug")
+            .envs(env.iter().copied())
             .stdout(Stdio::piped())
             .stderr(std::fs::File::create(&log_file).unwrap())
             .kill_on_drop(true)
@@ -352,6 +366,29 @@ impl TestDaemon {
         );
         let value: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
         value["agent"]["agentId"].as_str().unwrap().to_string()
+    }
+
+    /// Launches `agentteam run --agent AGENT -- sh -c SCRIPT` (extra `run` flags in `flags`),
+    /// with its stdout lines readable.
+    pub fn launch(&self, agent: &str, flags: &[&str], script: &str) -> Launched {
+        let mut args = vec!["run", "--agent", agent];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&["--", "sh", "-c", script]);
+        Launched::spawn(self.cli(&args))
+    }
+
+    /// `GET /api/admin/{path}` with the admin token; the success `data`.
+    pub async fn admin_get(&self, path: &str) -> serde_json::Value {
+        let token = std::fs::read_to_string(self.state_dir.join("admin.token")).unwrap();
+        let response = self
+            .client
+            .get(format!("{}/api/admin/{path}", self.base_url))
+            .bearer_auth(token)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        response.json::<serde_json::Value>().await.unwrap()["data"].clone()
     }
 
     /// The daemon's log so far.
@@ -410,6 +447,49 @@ impl Drop for TestDaemon {
             "the daemon's log contains {} secret-shaped strings",
             found.len()
         );
+    }
+}
+
+/// A runtime started through `agentteam run`, whose printed lines the test reads.
+pub struct Launched {
+    /// The `agentteam run` process (its exit code is the runtime's).
+    pub child: tokio::process::Child,
+    pub lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+}
+
+impl Launched {
+    /// Spawns an `agentteam run` command with its stdout readable by lines.
+    pub fn spawn(mut command: tokio::process::Command) -> Launched {
+        let mut child = command
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let lines = tokio::io::BufReader::new(child.stdout.take().unwrap());
+        Launched {
+            child,
+            lines: tokio::io::AsyncBufReadExt::lines(lines),
+        }
+    }
+
+    /// The runtime's next stdout line (bounded wait).
+    pub async fn line(&mut self) -> String {
+        tokio::time::timeout(std::time::Duration::from_secs(30), self.lines.next_line())
+            .await
+            .expect("the runtime printed in time")
+            .unwrap()
+            .expect("the runtime is still printing")
+    }
+}
+
+/// Whether process `pid` still exists (a zombie counts as gone).
+pub fn process_alive(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // The state is the field after the parenthesized command name.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z')),
+        Err(_) => false,
     }
 }
 

@@ -19,6 +19,8 @@ pub const TOKEN_FILE: &str = "token";
 /// The file name of the MCP token inside an authorization's directory.
 pub const MCP_TOKEN_FILE: &str = "mcp-token";
 const LOCK_FILE: &str = "lock";
+/// Serializes the instance sweeps of daemons sharing one credential base.
+const SWEEP_LOCK_FILE: &str = ".sweep.lock";
 
 /// `prefix` + 32 random hex characters.
 pub fn random_name(prefix: &str) -> String {
@@ -78,8 +80,27 @@ pub struct Instance {
 impl Instance {
     /// Removes the instance directories under `base` whose owner is gone, then creates and locks
     /// a fresh one. Returns it and how many stale directories were removed.
+    ///
+    /// Daemons of other state dirs may share `base` and start at the same moment: the sweep, the
+    /// creation and the locking of the new directory happen under one exclusive lock on
+    /// `base/.sweep.lock`, so no daemon can sweep another's directory between its creation and
+    /// its lock.
     pub fn start(base: &Path) -> io::Result<(Instance, usize)> {
         ensure_private_dir(base)?;
+        let sweep = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .mode(0o600)
+            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .open(base.join(SWEEP_LOCK_FILE))?;
+        sweep.lock()?;
+        let started = Self::sweep_and_create(base);
+        drop(sweep);
+        started
+    }
+
+    fn sweep_and_create(base: &Path) -> io::Result<(Instance, usize)> {
         let mut removed = 0;
         for entry in fs::read_dir(base)? {
             let path = entry?.path();
@@ -190,6 +211,32 @@ mod tests {
             1,
             "no temp files are left behind"
         );
+    }
+
+    /// Review finding 10: daemons starting at once never sweep each other's fresh directories.
+    #[test]
+    fn daemons_starting_at_once_keep_every_fresh_instance() {
+        let temp = tempfile::tempdir().unwrap();
+        let base = temp.path().join("run");
+        for _ in 0..20 {
+            let barrier = std::sync::Arc::new(std::sync::Barrier::new(8));
+            let starts: Vec<_> = (0..8)
+                .map(|_| {
+                    let (base, barrier) = (base.clone(), barrier.clone());
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        Instance::start(&base).unwrap().0
+                    })
+                })
+                .collect();
+            let live: Vec<Instance> = starts.into_iter().map(|t| t.join().unwrap()).collect();
+            for instance in &live {
+                assert!(
+                    instance.dir.join(LOCK_FILE).exists(),
+                    "a live instance was swept"
+                );
+            }
+        }
     }
 
     #[test]

@@ -105,6 +105,11 @@ impl Authorization {
         self.state.lock().expect("not poisoned").revoked
     }
 
+    /// How many generations of every scope are live (issued, unexpired, not withdrawn).
+    pub fn issued(&self) -> usize {
+        self.state.lock().expect("not poisoned").live.len()
+    }
+
     /// Requests of this authorization currently holding an admission permit.
     pub fn acquired(&self) -> usize {
         PER_AUTHORIZATION_REQUESTS - self.inflight.available_permits()

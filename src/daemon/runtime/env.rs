@@ -17,6 +17,10 @@ pub const MCP_URL: &str = "AGENTTEAM_MCP_URL";
 /// The launch's MCP-scope token file.
 pub const MCP_TOKEN_FILE: &str = "AGENTTEAM_MCP_TOKEN_FILE";
 
+/// Hosts a runtime's own HTTP clients must reach directly, never through the user's proxy: the
+/// daemon's loopback bridges (a runtime's MCP client sends its bearer there).
+pub const LOOPBACK_NO_PROXY: [&str; 3] = ["127.0.0.1", "localhost", "::1"];
+
 /// The daemon's fresh variables of one launch: paths and URLs only, never a token.
 #[derive(Debug, Clone)]
 pub struct LaunchVariables {
@@ -24,6 +28,9 @@ pub struct LaunchVariables {
     pub exec_token_file: String,
     pub mcp_url: String,
     pub mcp_token_file: String,
+    /// The launch's private bin directory, put first on `PATH`: its `agentteam` is the daemon's
+    /// own executable (spec: canonical binary path selection).
+    pub bin_dir: String,
 }
 
 /// True when `name` is daemon-owned in any spelling (`agentteam_exec_token`, `AgentTeam_Exec_X`).
@@ -35,15 +42,33 @@ pub fn is_daemon_owned(name: &str) -> bool {
 }
 
 /// The environment of a new runtime: `inherited` without any daemon-owned variable, plus the
-/// launch's canonical URLs and token-file paths.
+/// launch's canonical URLs and token-file paths; `PATH` starts with the launch's bin directory;
+/// `NO_PROXY` and `no_proxy` name the loopback hosts (the user's proxy stays for everything else,
+/// such as the runtime's model traffic).
 pub fn runtime_env(
     inherited: Vec<(String, String)>,
     fresh: &LaunchVariables,
 ) -> Vec<(String, String)> {
-    let mut env: Vec<(String, String)> = inherited
-        .into_iter()
-        .filter(|(name, _)| !is_daemon_owned(name))
-        .collect();
+    let mut path = None;
+    let mut no_proxy: [Option<String>; 2] = [None, None];
+    let mut env: Vec<(String, String)> = Vec::with_capacity(inherited.len() + 8);
+    for (name, value) in inherited {
+        match name.as_str() {
+            _ if is_daemon_owned(&name) => {}
+            "PATH" => path = Some(value),
+            "NO_PROXY" => no_proxy[0] = Some(value),
+            "no_proxy" => no_proxy[1] = Some(value),
+            _ => env.push((name, value)),
+        }
+    }
+    let path = match path.filter(|p| !p.is_empty()) {
+        Some(rest) => format!("{}:{rest}", fresh.bin_dir),
+        None => format!("{}:/usr/local/bin:/usr/bin:/bin", fresh.bin_dir),
+    };
+    env.push(("PATH".to_string(), path));
+    for (name, value) in ["NO_PROXY", "no_proxy"].into_iter().zip(no_proxy) {
+        env.push((name.to_string(), with_loopback(value.as_deref())));
+    }
     env.push((EXEC_BASE_URL.to_string(), fresh.exec_base_url.clone()));
     env.push((EXEC_TOKEN_FILE.to_string(), fresh.exec_token_file.clone()));
     env.push((MCP_URL.to_string(), fresh.mcp_url.clone()));
@@ -51,11 +76,28 @@ pub fn runtime_env(
     env
 }
 
+/// `list` (a `NO_PROXY` value) with every loopback host added once.
+fn with_loopback(list: Option<&str>) -> String {
+    let mut hosts: Vec<&str> = list
+        .unwrap_or("")
+        .split(',')
+        .map(str::trim)
+        .filter(|h| !h.is_empty())
+        .collect();
+    for host in LOOPBACK_NO_PROXY {
+        if !hosts.iter().any(|h| h.eq_ignore_ascii_case(host)) {
+            hosts.push(host);
+        }
+    }
+    hosts.join(",")
+}
+
 /// Removes every daemon-owned variable from this process's own environment, so a daemon started
 /// inside another runtime does not carry its parent's credentials into anything it starts.
 ///
-/// Call it first thing in `main`, before any thread exists.
-pub fn scrub_own_env() -> usize {
+/// Call it first thing in `main`, before any thread exists. Returns the removed names (lossy
+/// UTF-8) for the log; their values, which may name credential files, are never kept.
+pub fn scrub_own_env() -> Vec<String> {
     let owned: Vec<std::ffi::OsString> = std::env::vars_os()
         .map(|(name, _)| name)
         .filter(|name| name.to_str().is_none_or(is_daemon_owned))
@@ -65,7 +107,10 @@ pub fn scrub_own_env() -> usize {
         // other thread can read or write the environment concurrently.
         unsafe { std::env::remove_var(name) };
     }
-    owned.len()
+    owned
+        .iter()
+        .map(|name| name.to_string_lossy().into_owned())
+        .collect()
 }
 
 #[cfg(test)]
@@ -88,6 +133,16 @@ mod tests {
         }
     }
 
+    fn fresh() -> LaunchVariables {
+        LaunchVariables {
+            exec_base_url: "http://127.0.0.1:1/exec".into(),
+            exec_token_file: "/run/t/token".into(),
+            mcp_url: "http://127.0.0.1:1/mcp".into(),
+            mcp_token_file: "/run/t/mcp-token".into(),
+            bin_dir: "/run/t/bin".into(),
+        }
+    }
+
     #[test]
     fn a_runtime_gets_only_the_fresh_pair() {
         let inherited = vec![
@@ -95,24 +150,41 @@ mod tests {
             ("agentteam_exec_token".into(), "x".into()),
             ("AGENTTEAM_EXEC_BASE_URL".into(), "http://evil".into()),
         ];
-        let fresh = LaunchVariables {
-            exec_base_url: "http://127.0.0.1:1/exec".into(),
-            exec_token_file: "/run/t/token".into(),
-            mcp_url: "http://127.0.0.1:1/mcp".into(),
-            mcp_token_file: "/run/t/mcp-token".into(),
-        };
-        let env = runtime_env(inherited, &fresh);
+        let env = runtime_env(inherited, &fresh());
         let names: Vec<&str> = env.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(
             names,
             [
                 "PATH",
+                "NO_PROXY",
+                "no_proxy",
                 EXEC_BASE_URL,
                 EXEC_TOKEN_FILE,
                 MCP_URL,
                 MCP_TOKEN_FILE
             ]
         );
-        assert_eq!(env[1].1, "http://127.0.0.1:1/exec");
+        assert_eq!(
+            env[0].1, "/run/t/bin:/bin",
+            "the launch's bin dir comes first"
+        );
+        assert_eq!(env[3].1, "http://127.0.0.1:1/exec");
+    }
+
+    #[test]
+    fn loopback_is_added_to_the_users_no_proxy_lists() {
+        let inherited = vec![
+            ("HTTPS_PROXY".into(), "http://proxy:3128".into()),
+            ("NO_PROXY".into(), "corp.example, localhost".into()),
+        ];
+        let env = runtime_env(inherited, &fresh());
+        let get = |name: &str| env.iter().find(|(n, _)| n == name).unwrap().1.clone();
+        assert_eq!(
+            get("HTTPS_PROXY"),
+            "http://proxy:3128",
+            "the user's proxy stays"
+        );
+        assert_eq!(get("NO_PROXY"), "corp.example,localhost,127.0.0.1,::1");
+        assert_eq!(get("no_proxy"), "127.0.0.1,localhost,::1");
     }
 }

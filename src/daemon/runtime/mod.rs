@@ -1,45 +1,62 @@
 //! Runtime launches and the lifetime of their credentials.
 //!
 //! A launch (a "lease") takes one of [`MAX_LEASES`] dispatcher slots, creates one logical
-//! authorization, publishes its first token generation in a fresh private directory, and only
-//! then starts the process, with nothing but the token file's path and the Exec base URL in its
-//! environment. While the process runs, a wall-clock tick renews the token at half its lifetime
-//! (±10% jitter); a failed renewal keeps the current file and retries with capped backoff.
+//! authorization, publishes its first token generation in a fresh private directory (with a
+//! private `bin/agentteam` that is the daemon's own executable), and only then starts the process
+//! in its own process group, with nothing but paths and URLs in its environment. While the process
+//! runs, a wall-clock tick renews the token at half its lifetime (±10% jitter); a failed renewal
+//! keeps the current file and retries with capped backoff.
 //!
-//! When the process exits, is aborted, or the daemon shuts down: renewal stops, the authorization
-//! is revoked (first), the directory is removed (retried with capped backoff while the slot is
-//! held, so cleanup debt stays bounded and visible), and in-flight requests drain. Only then is
-//! the slot released.
+//! Every launch belongs to a session (named by the caller, or random). A launch that names a
+//! live session with `replace` ends the old process's lease first, completely, and then starts the
+//! next process generation of the same session: the two are never valid at once.
+//!
+//! End of life — the process exits, its caller abandons it, it is replaced, or the daemon shuts
+//! down: renewal stops, the authorization is revoked (first), the directory is removed, every
+//! process of the group is stopped (TERM, then KILL after a grace), and in-flight requests drain.
+//! A directory that cannot be removed is retried with capped backoff while the slot is held, so
+//! cleanup debt stays bounded and visible. Only then is the slot released.
 
 pub mod env;
 
+use std::collections::HashMap;
 use std::io;
+use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::ExitStatusExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rand::Rng;
+use serde::{Deserialize, Serialize};
 use tokio::io::AsyncReadExt;
 use tokio::process::Child;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::auth::files::{self, MCP_TOKEN_FILE, TOKEN_FILE};
 use super::auth::{Authorization, Binding, RuntimeAuthorizationStore, RuntimeCatalog, Scope};
 use crate::clock::Clock;
+pub use crate::wire::frame::Output;
 
 /// Active leases + pre-publication activations + leases still retrying cleanup.
 pub const MAX_LEASES: usize = 512;
 /// How long a revoked authorization's requests may take to drain.
 pub const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
-/// How long output may keep flowing after the runtime exited (a background child it started may
-/// hold the pipes open).
+/// How long output may keep flowing after the runtime's processes ended (a process that left the
+/// group may hold the pipes open).
 const OUTPUT_GRACE: Duration = Duration::from_secs(2);
-/// How long a runtime gets to exit after SIGTERM at daemon shutdown.
-const KILL_GRACE: Duration = Duration::from_secs(3);
+/// How long a runtime's process group gets to exit after SIGTERM before it is killed.
+pub const KILL_GRACE: Duration = Duration::from_secs(3);
+/// The private bin directory inside a launch's credential directory.
+pub const BIN_DIR: &str = "bin";
+/// At most this many argv entries and environment entries in one launch.
+pub const MAX_ARGV: usize = 1024;
+pub const MAX_ENV_ENTRIES: usize = 4096;
+/// A session name: what `agentteam run --session` accepts.
+pub const MAX_SESSION_LEN: usize = 64;
 
 /// Timing of credential maintenance.
 #[derive(Debug, Clone, Copy)]
@@ -50,24 +67,67 @@ pub struct RuntimeConfig {
     pub tick: Duration,
 }
 
-/// What a caller asks to run.
+/// What `agentteam run` asks the daemon to launch: the one typed form of a launch, sent by the CLI,
+/// read by the admin API and carried to the dispatcher. Each launch option is a field here.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LaunchOptions {
+    /// The agent (id or handle) the runtime acts as.
+    pub agent: String,
+    /// The runtime's working directory (absolute).
+    pub workdir: PathBuf,
+    /// The runtime command and its arguments.
+    pub argv: Vec<String>,
+    /// The launching shell's environment; daemon-owned variables are removed from it.
+    #[serde(default)]
+    pub env: Vec<(String, String)>,
+    /// The session this process belongs to; a random one when absent.
+    #[serde(default)]
+    pub session: Option<String>,
+    /// Replace the session's live process instead of refusing the launch.
+    #[serde(default)]
+    pub replace: bool,
+}
+
+impl LaunchOptions {
+    /// The request's own bounds, checked before anything is started.
+    pub fn check(&self) -> Result<(), String> {
+        if self.argv.is_empty() || self.argv.len() > MAX_ARGV {
+            return Err(format!("give 1 to {MAX_ARGV} arguments"));
+        }
+        if self.env.len() > MAX_ENV_ENTRIES {
+            return Err(format!("at most {MAX_ENV_ENTRIES} environment entries"));
+        }
+        if let Some(session) = &self.session
+            && !is_session_name(session)
+        {
+            return Err(format!(
+                "a session name is 1 to {MAX_SESSION_LEN} of `A-Za-z0-9._-`"
+            ));
+        }
+        if self.replace && self.session.is_none() {
+            return Err("`replace` needs a `session` to replace".into());
+        }
+        if !self.workdir.is_absolute() {
+            return Err("the working directory must be an absolute path".into());
+        }
+        Ok(())
+    }
+}
+
+fn is_session_name(name: &str) -> bool {
+    (1..=MAX_SESSION_LEN).contains(&name.len())
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
+}
+
+/// A launch the daemon resolved: which server and agent it binds, and what to run.
 #[derive(Debug, Clone)]
 pub struct LaunchRequest {
     pub server_id: String,
     pub agent_id: String,
-    pub workdir: PathBuf,
-    pub argv: Vec<String>,
-    /// The launching shell's environment; daemon-owned variables are removed from it.
-    pub env: Vec<(String, String)>,
-}
-
-/// What a running launch reports, in order, ending with `Exited`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Output {
-    Stdout(Vec<u8>),
-    Stderr(Vec<u8>),
-    /// The exit code (128 + signal for a signalled process).
-    Exited(i32),
+    pub options: LaunchOptions,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -76,6 +136,10 @@ pub enum LaunchError {
         "too many runtimes: {MAX_LEASES} are active or still cleaning up; wait for one to exit"
     )]
     TooManyRuntimes,
+    #[error("session `{0}` already has a live runtime; pass `--replace` to replace it")]
+    SessionRunning(String),
+    #[error("session `{0}` is being launched or replaced by another request")]
+    SessionBusy(String),
     #[error("cannot prepare the runtime's credential")]
     Credential(#[source] io::Error),
     #[error("cannot start `{program}`")]
@@ -88,18 +152,55 @@ pub enum LaunchError {
     ShuttingDown,
 }
 
+/// One live launch, as `GET /api/admin/runs` shows it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunInfo {
+    pub run_id: String,
+    pub agent_id: String,
+    pub session: String,
+    pub process_generation: u64,
+    pub pid: u32,
+    pub started_at_ms: i64,
+}
+
+/// A session's state in the dispatcher.
+enum Session {
+    /// A launch of this session is being prepared (or is replacing the previous process).
+    Launching,
+    /// The session's process runs under this lease.
+    Live {
+        info: RunInfo,
+        /// Asks the lease to end (replacement).
+        stop: CancellationToken,
+        /// Becomes `true` once the lease has ended completely and released its slot.
+        ended: watch::Receiver<bool>,
+    },
+}
+
 /// Owns every launch of this daemon.
-#[derive(Debug)]
 pub struct Dispatcher {
     store: Arc<RuntimeAuthorizationStore>,
     admission: Arc<Semaphore>,
     instance_dir: PathBuf,
     daemon_base_url: String,
+    /// The daemon's own executable, linked as `agentteam` into every launch's bin directory.
+    executable: PathBuf,
     catalog: Arc<RuntimeCatalog>,
     config: RuntimeConfig,
     clock: Arc<Clock>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
+    /// Every session with a launch in progress or a live process, by `(agent id, session)`.
+    sessions: Mutex<HashMap<(String, String), Session>>,
+}
+
+impl std::fmt::Debug for Dispatcher {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dispatcher")
+            .field("leases", &self.leases())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Dispatcher {
@@ -107,6 +208,7 @@ impl Dispatcher {
         store: Arc<RuntimeAuthorizationStore>,
         instance_dir: PathBuf,
         daemon_base_url: String,
+        executable: PathBuf,
         config: RuntimeConfig,
         clock: Arc<Clock>,
     ) -> Self {
@@ -115,17 +217,33 @@ impl Dispatcher {
             admission: Arc::new(Semaphore::new(MAX_LEASES)),
             instance_dir,
             daemon_base_url,
+            executable,
             catalog: Arc::new(RuntimeCatalog::builtin()),
             config,
             clock,
             tracker: TaskTracker::new(),
             shutdown: CancellationToken::new(),
+            sessions: Mutex::new(HashMap::new()),
         }
     }
 
     /// Leases in any phase (active, activating, or cleaning up).
     pub fn leases(&self) -> usize {
         MAX_LEASES - self.admission.available_permits()
+    }
+
+    /// Every live launch, oldest first.
+    pub fn runs(&self) -> Vec<RunInfo> {
+        let sessions = self.sessions.lock().expect("not poisoned");
+        let mut runs: Vec<RunInfo> = sessions
+            .values()
+            .filter_map(|session| match session {
+                Session::Live { info, .. } => Some(info.clone()),
+                Session::Launching => None,
+            })
+            .collect();
+        runs.sort_by(|a, b| (a.started_at_ms, &a.run_id).cmp(&(b.started_at_ms, &b.run_id)));
+        runs
     }
 
     /// The Exec base URL of an agent: the canonical process authorization root.
@@ -145,24 +263,115 @@ impl Dispatcher {
         if self.shutdown.is_cancelled() {
             return Err(LaunchError::ShuttingDown);
         }
+        let named = request.options.session.clone();
+        let session = named.clone().unwrap_or_else(|| files::random_name("ses"));
+        let key = (request.agent_id.clone(), session.clone());
+        let previous = self.reserve(&key, request.options.replace)?;
+        // From here on the session is reserved: every failure must release it.
+        let result = async {
+            let generation = match previous {
+                Some((generation, stop, ended)) => {
+                    self.end_replaced(stop, ended).await;
+                    generation + 1
+                }
+                None => 1,
+            };
+            if self.shutdown.is_cancelled() {
+                return Err(LaunchError::ShuttingDown);
+            }
+            self.start(request, session, generation).await
+        }
+        .await;
+        match result {
+            Ok((receiver, info, stop, ended)) => {
+                self.sessions
+                    .lock()
+                    .expect("not poisoned")
+                    .insert(key, Session::Live { info, stop, ended });
+                Ok(receiver)
+            }
+            Err(error) => {
+                self.sessions.lock().expect("not poisoned").remove(&key);
+                Err(error)
+            }
+        }
+    }
+
+    /// Reserves `key` for a launch; with `replace`, takes over a live session and returns what
+    /// ends it.
+    #[allow(clippy::type_complexity)]
+    fn reserve(
+        &self,
+        key: &(String, String),
+        replace: bool,
+    ) -> Result<Option<(u64, CancellationToken, watch::Receiver<bool>)>, LaunchError> {
+        let mut sessions = self.sessions.lock().expect("not poisoned");
+        match sessions.get(key) {
+            None => {
+                sessions.insert(key.clone(), Session::Launching);
+                Ok(None)
+            }
+            Some(Session::Launching) => Err(LaunchError::SessionBusy(key.1.clone())),
+            Some(Session::Live { .. }) if !replace => {
+                Err(LaunchError::SessionRunning(key.1.clone()))
+            }
+            Some(Session::Live { .. }) => {
+                let Some(Session::Live { info, stop, ended }) =
+                    sessions.insert(key.clone(), Session::Launching)
+                else {
+                    unreachable!("matched `Live` above")
+                };
+                Ok(Some((info.process_generation, stop, ended)))
+            }
+        }
+    }
+
+    /// Ends the replaced process's lease and waits until it released everything, its slot
+    /// included (bounded: the lease's own end of life is bounded).
+    async fn end_replaced(&self, stop: CancellationToken, mut ended: watch::Receiver<bool>) {
+        stop.cancel();
+        let _ = ended.wait_for(|ended| *ended).await;
+    }
+
+    /// Activation and start of one process generation of `session`.
+    #[allow(clippy::type_complexity)]
+    async fn start(
+        self: &Arc<Self>,
+        request: LaunchRequest,
+        session: String,
+        generation: u64,
+    ) -> Result<
+        (
+            mpsc::Receiver<Output>,
+            RunInfo,
+            CancellationToken,
+            watch::Receiver<bool>,
+        ),
+        LaunchError,
+    > {
         let permit = self
             .admission
             .clone()
             .try_acquire_owned()
             .map_err(|_| LaunchError::TooManyRuntimes)?;
+        let LaunchRequest {
+            server_id,
+            agent_id,
+            options,
+        } = request;
         let binding = Binding {
-            server_id: request.server_id.clone(),
-            agent_id: request.agent_id.clone(),
-            session_id: files::random_name("ses"),
+            server_id: server_id.clone(),
+            agent_id: agent_id.clone(),
+            session_id: session.clone(),
             run_id: files::random_name("run"),
-            workdir: request.workdir.display().to_string(),
-            process_generation: 1,
+            workdir: options.workdir.display().to_string(),
+            process_generation: generation,
             catalog_digest: self.catalog.digest.clone(),
         };
         let authorization = self.store.create(binding, self.catalog.clone());
 
-        // Pre-publication activation: directory, first generation, file. Any failure aborts the
-        // launch with the same end-of-life path a running process takes.
+        // Pre-publication activation: directory, first generation, files, the canonical binary.
+        // Any failure aborts the launch with the same end-of-life path a running process takes.
         let dir = match files::create_private_dir(&self.instance_dir, "authz-") {
             Ok(dir) => dir,
             Err(e) => {
@@ -170,7 +379,11 @@ impl Dispatcher {
                 return Err(LaunchError::Credential(e));
             }
         };
-        let issued = match publish_generation(&self.store, &authorization, &dir) {
+        let activated = publish_generation(&self.store, &authorization, &dir).and_then(|issued| {
+            link_executable(&dir, &self.executable)?;
+            Ok(issued)
+        });
+        let issued = match activated {
             Ok(issued) => issued,
             Err(e) => {
                 self.abort(&authorization, Some(dir), permit).await;
@@ -178,24 +391,28 @@ impl Dispatcher {
             }
         };
         let fresh = env::LaunchVariables {
-            exec_base_url: self.exec_base_url(&request.server_id, &request.agent_id),
+            exec_base_url: self.exec_base_url(&server_id, &agent_id),
             exec_token_file: dir.join(TOKEN_FILE).display().to_string(),
             mcp_url: format!(
-                "{}/api/internal/mcp/servers/{}/agents/{}",
-                self.daemon_base_url, request.server_id, request.agent_id
+                "{}/api/internal/mcp/servers/{server_id}/agents/{agent_id}",
+                self.daemon_base_url
             ),
             mcp_token_file: dir.join(MCP_TOKEN_FILE).display().to_string(),
+            bin_dir: dir.join(BIN_DIR).display().to_string(),
         };
-        let env = env::runtime_env(request.env, &fresh);
-        let program = request.argv.first().cloned().unwrap_or_default();
+        let env = env::runtime_env(options.env, &fresh);
+        let program = options.argv.first().cloned().unwrap_or_default();
         let spawned = tokio::process::Command::new(&program)
-            .args(&request.argv[1..])
-            .current_dir(&request.workdir)
+            .args(&options.argv[1..])
+            .current_dir(&options.workdir)
             .env_clear()
             .envs(env)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
+            // Its own process group, so the whole runtime (a shell's commands, a runtime's tool
+            // processes and MCP servers) is signalled at its end, not just its first process.
+            .process_group(0)
             .kill_on_drop(true)
             .spawn();
         let mut child = match spawned {
@@ -205,7 +422,8 @@ impl Dispatcher {
                 return Err(LaunchError::Spawn { program, source });
             }
         };
-        tracing::info!(authorization = %authorization.id, agent = %request.agent_id, pid = child.id(), "runtime started");
+        let pid = child.id().unwrap_or(0);
+        tracing::info!(authorization = %authorization.id, agent = %agent_id, pid, generation, "runtime started");
 
         let (sender, receiver) = mpsc::channel(64);
         let client_gone = CancellationToken::new();
@@ -221,22 +439,48 @@ impl Dispatcher {
             Output::Stderr,
             client_gone.clone(),
         );
+        let info = RunInfo {
+            run_id: authorization.binding.run_id.clone(),
+            agent_id: agent_id.clone(),
+            session: session.clone(),
+            process_generation: generation,
+            pid,
+            started_at_ms: self.clock.now_ms(),
+        };
+        let stop = CancellationToken::new();
+        let (ended_sender, ended) = watch::channel(false);
         let lease = Lease {
             dispatcher: self.clone(),
             authorization,
             dir,
             renew_at_ms: self.renewal_time(issued.expires_at_ms),
             permit,
+            key: (agent_id, session),
+            generation,
         };
-        self.tracker
-            .spawn(lease.run(child, client_gone, sender, [stdout, stderr]));
-        Ok(receiver)
+        self.tracker.spawn(lease.run(
+            child,
+            Ends {
+                client_gone,
+                replaced: stop.clone(),
+            },
+            sender,
+            [stdout, stderr],
+            ended_sender,
+        ));
+        Ok((receiver, info, stop, ended))
+    }
+
+    /// Revokes every authorization at once and tells every lease to end: the first step of a
+    /// shutdown, taken before the HTTP drain so nothing stays valid while connections close.
+    pub fn begin_shutdown(&self) {
+        self.shutdown.cancel();
+        self.store.revoke_all();
     }
 
     /// Stops every runtime, revokes every authorization and waits for cleanup (bounded).
     pub async fn shutdown(&self) {
-        self.shutdown.cancel();
-        self.store.revoke_all();
+        self.begin_shutdown();
         self.tracker.close();
         if tokio::time::timeout(
             DRAIN_DEADLINE + KILL_GRACE + Duration::from_secs(2),
@@ -283,6 +527,21 @@ impl Dispatcher {
     }
 }
 
+/// `dir/bin/agentteam` → the daemon's executable: the runtime's `agentteam` is the daemon's own.
+fn link_executable(dir: &Path, executable: &Path) -> io::Result<()> {
+    let bin = dir.join(BIN_DIR);
+    std::fs::DirBuilder::new().mode(0o700).create(&bin)?;
+    std::os::unix::fs::symlink(executable, bin.join("agentteam"))
+}
+
+/// What, besides the process's own exit, ends a lease.
+struct Ends {
+    /// The caller of `agentteam run` went away.
+    client_gone: CancellationToken,
+    /// A launch replaces this session's process.
+    replaced: CancellationToken,
+}
+
 /// One running launch.
 struct Lease {
     dispatcher: Arc<Dispatcher>,
@@ -290,59 +549,80 @@ struct Lease {
     dir: PathBuf,
     renew_at_ms: i64,
     permit: OwnedSemaphorePermit,
+    key: (String, String),
+    generation: u64,
 }
 
 impl Lease {
     async fn run(
         mut self,
         mut child: Child,
-        client_gone: CancellationToken,
+        ends: Ends,
         watch: mpsc::Sender<Output>,
         forwarders: [tokio::task::JoinHandle<()>; 2],
+        ended: watch::Sender<bool>,
     ) {
         let dispatcher = self.dispatcher.clone();
+        let group = child
+            .id()
+            .and_then(|pid| rustix::process::Pid::from_raw(pid as i32));
         let mut ticker = tokio::time::interval(dispatcher.config.tick);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut failures = 0;
-        let mut stopping = false;
-        let status = loop {
+        let exited = loop {
             tokio::select! {
-                status = child.wait() => break status,
+                status = child.wait() => break Some(status),
                 _ = ticker.tick() => {
                     // A caller that went away without output pending is noticed here.
                     if watch.is_closed() {
-                        client_gone.cancel();
+                        ends.client_gone.cancel();
                     }
                     if dispatcher.clock.now_ms() >= self.renew_at_ms {
                         failures = self.renew(failures);
                     }
                 }
-                () = client_gone.cancelled(), if !stopping => {
+                () = ends.client_gone.cancelled() => {
                     tracing::info!(authorization = %self.authorization.id, "launch abandoned by its caller; stopping the runtime");
-                    stopping = true;
-                    let _ = child.start_kill();
+                    break None;
                 }
-                () = dispatcher.shutdown.cancelled(), if !stopping => {
-                    stopping = true;
-                    terminate(&mut child).await;
+                () = ends.replaced.cancelled() => {
+                    tracing::info!(authorization = %self.authorization.id, "runtime replaced; stopping it");
+                    break None;
                 }
+                () = dispatcher.shutdown.cancelled() => break None,
             }
         };
+        // End of life: revocation first, then the files, then the processes, then the drain.
+        dispatcher.store.revoke(&self.authorization);
+        let removed = files::remove_dir(&self.dir).is_ok();
+        let status = match exited {
+            Some(status) => {
+                // The first process is gone; whatever it left in its group goes too.
+                if let Some(group) = group {
+                    let _ = stop_group(group, None).await;
+                }
+                status
+            }
+            None => match group {
+                Some(group) => stop_group(group, Some(&mut child)).await,
+                None => child.wait().await,
+            },
+        };
+        if !removed {
+            cleanup_dir(&self.dir, &dispatcher.shutdown).await;
+        }
+        dispatcher
+            .store
+            .drain(&self.authorization, DRAIN_DEADLINE)
+            .await;
         let code = match &status {
             Ok(status) => status
                 .code()
                 .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
             Err(_) => 128,
         };
-        // End of life: revocation first, then the file, then the drain.
-        dispatcher.store.revoke(&self.authorization);
-        cleanup_dir(&self.dir, &dispatcher.shutdown).await;
-        dispatcher
-            .store
-            .drain(&self.authorization, DRAIN_DEADLINE)
-            .await;
-        tracing::info!(authorization = %self.authorization.id, code, "runtime exited; credential revoked and removed");
-        // The exit frame goes after everything the runtime printed; a background process it left
+        tracing::info!(authorization = %self.authorization.id, code, "runtime ended; credential revoked and removed");
+        // The exit frame goes after everything the runtime printed; a process that left the group
         // holding the pipes gets a short grace, not the lease.
         for mut forwarder in forwarders {
             if tokio::time::timeout(OUTPUT_GRACE, &mut forwarder)
@@ -354,6 +634,17 @@ impl Lease {
         }
         let _ = watch.send(Output::Exited(code)).await;
         drop(self.permit);
+        {
+            let mut sessions = dispatcher.sessions.lock().expect("not poisoned");
+            let ours = matches!(
+                sessions.get(&self.key),
+                Some(Session::Live { info, .. }) if info.process_generation == self.generation
+            );
+            if ours {
+                sessions.remove(&self.key);
+            }
+        }
+        let _ = ended.send(true);
     }
 
     /// Issues and publishes a new generation; on failure keeps the current one and backs off.
@@ -380,13 +671,97 @@ impl Lease {
     }
 }
 
-/// Issues a new Exec and MCP generation and publishes both files. A generation is withdrawn only
-/// if its own file was not replaced, so a runtime never holds a withdrawn token (a rename is the
-/// only write a reader can see).
+/// Whether any process of `group` is still running. A zombie does not count: an orphan's zombie
+/// waits for whatever reaps orphans here, which may be slow, and a zombie cannot act. Read from
+/// `/proc` where there is one; elsewhere a zombie counts.
+fn group_alive(group: rustix::process::Pid) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return rustix::process::test_kill_process_group(group).is_ok();
+    };
+    let wanted = group.as_raw_nonzero().get().to_string();
+    entries.filter_map(Result::ok).any(|entry| {
+        let name = entry.file_name();
+        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
+            return false;
+        }
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            return false;
+        };
+        // `pid (comm) state ppid pgrp …`: the command may hold anything, so parse after its `)`.
+        let mut fields = stat
+            .rsplit_once(')')
+            .map(|(_, rest)| rest.split_whitespace())
+            .into_iter()
+            .flatten();
+        let state = fields.next();
+        let pgrp = fields.nth(1);
+        pgrp == Some(wanted.as_str()) && state != Some("Z")
+    })
+}
+
+/// Stops every process of `group`: SIGTERM, then SIGKILL once [`KILL_GRACE`] passed with any of
+/// them left. With the group's first process still running (`leader`), it is reaped and its
+/// status returned; otherwise the status is that of an already reaped process.
+async fn stop_group(
+    group: rustix::process::Pid,
+    leader: Option<&mut Child>,
+) -> io::Result<std::process::ExitStatus> {
+    use rustix::process::{Signal, kill_process_group};
+    let alive = || group_alive(group);
+    if !alive() {
+        return match leader {
+            Some(child) => child.wait().await,
+            None => Ok(std::process::ExitStatus::from_raw(0)),
+        };
+    }
+    let _ = kill_process_group(group, Signal::TERM);
+    let deadline = tokio::time::Instant::now() + KILL_GRACE;
+    let mut status = None;
+    if let Some(child) = leader {
+        if let Ok(reaped) = tokio::time::timeout_at(deadline, child.wait()).await {
+            status = Some(reaped);
+        }
+        // Members other than the leader get the rest of the grace.
+        while alive() && tokio::time::Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        if alive() {
+            let _ = kill_process_group(group, Signal::KILL);
+        }
+        return match status {
+            Some(status) => status,
+            None => child.wait().await,
+        };
+    }
+    while alive() && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    if alive() {
+        let _ = kill_process_group(group, Signal::KILL);
+    }
+    Ok(std::process::ExitStatus::from_raw(0))
+}
+
+/// Issues a new Exec and MCP generation and publishes both files.
 fn publish_generation(
     store: &RuntimeAuthorizationStore,
     authorization: &Authorization,
     dir: &std::path::Path,
+) -> io::Result<super::auth::Issued> {
+    publish_generation_with(store, authorization, dir, files::publish)
+}
+
+/// [`publish_generation`] with the file writer injected (tests make it fail after the rename).
+///
+/// A generation is withdrawn only if its file does not hold it, so a runtime never holds a
+/// withdrawn token: publication is decided by what the file holds after the attempt, not by the
+/// writer's result, because a writer can fail *after* its rename (the directory `fsync`), when
+/// the new token is already what every reader sees.
+fn publish_generation_with(
+    store: &RuntimeAuthorizationStore,
+    authorization: &Authorization,
+    dir: &std::path::Path,
+    publish: impl Fn(&std::path::Path, &str, &str) -> io::Result<()>,
 ) -> io::Result<super::auth::Issued> {
     let revoked = || io::Error::other("the authorization was revoked");
     let exec = store
@@ -396,31 +771,28 @@ fn publish_generation(
         store.withdraw(authorization, exec.generation);
         return Err(revoked());
     };
-    if let Err(error) = files::publish(dir, TOKEN_FILE, &exec.token) {
-        store.withdraw(authorization, exec.generation);
-        store.withdraw(authorization, mcp.generation);
-        return Err(error);
+    let holds = |name: &str, token: &str| {
+        std::fs::read_to_string(dir.join(name)).is_ok_and(|text| text == token)
+    };
+    let mut failure = None;
+    for (name, issued) in [(TOKEN_FILE, &exec), (MCP_TOKEN_FILE, &mcp)] {
+        if failure.is_some() {
+            // An earlier file failed: this generation was never written.
+            store.withdraw(authorization, issued.generation);
+            continue;
+        }
+        if let Err(error) = publish(dir, name, &issued.token) {
+            if holds(name, &issued.token) {
+                tracing::warn!(error_kind = ?error.kind(), "a credential file was replaced but not synced; the new generation is live");
+            } else {
+                store.withdraw(authorization, issued.generation);
+                failure = Some(error);
+            }
+        }
     }
-    if let Err(error) = files::publish(dir, MCP_TOKEN_FILE, &mcp.token) {
-        store.withdraw(authorization, mcp.generation);
-        return Err(error);
-    }
-    Ok(exec)
-}
-
-/// SIGTERM, then SIGKILL after a grace period.
-async fn terminate(child: &mut Child) {
-    if let Some(pid) = child
-        .id()
-        .and_then(|pid| rustix::process::Pid::from_raw(pid as i32))
-    {
-        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
-    }
-    if tokio::time::timeout(KILL_GRACE, child.wait())
-        .await
-        .is_err()
-    {
-        let _ = child.start_kill();
+    match failure {
+        Some(error) => Err(error),
+        None => Ok(exec),
     }
 }
 
@@ -469,4 +841,104 @@ fn forward(
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn store_and_authorization() -> (RuntimeAuthorizationStore, Arc<Authorization>) {
+        let store =
+            RuntimeAuthorizationStore::new(Arc::new(Clock::default()), Duration::from_secs(600));
+        let binding = Binding {
+            server_id: "wsp_1".into(),
+            agent_id: "agt_1".into(),
+            session_id: "ses".into(),
+            run_id: "run".into(),
+            workdir: "/w".into(),
+            process_generation: 1,
+            catalog_digest: "d".into(),
+        };
+        let authorization = store.create(binding, Arc::new(RuntimeCatalog::builtin()));
+        (store, authorization)
+    }
+
+    fn live(store: &RuntimeAuthorizationStore, token: &str, scope: Scope) -> bool {
+        store.verify(Some(token), "wsp_1", "agt_1", scope).is_ok()
+    }
+
+    /// Review finding 6: the directory `fsync` after the rename failed, so the writer reported an
+    /// error, but the file already holds the new token: withdrawing it would revoke the credential
+    /// the runtime is now using.
+    #[test]
+    fn a_write_that_fails_after_its_rename_keeps_the_new_generation_live() {
+        let (store, authorization) = store_and_authorization();
+        let dir = tempfile::tempdir().unwrap();
+        let fails_after_rename = |dir: &std::path::Path, name: &str, token: &str| {
+            files::publish(dir, name, token)?;
+            Err(io::Error::other("fsync of the directory failed"))
+        };
+        publish_generation_with(&store, &authorization, dir.path(), fails_after_rename)
+            .expect("both files hold their new tokens, so the generation is published");
+        let exec = std::fs::read_to_string(dir.path().join(TOKEN_FILE)).unwrap();
+        let mcp = std::fs::read_to_string(dir.path().join(MCP_TOKEN_FILE)).unwrap();
+        assert!(live(&store, &exec, Scope::Exec) && live(&store, &mcp, Scope::Mcp));
+    }
+
+    /// A write that never reached the file withdraws the new generation and leaves the current one.
+    #[test]
+    fn a_write_that_fails_before_its_rename_keeps_the_current_generation() {
+        let (store, authorization) = store_and_authorization();
+        let dir = tempfile::tempdir().unwrap();
+        publish_generation(&store, &authorization, dir.path()).unwrap();
+        let current = std::fs::read_to_string(dir.path().join(TOKEN_FILE)).unwrap();
+        let issued_before = authorization.issued();
+        let error = publish_generation_with(&store, &authorization, dir.path(), |_, _, _| {
+            Err(io::Error::other("no space left on device"))
+        })
+        .unwrap_err();
+        assert_eq!(error.to_string(), "no space left on device");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join(TOKEN_FILE)).unwrap(),
+            current
+        );
+        assert!(live(&store, &current, Scope::Exec));
+        assert_eq!(
+            authorization.issued(),
+            issued_before,
+            "the failed generations were withdrawn"
+        );
+    }
+
+    /// Review finding 18: the renewal instant falls within 40–60% of the lifetime, over many draws.
+    #[test]
+    fn renewal_falls_between_40_and_60_percent_of_the_lifetime() {
+        let (store, _) = store_and_authorization();
+        let ttl = Duration::from_secs(12 * 60 * 60);
+        let dispatcher = Dispatcher::new(
+            Arc::new(store),
+            std::env::temp_dir(),
+            "http://127.0.0.1:1".into(),
+            PathBuf::from("/bin/true"),
+            RuntimeConfig {
+                ttl,
+                tick: Duration::from_secs(5),
+            },
+            Arc::new(Clock::default()),
+        );
+        let issued_at = 1_000_000_000_i64;
+        let ttl_ms = ttl.as_millis() as i64;
+        let (mut lowest, mut highest) = (i64::MAX, i64::MIN);
+        for _ in 0..10_000 {
+            let at = dispatcher.renewal_time(issued_at + ttl_ms) - issued_at;
+            assert!(
+                (ttl_ms * 4 / 10..=ttl_ms * 6 / 10).contains(&at),
+                "renewal at {at} ms of {ttl_ms}"
+            );
+            lowest = lowest.min(at);
+            highest = highest.max(at);
+        }
+        // The jitter is real: the draws spread over most of the window.
+        assert!(lowest < ttl_ms * 42 / 100 && highest > ttl_ms * 58 / 100);
+    }
 }

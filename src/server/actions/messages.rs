@@ -3,7 +3,6 @@
 //! the agent cannot read is `not_found`, exactly like one that does not exist.
 
 use base64::Engine;
-use serde_json::json;
 
 use super::{Caller, internal, not_found, page};
 use crate::contract::error::ErrorCode;
@@ -67,10 +66,8 @@ pub async fn history(
     input: t::MessageHistoryReadInput,
 ) -> ActionResult<t::MessageHistoryReadOutput> {
     let (target, at) = conversation(state, caller, &input.target).await?;
-    let filter = json!({
-        "list": ToolId::MessageHistoryRead.descriptor().name,
-        "target": target.to_string(),
-    });
+    let filter = page::Filter::new(caller, ToolId::MessageHistoryRead.descriptor().name)
+        .with("target", target.to_string());
     let after = page::decode_position(state, input.cursor.as_ref(), &filter)?;
     let limit = input
         .limit
@@ -85,7 +82,8 @@ pub async fn history(
         messages: found.items,
         next_cursor: found
             .next
-            .map(|position| page::encode_position(state, &filter, &position)),
+            .map(|position| page::encode_position(state, &filter, &position))
+            .transpose()?,
     })
 }
 
@@ -249,7 +247,11 @@ fn base64_len(bytes: usize) -> usize {
 }
 
 fn internal_missing(what: &str) -> ActionError {
-    tracing::error!(what, "row vanished inside one request");
+    tracing::error!(
+        incident_id = crate::wire::observe::incident_id().unwrap_or_default(),
+        what,
+        "row vanished inside one request"
+    );
     ActionError::new(
         ErrorCode::InternalError,
         "the server failed to handle this request; retry later",

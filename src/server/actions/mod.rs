@@ -33,7 +33,7 @@ pub struct ServerActions<'a> {
 
 /// A store failure becomes a generic error; its cause goes to the log only.
 pub fn internal(error: StoreError) -> ActionError {
-    tracing::error!(error = %error, cause = ?std::error::Error::source(&error), "store failure");
+    tracing::error!(incident_id = crate::wire::observe::incident_id().unwrap_or_default(), error = %error, cause = ?std::error::Error::source(&error), "store failure");
     ActionError::new(
         ErrorCode::InternalError,
         "the server failed to handle this request; retry later",

@@ -2,13 +2,33 @@
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde_json::{Map, Value, json};
 
+use super::Caller;
 use crate::contract::error::{ErrorCode, ErrorDetail};
 use crate::contract::types::{Cursor, PageLimit};
 use crate::contract::{ActionError, ActionResult};
 use crate::server::AppState;
 use crate::server::store::Position;
+
+/// What a cursor is bound to: the list, the caller (workspace and agent, always) and every input
+/// that shapes the result. A cursor issued under one filter is refused under any other.
+pub struct Filter(Value);
+
+impl Filter {
+    /// The filter of `list` (its catalog key, e.g. `task.list`) for `caller`.
+    pub fn new(caller: &Caller, list: &str) -> Filter {
+        Filter(json!({ "list": list, "workspace": caller.workspace_id, "agent": caller.agent_id }))
+    }
+
+    /// Adds one normalized input that shapes the result.
+    pub fn with(mut self, name: &str, value: impl Serialize) -> Filter {
+        let value = serde_json::to_value(value).expect("filter values serialize");
+        let object: &mut Map<String, Value> = self.0.as_object_mut().expect("an object");
+        object.insert(name.to_string(), value);
+        self
+    }
+}
 
 /// Page size when the request names none (the maximum, 100, is the schema's).
 pub const DEFAULT_LIMIT: usize = 20;
@@ -21,14 +41,14 @@ pub fn limit(limit: Option<PageLimit>) -> usize {
 pub fn decode<T: DeserializeOwned>(
     state: &AppState,
     cursor: Option<&Cursor>,
-    filter: &Value,
+    filter: &Filter,
 ) -> ActionResult<Option<T>> {
     let Some(cursor) = cursor else {
         return Ok(None);
     };
     let position = state
         .cursors
-        .decode(cursor, filter)
+        .decode(cursor, &filter.0)
         .map_err(|_| cursor_error())?;
     serde_json::from_value(position)
         .map(Some)
@@ -36,26 +56,46 @@ pub fn decode<T: DeserializeOwned>(
 }
 
 /// The cursor for `position` under `filter`.
-pub fn encode<T: Serialize>(state: &AppState, filter: &Value, position: &T) -> Cursor {
+///
+/// `Cursor.maxLength` is sized for the largest keyset boundary any list can have (a test computes
+/// it from the schemas), so a cursor that does not fit the contract is a defect: reported as an
+/// internal error, never a panic, never a truncated boundary.
+pub fn encode<T: Serialize>(
+    state: &AppState,
+    filter: &Filter,
+    position: &T,
+) -> ActionResult<Cursor> {
     let position = serde_json::to_value(position).expect("positions serialize");
-    state
-        .cursors
-        .encode(filter, &position)
-        .parse()
-        .expect("issued cursors match the contract")
+    let text = state.cursors.encode(&filter.0, &position);
+    let length = text.len();
+    text.parse().map_err(|_| {
+        tracing::error!(
+            incident_id = crate::wire::observe::incident_id().unwrap_or_default(),
+            length,
+            "an issued cursor does not fit the contract's `Cursor`"
+        );
+        ActionError::new(
+            ErrorCode::InternalError,
+            "the server could not continue this list",
+        )
+    })
 }
 
 /// The `(time, id)` keyset position inside `cursor`.
 pub fn decode_position(
     state: &AppState,
     cursor: Option<&Cursor>,
-    filter: &Value,
+    filter: &Filter,
 ) -> ActionResult<Option<Position>> {
     Ok(decode::<(i64, String)>(state, cursor, filter)?.map(|(at_ms, id)| Position { at_ms, id }))
 }
 
 /// The cursor after `position` under `filter`.
-pub fn encode_position(state: &AppState, filter: &Value, position: &Position) -> Cursor {
+pub fn encode_position(
+    state: &AppState,
+    filter: &Filter,
+    position: &Position,
+) -> ActionResult<Cursor> {
     encode(state, filter, &(position.at_ms, &position.id))
 }
 

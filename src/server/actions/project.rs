@@ -1,8 +1,6 @@
 //! `project` actions: workspace-wide projects every agent of the workspace can see; `active`
 //! until archived, and archiving is final.
 
-use serde_json::json;
-
 use super::{Caller, internal, not_found, page};
 use crate::contract::error::ErrorCode;
 use crate::contract::types::{
@@ -10,7 +8,7 @@ use crate::contract::types::{
     ProjectGetInput, ProjectGetOutput, ProjectListInput, ProjectListOutput, ProjectResult,
     ProjectStatus, ProjectUpdateInput, ProjectUpdateOutput,
 };
-use crate::contract::{ActionError, ActionResult};
+use crate::contract::{ActionError, ActionId, ActionResult};
 use crate::server::AppState;
 
 pub async fn create(
@@ -62,7 +60,7 @@ pub async fn list(
         limit,
         cursor,
     } = input;
-    let filter = json!({"list": "project.list", "workspace": caller.workspace_id, "agent": caller.agent_id, "status": status});
+    let filter = page::Filter::new(caller, &ActionId::ProjectList.key()).with("status", status);
     let after = page::decode_position(state, cursor.as_ref(), &filter)?;
     let found = state
         .store
@@ -76,7 +74,8 @@ pub async fn list(
         .map_err(internal)?;
     let next_cursor = found
         .next
-        .map(|p| page::encode_position(state, &filter, &p));
+        .map(|p| page::encode_position(state, &filter, &p))
+        .transpose()?;
     Ok(ProjectListOutput {
         has_more: next_cursor.is_some(),
         next_cursor,

@@ -1,15 +1,13 @@
 //! `review` actions: reviews live in a thread the agent can see, optionally about one of its
 //! tasks; `open` until resolved.
 
-use serde_json::json;
-
 use super::{Caller, internal, not_found, page};
 use crate::contract::error::ErrorCode;
 use crate::contract::types::{
     ReviewAddInput, ReviewAddOutput, ReviewGetInput, ReviewGetOutput, ReviewListInput,
     ReviewListOutput, ReviewResolveInput, ReviewResolveOutput, ReviewResult,
 };
-use crate::contract::{ActionError, ActionResult};
+use crate::contract::{ActionError, ActionId, ActionResult};
 use crate::server::AppState;
 
 pub async fn add(
@@ -88,7 +86,8 @@ pub async fn list(
         .await
         .map_err(internal)?
         .ok_or_else(|| not_found("thread", &thread_id))?;
-    let filter = json!({"list": "review.list", "workspace": caller.workspace_id, "agent": caller.agent_id, "thread": thread_id.as_str()});
+    let filter =
+        page::Filter::new(caller, &ActionId::ReviewList.key()).with("thread", thread_id.as_str());
     let after = page::decode_position(state, cursor.as_ref(), &filter)?;
     let found = state
         .store
@@ -101,7 +100,8 @@ pub async fn list(
         .map_err(internal)?;
     let next_cursor = found
         .next
-        .map(|p| page::encode_position(state, &filter, &p));
+        .map(|p| page::encode_position(state, &filter, &p))
+        .transpose()?;
     Ok(ReviewListOutput {
         has_more: next_cursor.is_some(),
         next_cursor,

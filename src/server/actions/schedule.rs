@@ -1,8 +1,6 @@
 //! `scheduled-message` actions: a message the server posts later as the agent, once or
 //! repeatedly, to an explicit thread or channel the agent belongs to.
 
-use serde_json::json;
-
 use super::{Caller, internal, not_found, page, resolve};
 use crate::contract::error::ErrorCode;
 use crate::contract::types::{
@@ -11,7 +9,7 @@ use crate::contract::types::{
     ScheduledMessageListInput, ScheduledMessageListOutput, ScheduledMessageResult,
     ScheduledMessageRunsInput, ScheduledMessageRunsOutput,
 };
-use crate::contract::{ActionError, ActionResult};
+use crate::contract::{ActionError, ActionId, ActionResult};
 use crate::server::AppState;
 use crate::server::store::NewSchedule;
 
@@ -82,7 +80,8 @@ pub async fn list(
         cursor,
     } = input;
     let membership = resolve(state, caller, (&target).into()).await?;
-    let filter = json!({"list": "scheduled-message.list", "workspace": caller.workspace_id, "agent": caller.agent_id, "target": target});
+    let filter =
+        page::Filter::new(caller, &ActionId::ScheduledMessageList.key()).with("target", &target);
     let after = page::decode_position(state, cursor.as_ref(), &filter)?;
     let found = state
         .store
@@ -91,7 +90,8 @@ pub async fn list(
         .map_err(internal)?;
     let next_cursor = found
         .next
-        .map(|p| page::encode_position(state, &filter, &p));
+        .map(|p| page::encode_position(state, &filter, &p))
+        .transpose()?;
     Ok(ScheduledMessageListOutput {
         has_more: next_cursor.is_some(),
         next_cursor,
@@ -153,7 +153,8 @@ pub async fn runs(
         .await
         .map_err(internal)?
         .ok_or_else(|| not_found("scheduled message", &scheduled_message_id))?;
-    let filter = json!({"list": "scheduled-message.runs", "workspace": caller.workspace_id, "agent": caller.agent_id, "schedule": scheduled_message_id.as_str()});
+    let filter = page::Filter::new(caller, &ActionId::ScheduledMessageRuns.key())
+        .with("schedule", scheduled_message_id.as_str());
     let after = page::decode_position(state, cursor.as_ref(), &filter)?;
     let found = state
         .store
@@ -162,7 +163,8 @@ pub async fn runs(
         .map_err(internal)?;
     let next_cursor = found
         .next
-        .map(|p| page::encode_position(state, &filter, &p));
+        .map(|p| page::encode_position(state, &filter, &p))
+        .transpose()?;
     Ok(ScheduledMessageRunsOutput {
         has_more: next_cursor.is_some(),
         next_cursor,

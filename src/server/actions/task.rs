@@ -1,8 +1,6 @@
 //! `task` actions: a task lives in exactly one thread or channel of the workspace, and its status
 //! moves `open` → `claimed` → `completed`, or `open`/`claimed` → `cancelled`; final states stay.
 
-use serde_json::json;
-
 use super::{Caller, internal, not_found, page, resolve};
 use crate::contract::error::ErrorCode;
 use crate::contract::types::{
@@ -10,7 +8,7 @@ use crate::contract::types::{
     TaskCompleteOutput, TaskCreateInput, TaskCreateOutput, TaskGetInput, TaskGetOutput,
     TaskListInput, TaskListOutput, TaskResult, TaskStatus, TaskUpdateInput, TaskUpdateOutput,
 };
-use crate::contract::{ActionError, ActionResult};
+use crate::contract::{ActionError, ActionId, ActionResult};
 use crate::server::AppState;
 
 pub async fn create(
@@ -71,13 +69,9 @@ pub async fn list(
     statuses.sort();
     statuses.dedup();
     // The cursor is bound to everything that shapes the result: list, caller, location, filter.
-    let filter = json!({
-        "list": "task.list",
-        "workspace": caller.workspace_id,
-        "agent": caller.agent_id,
-        "location": location,
-        "status": statuses,
-    });
+    let filter = page::Filter::new(caller, &ActionId::TaskList.key())
+        .with("location", &location)
+        .with("status", &statuses);
     let after = page::decode_position(state, cursor.as_ref(), &filter)?;
     let limit = page::limit(limit);
     let found = state
@@ -87,7 +81,8 @@ pub async fn list(
         .map_err(internal)?;
     let next_cursor = found
         .next
-        .map(|p| page::encode_position(state, &filter, &p));
+        .map(|p| page::encode_position(state, &filter, &p))
+        .transpose()?;
     Ok(TaskListOutput {
         has_more: next_cursor.is_some(),
         next_cursor,

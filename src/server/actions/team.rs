@@ -1,10 +1,8 @@
 //! `team` actions: read-only views of the workspace's teams (operators manage membership).
 
-use serde_json::json;
-
 use super::{Caller, internal, not_found, page};
-use crate::contract::ActionResult;
 use crate::contract::types::{TeamGetInput, TeamGetOutput, TeamListInput, TeamListOutput};
+use crate::contract::{ActionId, ActionResult};
 use crate::server::AppState;
 use crate::server::store::TeamPosition;
 
@@ -29,8 +27,7 @@ pub async fn list(
     input: TeamListInput,
 ) -> ActionResult<TeamListOutput> {
     let TeamListInput { limit, cursor } = input;
-    let filter =
-        json!({"list": "team.list", "workspace": caller.workspace_id, "agent": caller.agent_id});
+    let filter = page::Filter::new(caller, &ActionId::TeamList.key());
     let after = page::decode::<(String, String, String)>(state, cursor.as_ref(), &filter)?.map(
         |(display_name, handle, id)| TeamPosition {
             display_name,
@@ -45,7 +42,8 @@ pub async fn list(
         .map_err(internal)?;
     let next_cursor = found
         .next
-        .map(|p| page::encode(state, &filter, &(p.display_name, p.handle, p.id)));
+        .map(|p| page::encode(state, &filter, &(p.display_name, p.handle, p.id)))
+        .transpose()?;
     Ok(TeamListOutput {
         has_more: next_cursor.is_some(),
         next_cursor,

@@ -1,0 +1,118 @@
+//! The human CLI's one request path to the daemon's admin API and a server's operator API: build
+//! the request (never through a proxy), read a bounded answer, and either return the success
+//! envelope's `data` or print the refusal.
+//!
+//! A refusal prints `error: <message>`, then `hint:` lines (the envelope's `hint`, `next` and
+//! `incidentId`), and exits 2, like every other refusal of a human command (usage, configuration,
+//! an unreachable peer). Exit 1 belongs to `agentteam exec`, whose action ran and failed.
+
+use serde_json::Value;
+
+use super::output::{Exit, usage_error};
+use crate::client::http::{MAX_RESPONSE_BYTES, read_bounded};
+
+/// Who answers a call, for the messages about it.
+#[derive(Debug, Clone, Copy)]
+pub enum Peer {
+    /// The local daemon's admin API.
+    Daemon,
+    /// An AgentTeam Server's operator API.
+    Server,
+}
+
+impl Peer {
+    fn name(self) -> &'static str {
+        match self {
+            Peer::Daemon => "daemon",
+            Peer::Server => "server",
+        }
+    }
+
+    fn unreachable_hint(self) -> &'static str {
+        match self {
+            Peer::Daemon => "is `agentteam daemon` running?",
+            Peer::Server => "is `agentteam server` running there?",
+        }
+    }
+}
+
+/// Runs `future` on a current-thread runtime (the CLI makes one call at a time).
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a current-thread runtime builds")
+        .block_on(future)
+}
+
+/// One JSON request with a bearer; the success `data`, or the printed refusal and its exit.
+pub fn call(
+    peer: Peer,
+    method: reqwest::Method,
+    url: &str,
+    bearer: &str,
+    body: Option<&Value>,
+) -> Result<Value, Exit> {
+    let answer = block_on(async {
+        let mut request = crate::client::http::builder(None)
+            .build()
+            .expect("a plain HTTP client builds")
+            .request(method, url)
+            .bearer_auth(bearer);
+        if let Some(body) = body {
+            request = request.json(body);
+        }
+        let response = request.send().await.map_err(|_| None)?;
+        let status = response.status();
+        let bytes = read_bounded(response, MAX_RESPONSE_BYTES)
+            .await
+            .map_err(Some)?;
+        Ok::<_, Option<crate::client::http::ReadError>>((status, bytes))
+    });
+    let (status, bytes) = match answer {
+        Ok(answer) => answer,
+        Err(None) => {
+            return Err(usage_error(
+                &format!("cannot reach the {} at `{url}`", peer.name()),
+                &[peer.unreachable_hint().to_string()],
+            ));
+        }
+        Err(Some(error)) => {
+            return Err(usage_error(
+                &format!("the {} answered, but {error}", peer.name()),
+                &[],
+            ));
+        }
+    };
+    let envelope: Value = serde_json::from_slice(&bytes).map_err(|_| {
+        usage_error(
+            &format!(
+                "the {} answered {status} without a JSON envelope",
+                peer.name()
+            ),
+            &[],
+        )
+    })?;
+    if status.is_success() && envelope["ok"] == true {
+        return Ok(envelope["data"].clone());
+    }
+    Err(refusal(peer, &envelope))
+}
+
+/// Prints a refused call's error envelope for a person, and returns the refusal's exit.
+pub fn refusal(peer: Peer, envelope: &Value) -> Exit {
+    let error = &envelope["error"];
+    let text = |field: &str| error[field].as_str().map(str::to_string);
+    let mut hints = Vec::new();
+    hints.extend(text("hint"));
+    hints.extend(text("next"));
+    if let Some(incident) = text("incidentId") {
+        hints.push(format!(
+            "the {} logged this failure as incident `{incident}`",
+            peer.name()
+        ));
+    }
+    let message =
+        text("message").unwrap_or_else(|| format!("the {} refused the request", peer.name()));
+    usage_error(&message, &hints)
+}
