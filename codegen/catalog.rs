@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::model::Model;
+use super::model::{Action, Model, Risk};
 use super::{PREAMBLE, pretty_json, rust_str, text};
 
 /// The Rust half of the catalog. Types it names (`ActionDescriptor`, `DomainDescriptor`, `Risk`,
@@ -54,7 +54,7 @@ pub fn render_rust(model: &Model) -> String {
         out.push_str(&format!(
             "    ActionDescriptor {{ id: ActionId::{stem}, domain: {domain}, action: {name}, summary: {summary}, risk: Risk::{risk}, \
              result_policy: ResultPolicy::{policy}, hint: {hint}, next: {next}, prompt_inline: {inline}, example: {example}, \
-             input_type: {input_type}, output_type: {output_type}, input_properties: &[{properties}], input_schema: {input}, output_schema: {output}, help: {help} }},\n",
+             input_type: {input_type}, output_type: {output_type}, input_properties: &[{properties}], retrieval: {retrieval}, input_schema: {input}, output_schema: {output}, help: {help} }},\n",
             stem = action.rust_stem(),
             domain = rust_str(&action.domain),
             name = rust_str(&action.action),
@@ -72,6 +72,9 @@ pub fn render_rust(model: &Model) -> String {
                 .map(|name| rust_str(name))
                 .collect::<Vec<_>>()
                 .join(", "),
+            retrieval = retrieval(model, action)
+                .map(|read| format!("Some(ActionId::{})", read.rust_stem()))
+                .unwrap_or_else(|| "None".into()),
             input = rust_str(&pretty_json(&model.standalone(&action.input_type))),
             output = rust_str(&pretty_json(&model.standalone(&action.output_type))),
             help = rust_str(&text::action_help(model, action)),
@@ -98,6 +101,26 @@ fn input_properties(model: &Model, type_name: &str) -> Vec<String> {
         .and_then(Value::as_object)
         .map(|properties| properties.keys().cloned().collect())
         .unwrap_or_default()
+}
+
+/// The read action that returns what the mutation `action` changed: `action`'s output is one
+/// resource object `{"<resource>": {…}}`, and the read is the action of the same domain whose
+/// whole input is the required `<resource>Id`.
+fn retrieval<'a>(model: &'a Model, action: &Action) -> Option<&'a Action> {
+    if action.risk == Risk::Read {
+        return None;
+    }
+    let output = model.resolve(&model.defs[&action.output_type]);
+    let properties = output.get("properties")?.as_object()?;
+    let (resource, _) = properties.iter().next().filter(|_| properties.len() == 1)?;
+    let selector = format!("{resource}Id");
+    model.actions.iter().find(|read| {
+        read.domain == action.domain
+            && read.risk == Risk::Read
+            && input_properties(model, &read.input_type) == [selector.clone()]
+            && model.resolve(&model.defs[&read.input_type])["required"]
+                == serde_json::json!([selector])
+    })
 }
 
 /// `catalog.json`: every domain and action with its risk, result policy and example.

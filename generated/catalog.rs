@@ -180,6 +180,7 @@ pub static ACTIONS: &[ActionDescriptor] = &[
         input_type: r#"ProjectArchiveInput"#,
         output_type: r#"ProjectArchiveOutput"#,
         input_properties: &[r#"projectId"#, r#"requestId"#],
+        retrieval: Some(ActionId::ProjectGet),
         input_schema: r##"{
   "$defs": {
     "ProjectId": {
@@ -341,6 +342,7 @@ Example:
         input_type: r#"ProjectCreateInput"#,
         output_type: r#"ProjectCreateOutput"#,
         input_properties: &[r#"description"#, r#"name"#, r#"requestId"#],
+        retrieval: Some(ActionId::ProjectGet),
         input_schema: r##"{
   "$defs": {
     "LongText": {
@@ -511,6 +513,7 @@ Example:
         input_type: r#"ProjectGetInput"#,
         output_type: r#"ProjectGetOutput"#,
         input_properties: &[r#"projectId"#],
+        retrieval: None,
         input_schema: r##"{
   "$defs": {
     "ProjectId": {
@@ -664,6 +667,7 @@ Example:
         input_type: r#"ProjectListInput"#,
         output_type: r#"ProjectListOutput"#,
         input_properties: &[r#"cursor"#, r#"limit"#, r#"status"#],
+        retrieval: None,
         input_schema: r##"{
   "$defs": {
     "Cursor": {
@@ -858,6 +862,7 @@ Example:
             r#"projectId"#,
             r#"requestId"#,
         ],
+        retrieval: Some(ActionId::ProjectGet),
         input_schema: r##"{
   "$defs": {
     "LongText": {
@@ -1050,6 +1055,7 @@ Example:
             r#"threadId"#,
             r#"verdict"#,
         ],
+        retrieval: Some(ActionId::ReviewGet),
         input_schema: r##"{
   "$defs": {
     "RequestId": {
@@ -1260,6 +1266,7 @@ Example:
         input_type: r#"ReviewGetInput"#,
         output_type: r#"ReviewGetOutput"#,
         input_properties: &[r#"reviewId"#],
+        retrieval: None,
         input_schema: r##"{
   "$defs": {
     "ReviewId": {
@@ -1430,6 +1437,7 @@ Example:
         input_type: r#"ReviewListInput"#,
         output_type: r#"ReviewListOutput"#,
         input_properties: &[r#"cursor"#, r#"limit"#, r#"threadId"#],
+        retrieval: None,
         input_schema: r##"{
   "$defs": {
     "Cursor": {
@@ -1634,6 +1642,7 @@ Example:
         input_type: r#"ReviewResolveInput"#,
         output_type: r#"ReviewResolveOutput"#,
         input_properties: &[r#"requestId"#, r#"reviewId"#],
+        retrieval: Some(ActionId::ReviewGet),
         input_schema: r##"{
   "$defs": {
     "RequestId": {
@@ -1812,6 +1821,7 @@ Example:
         input_type: r#"ScheduledMessageCancelInput"#,
         output_type: r#"ScheduledMessageCancelOutput"#,
         input_properties: &[r#"requestId"#, r#"scheduledMessageId"#],
+        retrieval: Some(ActionId::ScheduledMessageGet),
         input_schema: r##"{
   "$defs": {
     "RequestId": {
@@ -2038,6 +2048,7 @@ Example:
             r#"sendAt"#,
             r#"target"#,
         ],
+        retrieval: Some(ActionId::ScheduledMessageGet),
         input_schema: r##"{
   "$defs": {
     "ChannelId": {
@@ -2334,6 +2345,7 @@ Example:
         input_type: r#"ScheduledMessageGetInput"#,
         output_type: r#"ScheduledMessageGetOutput"#,
         input_properties: &[r#"scheduledMessageId"#],
+        retrieval: None,
         input_schema: r##"{
   "$defs": {
     "ScheduledMessageId": {
@@ -2548,6 +2560,7 @@ Example:
         input_type: r#"ScheduledMessageListInput"#,
         output_type: r#"ScheduledMessageListOutput"#,
         input_properties: &[r#"cursor"#, r#"limit"#, r#"target"#],
+        retrieval: None,
         input_schema: r##"{
   "$defs": {
     "ChannelId": {
@@ -2841,6 +2854,7 @@ Example:
         input_type: r#"ScheduledMessageRunsInput"#,
         output_type: r#"ScheduledMessageRunsOutput"#,
         input_properties: &[r#"cursor"#, r#"limit"#, r#"scheduledMessageId"#],
+        retrieval: None,
         input_schema: r##"{
   "$defs": {
     "Cursor": {
@@ -3017,6 +3031,7 @@ Example:
         input_type: r#"TaskCancelInput"#,
         output_type: r#"TaskCancelOutput"#,
         input_properties: &[r#"reason"#, r#"requestId"#, r#"taskId"#],
+        retrieval: Some(ActionId::TaskGet),
         input_schema: r##"{
   "$defs": {
     "LongText": {
@@ -3253,6 +3268,7 @@ Example:
         input_type: r#"TaskClaimInput"#,
         output_type: r#"TaskClaimOutput"#,
         input_properties: &[r#"requestId"#, r#"taskId"#],
+        retrieval: Some(ActionId::TaskGet),
         input_schema: r##"{
   "$defs": {
     "RequestId": {
@@ -3480,6 +3496,7 @@ Example:
         input_type: r#"TaskCompleteInput"#,
         output_type: r#"TaskCompleteOutput"#,
         input_properties: &[r#"requestId"#, r#"result"#, r#"taskId"#],
+        retrieval: Some(ActionId::TaskGet),
         input_schema: r##"{
   "$defs": {
     "LongText": {
@@ -3716,6 +3733,7 @@ Example:
         input_type: r#"TaskCreateInput"#,
         output_type: r#"TaskCreateOutput"#,
         input_properties: &[r#"description"#, r#"location"#, r#"requestId"#, r#"title"#],
+        retrieval: Some(ActionId::TaskGet),
         input_schema: r##"{
   "$defs": {
     "ChannelId": {
@@ -4010,6 +4028,7 @@ Example:
         input_type: r#"TaskGetInput"#,
         output_type: r#"TaskGetOutput"#,
         input_properties: &[r#"taskId"#],
+        retrieval: None,
         input_schema: r##"{
   "$defs": {
     "TaskId": {
@@ -4229,6 +4248,7 @@ Example:
         input_type: r#"TaskListInput"#,
         output_type: r#"TaskListOutput"#,
         input_properties: &[r#"cursor"#, r#"limit"#, r#"location"#, r#"status"#],
+        retrieval: None,
         input_schema: r##"{
   "$defs": {
     "ChannelId": {
@@ -4554,6 +4574,7 @@ Example:
             r#"taskId"#,
             r#"title"#,
         ],
+        retrieval: Some(ActionId::TaskGet),
         input_schema: r##"{
   "$defs": {
     "LongText": {
@@ -4806,6 +4827,7 @@ Example:
         input_type: r#"TeamGetInput"#,
         output_type: r#"TeamGetOutput"#,
         input_properties: &[r#"teamId"#],
+        retrieval: None,
         input_schema: r##"{
   "$defs": {
     "TeamId": {
@@ -4991,6 +5013,7 @@ Example:
         input_type: r#"TeamListInput"#,
         output_type: r#"TeamListOutput"#,
         input_properties: &[r#"cursor"#, r#"limit"#],
+        retrieval: None,
         input_schema: r##"{
   "$defs": {
     "Cursor": {
@@ -5199,7 +5222,7 @@ pub const ERROR_SCHEMA: &str = r##"{
       "type": "object"
     },
     "ErrorCode": {
-      "description": "The closed set of error codes. `invalid_request`: the body is not one JSON value; `validation_failed`: the value breaks the action's input schema (see `details`); `unknown_action`: no such domain or action; `forbidden`: the credential is missing, invalid, expired, revoked or bound elsewhere; `not_found`: a locator names nothing this agent can see; `invalid_state`: the resource's state forbids the transition; `revision_mismatch`: `expectedRevision` is stale; `admission_limited`: too many requests in flight, retry later; `payload_too_large`: the body exceeds 1 MiB; `request_timeout`: the body was not received within 5 seconds; `idempotency_key_reused`: the `requestId` was used with another payload; `idempotency_in_progress`: the first request with this `requestId` is still running; `result_budget_exceeded`: the result exceeds 64 KiB (see `hint` and `next`); `catalog_mismatch`: the calling `agentteam` was built from another action catalog than the daemon's; `upstream_unavailable`, `upstream_timeout`, `upstream_failed`: the product owner behind the bridge could not answer; `internal_error`: a defect, reported with its `incidentId`.",
+      "description": "The closed set of error codes. `invalid_request`: the body is not one JSON value; `validation_failed`: the value breaks the action's input schema (see `details`); `unknown_action`: no such domain or action; `forbidden`: the credential is missing, invalid, expired, revoked or bound elsewhere; `not_found`: a locator names nothing this agent can see; `invalid_state`: the resource's state forbids the transition; `revision_mismatch`: `expectedRevision` is stale; `admission_limited`: too many requests in flight, retry later; `unsupported_media_type`: the body is not declared `application/json`; `payload_too_large`: the body exceeds 1 MiB; `request_timeout`: the body was not received within 5 seconds; `idempotency_key_reused`: the `requestId` was used with another payload; `idempotency_in_progress`: the first request with this `requestId` is still running; `result_budget_exceeded`: the result exceeds 64 KiB (see `hint` and `next`); `catalog_mismatch`: the calling `agentteam` was built from another action catalog than the daemon's; `upstream_unavailable`, `upstream_timeout`, `upstream_failed`: the product owner behind the bridge could not answer; `internal_error`: a defect, reported with its `incidentId`.",
       "enum": [
         "invalid_request",
         "validation_failed",
@@ -5209,6 +5232,7 @@ pub const ERROR_SCHEMA: &str = r##"{
         "invalid_state",
         "revision_mismatch",
         "admission_limited",
+        "unsupported_media_type",
         "payload_too_large",
         "request_timeout",
         "idempotency_key_reused",

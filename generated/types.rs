@@ -815,7 +815,7 @@ impl<'de> ::serde::Deserialize<'de> for ErrorBodyNext {
             })
     }
 }
-///The closed set of error codes. `invalid_request`: the body is not one JSON value; `validation_failed`: the value breaks the action's input schema (see `details`); `unknown_action`: no such domain or action; `forbidden`: the credential is missing, invalid, expired, revoked or bound elsewhere; `not_found`: a locator names nothing this agent can see; `invalid_state`: the resource's state forbids the transition; `revision_mismatch`: `expectedRevision` is stale; `admission_limited`: too many requests in flight, retry later; `payload_too_large`: the body exceeds 1 MiB; `request_timeout`: the body was not received within 5 seconds; `idempotency_key_reused`: the `requestId` was used with another payload; `idempotency_in_progress`: the first request with this `requestId` is still running; `result_budget_exceeded`: the result exceeds 64 KiB (see `hint` and `next`); `catalog_mismatch`: the calling `agentteam` was built from another action catalog than the daemon's; `upstream_unavailable`, `upstream_timeout`, `upstream_failed`: the product owner behind the bridge could not answer; `internal_error`: a defect, reported with its `incidentId`.
+///The closed set of error codes. `invalid_request`: the body is not one JSON value; `validation_failed`: the value breaks the action's input schema (see `details`); `unknown_action`: no such domain or action; `forbidden`: the credential is missing, invalid, expired, revoked or bound elsewhere; `not_found`: a locator names nothing this agent can see; `invalid_state`: the resource's state forbids the transition; `revision_mismatch`: `expectedRevision` is stale; `admission_limited`: too many requests in flight, retry later; `unsupported_media_type`: the body is not declared `application/json`; `payload_too_large`: the body exceeds 1 MiB; `request_timeout`: the body was not received within 5 seconds; `idempotency_key_reused`: the `requestId` was used with another payload; `idempotency_in_progress`: the first request with this `requestId` is still running; `result_budget_exceeded`: the result exceeds 64 KiB (see `hint` and `next`); `catalog_mismatch`: the calling `agentteam` was built from another action catalog than the daemon's; `upstream_unavailable`, `upstream_timeout`, `upstream_failed`: the product owner behind the bridge could not answer; `internal_error`: a defect, reported with its `incidentId`.
 #[derive(
     ::serde::Deserialize,
     ::serde::Serialize,
@@ -845,6 +845,8 @@ pub enum ErrorCode {
     RevisionMismatch,
     #[serde(rename = "admission_limited")]
     AdmissionLimited,
+    #[serde(rename = "unsupported_media_type")]
+    UnsupportedMediaType,
     #[serde(rename = "payload_too_large")]
     PayloadTooLarge,
     #[serde(rename = "request_timeout")]
@@ -877,6 +879,7 @@ impl ::std::fmt::Display for ErrorCode {
             Self::InvalidState => f.write_str("invalid_state"),
             Self::RevisionMismatch => f.write_str("revision_mismatch"),
             Self::AdmissionLimited => f.write_str("admission_limited"),
+            Self::UnsupportedMediaType => f.write_str("unsupported_media_type"),
             Self::PayloadTooLarge => f.write_str("payload_too_large"),
             Self::RequestTimeout => f.write_str("request_timeout"),
             Self::IdempotencyKeyReused => f.write_str("idempotency_key_reused"),
@@ -904,6 +907,7 @@ impl ::std::str::FromStr for ErrorCode {
             "invalid_state" => Ok(Self::InvalidState),
             "revision_mismatch" => Ok(Self::RevisionMismatch),
             "admission_limited" => Ok(Self::AdmissionLimited),
+            "unsupported_media_type" => Ok(Self::UnsupportedMediaType),
             "payload_too_large" => Ok(Self::PayloadTooLarge),
             "request_timeout" => Ok(Self::RequestTimeout),
             "idempotency_key_reused" => Ok(Self::IdempotencyKeyReused),

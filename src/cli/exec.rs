@@ -15,7 +15,7 @@
 use super::output::{Exit, print, usage_error};
 use super::runtime_url::{self, Bridge};
 use super::transport;
-use crate::contract::CompiledCatalog;
+use crate::contract::Validators;
 use crate::contract::catalog::{self, ActionDescriptor, DOMAINS, ERROR_SCHEMA, ROOT_HELP};
 
 /// The variables a daemon-launched runtime receives; without both, execution fails closed.
@@ -118,7 +118,7 @@ fn execute(descriptor: &'static ActionDescriptor, input: Option<&str>) -> Exit {
         return usage_error(transport::TOKEN_FILE_REFUSED, &[]);
     };
     // Only the schemas this call uses are compiled: a one-shot process should not pay for all.
-    let catalog = CompiledCatalog::lazy();
+    let catalog = Validators::lazy();
     let input = match transport::read_input(descriptor, &catalog, input) {
         Ok(input) => input,
         Err(message) => {

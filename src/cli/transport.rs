@@ -6,13 +6,12 @@ use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::time::Duration;
 
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::client::http::{MAX_RESPONSE_BYTES, read_bounded};
-use crate::contract::CompiledCatalog;
 use crate::contract::catalog::{ActionDescriptor, builtin_digest};
 use crate::contract::json::parse_strict;
-use crate::daemon::budget;
+use crate::contract::{Validators, budget};
 use crate::wire::CATALOG_DIGEST_HEADER;
 use crate::wire::MAX_BODY_BYTES;
 
@@ -63,7 +62,7 @@ pub fn read_token_file(path: &Path) -> Result<String, TokenFileRefused> {
 /// The action's input: inline JSON, `-` for stdin, or `{}` when omitted and the schema accepts it.
 pub fn read_input(
     descriptor: &ActionDescriptor,
-    catalog: &CompiledCatalog,
+    catalog: &Validators,
     input: Option<&str>,
 ) -> Result<Value, String> {
     let text = match input {
@@ -100,7 +99,7 @@ pub fn post(
     descriptor: &ActionDescriptor,
     token: &str,
     input: &Value,
-    catalog: &CompiledCatalog,
+    catalog: &Validators,
 ) -> Result<(Value, bool), String> {
     let url = format!(
         "{}/{}/{}",
@@ -134,139 +133,10 @@ pub fn post(
     match envelope.get("ok").and_then(Value::as_bool) {
         Some(true) if status.is_success() => Ok((envelope, true)),
         Some(false) if !status.is_success() => {
-            Ok((reproject(envelope, descriptor, catalog), false))
+            Ok((budget::reproject(envelope, descriptor, catalog), false))
         }
         _ => Err(format!(
             "the daemon answered {status} with an unexpected body"
         )),
-    }
-}
-
-/// Keeps only the closed error metadata contract: `mutation_applied` and a receipt whose
-/// selectors, revision and idempotency key are well formed, with the retrieval command rebuilt
-/// from the catalog instead of trusted from the wire. Anything else is dropped.
-pub fn reproject(
-    mut envelope: Value,
-    descriptor: &ActionDescriptor,
-    catalog: &CompiledCatalog,
-) -> Value {
-    let Some(metadata) = envelope.pointer_mut("/error/metadata").map(Value::take) else {
-        return envelope;
-    };
-    let mut projected = Map::new();
-    if metadata.get("mutation_applied") == Some(&Value::Bool(true)) && descriptor.risk.is_mutation()
-    {
-        projected.insert("mutation_applied".into(), Value::Bool(true));
-        if let Some(receipt) = metadata.get("mutation_receipt").and_then(Value::as_object) {
-            projected.insert(
-                "mutation_receipt".into(),
-                Value::Object(reproject_receipt(receipt, descriptor, catalog)),
-            );
-        }
-    }
-    let error = envelope["error"]
-        .as_object_mut()
-        .expect("an error envelope");
-    if projected.is_empty() {
-        error.remove("metadata");
-    } else {
-        error.insert("metadata".into(), Value::Object(projected));
-    }
-    envelope
-}
-
-fn reproject_receipt(
-    receipt: &Map<String, Value>,
-    descriptor: &ActionDescriptor,
-    catalog: &CompiledCatalog,
-) -> Map<String, Value> {
-    let mut out = Map::new();
-    let selectors = receipt
-        .get("selectors")
-        .and_then(Value::as_object)
-        .filter(|s| s.len() == 1);
-    if let Some((selector, id)) = selectors.and_then(|s| s.iter().next())
-        && let Some(id) = id.as_str()
-        && selector.len() <= 64
-        && selector.ends_with("Id")
-        && selector.chars().all(|c| c.is_ascii_alphanumeric())
-        && id.len() <= 128
-        && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
-    {
-        out.insert("selectors".into(), json!({ selector: id }));
-        if let Some(retrieval) = budget::retrieval(catalog, descriptor.domain, selector, id) {
-            out.insert("retrieval".into(), json!(retrieval));
-        }
-    }
-    if let Some(revision) = receipt.get("revision").and_then(Value::as_u64) {
-        out.insert("revision".into(), json!(revision));
-    }
-    if let Some(key) = receipt.get("idempotencyKey").and_then(Value::as_str)
-        && key.len() <= crate::wire::idempotency::MAX_SELECTOR_LEN
-        && key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
-    {
-        out.insert("idempotencyKey".into(), json!(key));
-    }
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::contract::ActionId;
-
-    #[test]
-    fn reprojection_keeps_only_the_closed_contract_and_rebuilds_the_retrieval() {
-        let catalog = CompiledCatalog::new().unwrap();
-        let descriptor = ActionId::TaskComplete.descriptor();
-        let envelope = json!({"ok": false, "error": {"code": "result_budget_exceeded", "message": "m", "metadata": {
-            "mutation_applied": true,
-            "extra": "dropped",
-            "mutation_receipt": {
-                "selectors": {"taskId": "task_01JD7M4B2C"},
-                "revision": 3,
-                "idempotencyKey": "req-00000001",
-                "retrieval": "rm -rf / # a path from the wire is never trusted",
-                "unknown": 1
-            }
-        }}});
-        let projected = reproject(envelope, descriptor, &catalog);
-        assert_eq!(
-            projected["error"]["metadata"],
-            json!({
-                "mutation_applied": true,
-                "mutation_receipt": {
-                    "selectors": {"taskId": "task_01JD7M4B2C"},
-                    "revision": 3,
-                    "idempotencyKey": "req-00000001",
-                    "retrieval": r#"agentteam exec task get '{"taskId":"task_01JD7M4B2C"}'"#
-                }
-            })
-        );
-    }
-
-    #[test]
-    fn malformed_or_oversized_metadata_is_dropped() {
-        let catalog = CompiledCatalog::new().unwrap();
-        let descriptor = ActionId::TaskComplete.descriptor();
-        let bad = json!({"ok": false, "error": {"code": "result_budget_exceeded", "message": "m", "metadata": {
-            "mutation_applied": "yes",
-            "mutation_receipt": {"selectors": {"taskId": "x".repeat(500)}}
-        }}});
-        assert!(
-            reproject(bad, descriptor, &catalog)["error"]
-                .get("metadata")
-                .is_none()
-        );
-        let read = ActionId::TaskGet.descriptor();
-        let claimed = json!({"ok": false, "error": {"code": "result_budget_exceeded", "message": "m", "metadata": {"mutation_applied": true}}});
-        assert!(
-            reproject(claimed, read, &catalog)["error"]
-                .get("metadata")
-                .is_none(),
-            "a read never carries a mutation receipt"
-        );
     }
 }

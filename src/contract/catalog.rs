@@ -83,6 +83,9 @@ pub struct ActionDescriptor {
     pub output_type: &'static str,
     /// The input schema's top-level property names, sorted.
     pub input_properties: &'static [&'static str],
+    /// For a mutation whose output is one resource: the read action that returns that resource
+    /// by its `<resource>Id` (a receipt's retrieval path).
+    pub retrieval: Option<ActionId>,
     /// Self-contained JSON Schema 2020-12 of the input (no external `$ref`).
     pub input_schema: &'static str,
     /// Self-contained JSON Schema 2020-12 of the output.

@@ -3,10 +3,12 @@
 //!
 //! Nothing in this module knows about HTTP, JSON-RPC or the CLI.
 
+pub mod budget;
 pub mod catalog;
 pub mod error;
 pub mod handlers;
 pub mod json;
+pub mod runtime_catalog;
 pub mod skill;
 pub mod target;
 pub mod types;
@@ -18,4 +20,5 @@ pub use catalog::{
 };
 pub use error::{ActionError, ActionResult, DispatchError};
 pub use handlers::{ActionHandler, ServerToolHandler, dispatch, dispatch_tool};
-pub use validate::{CompiledCatalog, ValidationDetail};
+pub use runtime_catalog::RuntimeCatalog;
+pub use validate::{ValidationDetail, Validators};

@@ -2,8 +2,8 @@
 //!
 //! Validators are compiled once with format checks on, because JSON Schema 2020-12 treats
 //! `format` as an annotation by default and typify types enforce neither ranges nor formats.
-//! Long-lived processes compile every schema at start (`CompiledCatalog::new`, failing fast);
-//! the one-shot `agentteam exec` compiles only the schema it uses (`CompiledCatalog::lazy`).
+//! Long-lived processes compile every schema at start (`Validators::new`, failing fast);
+//! the one-shot `agentteam exec` compiles only the schema it uses (`Validators::lazy`).
 
 use std::sync::OnceLock;
 
@@ -21,7 +21,7 @@ const MAX_DETAIL_MESSAGE: usize = 512;
 pub type ValidationDetail = ErrorDetail;
 
 /// Every action's and MCP tool's input and output validator, each compiled at most once.
-pub struct CompiledCatalog {
+pub struct Validators {
     inputs: Vec<OnceLock<jsonschema::Validator>>,
     outputs: Vec<OnceLock<jsonschema::Validator>>,
     tool_inputs: Vec<OnceLock<jsonschema::Validator>>,
@@ -37,11 +37,11 @@ pub struct CompileError {
     pub message: String,
 }
 
-impl CompiledCatalog {
+impl Validators {
     /// Compiles every descriptor's input and output schema now, failing on the first that does
     /// not compile.
     pub fn new() -> Result<Self, CompileError> {
-        let catalog = CompiledCatalog::lazy();
+        let catalog = Validators::lazy();
         for descriptor in ACTIONS {
             let index = descriptor.id as usize;
             let key = descriptor.id.key();
@@ -59,7 +59,7 @@ impl CompiledCatalog {
 
     /// A catalog that compiles each schema on first use (schemas are checked by the test suite).
     pub fn lazy() -> Self {
-        CompiledCatalog {
+        Validators {
             inputs: ACTIONS.iter().map(|_| OnceLock::new()).collect(),
             outputs: ACTIONS.iter().map(|_| OnceLock::new()).collect(),
             tool_inputs: TOOLS.iter().map(|_| OnceLock::new()).collect(),

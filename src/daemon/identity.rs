@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::DaemonError;
+use super::error::DaemonError;
 
 /// Who this daemon is on its server.
 #[derive(Clone, Serialize, Deserialize)]

@@ -5,31 +5,34 @@
 //! `devices` (returns the device credential once), `channels`, `channels/{channelId}/threads`,
 //! `channels/{channelId}/members`, `dms` (the direct conversation of two members, created once),
 //! `teams`, and `messages` (a human posts in a channel, dm or thread they belong to, optionally with
-//! attachments).
+//! attachments). `GET /admin/stats` reads counters.
+//!
+//! Each handler takes an [`OperatorJson`] (the operator is authenticated, then the body is read
+//! and decoded) and returns a [`Data`] or a [`Refusal`]. Request fields use the contract's types,
+//! so a name, a handle or a message is checked against the same schema limits the actions use.
 
 use axum::Router;
-use axum::body::Body;
-use axum::extract::{Path, State};
-use axum::http::HeaderMap;
-use axum::response::Response;
-use axum::routing::post;
+use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
+use axum::http::request::Parts;
+use axum::routing::{get, post};
+use base64::Engine;
 use serde::Deserialize;
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::AppState;
 use super::actions::internal;
 use super::auth::{hash_secret, random_secret};
-use super::store::{MAX_ATTACHMENTS, NewAttachment};
-use crate::contract::ActionError;
+use super::store::{MAX_ATTACHMENTS, MemberKind, NewAttachment};
 use crate::contract::error::ErrorCode;
-use crate::wire;
-use base64::Engine;
+use crate::contract::types as t;
+use crate::contract::{ActionError, ActionResult};
+use crate::wire::{self, Data, Refusal};
 
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route("/admin/workspaces", post(create_workspace))
-        .route("/admin/stats", axum::routing::get(stats))
+        .route("/admin/stats", get(stats))
         .route("/admin/workspaces/{workspaceId}/humans", post(create_human))
         .route("/admin/workspaces/{workspaceId}/agents", post(create_agent))
         .route(
@@ -56,25 +59,67 @@ pub fn routes() -> Router<AppState> {
         )
 }
 
+/// The operator of this server start; refused with the uniform `forbidden` otherwise.
+pub struct OperatorAuth;
+
+impl FromRequestParts<AppState> for OperatorAuth {
+    type Rejection = Refusal;
+
+    async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Refusal> {
+        match wire::bearer(&parts.headers) {
+            Some(token) if state.operator.matches(token) => Ok(OperatorAuth),
+            _ => Err(super::runtime_api::forbidden().into()),
+        }
+    }
+}
+
+/// An operator request's decoded body: the operator is authenticated before the body is read.
+pub struct OperatorJson<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequest<AppState> for OperatorJson<T> {
+    type Rejection = Refusal;
+
+    async fn from_request(request: Request, state: &AppState) -> Result<Self, Refusal> {
+        let (mut parts, body) = request.into_parts();
+        OperatorAuth::from_request_parts(&mut parts, state).await?;
+        let value = wire::body::read_json(&parts.headers, body, None)
+            .await
+            .map_err(|failure| failure.error())?;
+        serde_json::from_value(value)
+            .map(OperatorJson)
+            .map_err(|e| {
+                ActionError::new(ErrorCode::ValidationFailed, format!("invalid request: {e}"))
+                    .into()
+            })
+    }
+}
+
+type Answer = Result<Data, Refusal>;
+
+/// At most this many members are named in one request.
+const MAX_MEMBERS: usize = 1000;
+/// The largest attachment the operator API stores.
+const MAX_ATTACHMENT_BYTES: usize = 1024 * 1024;
+
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct NewWorkspace {
-    name: String,
+    name: t::Name,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct NewHuman {
-    handle: String,
-    display_name: String,
+    handle: t::Handle,
+    display_name: t::Name,
 }
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct NewAgent {
     owner_human_id: String,
-    handle: String,
-    display_name: String,
+    handle: t::Handle,
+    display_name: t::Name,
 }
 
 #[derive(Deserialize)]
@@ -86,7 +131,8 @@ struct NewDevice {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct NewChannel {
-    name: String,
+    /// A channel's name is handle-shaped.
+    name: t::Handle,
     #[serde(default)]
     members: Vec<String>,
 }
@@ -94,7 +140,7 @@ struct NewChannel {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct NewThread {
-    title: String,
+    title: t::Name,
 }
 
 #[derive(Deserialize)]
@@ -106,8 +152,8 @@ struct NewMember {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct NewTeam {
-    handle: String,
-    display_name: String,
+    handle: t::Handle,
+    display_name: t::Name,
     #[serde(default)]
     members: Vec<String>,
 }
@@ -120,7 +166,7 @@ struct NewMessage {
     channel_id: String,
     #[serde(default)]
     thread_id: Option<String>,
-    content: String,
+    content: t::MessageContent,
     #[serde(default)]
     attachments: Vec<NewAttachmentBody>,
 }
@@ -129,16 +175,13 @@ struct NewMessage {
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct NewAttachmentBody {
-    name: String,
-    media_type: String,
+    name: t::Name,
+    media_type: t::AttachmentInfoMediaType,
     #[serde(default)]
     text: Option<String>,
     #[serde(default)]
     base64: Option<String>,
 }
-
-/// The largest attachment the operator API stores.
-const MAX_ATTACHMENT_BYTES: usize = 1024 * 1024;
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -146,55 +189,15 @@ struct NewDm {
     member_ids: [String; 2],
 }
 
-/// Authenticates the operator, then decodes the body into `T`.
-async fn admit<T: DeserializeOwned>(
-    state: &AppState,
-    headers: &HeaderMap,
-    body: Body,
-) -> Result<T, ActionError> {
-    let token = wire::bearer(headers).ok_or_else(super::runtime_api::forbidden)?;
-    if !state.operator.matches(token) {
-        return Err(super::runtime_api::forbidden());
-    }
-    let value = wire::read_json_body(headers, body).await?;
-    serde_json::from_value(value)
-        .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, format!("invalid request: {e}")))
-}
-
-fn respond(result: Result<Value, ActionError>) -> Response {
-    match result {
-        Ok(data) => wire::success_response(data),
-        Err(error) => wire::error_response(&error),
-    }
-}
-
-fn check_name(field: &str, value: &str, max: usize) -> Result<(), ActionError> {
-    if value.trim().is_empty() || value.chars().count() > max {
+/// Free text must say something: whitespace alone is refused.
+fn not_blank(field: &str, value: &str) -> ActionResult<()> {
+    if value.trim().is_empty() {
         return Err(ActionError::new(
             ErrorCode::ValidationFailed,
-            format!("`{field}` must be 1 to {max} characters"),
+            format!("`{field}` must not be blank"),
         ));
     }
     Ok(())
-}
-
-fn check_handle(value: &str) -> Result<(), ActionError> {
-    let valid = value.len() <= 32
-        && value.starts_with(|c: char| c.is_ascii_lowercase())
-        && value
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-');
-    if valid {
-        Ok(())
-    } else {
-        Err(ActionError::new(
-            ErrorCode::ValidationFailed,
-            format!(
-                "`handle` must match ^[a-z][a-z0-9-]{{0,31}}$, got `{}`",
-                value.chars().take(40).collect::<String>()
-            ),
-        ))
-    }
 }
 
 fn taken(what: &str, value: &str) -> ActionError {
@@ -204,7 +207,7 @@ fn taken(what: &str, value: &str) -> ActionError {
     )
 }
 
-async fn known_workspace(state: &AppState, workspace_id: &str) -> Result<(), ActionError> {
+async fn known_workspace(state: &AppState, workspace_id: &str) -> ActionResult<()> {
     if state
         .store
         .workspace_exists(workspace_id)
@@ -220,15 +223,8 @@ async fn known_workspace(state: &AppState, workspace_id: &str) -> Result<(), Act
     }
 }
 
-/// At most this many members are named in one request.
-const MAX_MEMBERS: usize = 1000;
-
 /// `human_id` is a human of `workspace_id`.
-async fn known_human(
-    state: &AppState,
-    workspace_id: &str,
-    human_id: &str,
-) -> Result<(), ActionError> {
+async fn known_human(state: &AppState, workspace_id: &str, human_id: &str) -> ActionResult<()> {
     if state
         .store
         .human_workspace(human_id)
@@ -246,313 +242,252 @@ async fn known_human(
     }
 }
 
-/// At most [`MAX_MEMBERS`] ids in one request.
-fn check_member_count(members: &[String]) -> Result<(), ActionError> {
-    if members.len() > MAX_MEMBERS {
-        return Err(ActionError::new(
-            ErrorCode::ValidationFailed,
-            format!("`members` holds at most {MAX_MEMBERS} ids"),
-        ));
+/// `channel_id` is a channel of `workspace_id`.
+async fn known_channel(state: &AppState, workspace_id: &str, channel_id: &str) -> ActionResult<()> {
+    if state
+        .store
+        .channel_workspace(channel_id)
+        .await
+        .map_err(internal)?
+        .as_deref()
+        == Some(workspace_id)
+    {
+        Ok(())
+    } else {
+        Err(ActionError::new(
+            ErrorCode::NotFound,
+            format!("no channel `{channel_id}` in this workspace"),
+        ))
     }
-    Ok(())
 }
 
-/// Each id is a human or agent of `workspace_id`.
+/// Each id is a human or agent of `workspace_id` (at most [`MAX_MEMBERS`] of them); returns
+/// each with its kind, as the store knows it.
 async fn known_members(
     state: &AppState,
     workspace_id: &str,
     members: &[String],
-) -> Result<(), ActionError> {
+) -> ActionResult<Vec<(MemberKind, String)>> {
+    if members.len() > MAX_MEMBERS {
+        return Err(ActionError::new(
+            ErrorCode::ValidationFailed,
+            format!("name at most {MAX_MEMBERS} members in one request"),
+        ));
+    }
+    let mut typed = Vec::with_capacity(members.len());
     for member in members {
-        if !state
+        let kind = state
             .store
-            .is_workspace_member(workspace_id, member)
+            .member_kind(workspace_id, member)
             .await
             .map_err(internal)?
-        {
-            return Err(ActionError::new(
-                ErrorCode::NotFound,
-                format!("no human or agent `{member}` in this workspace"),
-            ));
-        }
+            .ok_or_else(|| {
+                ActionError::new(
+                    ErrorCode::NotFound,
+                    format!("no human or agent `{member}` in this workspace"),
+                )
+            })?;
+        typed.push((kind, member.clone()));
     }
-    Ok(())
+    Ok(typed)
 }
 
 async fn create_workspace(
     State(state): State<AppState>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    respond(
-        async {
-            let NewWorkspace { name } = admit(&state, &headers, body).await?;
-            check_name("name", &name, 200)?;
-            let id = state
-                .store
-                .create_workspace(&name, state.clock.now_ms())
-                .await
-                .map_err(internal)?;
-            Ok(json!({ "workspaceId": id }))
-        }
-        .await,
-    )
+    OperatorJson(NewWorkspace { name }): OperatorJson<NewWorkspace>,
+) -> Answer {
+    not_blank("name", &name)?;
+    let id = state
+        .store
+        .create_workspace(&name, state.clock.now_ms())
+        .await
+        .map_err(internal)?;
+    Ok(Data(json!({ "workspaceId": id })))
 }
 
 async fn create_human(
     State(state): State<AppState>,
     Path(workspace_id): Path<String>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    respond(
-        async {
-            let NewHuman {
-                handle,
-                display_name,
-            } = admit(&state, &headers, body).await?;
-            check_handle(&handle)?;
-            check_name("displayName", &display_name, 200)?;
-            known_workspace(&state, &workspace_id).await?;
-            let id = state
-                .store
-                .create_human(&workspace_id, &handle, &display_name, state.clock.now_ms())
-                .await
-                .map_err(internal)?
-                .ok_or_else(|| taken("human", &handle))?;
-            Ok(json!({ "humanId": id }))
-        }
-        .await,
-    )
+    OperatorJson(body): OperatorJson<NewHuman>,
+) -> Answer {
+    let NewHuman {
+        handle,
+        display_name,
+    } = body;
+    not_blank("displayName", &display_name)?;
+    known_workspace(&state, &workspace_id).await?;
+    let id = state
+        .store
+        .create_human(&workspace_id, &handle, &display_name, state.clock.now_ms())
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| taken("human", &handle))?;
+    Ok(Data(json!({ "humanId": id })))
 }
 
 async fn create_agent(
     State(state): State<AppState>,
     Path(workspace_id): Path<String>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    respond(
-        async {
-            let NewAgent {
-                owner_human_id,
-                handle,
-                display_name,
-            } = admit(&state, &headers, body).await?;
-            check_handle(&handle)?;
-            check_name("displayName", &display_name, 200)?;
-            known_workspace(&state, &workspace_id).await?;
-            known_human(&state, &workspace_id, &owner_human_id).await?;
-            let id = state
-                .store
-                .create_agent(
-                    &workspace_id,
-                    &owner_human_id,
-                    &handle,
-                    &display_name,
-                    state.clock.now_ms(),
-                )
-                .await
-                .map_err(internal)?
-                .ok_or_else(|| taken("agent", &handle))?;
-            Ok(json!({ "agentId": id }))
-        }
-        .await,
-    )
+    OperatorJson(body): OperatorJson<NewAgent>,
+) -> Answer {
+    let NewAgent {
+        owner_human_id,
+        handle,
+        display_name,
+    } = body;
+    not_blank("displayName", &display_name)?;
+    known_workspace(&state, &workspace_id).await?;
+    known_human(&state, &workspace_id, &owner_human_id).await?;
+    let id = state
+        .store
+        .create_agent(
+            &workspace_id,
+            &owner_human_id,
+            &handle,
+            &display_name,
+            state.clock.now_ms(),
+        )
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| taken("agent", &handle))?;
+    Ok(Data(json!({ "agentId": id })))
 }
 
 async fn create_device(
     State(state): State<AppState>,
     Path(workspace_id): Path<String>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    respond(
-        async {
-            let NewDevice { human_id } = admit(&state, &headers, body).await?;
-            known_human(&state, &workspace_id, &human_id).await?;
-            let secret = random_secret();
-            let id = state
-                .store
-                .create_device(&human_id, &hash_secret(&secret), state.clock.now_ms())
-                .await
-                .map_err(internal)?;
-            Ok(json!({ "deviceId": id, "credential": format!("{id}.{secret}") }))
-        }
-        .await,
-    )
+    OperatorJson(NewDevice { human_id }): OperatorJson<NewDevice>,
+) -> Answer {
+    known_human(&state, &workspace_id, &human_id).await?;
+    let secret = random_secret();
+    let id = state
+        .store
+        .create_device(&human_id, &hash_secret(&secret), state.clock.now_ms())
+        .await
+        .map_err(internal)?;
+    Ok(Data(
+        json!({ "deviceId": id, "credential": format!("{id}.{secret}") }),
+    ))
 }
 
 async fn create_channel(
     State(state): State<AppState>,
     Path(workspace_id): Path<String>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    respond(
-        async {
-            let NewChannel { name, members } = admit(&state, &headers, body).await?;
-            check_handle(&name).map_err(|_| {
-                ActionError::new(
-                    ErrorCode::ValidationFailed,
-                    "`name` must match ^[a-z][a-z0-9-]{0,31}$",
-                )
-            })?;
-            check_member_count(&members)?;
-            known_workspace(&state, &workspace_id).await?;
-            known_members(&state, &workspace_id, &members).await?;
-            let id = state
-                .store
-                .create_channel(&workspace_id, &name, &members, state.clock.now_ms())
-                .await
-                .map_err(internal)?
-                .ok_or_else(|| taken("channel", &name))?;
-            Ok(json!({ "channelId": id }))
-        }
-        .await,
-    )
+    OperatorJson(NewChannel { name, members }): OperatorJson<NewChannel>,
+) -> Answer {
+    known_workspace(&state, &workspace_id).await?;
+    known_members(&state, &workspace_id, &members).await?;
+    let id = state
+        .store
+        .create_channel(&workspace_id, &name, &members, state.clock.now_ms())
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| taken("channel", &name))?;
+    Ok(Data(json!({ "channelId": id })))
 }
 
 async fn create_thread(
     State(state): State<AppState>,
     Path((workspace_id, channel_id)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    respond(
-        async {
-            let NewThread { title } = admit(&state, &headers, body).await?;
-            check_name("title", &title, 200)?;
-            if state
-                .store
-                .channel_workspace(&channel_id)
-                .await
-                .map_err(internal)?
-                .as_deref()
-                != Some(workspace_id.as_str())
-            {
-                return Err(ActionError::new(
-                    ErrorCode::NotFound,
-                    format!("no channel `{channel_id}` in this workspace"),
-                ));
-            }
-            let id = state
-                .store
-                .create_thread(&channel_id, &title, state.clock.now_ms())
-                .await
-                .map_err(internal)?;
-            Ok(json!({ "threadId": id }))
-        }
-        .await,
-    )
+    OperatorJson(NewThread { title }): OperatorJson<NewThread>,
+) -> Answer {
+    not_blank("title", &title)?;
+    known_channel(&state, &workspace_id, &channel_id).await?;
+    let id = state
+        .store
+        .create_thread(&channel_id, &title, state.clock.now_ms())
+        .await
+        .map_err(internal)?;
+    Ok(Data(json!({ "threadId": id })))
 }
 
 async fn create_team(
     State(state): State<AppState>,
     Path(workspace_id): Path<String>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    respond(
-        async {
-            let NewTeam {
-                handle,
-                display_name,
-                members,
-            } = admit(&state, &headers, body).await?;
-            check_handle(&handle)?;
-            check_name("displayName", &display_name, 200)?;
-            check_member_count(&members)?;
-            known_workspace(&state, &workspace_id).await?;
-            known_members(&state, &workspace_id, &members).await?;
-            let mut typed = Vec::with_capacity(members.len());
-            for member in members {
-                let kind = if member.starts_with("hum_") {
-                    "human"
-                } else {
-                    "agent"
-                };
-                typed.push((kind.to_string(), member));
-            }
-            let id = state
-                .store
-                .create_team(
-                    &workspace_id,
-                    &handle,
-                    &display_name,
-                    &typed,
-                    state.clock.now_ms(),
-                )
-                .await
-                .map_err(internal)?
-                .ok_or_else(|| taken("team", &handle))?;
-            Ok(json!({ "teamId": id }))
-        }
-        .await,
-    )
+    OperatorJson(body): OperatorJson<NewTeam>,
+) -> Answer {
+    let NewTeam {
+        handle,
+        display_name,
+        members,
+    } = body;
+    not_blank("displayName", &display_name)?;
+    known_workspace(&state, &workspace_id).await?;
+    let typed: Vec<(String, String)> = known_members(&state, &workspace_id, &members)
+        .await?
+        .into_iter()
+        .map(|(kind, id)| (kind.as_str().to_string(), id))
+        .collect();
+    let id = state
+        .store
+        .create_team(
+            &workspace_id,
+            &handle,
+            &display_name,
+            &typed,
+            state.clock.now_ms(),
+        )
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| taken("team", &handle))?;
+    Ok(Data(json!({ "teamId": id })))
 }
 
 /// A human posts a message in a channel (or one of its threads) they belong to.
 async fn post_message(
     State(state): State<AppState>,
     Path(workspace_id): Path<String>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    respond(
-        async {
-            let NewMessage {
-                author_human_id,
-                channel_id,
-                thread_id,
-                content,
-                attachments,
-            } = admit(&state, &headers, body).await?;
-            check_name("content", &content, 4000)?;
-            let attachments = decode_attachments(attachments)?;
-            let membership = match &thread_id {
-                Some(thread_id) => {
-                    state
-                        .store
-                        .thread_for_member(&workspace_id, &author_human_id, thread_id)
-                        .await
-                }
-                None => {
-                    state
-                        .store
-                        .channel_for_member(&workspace_id, &author_human_id, &channel_id)
-                        .await
-                }
-            }
-            .map_err(internal)?
-            .filter(|m| m.channel_id == channel_id)
-            .ok_or_else(|| {
-                ActionError::new(
-                    ErrorCode::NotFound,
-                    "no such channel or thread with this human as a member",
-                )
-            })?;
-            let (id, attachment_ids) = state
+    OperatorJson(body): OperatorJson<NewMessage>,
+) -> Answer {
+    let NewMessage {
+        author_human_id,
+        channel_id,
+        thread_id,
+        content,
+        attachments,
+    } = body;
+    not_blank("content", &content)?;
+    let attachments = decode_attachments(attachments)?;
+    let membership = match &thread_id {
+        Some(thread_id) => {
+            state
                 .store
-                .post_message(
-                    &workspace_id,
-                    &membership,
-                    &author_human_id,
-                    &content,
-                    &attachments,
-                    state.clock.now_ms(),
-                )
+                .thread_for_member(&workspace_id, &author_human_id, thread_id)
                 .await
-                .map_err(internal)?;
-            Ok(json!({ "messageId": id, "attachmentIds": attachment_ids }))
         }
-        .await,
-    )
+        None => {
+            state
+                .store
+                .channel_for_member(&workspace_id, &author_human_id, &channel_id)
+                .await
+        }
+    }
+    .map_err(internal)?
+    .filter(|m| m.channel_id == channel_id)
+    .ok_or_else(|| {
+        ActionError::new(
+            ErrorCode::NotFound,
+            "no such channel or thread with this human as a member",
+        )
+    })?;
+    let (id, attachment_ids) = state
+        .store
+        .post_message(
+            &workspace_id,
+            &membership,
+            &author_human_id,
+            &content,
+            &attachments,
+            state.clock.now_ms(),
+        )
+        .await
+        .map_err(internal)?;
+    Ok(Data(
+        json!({ "messageId": id, "attachmentIds": attachment_ids }),
+    ))
 }
 
-fn decode_attachments(
-    attachments: Vec<NewAttachmentBody>,
-) -> Result<Vec<NewAttachment>, ActionError> {
+fn decode_attachments(attachments: Vec<NewAttachmentBody>) -> ActionResult<Vec<NewAttachment>> {
     if attachments.len() > MAX_ATTACHMENTS {
         return Err(ActionError::new(
             ErrorCode::ValidationFailed,
@@ -562,8 +497,7 @@ fn decode_attachments(
     attachments
         .into_iter()
         .map(|a| {
-            check_name("name", &a.name, 200)?;
-            check_name("mediaType", &a.media_type, 128)?;
+            not_blank("name", &a.name)?;
             let content = match (a.text, a.base64) {
                 (Some(text), None) => text.into_bytes(),
                 (None, Some(encoded)) => base64::engine::general_purpose::STANDARD
@@ -588,8 +522,8 @@ fn decode_attachments(
                 ));
             }
             Ok(NewAttachment {
-                name: a.name,
-                media_type: a.media_type,
+                name: a.name.to_string(),
+                media_type: a.media_type.to_string(),
                 content,
             })
         })
@@ -599,75 +533,47 @@ fn decode_attachments(
 async fn open_dm(
     State(state): State<AppState>,
     Path(workspace_id): Path<String>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    respond(
-        async {
-            let NewDm { member_ids } = admit(&state, &headers, body).await?;
-            if member_ids[0] == member_ids[1] {
-                return Err(ActionError::new(
-                    ErrorCode::ValidationFailed,
-                    "a direct conversation has two different members",
-                ));
-            }
-            known_members(&state, &workspace_id, &member_ids).await?;
-            let id = state
-                .store
-                .open_dm(
-                    &workspace_id,
-                    &member_ids[0],
-                    &member_ids[1],
-                    state.clock.now_ms(),
-                )
-                .await
-                .map_err(internal)?;
-            Ok(json!({ "dmId": id, "target": format!("dm:{id}") }))
-        }
-        .await,
-    )
+    OperatorJson(NewDm { member_ids }): OperatorJson<NewDm>,
+) -> Answer {
+    if member_ids[0] == member_ids[1] {
+        return Err(ActionError::new(
+            ErrorCode::ValidationFailed,
+            "a direct conversation has two different members",
+        )
+        .into());
+    }
+    known_members(&state, &workspace_id, &member_ids).await?;
+    let id = state
+        .store
+        .open_dm(
+            &workspace_id,
+            &member_ids[0],
+            &member_ids[1],
+            state.clock.now_ms(),
+        )
+        .await
+        .map_err(internal)?;
+    Ok(Data(json!({ "dmId": id, "target": format!("dm:{id}") })))
 }
 
 async fn add_channel_member(
     State(state): State<AppState>,
     Path((workspace_id, channel_id)): Path<(String, String)>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    respond(
-        async {
-            let NewMember { member_id } = admit(&state, &headers, body).await?;
-            if state
-                .store
-                .channel_workspace(&channel_id)
-                .await
-                .map_err(internal)?
-                .as_deref()
-                != Some(workspace_id.as_str())
-            {
-                return Err(ActionError::new(
-                    ErrorCode::NotFound,
-                    format!("no channel `{channel_id}` in this workspace"),
-                ));
-            }
-            known_members(&state, &workspace_id, std::slice::from_ref(&member_id)).await?;
-            state
-                .store
-                .add_channel_member(&channel_id, &member_id)
-                .await
-                .map_err(internal)?;
-            Ok(json!({ "channelId": channel_id, "memberId": member_id }))
-        }
-        .await,
-    )
+    OperatorJson(NewMember { member_id }): OperatorJson<NewMember>,
+) -> Answer {
+    known_channel(&state, &workspace_id, &channel_id).await?;
+    known_members(&state, &workspace_id, std::slice::from_ref(&member_id)).await?;
+    state
+        .store
+        .add_channel_member(&channel_id, &member_id)
+        .await
+        .map_err(internal)?;
+    Ok(Data(
+        json!({ "channelId": channel_id, "memberId": member_id }),
+    ))
 }
 
 /// `GET /admin/stats`: counters an operator (or a test) reads.
-async fn stats(State(state): State<AppState>, headers: HeaderMap) -> Response {
-    match wire::bearer(&headers) {
-        Some(token) if state.operator.matches(token) => {
-            wire::success_response(json!({ "runtimeRequests": state.dispatched() }))
-        }
-        _ => wire::error_response(&super::runtime_api::forbidden()),
-    }
+async fn stats(State(state): State<AppState>, _: OperatorAuth) -> Answer {
+    Ok(Data(json!({ "runtimeRequests": state.dispatched() })))
 }

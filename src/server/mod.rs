@@ -20,7 +20,7 @@ use axum::Router;
 use axum::http::StatusCode;
 use axum::response::Response;
 
-use crate::contract::CompiledCatalog;
+use crate::contract::Validators;
 use crate::contract::error::ErrorCode;
 use crate::contract::validate::CompileError;
 use cursor::CursorCodec;
@@ -41,7 +41,7 @@ pub struct ServerConfig {
 #[derive(Clone)]
 pub struct AppState {
     pub(crate) store: Store,
-    pub(crate) catalog: Arc<CompiledCatalog>,
+    pub(crate) catalog: Arc<Validators>,
     pub(crate) cursors: CursorCodec,
     pub(crate) operator: Arc<auth::OperatorToken>,
     pub(crate) clock: Arc<Clock>,
@@ -68,7 +68,7 @@ impl AppState {
     /// Opens the store, compiles the catalog's validators and issues this start's operator token.
     pub async fn open(config: &ServerConfig) -> Result<AppState, ServerError> {
         let store = Store::open(&config.database_url).await?;
-        let catalog = Arc::new(CompiledCatalog::new()?);
+        let catalog = Arc::new(Validators::new()?);
         let cursors = CursorCodec::new(store.secret("cursor").await?);
         let operator =
             auth::OperatorToken::issue(&config.operator_token_file).map_err(|source| {

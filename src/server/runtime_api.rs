@@ -143,7 +143,9 @@ async fn run(
     state
         .dispatched
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let mut input = wire::read_json_body(headers, body).await?;
+    let mut input = wire::body::read_json(headers, body, None)
+        .await
+        .map_err(|failure| failure.error())?;
     match op {
         Operation::Action(id) => {
             legacy::canonicalize(id, &mut input)?;

@@ -2,17 +2,16 @@
 //! from error code to HTTP status, bearer extraction, bounded strict JSON bodies, and the
 //! idempotency selector rules.
 
+pub mod body;
 pub mod frame;
 pub mod idempotency;
 pub mod jsonrpc;
 pub mod observe;
 
-use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 
-use crate::contract::json::parse_strict;
 use crate::contract::{ActionError, error::ErrorCode};
 
 /// The header on which `agentteam exec` sends the SHA-256 of its built-in catalog
@@ -34,6 +33,7 @@ pub fn status_for(code: ErrorCode) -> StatusCode {
         | ErrorCode::AdmissionLimited
         | ErrorCode::IdempotencyInProgress
         | ErrorCode::CatalogMismatch => StatusCode::CONFLICT,
+        ErrorCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         ErrorCode::IdempotencyKeyReused | ErrorCode::ResultBudgetExceeded => {
             StatusCode::UNPROCESSABLE_ENTITY
@@ -97,51 +97,28 @@ pub fn bearer(headers: &HeaderMap) -> Option<&str> {
         .then_some(token)
 }
 
-/// Reads at most [`MAX_BODY_BYTES`] and parses exactly one strict JSON value.
-pub async fn read_json_body(headers: &HeaderMap, body: Body) -> Result<Value, ActionError> {
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|length| length > MAX_BODY_BYTES as u64) {
-        return Err(too_large());
+/// A success envelope `{"ok":true,"data":…}` as a handler's answer.
+#[derive(Debug)]
+pub struct Data(pub Value);
+
+impl IntoResponse for Data {
+    fn into_response(self) -> Response {
+        success_response(self.0)
     }
-    let is_json = headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split(';')
-                .next()
-                .is_some_and(|mime| mime.trim().eq_ignore_ascii_case("application/json"))
-        });
-    if !is_json {
-        return Err(ActionError::new(
-            ErrorCode::InvalidRequest,
-            "the body must be `application/json`",
-        ));
-    }
-    let bytes: Bytes = axum::body::to_bytes(body, MAX_BODY_BYTES)
-        .await
-        .map_err(|e| {
-            let over_limit = std::error::Error::source(&e)
-                .is_some_and(|source| source.is::<http_body_util::LengthLimitError>());
-            if over_limit {
-                too_large()
-            } else {
-                ActionError::new(ErrorCode::InvalidRequest, "the body could not be read")
-            }
-        })?;
-    parse_strict(&bytes).map_err(|e| {
-        ActionError::new(
-            ErrorCode::InvalidRequest,
-            format!("the body is not one JSON value: {e}"),
-        )
-    })
 }
 
-fn too_large() -> ActionError {
-    ActionError::new(
-        ErrorCode::PayloadTooLarge,
-        format!("the body exceeds {MAX_BODY_BYTES} bytes"),
-    )
+/// An error envelope as a handler's answer.
+#[derive(Debug)]
+pub struct Refusal(pub ActionError);
+
+impl From<ActionError> for Refusal {
+    fn from(error: ActionError) -> Refusal {
+        Refusal(error)
+    }
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        error_response(&self.0)
+    }
 }

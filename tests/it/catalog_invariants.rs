@@ -3,7 +3,7 @@
 
 use std::collections::BTreeSet;
 
-use agentteam::contract::CompiledCatalog;
+use agentteam::contract::Validators;
 use agentteam::contract::catalog::{ACTIONS, ActionId, DOMAINS, OPENAPI, ResultPolicy, Risk};
 use serde_json::Value;
 
@@ -59,7 +59,7 @@ fn action_ids_index_their_descriptors() {
 
 #[test]
 fn every_example_validates_against_its_input_schema() {
-    let compiled = CompiledCatalog::new().expect("every descriptor schema compiles");
+    let compiled = Validators::new().expect("every descriptor schema compiles");
     for action in ACTIONS {
         let example: Value = serde_json::from_str(action.example).unwrap();
         if let Err(error) = compiled.validate_input(action.id, &example) {

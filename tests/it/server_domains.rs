@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use agentteam::contract::CompiledCatalog;
+use agentteam::contract::Validators;
 use agentteam::contract::catalog::{ACTIONS, ERROR_SCHEMA};
 use serde_json::{Value, json};
 
@@ -549,7 +549,7 @@ async fn scheduled_messages_post_when_due_and_record_their_runs() {
 async fn every_catalog_example_gets_a_well_formed_answer() {
     let server = TestServer::start().await;
     let w: Workspace = server.workspace("acme").await;
-    let catalog = CompiledCatalog::new().unwrap();
+    let catalog = Validators::new().unwrap();
     let error_schema: Value = serde_json::from_str(ERROR_SCHEMA).unwrap();
     let error_validator = jsonschema::draft202012::options()
         .build(&error_schema)

@@ -19,12 +19,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::Value;
-use sha2::{Digest, Sha256};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
+pub use crate::contract::RuntimeCatalog;
 pub use token::Scope;
 use token::{Claims, Malformed, TokenCodec};
 
@@ -32,40 +31,6 @@ use token::{Claims, Malformed, TokenCodec};
 pub const PER_AUTHORIZATION_REQUESTS: usize = 32;
 /// Requests the whole store may have acquired at once.
 pub const GLOBAL_REQUESTS: usize = 1024;
-
-/// The built-in descriptors plus the verified extension snapshot a runtime was launched with.
-#[derive(Debug)]
-pub struct RuntimeCatalog {
-    /// SHA-256 of `json`, hex; part of every authorization's binding.
-    pub digest: String,
-    /// What `GET …/catalog` returns.
-    pub json: Value,
-}
-
-impl RuntimeCatalog {
-    /// The built-in catalog with no extensions.
-    pub fn builtin() -> RuntimeCatalog {
-        let actions: Vec<Value> = crate::contract::catalog::ACTIONS
-            .iter()
-            .map(|a| {
-                serde_json::json!({
-                    "domain": a.domain,
-                    "action": a.action,
-                    "summary": a.summary,
-                    "risk": a.risk.as_str(),
-                    "resultPolicy": a.result_policy.as_str(),
-                })
-            })
-            .collect();
-        let body = serde_json::json!({ "actions": actions, "extensions": [] });
-        let digest = hex::encode(Sha256::digest(
-            serde_json::to_vec(&body).expect("a Value serializes"),
-        ));
-        let mut json = body;
-        json["digest"] = Value::String(digest.clone());
-        RuntimeCatalog { digest, json }
-    }
-}
 
 /// What one authorization is bound to.
 #[derive(Debug, Clone, PartialEq, Eq)]

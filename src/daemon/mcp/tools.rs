@@ -10,14 +10,14 @@
 
 use serde_json::{Value, json};
 
-use super::super::auth::Authorization;
-use super::super::http::DaemonState;
-use super::protocol::Era;
+use super::era::Era;
 use crate::client::CallContext;
 use crate::contract::catalog::MCP_RESULT_BUDGET_BYTES;
 use crate::contract::error::ErrorCode;
 use crate::contract::target::Target;
 use crate::contract::{ActionError, ToolDescriptor, ToolOwner};
+use crate::daemon::auth::Authorization;
+use crate::daemon::state::DaemonState;
 use crate::wire::idempotency::resolve_selector;
 
 /// Runs one validated-by-name tool call and returns its `CallToolResult`, decorated for `era`
@@ -42,7 +42,7 @@ async fn run(
     tool: &'static ToolDescriptor,
     mut arguments: Value,
 ) -> Result<Value, ActionError> {
-    state.catalog.validate_tool_input(tool.id, &arguments)?;
+    state.validators.validate_tool_input(tool.id, &arguments)?;
     // The exact-target rule: canonical format and local boundary checks here, authorization on
     // the server.
     if let Some(raw) = arguments.get("target").and_then(Value::as_str) {
@@ -63,7 +63,7 @@ async fn run(
             };
             let cancel = authorization.cancel.clone();
             tokio::select! {
-                data = state.server.call_tool_json(&ctx, tool.id, &arguments) => data?,
+                data = state.server_client.call_tool_json(&ctx, tool.id, &arguments) => data?,
                 () = cancel.cancelled() => return Err(ActionError::new(ErrorCode::Forbidden, "this runtime's credential was revoked")),
             }
         }
@@ -75,7 +75,7 @@ async fn run(
             ));
         }
     };
-    let violations = state.catalog.tool_output_violations(tool.id, &data);
+    let violations = state.validators.tool_output_violations(tool.id, &data);
     if let Some(first) = violations.first() {
         tracing::error!(tool = tool.name, path = %first.path, "the owner's result does not match the tool's output schema");
         return Err(after_apply(

@@ -28,7 +28,7 @@ pub use idempotency::Claim;
 pub use messages::{MAX_ATTACHMENTS, NewAttachment};
 pub use schedules::{NewSchedule, PassReport};
 pub use teams::TeamPosition;
-pub use tenancy::{DeviceIdentity, Membership};
+pub use tenancy::{DeviceIdentity, MemberKind, Membership};
 
 /// Reads in flight at once; the writer is always one connection.
 const READ_CONNECTIONS: u32 = 4;

@@ -13,6 +13,23 @@ pub struct DeviceIdentity {
     pub workspace_id: String,
 }
 
+/// What a workspace member is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MemberKind {
+    Human,
+    Agent,
+}
+
+impl MemberKind {
+    /// The stored form (`team_members.kind`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MemberKind::Human => "human",
+            MemberKind::Agent => "agent",
+        }
+    }
+}
+
 /// Where a conversation locator lives, once the agent is known to be allowed to see it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Membership {
@@ -195,17 +212,24 @@ impl Store {
     }
 
     /// True when `member_id` is a human or agent of `workspace_id`.
-    pub async fn is_workspace_member(
+    /// Whether `member_id` is a human or an agent of `workspace_id` (`None`: neither).
+    pub async fn member_kind(
         &self,
         workspace_id: &str,
         member_id: &str,
-    ) -> Result<bool, StoreError> {
-        let row = sqlx::query("SELECT 1 FROM humans WHERE id = $1 AND workspace_id = $2 UNION ALL SELECT 1 FROM agents WHERE id = $1 AND workspace_id = $2")
+    ) -> Result<Option<MemberKind>, StoreError> {
+        let row = sqlx::query_as::<_, (String,)>("SELECT 'human' FROM humans WHERE id = $1 AND workspace_id = $2 UNION ALL SELECT 'agent' FROM agents WHERE id = $1 AND workspace_id = $2")
             .bind(member_id)
             .bind(workspace_id)
             .fetch_optional(&self.reader)
             .await?;
-        Ok(row.is_some())
+        Ok(row.map(|(kind,)| {
+            if kind == "human" {
+                MemberKind::Human
+            } else {
+                MemberKind::Agent
+            }
+        }))
     }
 
     /// The workspace of a channel, if the channel exists (a direct conversation is not a channel:

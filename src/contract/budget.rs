@@ -1,0 +1,336 @@
+//! The Exec result budget (spec "Result Boundaries"): the complete success envelope, serialized,
+//! is at most [`RESULT_BUDGET`] bytes, or it is not returned at all.
+//!
+//! Over budget, nothing is truncated: a read answers `result_budget_exceeded` with its inventory
+//! row's `hint` and `next`; a mutation, which may already have committed, answers the same code
+//! with `metadata.mutation_applied = true` and a closed receipt built only from allow-listed
+//! selectors (the resource's `<name>Id`), its revision, the idempotency key, and a retrieval
+//! command rebuilt from the catalog's `retrieval` action and validated against its input schema.
+//!
+//! The CLI re-projects what the daemon sent through [`reproject`]: only that closed contract
+//! survives, and the retrieval command is rebuilt locally, never trusted from the wire.
+
+use serde_json::{Map, Value, json};
+
+use super::catalog::ActionDescriptor;
+use super::error::{ActionError, ErrorCode};
+use super::validate::Validators;
+
+/// 64 KiB.
+pub const RESULT_BUDGET: usize = 64 * 1024;
+
+/// The serialized success envelope of `data` (no trailing newline), or the refusal when it is over
+/// the budget.
+pub fn fit(
+    catalog: &Validators,
+    descriptor: &ActionDescriptor,
+    data: Value,
+    idempotency_key: Option<&str>,
+) -> Result<String, ActionError> {
+    let envelope = json!({ "ok": true, "data": data });
+    let text = serde_json::to_string(&envelope).expect("a Value always serializes");
+    if text.len() <= RESULT_BUDGET {
+        return Ok(text);
+    }
+    Err(over_budget(
+        catalog,
+        descriptor,
+        &envelope["data"],
+        text.len(),
+        idempotency_key,
+    ))
+}
+
+/// The refusal of an over-budget result of `size` bytes.
+pub fn over_budget(
+    catalog: &Validators,
+    descriptor: &ActionDescriptor,
+    data: &Value,
+    size: usize,
+    idempotency_key: Option<&str>,
+) -> ActionError {
+    let name = format!("{} {}", descriptor.domain, descriptor.action);
+    if !descriptor.risk.is_mutation() {
+        let mut error = ActionError::new(
+            ErrorCode::ResultBudgetExceeded,
+            format!("the result of `{name}` is {size} bytes, over the {RESULT_BUDGET}-byte budget"),
+        );
+        error.hint = descriptor.hint.map(str::to_string);
+        error.next = descriptor.next.map(str::to_string);
+        return error;
+    }
+    let receipt = receipt(catalog, descriptor, data, idempotency_key);
+    let mut error = ActionError::new(ErrorCode::ResultBudgetExceeded, format!("`{name}` was applied, but its result is {size} bytes, over the {RESULT_BUDGET}-byte budget"))
+        .with_hint("the change is committed; do not repeat it");
+    error.next = receipt
+        .get("retrieval")
+        .and_then(Value::as_str)
+        .map(|r| format!("read the result with `{r}`"));
+    error.metadata = Some(Box::new(
+        json!({ "mutation_applied": true, "mutation_receipt": receipt }),
+    ));
+    error
+}
+
+/// The refusal when a result could not be serialized: never a receipt (nothing trustworthy to
+/// build it from) and never replay advice.
+pub fn unserializable(descriptor: &ActionDescriptor) -> ActionError {
+    let name = format!("{} {}", descriptor.domain, descriptor.action);
+    let mut error = ActionError::new(
+        ErrorCode::ResultBudgetExceeded,
+        format!("the result of `{name}` could not be encoded"),
+    );
+    if !descriptor.risk.is_mutation() {
+        error.hint = descriptor.hint.map(str::to_string);
+        error.next = descriptor.next.map(str::to_string);
+    }
+    error
+}
+
+/// The closed receipt of an applied mutation whose `data` is `{"<resource>": {"id": …, "revision": …}}`.
+pub fn receipt(
+    catalog: &Validators,
+    descriptor: &ActionDescriptor,
+    data: &Value,
+    idempotency_key: Option<&str>,
+) -> Value {
+    let mut receipt = Map::new();
+    let resource = data
+        .as_object()
+        .filter(|o| o.len() == 1)
+        .and_then(|o| o.iter().next())
+        .filter(|(_, v)| v.is_object());
+    if let Some((name, resource)) = resource
+        && let Some(id) = resource.get("id").and_then(Value::as_str)
+    {
+        let selector = format!("{name}Id");
+        receipt.insert("selectors".into(), json!({ selector.clone(): id }));
+        if let Some(revision) = resource.get("revision").and_then(Value::as_u64) {
+            receipt.insert("revision".into(), json!(revision));
+        }
+        if let Some(retrieval) = retrieval(catalog, descriptor, &selector, id) {
+            receipt.insert("retrieval".into(), json!(retrieval));
+        }
+    }
+    if let Some(key) = idempotency_key {
+        receipt.insert("idempotencyKey".into(), json!(key));
+    }
+    Value::Object(receipt)
+}
+
+/// `agentteam exec <domain> <read> '{"<selector>":"<id>"}'`, where `<read>` is the catalog's
+/// retrieval action of the mutation `descriptor`, if it accepts exactly this input.
+pub fn retrieval(
+    catalog: &Validators,
+    descriptor: &ActionDescriptor,
+    selector: &str,
+    id: &str,
+) -> Option<String> {
+    let read = descriptor.retrieval?.descriptor();
+    let input = json!({ selector: id });
+    catalog.validate_input(read.id, &input).ok()?;
+    Some(format!(
+        "agentteam exec {} {} '{input}'",
+        read.domain, read.action
+    ))
+}
+
+/// Keeps only the closed error metadata contract: `mutation_applied` and a receipt whose
+/// selectors, revision and idempotency key are well formed, with the retrieval command rebuilt
+/// from the catalog instead of trusted from the wire. Anything else is dropped.
+pub fn reproject(
+    mut envelope: Value,
+    descriptor: &ActionDescriptor,
+    catalog: &Validators,
+) -> Value {
+    let Some(metadata) = envelope.pointer_mut("/error/metadata").map(Value::take) else {
+        return envelope;
+    };
+    let mut projected = Map::new();
+    if metadata.get("mutation_applied") == Some(&Value::Bool(true)) && descriptor.risk.is_mutation()
+    {
+        projected.insert("mutation_applied".into(), Value::Bool(true));
+        if let Some(receipt) = metadata.get("mutation_receipt").and_then(Value::as_object) {
+            projected.insert(
+                "mutation_receipt".into(),
+                Value::Object(reproject_receipt(receipt, descriptor, catalog)),
+            );
+        }
+    }
+    let error = envelope["error"]
+        .as_object_mut()
+        .expect("an error envelope");
+    if projected.is_empty() {
+        error.remove("metadata");
+    } else {
+        error.insert("metadata".into(), Value::Object(projected));
+    }
+    envelope
+}
+
+fn reproject_receipt(
+    receipt: &Map<String, Value>,
+    descriptor: &ActionDescriptor,
+    catalog: &Validators,
+) -> Map<String, Value> {
+    let mut out = Map::new();
+    let selectors = receipt
+        .get("selectors")
+        .and_then(Value::as_object)
+        .filter(|s| s.len() == 1);
+    if let Some((selector, id)) = selectors.and_then(|s| s.iter().next())
+        && let Some(id) = id.as_str()
+        && selector.len() <= 64
+        && selector.ends_with("Id")
+        && selector.chars().all(|c| c.is_ascii_alphanumeric())
+        && id.len() <= 128
+        && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+    {
+        out.insert("selectors".into(), json!({ selector: id }));
+        if let Some(retrieval) = retrieval(catalog, descriptor, selector, id) {
+            out.insert("retrieval".into(), json!(retrieval));
+        }
+    }
+    if let Some(revision) = receipt.get("revision").and_then(Value::as_u64) {
+        out.insert("revision".into(), json!(revision));
+    }
+    if let Some(key) = receipt.get("idempotencyKey").and_then(Value::as_str)
+        && key.len() <= crate::wire::idempotency::MAX_SELECTOR_LEN
+        && key
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+    {
+        out.insert("idempotencyKey".into(), json!(key));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::ActionId;
+
+    /// `data` whose success envelope serializes to exactly `size` bytes.
+    fn data_of_envelope_size(size: usize) -> Value {
+        let empty = serde_json::to_string(
+            &json!({ "ok": true, "data": { "tasks": [], "hasMore": false, "pad": "" } }),
+        )
+        .unwrap()
+        .len();
+        json!({ "tasks": [], "hasMore": false, "pad": "a".repeat(size - empty) })
+    }
+
+    #[test]
+    fn exactly_64_kib_is_returned_unchanged_and_one_byte_more_is_refused() {
+        let catalog = Validators::new().unwrap();
+        let list = ActionId::TaskList.descriptor();
+        let at_budget = data_of_envelope_size(RESULT_BUDGET);
+        assert_eq!(
+            serde_json::to_string(&json!({"ok": true, "data": at_budget}))
+                .unwrap()
+                .len(),
+            RESULT_BUDGET
+        );
+        assert!(fit(&catalog, list, at_budget, None).is_ok());
+
+        let over = data_of_envelope_size(RESULT_BUDGET + 1);
+        let error = over_budget(&catalog, list, &over, RESULT_BUDGET + 1, None);
+        assert_eq!(error.code, ErrorCode::ResultBudgetExceeded);
+        assert_eq!(
+            (error.hint.as_deref(), error.next.as_deref()),
+            (list.hint, list.next)
+        );
+        assert!(error.metadata.is_none(), "a read has no receipt");
+        assert_eq!(
+            fit(&catalog, list, over, None).unwrap_err().code,
+            ErrorCode::ResultBudgetExceeded
+        );
+    }
+
+    #[test]
+    fn a_mutation_receipt_is_closed_and_its_retrieval_validated() {
+        let catalog = Validators::new().unwrap();
+        let complete = ActionId::TaskComplete.descriptor();
+        let data = json!({ "task": { "id": "task_01JD7M4B2C", "revision": 4, "description": "private text", "title": "t" } });
+        let receipt = receipt(&catalog, complete, &data, Some("req-00000001"));
+        assert_eq!(
+            receipt,
+            json!({
+                "selectors": { "taskId": "task_01JD7M4B2C" },
+                "revision": 4,
+                "idempotencyKey": "req-00000001",
+                "retrieval": "agentteam exec task get '{\"taskId\":\"task_01JD7M4B2C\"}'"
+            })
+        );
+        // An id the read action would not accept gets no retrieval path.
+        let odd = json!({ "task": { "id": "not an id", "revision": 1 } });
+        assert!(
+            super::receipt(&catalog, complete, &odd, None)
+                .get("retrieval")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn an_unserializable_mutation_result_carries_no_receipt_and_no_replay_advice() {
+        let error = unserializable(ActionId::TaskComplete.descriptor());
+        assert_eq!(error.code, ErrorCode::ResultBudgetExceeded);
+        assert!(
+            error.metadata.is_none() && error.next.is_none() && error.hint.is_none(),
+            "{error:?}"
+        );
+    }
+
+    #[test]
+    fn reprojection_keeps_only_the_closed_contract_and_rebuilds_the_retrieval() {
+        let catalog = Validators::new().unwrap();
+        let descriptor = ActionId::TaskComplete.descriptor();
+        let envelope = json!({"ok": false, "error": {"code": "result_budget_exceeded", "message": "m", "metadata": {
+            "mutation_applied": true,
+            "extra": "dropped",
+            "mutation_receipt": {
+                "selectors": {"taskId": "task_01JD7M4B2C"},
+                "revision": 3,
+                "idempotencyKey": "req-00000001",
+                "retrieval": "rm -rf / # a path from the wire is never trusted",
+                "unknown": 1
+            }
+        }}});
+        let projected = reproject(envelope, descriptor, &catalog);
+        assert_eq!(
+            projected["error"]["metadata"],
+            json!({
+                "mutation_applied": true,
+                "mutation_receipt": {
+                    "selectors": {"taskId": "task_01JD7M4B2C"},
+                    "revision": 3,
+                    "idempotencyKey": "req-00000001",
+                    "retrieval": r#"agentteam exec task get '{"taskId":"task_01JD7M4B2C"}'"#
+                }
+            })
+        );
+    }
+
+    #[test]
+    fn malformed_or_oversized_metadata_is_dropped() {
+        let catalog = Validators::new().unwrap();
+        let descriptor = ActionId::TaskComplete.descriptor();
+        let bad = json!({"ok": false, "error": {"code": "result_budget_exceeded", "message": "m", "metadata": {
+            "mutation_applied": "yes",
+            "mutation_receipt": {"selectors": {"taskId": "x".repeat(500)}}
+        }}});
+        assert!(
+            reproject(bad, descriptor, &catalog)["error"]
+                .get("metadata")
+                .is_none()
+        );
+        let read = ActionId::TaskGet.descriptor();
+        let claimed = json!({"ok": false, "error": {"code": "result_budget_exceeded", "message": "m", "metadata": {"mutation_applied": true}}});
+        assert!(
+            reproject(claimed, read, &catalog)["error"]
+                .get("metadata")
+                .is_none(),
+            "a read never carries a mutation receipt"
+        );
+    }
+}

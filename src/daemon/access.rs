@@ -1,0 +1,76 @@
+//! Who may use a runtime route: the credential is verified and bound to the route's server and
+//! agent, then the request takes its admission slots (32 per authorization, 1024 in all), before
+//! anything reads its body. One place for both, one message for each refusal.
+
+use std::sync::Arc;
+
+use super::auth::{Admission, Authorization, RuntimeAuthorizationStore, Scope};
+use crate::contract::ActionError;
+use crate::contract::error::ErrorCode;
+
+/// Why a runtime request was turned away before its body.
+#[derive(Debug)]
+pub enum Denied {
+    /// Any refused credential: missing, malformed, forged, expired, revoked, another scope or
+    /// another route. The caller sees one uniform answer.
+    Credential,
+    /// The authorization or the daemon has too many requests in flight.
+    Admission,
+}
+
+impl Denied {
+    /// The refusal as an error envelope.
+    pub fn error(&self) -> ActionError {
+        match self {
+            Denied::Credential => forbidden(),
+            Denied::Admission => admission_limited(),
+        }
+    }
+}
+
+/// The one answer to every refused runtime credential on an envelope route, whatever the reason.
+pub fn forbidden() -> ActionError {
+    ActionError::new(ErrorCode::Forbidden, "forbidden")
+}
+
+/// The refusal of a request over an admission limit.
+pub fn admission_limited() -> ActionError {
+    ActionError::new(
+        ErrorCode::AdmissionLimited,
+        "too many requests in flight for this runtime; retry shortly",
+    )
+}
+
+/// Verifies `bearer` for `scope` on the route of `server_id`/`agent_id`.
+pub fn verify(
+    store: &RuntimeAuthorizationStore,
+    bearer: Option<&str>,
+    server_id: &str,
+    agent_id: &str,
+    scope: Scope,
+) -> Result<Arc<Authorization>, Denied> {
+    store
+        .verify(bearer, server_id, agent_id, scope)
+        .map_err(|_| Denied::Credential)
+}
+
+/// Takes the request's admission slots, without waiting.
+pub fn admit(
+    store: &RuntimeAuthorizationStore,
+    authorization: &Authorization,
+) -> Result<Admission, Denied> {
+    store.admit(authorization).ok_or(Denied::Admission)
+}
+
+/// [`verify`], then [`admit`].
+pub fn verify_and_admit(
+    store: &RuntimeAuthorizationStore,
+    bearer: Option<&str>,
+    server_id: &str,
+    agent_id: &str,
+    scope: Scope,
+) -> Result<(Arc<Authorization>, Admission), Denied> {
+    let authorization = verify(store, bearer, server_id, agent_id, scope)?;
+    let admission = admit(store, &authorization)?;
+    Ok((authorization, admission))
+}

@@ -1,0 +1,220 @@
+//! Assembly of the daemon: its configuration, its start-up order, and its shutdown.
+//!
+//! Start-up order matters: scrub the daemon-owned environment (in `main`), take the state
+//! directory's lock, remove stale credential directories of crashed instances, and only then
+//! start the server, the listener and any runtime. Shutdown is strong: every authorization is
+//! revoked at the signal, before connections drain.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use super::agents::Profiles;
+use super::auth::RuntimeAuthorizationStore;
+use super::auth::files::{Instance, ensure_private_dir};
+use super::error::DaemonError;
+use super::identity::{Identity, Operator};
+use super::runtime::{Dispatcher, RuntimeConfig};
+use super::state::{Counters, DaemonState};
+use super::{auth, routes};
+use crate::clock::Clock;
+
+/// Default lifetime of a token generation.
+pub const DEFAULT_TOKEN_TTL: Duration = Duration::from_secs(12 * 60 * 60);
+/// Default wall-clock check interval for renewals.
+pub const DEFAULT_ROTATION_TICK: Duration = Duration::from_secs(5);
+
+/// `daemon.json`: how the local CLI finds the daemon.
+pub const DAEMON_FILE: &str = "daemon.json";
+/// The admin token the local CLI presents (0600, new at every start).
+pub const ADMIN_TOKEN_FILE: &str = "admin.token";
+
+/// How the daemon is started.
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    pub listen: SocketAddr,
+    pub state_dir: PathBuf,
+    /// Where per-instance credential directories live.
+    pub runtime_dir: PathBuf,
+    /// An external server; `None` runs the reference server in-process.
+    pub server_url: Option<String>,
+    /// The external server's operator token file (required with `server_url`).
+    pub operator_token_file: Option<PathBuf>,
+    /// The proxy to reach `server_url` through, named by the operator (never taken from the
+    /// environment; never used for a loopback server).
+    pub server_proxy: Option<crate::client::http::ExplicitProxy>,
+    pub runtime: RuntimeConfig,
+}
+
+/// The default state directory: `$XDG_STATE_HOME/agentteam` or `~/.local/state/agentteam`.
+pub fn default_state_dir() -> PathBuf {
+    if let Some(dir) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        return PathBuf::from(dir).join("agentteam");
+    }
+    let home = std::env::var_os("HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("."));
+    home.join(".local/state/agentteam")
+}
+
+/// The default credential base: `$XDG_RUNTIME_DIR/agentteam`, else `<state dir>/run`.
+pub fn default_runtime_dir(state_dir: &Path) -> PathBuf {
+    match std::env::var_os("XDG_RUNTIME_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => PathBuf::from(dir).join("agentteam"),
+        None => state_dir.join("run"),
+    }
+}
+
+/// Runs the daemon until `shutdown` completes, then stops every runtime, revokes and removes
+/// every credential, and stops the embedded server. `ready` gets the base URL once the daemon
+/// accepts requests (after stale credentials are gone and `daemon.json` is written).
+pub async fn run(
+    config: DaemonConfig,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    ready: impl FnOnce(&str),
+) -> Result<(), DaemonError> {
+    if !config.listen.ip().is_loopback() {
+        return Err(DaemonError::NotLoopback(config.listen));
+    }
+    let state_err = |what: &str, e: std::io::Error| DaemonError::State(format!("{what}: {e}"));
+    ensure_private_dir(&config.state_dir)
+        .map_err(|e| state_err("cannot prepare the state dir", e))?;
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(config.state_dir.join("daemon.lock"))
+        .map_err(|e| state_err("cannot open the lock", e))?;
+    if lock.try_lock().is_err() {
+        return Err(DaemonError::AlreadyRunning(
+            config.state_dir.display().to_string(),
+        ));
+    }
+    // Stale credential directories of a crashed daemon go before anything starts.
+    let (instance, removed) = Instance::start(&config.runtime_dir)
+        .map_err(|e| state_err("cannot prepare the credential directory", e))?;
+    if removed > 0 {
+        tracing::info!(
+            removed,
+            "removed credential directories of a previous daemon"
+        );
+    }
+
+    let clock = Arc::new(Clock::default());
+    let (server_url, operator_token, embedded) = match &config.server_url {
+        Some(url) => {
+            let file = config
+                .operator_token_file
+                .as_ref()
+                .ok_or(DaemonError::MissingOperatorToken)?;
+            let token = std::fs::read_to_string(file)
+                .map_err(|e| state_err("cannot read the operator token file", e))?;
+            (url.clone(), token.trim().to_string(), None)
+        }
+        None => {
+            let server_config = crate::server::ServerConfig {
+                database_url: format!("sqlite://{}", config.state_dir.join("server.db").display()),
+                operator_token_file: config.state_dir.join("operator.token"),
+            };
+            let state = crate::server::AppState::open(&server_config)
+                .await
+                .map_err(DaemonError::EmbeddedServer)?;
+            let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+                .await
+                .map_err(|e| DaemonError::Listen(config.listen, e))?;
+            let url = format!("http://{}", listener.local_addr().expect("bound"));
+            let stop = tokio_util::sync::CancellationToken::new();
+            let serve_stop = stop.clone();
+            let scheduler = tokio::spawn(crate::server::run_scheduler(state.clone(), stop.clone()));
+            let server = tokio::spawn(crate::serve::serve(
+                listener,
+                crate::server::router(state.clone()),
+                async move { serve_stop.cancelled().await },
+            ));
+            let token = std::fs::read_to_string(&server_config.operator_token_file)
+                .map_err(|e| state_err("cannot read the embedded operator token", e))?;
+            tracing::info!(server = %url, "embedded server started");
+            (url, token, Some((stop, server, scheduler, state)))
+        }
+    };
+    let proxy = config.server_proxy.as_ref().filter(|_| embedded.is_none());
+    let operator = Operator::new(&server_url, operator_token, proxy);
+    let identity =
+        Identity::load_or_bootstrap(&config.state_dir.join("identity.json"), &operator).await?;
+    let identity_credential = identity.device_credential.clone();
+    let profiles = Profiles::load(&config.state_dir.join("agents.json"))
+        .map_err(|e| DaemonError::State(e.to_string()))?;
+
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .map_err(|e| DaemonError::Listen(config.listen, e))?;
+    let address = listener.local_addr().expect("bound");
+    let base_url = format!("http://{address}");
+    let admin_token = auth::files::random_name("adm_");
+    crate::private_file::replace(&config.state_dir.join(ADMIN_TOKEN_FILE), &admin_token)
+        .map_err(|e| state_err("cannot write the admin token", e))?;
+    let store = Arc::new(RuntimeAuthorizationStore::new(
+        clock.clone(),
+        config.runtime.ttl,
+    ));
+    let executable = std::env::current_exe()
+        .map_err(|e| state_err("cannot find the daemon's own executable", e))?;
+    let dispatcher = Arc::new(Dispatcher::new(
+        store.clone(),
+        instance.dir.clone(),
+        base_url.clone(),
+        executable,
+        config.runtime,
+        clock,
+    ));
+    let state = DaemonState {
+        dispatcher: dispatcher.clone(),
+        authorizations: store,
+        profiles: Arc::new(profiles),
+        identity: Arc::new(identity),
+        operator,
+        admin_hash: Sha256::digest(admin_token.as_bytes()).into(),
+        server_client: Arc::new(crate::client::ServerClient::new(
+            &server_url,
+            identity_credential,
+            proxy,
+        )),
+        validators: Arc::new(
+            crate::contract::Validators::new().map_err(|e| DaemonError::State(e.to_string()))?,
+        ),
+        counters: Arc::new(Counters::default()),
+    };
+    let daemon_file = config.state_dir.join(DAEMON_FILE);
+    let announcement =
+        json!({ "baseUrl": base_url, "pid": std::process::id(), "serverUrl": server_url });
+    crate::private_file::replace(&daemon_file, &format!("{announcement}\n"))
+        .map_err(|e| state_err("cannot write daemon.json", e))?;
+    tracing::info!(%base_url, state_dir = %config.state_dir.display(), "daemon listening");
+    ready(&base_url);
+
+    // Strong shutdown: at the signal every authorization is revoked and every runtime told to end
+    // at once; only then do connections drain (a runtime's `run` stream ends with its lease).
+    let revoking = dispatcher.clone();
+    let shutdown = async move {
+        shutdown.await;
+        tracing::info!("daemon stopping: revoking credentials and stopping runtimes");
+        revoking.begin_shutdown();
+    };
+    crate::serve::serve(listener, routes::router(state), shutdown).await;
+    dispatcher.shutdown().await;
+    let _ = std::fs::remove_file(&daemon_file);
+    let _ = auth::files::remove_dir(&instance.dir);
+    if let Some((stop, server, scheduler, state)) = embedded {
+        stop.cancel();
+        let _ = server.await;
+        let _ = scheduler.await;
+        state.store().close().await;
+    }
+    drop(lock);
+    tracing::info!("daemon stopped");
+    Ok(())
+}

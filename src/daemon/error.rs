@@ -1,0 +1,23 @@
+//! Why the daemon could not start or reach its server.
+
+use std::net::SocketAddr;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error("another daemon is running with state dir `{0}`")]
+    AlreadyRunning(String),
+    #[error("state error: {0}")]
+    State(String),
+    #[error("the daemon's listen address must be a loopback address, not `{0}`")]
+    NotLoopback(SocketAddr),
+    #[error("cannot listen on `{0}`")]
+    Listen(SocketAddr, #[source] std::io::Error),
+    #[error("cannot start the embedded server")]
+    EmbeddedServer(#[source] crate::server::ServerError),
+    #[error("`--server-url` needs `--operator-token-file`")]
+    MissingOperatorToken,
+    #[error("the AgentTeam Server is unreachable")]
+    ServerUnreachable,
+    #[error("the AgentTeam Server refused: {0}")]
+    ServerRefused(String),
+}

@@ -1,0 +1,206 @@
+//! The MCP routes and the HTTP pipeline of one request.
+//!
+//! `POST /api/internal/mcp/servers/{serverId}/agents/{agentId}` and its legacy alias
+//! `/mcp/agentteam/{serverId}/{agentId}` run the same pipeline:
+//! 1. Host/Origin (the router's loopback layer, 403);
+//! 2. authentication and route binding ([`authenticate`], a route layer): an MCP-scope bearer
+//!    whose server and agent match the path, or one uniform 401 with `WWW-Authenticate: Bearer`;
+//!    the verified authorization goes into the request's extensions and nothing after it re-reads
+//!    the token;
+//! 3. the handler: POST only (405), admission (429, before the body), a client that accepts JSON
+//!    (406), the body (`wire::body`: 415 / 413 / 408 / 400), one JSON-RPC object (400
+//!    -32700 / -32600), the era (`era`), then the method (`protocol`).
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::any;
+use serde_json::json;
+
+use super::era::Era;
+use super::protocol::{self, Reply, RpcError, RpcRequest};
+use crate::daemon::access;
+use crate::daemon::auth::{Authorization, Scope};
+use crate::daemon::state::DaemonState;
+use crate::wire;
+use crate::wire::body::BodyFailure;
+use crate::wire::jsonrpc;
+
+/// The canonical route and the legacy alias; both serve the same handler and inventory.
+pub const ROUTES: [&str; 2] = [
+    "/api/internal/mcp/servers/{serverId}/agents/{agentId}",
+    "/mcp/agentteam/{serverId}/{agentId}",
+];
+
+pub fn routes(state: DaemonState) -> Router<DaemonState> {
+    let mut router = Router::new();
+    for route in ROUTES {
+        router = router.route(route, any(endpoint));
+    }
+    router.route_layer(middleware::from_fn_with_state(state, authenticate))
+}
+
+/// The one answer to every refused credential: missing, malformed, forged, expired, revoked,
+/// another scope (Exec, token analysis), or bound to another server or agent.
+fn unauthorized() -> Response {
+    let mut response = (
+        StatusCode::UNAUTHORIZED,
+        [(header::CONTENT_TYPE, "application/json")],
+        json!({"jsonrpc": "2.0", "error": {"code": jsonrpc::INVALID_REQUEST, "message": "unauthorized"}})
+            .to_string(),
+    )
+        .into_response();
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
+}
+
+/// Authenticates the bearer and binds it to the route before any handler is chosen.
+async fn authenticate(
+    State(state): State<DaemonState>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    state
+        .counters
+        .mcp_requests
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let Some((server_id, agent_id)) = route_binding(request.uri().path()) else {
+        return unauthorized();
+    };
+    let Ok(authorization) = access::verify(
+        &state.authorizations,
+        wire::bearer(request.headers()),
+        server_id,
+        agent_id,
+        Scope::Mcp,
+    ) else {
+        return unauthorized();
+    };
+    request.extensions_mut().insert(authorization);
+    next.run(request).await
+}
+
+/// `(serverId, agentId)` of either route form.
+fn route_binding(path: &str) -> Option<(&str, &str)> {
+    let rest = path
+        .strip_prefix("/api/internal/mcp/servers/")
+        .map(|rest| rest.split_once("/agents/"))
+        .unwrap_or_else(|| {
+            path.strip_prefix("/mcp/agentteam/")
+                .and_then(|rest| rest.split_once('/'))
+        })?;
+    (!rest.0.is_empty() && !rest.1.is_empty() && !rest.1.contains('/')).then_some(rest)
+}
+
+async fn endpoint(State(state): State<DaemonState>, request: Request) -> Response {
+    let authorization = request
+        .extensions()
+        .get::<Arc<Authorization>>()
+        .cloned()
+        .expect("the authenticate layer runs first");
+    if request.method() != Method::POST {
+        let mut response = (StatusCode::METHOD_NOT_ALLOWED, "").into_response();
+        response
+            .headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("POST"));
+        return response;
+    }
+    let Ok(_admission) = access::admit(&state.authorizations, &authorization) else {
+        let mut response = RpcError::new(
+            jsonrpc::ADMISSION_LIMITED,
+            access::admission_limited().message,
+        )
+        .respond(StatusCode::TOO_MANY_REQUESTS, None);
+        response
+            .headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return response;
+    };
+    let (parts, body) = request.into_parts();
+    if !accepts_json(&parts.headers) {
+        return RpcError::new(
+            jsonrpc::INVALID_REQUEST,
+            "the client must accept `application/json`",
+        )
+        .respond(StatusCode::NOT_ACCEPTABLE, None);
+    }
+    let message =
+        match wire::body::read_json(&parts.headers, body, Some(&authorization.cancel)).await {
+            Ok(message) => message,
+            Err(BodyFailure::Revoked) => return unauthorized(),
+            Err(failure) => {
+                return RpcError::new(failure.rpc_code(), failure.message())
+                    .respond(failure.status(), None);
+            }
+        };
+    let request = match RpcRequest::from_value(message) {
+        Ok(request) => request,
+        Err((error, id)) => return error.respond(StatusCode::BAD_REQUEST, id.as_ref()),
+    };
+    tracing::Span::current().record("rpc_method", protocol::echo(&request.method_name));
+    let era = match Era::classify(&parts.headers, &request) {
+        Ok(era) => era,
+        Err((status, error)) => return error.respond(status, request.id.as_ref()),
+    };
+    let Some(id) = request.id.clone() else {
+        // A notification (or, in the legacy era, a response): accepted, nothing to answer.
+        return StatusCode::ACCEPTED.into_response();
+    };
+    let answer = protocol::answer(&state, &authorization, era, &request).await;
+    if authorization.is_revoked() {
+        return unauthorized();
+    }
+    match answer {
+        Ok(Reply::Value(result)) => {
+            json_response(json!({ "jsonrpc": "2.0", "id": id, "result": result }).to_string())
+        }
+        Ok(Reply::Serialized(result)) => json_response(format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#
+        )),
+        Err((status, error)) => error.respond(status, Some(&id)),
+    }
+}
+
+/// A client that states what it accepts must accept JSON.
+fn accepts_json(headers: &HeaderMap) -> bool {
+    headers.get_all(header::ACCEPT).iter().all(|value| {
+        value.to_str().unwrap_or("").split(',').any(|range| {
+            let range = range.split(';').next().unwrap_or("").trim();
+            matches!(range, "application/json" | "application/*" | "*/*")
+        })
+    })
+}
+
+fn json_response(body: String) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::route_binding;
+
+    #[test]
+    fn both_route_forms_bind_the_same_pair() {
+        assert_eq!(
+            route_binding("/api/internal/mcp/servers/wsp_1/agents/agt_2"),
+            Some(("wsp_1", "agt_2"))
+        );
+        assert_eq!(
+            route_binding("/mcp/agentteam/wsp_1/agt_2"),
+            Some(("wsp_1", "agt_2"))
+        );
+        assert_eq!(route_binding("/mcp/agentteam/wsp_1/agt_2/x"), None);
+        assert_eq!(route_binding("/api/internal/mcp/servers//agents/a"), None);
+    }
+}

@@ -1,0 +1,99 @@
+//! The daemon's one loopback router: the Exec and MCP route families for runtimes, and the admin
+//! API for the local human CLI.
+//!
+//! Loopback is not a trust boundary: every request must name a loopback host (`127.0.0.1`,
+//! `localhost`, `[::1]`, any port: a local proxy may forward to us) in `Host`, which a
+//! DNS-rebinding page cannot, and carry no `Origin` other than the same origin (`http://` + that
+//! host; a page of another site or another local port is refused), or it is refused with 403
+//! before any route runs. The daemon serves no pages, so its own origin is never a foreign script.
+//! Outside that, `wire::observe` gives every request its span, incident id and panic answer.
+
+use axum::Router;
+use axum::extract::Request;
+use axum::http::{HeaderMap, header};
+use axum::middleware::{self, Next};
+use axum::response::Response;
+use axum::routing::{delete, get, post};
+
+use super::state::DaemonState;
+use super::{admin, exec, mcp};
+use crate::contract::ActionError;
+use crate::contract::error::ErrorCode;
+use crate::wire;
+use crate::wire::observe::{Classify, Protocol};
+
+/// Every route of the daemon.
+pub fn router(state: DaemonState) -> Router {
+    Router::new()
+        .route(
+            "/api/internal/exec/servers/{serverId}/agents/{agentId}/catalog",
+            get(exec::catalog),
+        )
+        .route(
+            "/api/internal/exec/servers/{serverId}/agents/{agentId}/{domain}/{action}",
+            post(exec::action),
+        )
+        .merge(mcp::route::routes(state.clone()))
+        .route("/api/admin/status", get(admin::status))
+        .route(
+            "/api/admin/agents",
+            get(admin::list_agents).post(admin::add_agent),
+        )
+        .route("/api/admin/agents/{agent}", delete(admin::remove_agent))
+        .route("/api/admin/runs", get(admin::list_runs).post(admin::launch))
+        .fallback(|| async {
+            wire::error_response(&ActionError::new(ErrorCode::NotFound, "no such route"))
+        })
+        .layer(middleware::from_fn(loopback_only))
+        .layer(middleware::from_fn_with_state(
+            classify as Classify,
+            wire::observe::observe,
+        ))
+        .with_state(state)
+}
+
+/// The route family and protocol of a daemon path, for the request span and panic answers.
+fn classify(path: &str) -> (&'static str, Protocol) {
+    if path.starts_with("/api/internal/mcp/") || path.starts_with("/mcp/") {
+        ("mcp", Protocol::JsonRpc)
+    } else if path.starts_with("/api/internal/exec/") {
+        ("exec", Protocol::Envelope)
+    } else {
+        ("admin", Protocol::Envelope)
+    }
+}
+
+/// `127.0.0.1`, `localhost` or `[::1]`, with or without a port.
+fn is_loopback_authority(authority: &str) -> bool {
+    let name = match authority.rsplit_once(':') {
+        Some((name, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => authority,
+    };
+    matches!(
+        name.to_ascii_lowercase().as_str(),
+        "127.0.0.1" | "localhost" | "[::1]"
+    )
+}
+
+/// A loopback `Host`, and no `Origin` or the same-origin one (`http://` + that host).
+fn loopback_request(headers: &HeaderMap) -> bool {
+    let text = |name| headers.get(name).map(|v| v.to_str().unwrap_or("\u{0}"));
+    let Some(host) = text(header::HOST).filter(|host| is_loopback_authority(host)) else {
+        return false;
+    };
+    text(header::ORIGIN).is_none_or(|origin| {
+        origin
+            .strip_prefix("http://")
+            .is_some_and(|authority| authority.eq_ignore_ascii_case(host))
+    })
+}
+
+async fn loopback_only(request: Request, next: Next) -> Response {
+    if !loopback_request(request.headers()) {
+        return wire::error_response(&ActionError::new(
+            ErrorCode::Forbidden,
+            "requests must come from this machine's loopback, not a browser",
+        ));
+    }
+    next.run(request).await
+}

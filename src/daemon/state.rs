@@ -1,0 +1,40 @@
+//! What every daemon handler shares: one cheap-to-clone [`DaemonState`], built once at start.
+
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use super::agents::Profiles;
+use super::auth::RuntimeAuthorizationStore;
+use super::identity::{Identity, Operator};
+use super::runtime::Dispatcher;
+use crate::client::ServerClient;
+use crate::contract::Validators;
+
+/// Everything the daemon's handlers share.
+#[derive(Clone)]
+pub struct DaemonState {
+    pub dispatcher: Arc<Dispatcher>,
+    /// The runtime authorizations (every token check goes here).
+    pub authorizations: Arc<RuntimeAuthorizationStore>,
+    pub profiles: Arc<Profiles>,
+    pub identity: Arc<Identity>,
+    /// The server's operator API, for the human's own setup calls.
+    pub operator: Operator,
+    /// SHA-256 of this start's admin token.
+    pub admin_hash: [u8; 32],
+    /// The typed client of the server's runtime action API, acting as this daemon's device.
+    pub server_client: Arc<ServerClient>,
+    /// Every action's and tool's compiled schemas.
+    pub validators: Arc<Validators>,
+    pub counters: Arc<Counters>,
+}
+
+/// Request counters shown by `GET /api/admin/status` (tests use them to prove a request never
+/// reached a route).
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Requests that reached the Exec action route.
+    pub exec_requests: AtomicU64,
+    /// Requests that reached the MCP routes (before authentication).
+    pub mcp_requests: AtomicU64,
+}
