@@ -17,6 +17,7 @@ use codegen::{Artifact, Diagnostic, PREAMBLE};
 fn main() {
     println!("cargo::rerun-if-changed=build.rs");
     println!("cargo::rerun-if-changed=codegen");
+    println!("cargo::rerun-if-changed=src/contract/kinds.rs");
     println!("cargo::rerun-if-changed=schema");
 
     let (model, mut artifacts) =

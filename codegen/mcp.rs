@@ -7,7 +7,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::model::{McpTool, Model, Owner};
+use super::model::{McpTool, Model, ToolOwner};
 use super::{pascal_case, pretty_json, rust_str};
 
 /// The tool's schema as `tools/list` shows it: self-contained, without the generator's `title`.
@@ -101,7 +101,7 @@ pub fn render_handlers(model: &Model) -> String {
     let served: Vec<&McpTool> = model
         .mcp_tools
         .iter()
-        .filter(|t| t.owner == Owner::Server)
+        .filter(|t| t.owner == ToolOwner::Server)
         .collect();
     let mut out = String::new();
     out.push_str(
@@ -140,7 +140,7 @@ pub fn render_handlers(model: &Model) -> String {
     let others: Vec<String> = model
         .mcp_tools
         .iter()
-        .filter(|t| t.owner != Owner::Server)
+        .filter(|t| t.owner != ToolOwner::Server)
         .map(|t| format!("ToolId::{}", t.rust_stem()))
         .collect();
     if !others.is_empty() {

@@ -11,6 +11,9 @@
 pub mod catalog;
 pub mod client;
 pub mod handlers;
+/// The contract's closed vocabularies, shared with the runtime (`src/contract/kinds.rs`).
+#[path = "../src/contract/kinds.rs"]
+pub mod kinds;
 pub mod lint;
 pub mod mcp;
 pub mod model;

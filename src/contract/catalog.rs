@@ -5,50 +5,7 @@
 //! It is descriptor-only: no handlers and no execution hooks. CLI help, schema printing,
 //! validation, OpenAPI and the prompt summary all read it; nothing else spells an action.
 
-/// How risky an action is for the workspace.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Risk {
-    Read,
-    Write,
-    Destructive,
-}
-
-impl Risk {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Risk::Read => "read",
-            Risk::Write => "write",
-            Risk::Destructive => "destructive",
-        }
-    }
-
-    /// True for actions that change state (`write` and `destructive`).
-    pub fn is_mutation(self) -> bool {
-        !matches!(self, Risk::Read)
-    }
-}
-
-/// How an over-budget result continues (spec "Result Boundaries").
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ResultPolicy {
-    Cursor,
-    Section,
-    Narrow,
-    Bounded,
-    Mutation,
-}
-
-impl ResultPolicy {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ResultPolicy::Cursor => "cursor",
-            ResultPolicy::Section => "section",
-            ResultPolicy::Narrow => "narrow",
-            ResultPolicy::Bounded => "bounded",
-            ResultPolicy::Mutation => "mutation",
-        }
-    }
-}
+pub use super::kinds::{ResultPolicy, Risk, ToolOwner};
 
 /// One Exec domain.
 #[derive(Debug)]
@@ -92,17 +49,6 @@ pub struct ActionDescriptor {
     pub output_schema: &'static str,
     /// `agentteam exec <domain> <action> --help`.
     pub help: &'static str,
-}
-
-/// Who answers an MCP tool's calls.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ToolOwner {
-    /// The AgentTeam Server's runtime API.
-    Server,
-    /// The daemon's managed memory index.
-    Memory,
-    /// Knowledge retrieval (AgentTeam Core, then MeshX).
-    Knowledge,
 }
 
 /// One MCP tool, as `schema/mcp/<name>.json` describes it.

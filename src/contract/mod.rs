@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod error;
 pub mod handlers;
 pub mod json;
+pub mod kinds;
 pub mod runtime_catalog;
 pub mod skill;
 pub mod target;

@@ -61,8 +61,17 @@ pub struct Authorization {
 struct Generations {
     revoked: bool,
     next: u32,
-    /// `(generation, scope, expires_at_ms)` of every issued, unexpired generation.
-    live: Vec<(u32, Scope, i64)>,
+    /// Every issued, unexpired, not withdrawn generation.
+    live: Vec<LiveGeneration>,
+}
+
+/// One generation a token may still carry.
+#[derive(Debug, Clone, Copy)]
+struct LiveGeneration {
+    generation: u32,
+    scope: Scope,
+    /// Epoch milliseconds.
+    expires_at_ms: i64,
 }
 
 impl Authorization {
@@ -89,7 +98,10 @@ pub enum AuthFailure {
     BadSignature,
     Expired,
     RevokedOrInactive,
+    /// A token of another scope (Exec on MCP, MCP on Exec, token analysis anywhere).
     ScopeMismatch,
+    /// A live token of the right scope, presented on another server's or agent's route.
+    BindingMismatch,
 }
 
 impl AuthFailure {
@@ -102,16 +114,27 @@ impl AuthFailure {
             AuthFailure::Expired => "expired",
             AuthFailure::RevokedOrInactive => "revoked-inactive",
             AuthFailure::ScopeMismatch => "scope-mismatch",
+            AuthFailure::BindingMismatch => "binding-mismatch",
         }
     }
 }
 
 /// A newly issued generation.
-#[derive(Debug)]
 pub struct Issued {
+    /// A secret: never logged, so `Debug` leaves it out.
     pub token: String,
     pub generation: u32,
     pub expires_at_ms: i64,
+}
+
+impl std::fmt::Debug for Issued {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Issued")
+            .field("token", &"<secret>")
+            .field("generation", &self.generation)
+            .field("expires_at_ms", &self.expires_at_ms)
+            .finish()
+    }
 }
 
 /// Both admission permits of one request; dropping it releases them.
@@ -173,8 +196,12 @@ impl RuntimeAuthorizationStore {
         }
         state.next += 1;
         let generation = state.next;
-        state.live.retain(|(_, _, expires)| *expires > now);
-        state.live.push((generation, scope, expires_at_ms));
+        state.live.retain(|live| live.expires_at_ms > now);
+        state.live.push(LiveGeneration {
+            generation,
+            scope,
+            expires_at_ms,
+        });
         let token = self.codec.sign(&Claims {
             authorization: authorization.id.clone(),
             generation,
@@ -195,7 +222,7 @@ impl RuntimeAuthorizationStore {
             .lock()
             .expect("not poisoned")
             .live
-            .retain(|(g, _, _)| *g != generation);
+            .retain(|live| live.generation != generation);
     }
 
     /// The live authorization behind `bearer`, if it is valid for `scope` on the route of
@@ -248,7 +275,7 @@ impl RuntimeAuthorizationStore {
                 || !state
                     .live
                     .iter()
-                    .any(|(g, s, _)| *g == claims.generation && *s == scope)
+                    .any(|live| live.generation == claims.generation && live.scope == scope)
             {
                 return Err(AuthFailure::RevokedOrInactive);
             }
@@ -256,7 +283,7 @@ impl RuntimeAuthorizationStore {
         if authorization.binding.server_id != server_id
             || authorization.binding.agent_id != agent_id
         {
-            return Err(AuthFailure::ScopeMismatch);
+            return Err(AuthFailure::BindingMismatch);
         }
         Ok(authorization)
     }
@@ -330,7 +357,16 @@ impl RuntimeAuthorizationStore {
 /// counted and reported with the next line that is allowed.
 #[derive(Debug, Default)]
 struct Diagnostics {
-    windows: Mutex<HashMap<&'static str, (i64, u32, u64)>>,
+    windows: Mutex<HashMap<&'static str, Window>>,
+}
+
+/// One failure class's current minute.
+#[derive(Debug, Clone, Copy)]
+struct Window {
+    start_ms: i64,
+    logged: u32,
+    /// Lines not logged since the last one that was.
+    suppressed: u64,
 }
 
 impl Diagnostics {
@@ -338,21 +374,25 @@ impl Diagnostics {
 
     fn record(&self, class: &'static str, now_ms: i64) {
         let mut windows = self.windows.lock().expect("not poisoned");
-        let (start, count, suppressed) = windows.entry(class).or_insert((now_ms, 0, 0));
-        if now_ms - *start >= 60_000 {
-            *start = now_ms;
-            *count = 0;
+        let window = windows.entry(class).or_insert(Window {
+            start_ms: now_ms,
+            logged: 0,
+            suppressed: 0,
+        });
+        if now_ms - window.start_ms >= 60_000 {
+            window.start_ms = now_ms;
+            window.logged = 0;
         }
-        if *count < Self::PER_MINUTE {
-            *count += 1;
+        if window.logged < Self::PER_MINUTE {
+            window.logged += 1;
             tracing::warn!(
                 class,
-                suppressed_before = *suppressed,
+                suppressed_before = window.suppressed,
                 "runtime credential refused"
             );
-            *suppressed = 0;
+            window.suppressed = 0;
         } else {
-            *suppressed += 1;
+            window.suppressed += 1;
         }
     }
 }
@@ -387,6 +427,10 @@ mod tests {
         let (store, clock) = store(1000);
         let authorization = store.create(binding(), Arc::new(RuntimeCatalog::builtin()));
         let first = store.issue(&authorization, Scope::Exec).unwrap();
+        assert!(
+            !format!("{first:?}").contains(&first.token),
+            "a token never reaches a Debug print"
+        );
         clock.pin(Some(1_000_600));
         let second = store.issue(&authorization, Scope::Exec).unwrap();
         let check = |token: &str| {
@@ -408,7 +452,7 @@ mod tests {
             store
                 .verify(Some(&second.token), "wsp_1", "agt_2", Scope::Exec)
                 .map(|_| ()),
-            Err(AuthFailure::ScopeMismatch)
+            Err(AuthFailure::BindingMismatch)
         );
         assert_eq!(
             store

@@ -10,7 +10,7 @@ use axum::http::{HeaderMap, StatusCode};
 use base64::Engine;
 use serde_json::{Value, json};
 
-use super::protocol::{RpcError, RpcRequest, echo};
+use super::rpc::{Method, RpcError, RpcRequest, echo};
 use crate::wire::jsonrpc;
 
 /// The one modern revision served.
@@ -153,8 +153,8 @@ impl Era {
                 ),
             ));
         }
-        if request.id.is_some() && !request.method.served_in(Era::Modern) {
-            return Err(super::protocol::method_not_found(Era::Modern, request));
+        if request.id.is_some() && !Era::Modern.serves(request.method) {
+            return Err(method_not_found(Era::Modern, request));
         }
         match header_text(headers, "mcp-method")? {
             Some(method) if method == request.method_name => {}
@@ -190,6 +190,22 @@ impl Era {
         Ok(Era::Modern)
     }
 
+    /// Whether this era serves `method` (a modern request for anything else is 404 + -32601,
+    /// before its header checks).
+    pub fn serves(self, method: Method) -> bool {
+        match method {
+            Method::Initialize | Method::Ping => self == Era::Legacy,
+            Method::ServerDiscover => self == Era::Modern,
+            Method::ToolsList
+            | Method::ToolsCall
+            | Method::PromptsList
+            | Method::ResourcesList
+            | Method::ResourcesTemplatesList
+            | Method::ResourcesRead => true,
+            Method::PromptsGet | Method::Other => false,
+        }
+    }
+
     /// Adds what every result of the era carries (idempotent).
     pub fn decorate(self, mut result: Value) -> Value {
         if self == Era::Modern
@@ -205,4 +221,20 @@ impl Era {
         }
         result
     }
+}
+
+/// The refusal of a method `era` does not serve: 404 in the modern era (the transport's rule),
+/// a JSON-RPC error in a 200 in the legacy one.
+pub fn method_not_found(era: Era, request: &RpcRequest) -> Refusal {
+    let status = match era {
+        Era::Modern => StatusCode::NOT_FOUND,
+        Era::Legacy => StatusCode::OK,
+    };
+    (
+        status,
+        RpcError::new(
+            jsonrpc::METHOD_NOT_FOUND,
+            format!("method not found: `{}`", echo(&request.method_name)),
+        ),
+    )
 }

@@ -3,7 +3,8 @@
 //!
 //! - [`route`]: the routes, authentication and route binding, and the HTTP pipeline of a request;
 //! - [`era`]: which protocol era a request speaks and that era's header rules;
-//! - [`protocol`]: the request shape, the typed methods and their answers;
+//! - [`rpc`]: the JSON-RPC request shape, the typed methods and the error object;
+//! - [`protocol`]: each method's answer;
 //! - [`tools`]: `CallTool`, the only execution entry, and the MCP result budget.
 //!
 //! There are no sessions: a legacy `initialize` is answered and forgotten, and nothing a request
@@ -12,4 +13,5 @@
 pub mod era;
 pub mod protocol;
 pub mod route;
+pub mod rpc;
 pub mod tools;

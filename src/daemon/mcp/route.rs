@@ -22,7 +22,8 @@ use axum::routing::any;
 use serde_json::json;
 
 use super::era::Era;
-use super::protocol::{self, Reply, RpcError, RpcRequest};
+use super::protocol::{self, Reply};
+use super::rpc::{RpcError, RpcRequest};
 use crate::daemon::access;
 use crate::daemon::auth::{Authorization, Scope};
 use crate::daemon::state::DaemonState;
@@ -143,7 +144,7 @@ async fn endpoint(State(state): State<DaemonState>, request: Request) -> Respons
         Ok(request) => request,
         Err((error, id)) => return error.respond(StatusCode::BAD_REQUEST, id.as_ref()),
     };
-    tracing::Span::current().record("rpc_method", protocol::echo(&request.method_name));
+    tracing::Span::current().record("rpc_method", super::rpc::echo(&request.method_name));
     let era = match Era::classify(&parts.headers, &request) {
         Ok(era) => era,
         Err((status, error)) => return error.respond(status, request.id.as_ref()),

@@ -1,0 +1,356 @@
+//! Loads `schema/` into one checked [`Model`]: the inventory, every action's schema pair, the
+//! error envelope and the MCP tool names, with all `$defs` hoisted into one namespaced map.
+//!
+//! Hoisting rules (the one normal form every consumer reads):
+//! - `schema/common.json` and `schema/errors/error-envelope.json` own global definition names;
+//! - an action file's local `$defs/X` becomes `<Domain><Action><X>`;
+//! - an action root becomes `<Domain><Action>Input` / `<Domain><Action>Output`;
+//! - every `$ref` is rewritten to `#/$defs/<GlobalName>`; only `#…` and `…/common.json#…` refs are
+//!   allowed, because typify cannot follow any other external reference.
+//!
+//! - `loader`: reading files and hoisting definitions;
+//! - `inventory`: the Exec action inventory joined with its schema pairs;
+//! - `tools`: the MCP tool files and the result budget.
+//!
+//! The rules every action and tool obey alike (names, the read/mutation result policy) live here.
+
+mod inventory;
+mod loader;
+mod tools;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde_json::{Map, Value, json};
+
+pub use super::kinds::{ResultPolicy, Risk, ToolOwner};
+use super::{Diagnostic, pascal_case};
+use loader::Loader;
+
+pub const INVENTORY_FILE: &str = "exec/agentteam-exec-action-inventory.json";
+pub const COMMON_FILE: &str = "common.json";
+pub const ERROR_FILE: &str = "errors/error-envelope.json";
+pub const MCP_DIR: &str = "mcp";
+/// The MCP result budget contract; the only file in `schema/mcp/` that is not a tool.
+pub const MCP_BUDGET_FILE: &str = "mcp/result-budget.json";
+/// The longest MCP tool name (the conformance suite's limit; the spec allows 128).
+pub const MAX_TOOL_NAME: usize = 64;
+pub const DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
+/// One MCP tool of the `agentteam` namespace, from `schema/mcp/<name>.json`.
+#[derive(Debug, Clone)]
+pub struct McpTool {
+    pub name: String,
+    pub description: String,
+    /// The MCP `annotations` object, `readOnlyHint` always present.
+    pub annotations: Map<String, Value>,
+    pub read_only: bool,
+    pub owner: ToolOwner,
+    pub result_policy: ResultPolicy,
+    pub hint: Option<String>,
+    pub next: Option<String>,
+    /// Global definition name of the arguments, e.g. `MessageSendInput`.
+    pub input_type: String,
+    /// Global definition name of the structured result, e.g. `MessageSendOutput`.
+    pub output_type: String,
+}
+
+impl McpTool {
+    /// `MessageSend`: the stem of every Rust name of this tool.
+    pub fn rust_stem(&self) -> String {
+        pascal_case(&self.name)
+    }
+}
+
+/// The MCP result budget contract.
+#[derive(Debug, Clone)]
+pub struct McpBudget {
+    pub max_result_bytes: u64,
+    pub description: String,
+}
+
+/// One Exec domain, in inventory order.
+#[derive(Debug, Clone)]
+pub struct Domain {
+    pub name: String,
+    pub summary: String,
+}
+
+/// One built-in action: its inventory row joined with its hoisted schema pair.
+#[derive(Debug, Clone)]
+pub struct Action {
+    pub domain: String,
+    pub action: String,
+    pub summary: String,
+    pub risk: Risk,
+    pub result_policy: ResultPolicy,
+    pub hint: Option<String>,
+    pub next: Option<String>,
+    pub prompt_inline: bool,
+    pub example: Value,
+    /// Global definition name of the input root, e.g. `TaskCreateInput`.
+    pub input_type: String,
+    /// Global definition name of the output root, e.g. `TaskCreateOutput`.
+    pub output_type: String,
+    /// Position of the row in the inventory (the order of prompt examples).
+    pub inventory_index: usize,
+}
+
+impl Action {
+    /// `task.create`: the operation id and the catalog key.
+    pub fn key(&self) -> String {
+        format!("{}.{}", self.domain, self.action)
+    }
+
+    /// `TaskCreate`: the stem of every Rust name of this action.
+    pub fn rust_stem(&self) -> String {
+        pascal_case(&self.domain) + &pascal_case(&self.action)
+    }
+
+    /// `task_create`: the handler method name.
+    pub fn method_name(&self) -> String {
+        format!(
+            "{}_{}",
+            super::snake_case(&self.domain),
+            super::snake_case(&self.action)
+        )
+    }
+}
+
+/// The checked contract: everything the generators render.
+#[derive(Debug, Clone)]
+pub struct Model {
+    /// Domains sorted by name.
+    pub domains: Vec<Domain>,
+    /// Actions sorted by `(domain, action)`.
+    pub actions: Vec<Action>,
+    /// Every hoisted definition, action roots included, keyed by global name; every `$ref`
+    /// inside is `#/$defs/<GlobalName>`.
+    pub defs: BTreeMap<String, Value>,
+    /// Global name of the error envelope root.
+    pub error_type: String,
+    /// MCP tools sorted by name (the `tools/list` order).
+    pub mcp_tools: Vec<McpTool>,
+    pub mcp_budget: McpBudget,
+}
+
+impl Model {
+    /// Loads and checks `schema_dir`, collecting every problem before giving up.
+    pub fn load(schema_dir: &Path) -> Result<Model, Vec<Diagnostic>> {
+        let mut diags = Vec::new();
+        let mut loader = Loader::new(schema_dir, &mut diags);
+        let inventory = inventory::read(&mut loader);
+        // Shared definitions first, so action files can reference them.
+        let error_type = "ErrorEnvelope".to_string();
+        if let Some(common) = loader.read_json(COMMON_FILE) {
+            loader.lint(COMMON_FILE, &common);
+            loader.hoist_shared(COMMON_FILE, &common);
+        }
+        if let Some(errors) = loader.read_json(ERROR_FILE) {
+            loader.lint(ERROR_FILE, &errors);
+            loader.hoist_shared(ERROR_FILE, &errors);
+            loader.add_root(ERROR_FILE, &error_type, &errors, "");
+        }
+        let pairs = loader.scan_exec_schemas();
+        let tool_names = tools::scan(&mut loader);
+        let (mut domains, mut actions) = match &inventory {
+            Some(inventory) => inventory::join(&mut loader, inventory, &pairs, &tool_names),
+            None => (Vec::new(), Vec::new()),
+        };
+        let mut tools: Vec<McpTool> = tool_names
+            .iter()
+            .filter_map(|stem| tools::load(&mut loader, stem))
+            .collect();
+        let budget = tools::load_budget(&mut loader);
+        let defs = std::mem::take(&mut loader.defs);
+        loader.check_refs(&defs);
+        drop(loader);
+        if !diags.is_empty() {
+            return Err(diags);
+        }
+        domains.sort_by(|a, b| a.name.cmp(&b.name));
+        actions.sort_by(|a, b| (&a.domain, &a.action).cmp(&(&b.domain, &b.action)));
+        tools.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(Model {
+            domains,
+            actions,
+            defs,
+            error_type,
+            mcp_tools: tools,
+            mcp_budget: budget.expect("no diagnostics means the budget loaded"),
+        })
+    }
+
+    /// The definition behind `name`, following `$ref`-only aliases.
+    pub fn resolve<'a>(&'a self, mut schema: &'a Value) -> &'a Value {
+        for _ in 0..16 {
+            match schema
+                .get("$ref")
+                .and_then(Value::as_str)
+                .and_then(|r| r.strip_prefix("#/$defs/"))
+            {
+                Some(name)
+                    if schema.get("type").is_none() && schema.get("properties").is_none() =>
+                {
+                    match self.defs.get(name) {
+                        Some(target) => schema = target,
+                        None => return schema,
+                    }
+                }
+                _ => return schema,
+            }
+        }
+        schema
+    }
+
+    /// A self-contained JSON Schema for the definition `name`: the definition as the root, plus
+    /// the transitive closure of what it references under `$defs`.
+    pub fn standalone(&self, name: &str) -> Value {
+        let mut root = self.defs[name].clone();
+        let mut needed = BTreeSet::new();
+        let mut queue = vec![name.to_string()];
+        while let Some(current) = queue.pop() {
+            let mut refs = Vec::new();
+            collect_refs(&self.defs[&current], &mut refs);
+            for r in refs {
+                if needed.insert(r.clone()) {
+                    queue.push(r);
+                }
+            }
+        }
+        let defs: Map<String, Value> = needed
+            .into_iter()
+            .map(|n| (n.clone(), self.defs[&n].clone()))
+            .collect();
+        let object = root.as_object_mut().expect("every definition is an object");
+        object.insert("$schema".into(), json!(DIALECT));
+        object.insert("title".into(), json!(name));
+        if !defs.is_empty() {
+            object.insert("$defs".into(), Value::Object(defs));
+        }
+        root
+    }
+}
+
+/// What a result policy rule is about: an inventory row or an MCP tool.
+#[derive(Debug, Clone, Copy)]
+enum Subject<'a> {
+    /// `domain.action`.
+    Action(&'a str),
+    /// The tool's name.
+    Tool(&'a str),
+}
+
+impl<'a> Subject<'a> {
+    fn noun(self) -> &'static str {
+        match self {
+            Subject::Action(_) => "action",
+            Subject::Tool(_) => "tool",
+        }
+    }
+
+    fn key(self) -> &'a str {
+        match self {
+            Subject::Action(key) | Subject::Tool(key) => key,
+        }
+    }
+}
+
+impl std::fmt::Display for Subject<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} `{}`", self.noun(), self.key())
+    }
+}
+
+/// The one read/mutation rule of actions and tools alike: a side effect has the `mutation` result
+/// policy (its over-budget result is a receipt); a read never has it, and always names its
+/// continuation (`hint` and `next`) for an over-budget result.
+fn check_policy(
+    loader: &mut Loader<'_>,
+    file: &str,
+    pointer: &str,
+    subject: Subject<'_>,
+    mutation: bool,
+    policy: ResultPolicy,
+    [hint, next]: [&Option<String>; 2],
+) {
+    let noun = subject.noun();
+    match (mutation, policy) {
+        (false, ResultPolicy::Mutation) => loader.diag(
+            file,
+            pointer,
+            format!("{subject} is a `read` {noun} with a `mutation` result policy: a read-only {noun} cannot have the `mutation` result policy"),
+        ),
+        (true, policy) if policy != ResultPolicy::Mutation => loader.diag(
+            file,
+            pointer,
+            format!("{subject} has side effects, so it has the `mutation` result policy, not `{}`", policy.as_str()),
+        ),
+        _ => {}
+    }
+    if !mutation {
+        for (field, value) in [("hint", hint), ("next", next)] {
+            if value.as_deref().is_none_or(|v| v.trim().is_empty()) {
+                loader.diag(
+                    file,
+                    pointer,
+                    format!(
+                        "read {subject} needs `{field}`: the continuation for an over-budget result"
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// Whether the MCP tool `tool` belongs to the family of the Exec domain `domain`: with `-` and `_`
+/// read as one separator, the tool is the domain's name or starts with it plus a separator
+/// (`scheduled_message_x` belongs to `scheduled-message`; `message_send` to `message`).
+pub fn collides(tool: &str, domain: &str) -> bool {
+    let family = domain.replace('-', "_");
+    tool.replace('-', "_")
+        .strip_prefix(&family)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('_'))
+}
+
+/// `^[a-z][a-z0-9-]*$`, no trailing or doubled hyphen.
+pub fn is_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some('a'..='z'))
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.ends_with('-')
+        && !name.contains("--")
+        && name.len() <= 32
+}
+
+/// `^[a-z][a-z0-9_]*$` of at most [`MAX_TOOL_NAME`] characters, no trailing or doubled `_`.
+pub fn is_tool_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some('a'..='z'))
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !name.ends_with('_')
+        && !name.contains("__")
+        && name.len() <= MAX_TOOL_NAME
+}
+
+/// Every `#/$defs/<Name>` referenced anywhere inside `value`.
+pub fn collect_refs(value: &Value, out: &mut Vec<String>) {
+    match value {
+        Value::Object(map) => {
+            for (key, child) in map {
+                if key == "$ref" {
+                    if let Some(name) = child.as_str().and_then(|r| r.strip_prefix("#/$defs/")) {
+                        out.push(name.to_string());
+                    }
+                } else {
+                    collect_refs(child, out);
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|item| collect_refs(item, out)),
+        _ => {}
+    }
+}

@@ -1,0 +1,79 @@
+//! The closed vocabularies of the contract, shared by the runtime and the generator: the
+//! generator includes this file through `#[path]` (it depends only on `serde`), so an inventory
+//! row and the descriptor it becomes can never disagree on a kind.
+
+use serde::Deserialize;
+
+/// How risky an action is for the workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum Risk {
+    Read,
+    Write,
+    Destructive,
+}
+
+impl Risk {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Risk::Read => "read",
+            Risk::Write => "write",
+            Risk::Destructive => "destructive",
+        }
+    }
+
+    /// True for actions that change state (`write` and `destructive`).
+    pub fn is_mutation(self) -> bool {
+        !matches!(self, Risk::Read)
+    }
+}
+
+/// How an over-budget result continues (spec "Result Boundaries").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ResultPolicy {
+    /// A page: continue with a smaller limit and the cursor.
+    Cursor,
+    /// A sectioned document: continue section by section.
+    Section,
+    /// A read that a narrower request can shrink.
+    Narrow,
+    /// A read bounded by design; over budget means a more specific request.
+    Bounded,
+    /// A side effect: over budget returns a receipt, never a replay.
+    Mutation,
+}
+
+impl ResultPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResultPolicy::Cursor => "cursor",
+            ResultPolicy::Section => "section",
+            ResultPolicy::Narrow => "narrow",
+            ResultPolicy::Bounded => "bounded",
+            ResultPolicy::Mutation => "mutation",
+        }
+    }
+}
+
+/// Who answers an MCP tool's calls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum ToolOwner {
+    /// The AgentTeam Server's runtime API.
+    Server,
+    /// The daemon's managed memory index.
+    Memory,
+    /// Knowledge retrieval (AgentTeam Core, then MeshX).
+    Knowledge,
+}
+
+impl ToolOwner {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ToolOwner::Server => "server",
+            ToolOwner::Memory => "memory",
+            ToolOwner::Knowledge => "knowledge",
+        }
+    }
+}
