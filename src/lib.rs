@@ -4,11 +4,17 @@
 //! # Layout
 //!
 //! - [`contract`]: everything generated from `schema/` (types, the descriptor catalog, the typed
-//!   handler trait) and the hand-written envelopes and validators around it. It knows nothing
-//!   about transports.
-//! - [`server`]: the reference AgentTeam Server (store, authorization, runtime action API).
-//! - [`serve`]: the hyper accept loop every HTTP service runs on; [`wire`]: envelopes and bodies.
+//!   handler traits, the result budget) and the hand-written envelopes and validators around it.
+//!   It knows nothing about transports.
+//! - [`daemon`]: the per-user loopback daemon: runtime launches and credentials, the Exec and MCP
+//!   route families, the local admin API.
+//! - [`server`]: the reference AgentTeam Server (store, authorization, runtime and operator APIs).
+//! - [`client`]: the daemon's typed client of the server, and the one way every client of ours is
+//!   built (no proxy from the environment, bounded answers).
+//! - [`wire`]: what every HTTP service shares: envelopes, bodies, bearer, idempotency selectors,
+//!   the request span and incident ids, the `run` frame codec; [`serve`]: the hyper accept loop.
 //! - [`cli`]: the `agentteam` command line, a thin front over the library.
+//! - [`clock`]: the injected wall clock; [`private_file`]: the one writer of owner-only files.
 //!
 //! The contract pipeline is `schema/` → `build.rs` + `codegen/` → `OUT_DIR` (included here) and
 //! `generated/` (the committed mirror, kept fresh by a test). ARCHITECTURE.md has the codemap.

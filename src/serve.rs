@@ -1,10 +1,12 @@
-//! The HTTP accept loop shared by the server (and later the daemon).
+//! The HTTP accept loop every service runs on: the daemon, the reference server, and the server
+//! embedded in the daemon.
 //!
 //! Not `axum::serve`: it builds hyper connections without a timer, which silently disables
 //! hyper's header-read timeout, so an idle or slowloris connection stays open forever. Here each
 //! connection is a hyper `http1` connection with a timer and a 5-second header-read timeout
 //! (re-armed while a keep-alive connection waits for its next request), `TCP_NODELAY`, a cap on
-//! open connections, and a graceful drain on shutdown.
+//! open connections, and a graceful drain on shutdown (the listener closes at once, so a new
+//! connection is refused rather than left in the backlog).
 
 use std::future::Future;
 use std::sync::Arc;

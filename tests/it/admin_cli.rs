@@ -282,3 +282,29 @@ async fn an_operator_sets_up_a_workspace_from_the_command_line() {
         credential
     );
 }
+
+/// Issue 11: every human command answers a refusal the same way: `error:` and `hint:` lines on
+/// stderr, exit 2 (here the daemon's admin API refusing a second agent with the same handle).
+#[tokio::test]
+async fn a_refused_daemon_command_exits_2_with_its_message() {
+    let daemon = crate::support::TestDaemon::start(&[]).await;
+    daemon.add_agent("twin").await;
+    let output = daemon
+        .cli(&["agent", "add", "twin"])
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(
+        stderr.starts_with("error: agent `twin` already exists"),
+        "{stderr}"
+    );
+    let output = daemon
+        .cli(&["agent", "remove", "nobody"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no local agent `nobody`"));
+}

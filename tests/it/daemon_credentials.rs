@@ -10,8 +10,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdout};
+use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::support::{TestDaemon, wait_for};
 
@@ -35,30 +34,6 @@ async fn sleep_until_ms(deadline_ms: i64) {
     if wait > 0 {
         tokio::time::sleep(Duration::from_millis(wait as u64)).await;
     }
-}
-
-/// Starts `agentteam run --agent AGENT -- sh -c SCRIPT` and returns it with its stdout lines.
-fn spawn_runtime(
-    daemon: &TestDaemon,
-    agent: &str,
-    script: &str,
-) -> (Child, Lines<BufReader<ChildStdout>>) {
-    let mut child = daemon
-        .cli(&["run", "--agent", agent, "--", "sh", "-c", script])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    (child, lines)
-}
-
-async fn next_line(lines: &mut Lines<BufReader<ChildStdout>>) -> String {
-    tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-        .await
-        .expect("the runtime printed in time")
-        .unwrap()
-        .expect("the runtime is still printing")
 }
 
 /// Asserts no observed token (nor its signature) appears in the daemon's log.
@@ -146,13 +121,14 @@ async fn tokens_rotate_without_a_restart_and_each_generation_keeps_its_own_expir
     let agent = daemon.add_agent("rotor").await;
     let workspace = daemon.workspace_id();
     let script = r#"last=""; end=$(($(date +%s) + 10)); while [ "$(date +%s)" -lt "$end" ]; do t=$(cat "$AGENTTEAM_EXEC_TOKEN_FILE"); if [ "$t" != "$last" ]; then code=$(curl -s -o /dev/null -w '%{http_code}' -H "Authorization: Bearer $t" "$AGENTTEAM_EXEC_BASE_URL/catalog"); echo "$code $t"; last="$t"; fi; sleep 0.1; done"#;
-    let (mut runtime, mut lines) = spawn_runtime(&daemon, "rotor", script);
+    let mut runtime = daemon.launch("rotor", &[], script);
 
     let mut tokens: Vec<(u16, String)> = Vec::new();
     let mut checked_old = false;
-    while let Ok(Some(line)) = tokio::time::timeout(Duration::from_secs(20), lines.next_line())
-        .await
-        .expect("output in time")
+    while let Ok(Some(line)) =
+        tokio::time::timeout(Duration::from_secs(20), runtime.lines.next_line())
+            .await
+            .expect("output in time")
     {
         let (code, token) = line.split_once(' ').unwrap();
         tokens.push((code.parse().unwrap(), token.to_string()));
@@ -173,7 +149,7 @@ async fn tokens_rotate_without_a_restart_and_each_generation_keeps_its_own_expir
             checked_old = true;
         }
     }
-    assert_eq!(runtime.wait().await.unwrap().code(), Some(0));
+    assert_eq!(runtime.child.wait().await.unwrap().code(), Some(0));
     assert!(checked_old);
     assert!(
         tokens.len() >= 3,
@@ -215,12 +191,12 @@ async fn a_failed_rotation_keeps_the_current_token_working() {
     let daemon = TestDaemon::start(&["--token-ttl-secs", "4", "--rotation-tick-ms", "100"]).await;
     let agent = daemon.add_agent("stuck").await;
     let workspace = daemon.workspace_id();
-    let (mut runtime, mut lines) = spawn_runtime(
-        &daemon,
+    let mut runtime = daemon.launch(
         "stuck",
+        &[],
         r#"dirname "$AGENTTEAM_EXEC_TOKEN_FILE"; exec sleep 12"#,
     );
-    let dir = PathBuf::from(next_line(&mut lines).await);
+    let dir = PathBuf::from(runtime.line().await);
     let token_file = dir.join("token");
     let first = std::fs::read_to_string(&token_file).unwrap();
 
@@ -255,8 +231,8 @@ async fn a_failed_rotation_keeps_the_current_token_working() {
     .await;
     let next = std::fs::read_to_string(&token_file).unwrap();
     assert_eq!(daemon.catalog(&workspace, &agent, Some(&next)).await.0, 200);
-    let _ = runtime.start_kill();
-    let _ = runtime.wait().await;
+    let _ = runtime.child.start_kill();
+    let _ = runtime.child.wait().await;
 }
 
 #[tokio::test]
@@ -292,13 +268,13 @@ async fn a_new_daemon_removes_a_killed_daemons_credentials_before_serving() {
     let root = tempfile::tempdir().unwrap();
     let mut first = TestDaemon::start_in(root.path(), &[]).await;
     first.add_agent("orphan").await;
-    let (mut runtime_cli, mut lines) = spawn_runtime(
-        &first,
+    let mut runtime_cli = first.launch(
         "orphan",
+        &[],
         r#"echo "$$"; dirname "$AGENTTEAM_EXEC_TOKEN_FILE"; exec sleep 60"#,
     );
-    let runtime_pid: i32 = next_line(&mut lines).await.parse().unwrap();
-    let dir = PathBuf::from(next_line(&mut lines).await);
+    let runtime_pid: i32 = runtime_cli.line().await.parse().unwrap();
+    let dir = PathBuf::from(runtime_cli.line().await);
     assert!(dir.exists());
 
     first.child.start_kill().unwrap();
@@ -307,7 +283,7 @@ async fn a_new_daemon_removes_a_killed_daemons_credentials_before_serving() {
         rustix::process::Pid::from_raw(runtime_pid).unwrap(),
         rustix::process::Signal::KILL,
     );
-    let _ = runtime_cli.wait().await;
+    let _ = runtime_cli.child.wait().await;
     assert!(dir.exists(), "a SIGKILLed daemon cannot clean up");
 
     // The new daemon announces itself only after stale directories are gone.
@@ -332,12 +308,12 @@ async fn every_credential_failure_gets_the_same_bytes() {
     let other_agent = daemon.add_agent("other").await;
     let workspace = daemon.workspace_id();
 
-    let (mut runtime, mut lines) = spawn_runtime(
-        &daemon,
+    let mut runtime = daemon.launch(
         "main",
+        &[],
         r#"dirname "$AGENTTEAM_EXEC_TOKEN_FILE"; exec sleep 8"#,
     );
-    let dir = PathBuf::from(next_line(&mut lines).await);
+    let dir = PathBuf::from(runtime.line().await);
     let first = std::fs::read_to_string(dir.join("token")).unwrap();
     assert_eq!(
         daemon.catalog(&workspace, &agent, Some(&first)).await.0,
@@ -402,8 +378,8 @@ async fn every_credential_failure_gets_the_same_bytes() {
         bodies.windows(2).all(|pair| pair[0] == pair[1]),
         "403 bodies differ"
     );
-    let _ = runtime.start_kill();
-    let _ = runtime.wait().await;
+    let _ = runtime.child.start_kill();
+    let _ = runtime.child.wait().await;
     assert_eq!(daemon.stop().await, 0);
     let log = daemon.log();
     for class in [
@@ -534,17 +510,17 @@ async fn foreign_hosts_origins_and_a_second_daemon_are_refused() {
 async fn sigterm_stops_runtimes_and_removes_every_credential() {
     let mut daemon = TestDaemon::start(&[]).await;
     daemon.add_agent("long").await;
-    let (mut runtime, mut lines) = spawn_runtime(
-        &daemon,
+    let mut runtime = daemon.launch(
         "long",
+        &[],
         r#"dirname "$AGENTTEAM_EXEC_TOKEN_FILE"; exec sleep 60"#,
     );
-    let dir = PathBuf::from(next_line(&mut lines).await);
+    let dir = PathBuf::from(runtime.line().await);
     let instance = dir.parent().unwrap().to_path_buf();
     assert_eq!(daemon.stop().await, 0);
     assert!(!instance.exists(), "credentials survived shutdown");
     assert!(!daemon.state_dir.join("daemon.json").exists());
-    let status = runtime.wait().await.unwrap();
+    let status = runtime.child.wait().await.unwrap();
     assert_eq!(
         status.code(),
         Some(128 + 15),
@@ -561,12 +537,12 @@ async fn a_failed_cleanup_is_retried_as_debt_without_restoring_access() {
     let daemon = TestDaemon::start(&["--rotation-tick-ms", "100"]).await;
     let agent = daemon.add_agent("debtor").await;
     let workspace = daemon.workspace_id();
-    let (mut runtime, mut lines) = spawn_runtime(
-        &daemon,
+    let mut runtime = daemon.launch(
         "debtor",
+        &[],
         r#"dirname "$AGENTTEAM_EXEC_TOKEN_FILE"; exec sleep 60"#,
     );
-    let dir = PathBuf::from(next_line(&mut lines).await);
+    let dir = PathBuf::from(runtime.line().await);
     let token = std::fs::read_to_string(dir.join("token")).unwrap();
     let status = async || -> Value {
         let admin = std::fs::read_to_string(daemon.state_dir.join("admin.token")).unwrap();
@@ -582,8 +558,8 @@ async fn a_failed_cleanup_is_retried_as_debt_without_restoring_access() {
 
     // The directory cannot be removed when the runtime exits.
     set_unwritable(&dir, true);
-    let _ = runtime.start_kill();
-    let _ = runtime.wait().await;
+    let _ = runtime.child.start_kill();
+    let _ = runtime.child.wait().await;
     wait_for("a failed cleanup", Duration::from_secs(10), || {
         daemon.log().matches("credential cleanup failed").count() >= 2
     })

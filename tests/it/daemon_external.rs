@@ -1,10 +1,7 @@
 //! The daemon against an external server (`--server-url`): it bootstraps there, forwards Exec
 //! actions there, and classifies the server's disappearance without leaking its internals.
 
-use std::process::Stdio;
-
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::support::{TestDaemon, spawn_server};
 
@@ -24,14 +21,9 @@ async fn an_external_server_is_used_and_its_outage_is_classified() {
 
     let script =
         r#"echo "$AGENTTEAM_EXEC_BASE_URL"; echo "$AGENTTEAM_EXEC_TOKEN_FILE"; exec sleep 60"#;
-    let mut runtime = daemon
-        .cli(&["run", "--agent", "remote", "--", "sh", "-c", script])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(runtime.stdout.take().unwrap()).lines();
-    let base = lines.next_line().await.unwrap().unwrap();
-    let token = std::fs::read_to_string(lines.next_line().await.unwrap().unwrap()).unwrap();
+    let mut runtime = daemon.launch("remote", &[], script);
+    let base = runtime.line().await;
+    let token = std::fs::read_to_string(runtime.line().await).unwrap();
     let call = || async {
         let response = daemon
             .client
@@ -64,5 +56,5 @@ async fn an_external_server_is_used_and_its_outage_is_classified() {
         !text.contains(port) && !text.to_lowercase().contains("refused"),
         "internals leaked: {text}"
     );
-    let _ = runtime.start_kill();
+    let _ = runtime.child.start_kill();
 }

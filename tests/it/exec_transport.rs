@@ -7,17 +7,16 @@ use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
-use tokio::process::Child;
 
-use crate::support::{TestDaemon, bin};
+use crate::support::{Launched, TestDaemon, bin};
 
 /// A daemon, one agent and one long-running runtime whose credential the test uses directly.
 struct Session {
     daemon: TestDaemon,
     agent: String,
-    runtime: Child,
+    runtime: Launched,
     runtime_pid: i32,
     /// `AGENTTEAM_EXEC_BASE_URL` of the runtime.
     base: String,
@@ -40,25 +39,13 @@ impl Session {
     }
 
     /// Starts one more long-running runtime of `agent`; returns it, its pid, base URL and token file.
-    async fn runtime(daemon: &TestDaemon, agent: &str) -> (Child, i32, String, PathBuf) {
+    async fn runtime(daemon: &TestDaemon, agent: &str) -> (Launched, i32, String, PathBuf) {
         let script = r#"echo "$$"; echo "$AGENTTEAM_EXEC_BASE_URL"; echo "$AGENTTEAM_EXEC_TOKEN_FILE"; exec sleep 120"#;
-        let mut child = daemon
-            .cli(&["run", "--agent", agent, "--", "sh", "-c", script])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut next = async || {
-            lines
-                .next_line()
-                .await
-                .unwrap()
-                .expect("the runtime prints its variables")
-        };
-        let pid = next().await.parse().unwrap();
-        let base = next().await;
-        let token_file = PathBuf::from(next().await);
-        (child, pid, base, token_file)
+        let mut runtime = daemon.launch(agent, &[], script);
+        let pid = runtime.line().await.parse().unwrap();
+        let base = runtime.line().await;
+        let token_file = PathBuf::from(runtime.line().await);
+        (runtime, pid, base, token_file)
     }
 
     fn token(&self) -> String {
@@ -615,7 +602,7 @@ async fn revocation_cancels_an_in_flight_request_before_dispatch() {
         rustix::process::Signal::KILL,
     )
     .unwrap();
-    let _ = session.runtime.wait().await;
+    let _ = session.runtime.child.wait().await;
     assert_eq!(read_status(&mut in_flight).await, 403);
     assert_eq!(
         session.server_requests().await,
@@ -739,4 +726,24 @@ async fn an_unusable_token_file_fails_closed_without_a_request() {
         session.status().await["execRequests"].as_u64().unwrap(),
         before + 1
     );
+}
+
+/// Issue 11: the Exec route refuses a body not declared `application/json` with 415, like the MCP
+/// route and the server, before reading it.
+#[tokio::test]
+async fn a_non_json_body_is_refused_with_415() {
+    let session = Session::start().await;
+    let response = session
+        .daemon
+        .client
+        .post(format!("{}/team/list", session.base))
+        .bearer_auth(session.token())
+        .header("content-type", "text/plain")
+        .body("{}")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 415);
+    let body: Value = response.json().await.unwrap();
+    assert_eq!(body["error"]["code"], "unsupported_media_type", "{body}");
 }

@@ -1,5 +1,6 @@
 //! The one integration test binary: every module drives the real `agentteam` binary, the real
-//! generator or (in later modules) the real daemon and server.
+//! generator, or a real daemon and server on `127.0.0.1:0` over real SQLite files (see
+//! `support.rs`), through real HTTP, the real CLI and real runtime processes.
 
 mod admin_cli;
 mod catalog_invariants;

@@ -3,19 +3,16 @@
 //! for the protocol's edges, and the official Python SDK client in both protocol eras.
 
 use std::path::PathBuf;
-use std::process::Stdio;
 
 use serde_json::{Value, json};
-use tokio::io::AsyncBufReadExt;
-use tokio::process::Child;
 
-use crate::support::{TestDaemon, repo_root};
+use crate::support::{Launched, TestDaemon, repo_root};
 
 const MODERN: &str = "2026-07-28";
 
 /// One runtime's view of the MCP bridge.
 struct Runtime {
-    _child: Child,
+    _launched: Launched,
     url: String,
     token_file: PathBuf,
     exec_token_file: PathBuf,
@@ -24,18 +21,12 @@ struct Runtime {
 impl Runtime {
     async fn start(daemon: &TestDaemon, agent: &str) -> Runtime {
         let script = r#"echo "$AGENTTEAM_MCP_URL"; echo "$AGENTTEAM_MCP_TOKEN_FILE"; echo "$AGENTTEAM_EXEC_TOKEN_FILE"; exec sleep 120"#;
-        let mut child = daemon
-            .cli(&["run", "--agent", agent, "--", "sh", "-c", script])
-            .stdout(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        let mut next = async || lines.next_line().await.unwrap().expect("a variable line");
-        let url = next().await;
-        let token_file = PathBuf::from(next().await);
-        let exec_token_file = PathBuf::from(next().await);
+        let mut launched = daemon.launch(agent, &[], script);
+        let url = launched.line().await;
+        let token_file = PathBuf::from(launched.line().await);
+        let exec_token_file = PathBuf::from(launched.line().await);
         Runtime {
-            _child: child,
+            _launched: launched,
             url,
             token_file,
             exec_token_file,
@@ -350,15 +341,20 @@ async fn every_runtime_and_route_sees_one_inventory() {
     );
 }
 
-#[tokio::test]
-async fn both_protocol_eras_follow_the_transport_rules() {
+/// A daemon with one agent and one runtime, and that runtime's MCP bearer.
+async fn mcp_fixture() -> (TestDaemon, Runtime, String) {
     let daemon = TestDaemon::start(&[]).await;
     daemon.add_agent("alpha").await;
     let rt = Runtime::start(&daemon, "alpha").await;
     let token = rt.token();
-    let auth = Some(token.as_str());
+    (daemon, rt, token)
+}
 
-    // Legacy: version negotiation, no session, notifications, ping.
+/// Legacy: `initialize` negotiates (or counter-offers) a version and issues no session; a notification is accepted with 202; `ping` answers.
+#[tokio::test]
+async fn the_legacy_era_negotiates_versions_statelessly_and_answers_ping() {
+    let (daemon, rt, token) = mcp_fixture().await;
+    let auth = Some(token.as_str());
     let init = |version: &str| {
         json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
             "protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}})
@@ -393,6 +389,13 @@ async fn both_protocol_eras_follow_the_transport_rules() {
     assert_eq!((status, body), (202, Value::Null));
     let (status, body) = legacy(&rt, &daemon, "ping", json!({})).await;
     assert_eq!((status, &body["result"]), (200, &json!({})));
+}
+
+/// Legacy: an unknown `MCP-Protocol-Version` is refused; prompts and resources are empty lists; an unknown resource and an unknown method are errors.
+#[tokio::test]
+async fn the_legacy_era_refuses_unknown_versions_and_serves_empty_lists() {
+    let (daemon, rt, token) = mcp_fixture().await;
+    let auth = Some(token.as_str());
     let (status, _, body) = post(
         &daemon,
         &rt.url,
@@ -424,8 +427,13 @@ async fn both_protocol_eras_follow_the_transport_rules() {
     assert_eq!(body["error"]["code"], -32602);
     let (_, body) = legacy(&rt, &daemon, "logging/setLevel", json!({"level": "info"})).await;
     assert_eq!(body["error"]["code"], -32601);
+}
 
-    // Malformed bodies.
+/// A body that is not one JSON-RPC 2.0 request object is a 400 with its JSON-RPC code; only POST is allowed.
+#[tokio::test]
+async fn malformed_bodies_batches_and_other_http_methods_are_refused() {
+    let (daemon, rt, token) = mcp_fixture().await;
+    let auth = Some(token.as_str());
     for (body, code) in [
         ("{not json", -32700),
         (r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#, -32600),
@@ -450,8 +458,12 @@ async fn both_protocol_eras_follow_the_transport_rules() {
         assert_eq!(response.status(), 405, "{method}");
         assert_eq!(response.headers().get("allow").unwrap(), "POST");
     }
+}
 
-    // Modern: discover, result fields, cache fields, header rules.
+/// Modern: `server/discover` and every result carry the era's fields (`resultType`, server info, cache fields on lists).
+#[tokio::test]
+async fn the_modern_era_discovers_and_marks_its_results() {
+    let (daemon, rt, _) = mcp_fixture().await;
     let (status, body) = modern(&rt, &daemon, "server/discover", json!({})).await;
     assert_eq!(status, 200, "{body}");
     let result = &body["result"];
@@ -465,6 +477,12 @@ async fn both_protocol_eras_follow_the_transport_rules() {
     assert_eq!(body["result"]["cacheScope"], "private");
     assert!(body["result"]["ttlMs"].is_u64());
     assert_eq!(body["result"]["resultType"], "complete");
+}
+
+/// Modern: a method the era does not serve is 404 + -32601, keeping the request id.
+#[tokio::test]
+async fn the_modern_era_does_not_serve_legacy_methods() {
+    let (daemon, rt, _) = mcp_fixture().await;
     for removed in ["initialize", "ping", "logging/setLevel", "no/such"] {
         let (status, body) = modern(&rt, &daemon, removed, json!({})).await;
         assert_eq!(
@@ -474,6 +492,13 @@ async fn both_protocol_eras_follow_the_transport_rules() {
         );
         assert_eq!(body["id"], "m-1", "the error keeps the request id");
     }
+}
+
+/// Modern: the version, `Mcp-Method` and `Mcp-Name` headers must be present and agree with the body.
+#[tokio::test]
+async fn the_modern_era_enforces_its_header_rules() {
+    let (daemon, rt, token) = mcp_fixture().await;
+    let auth = Some(token.as_str());
     let meta = json!({"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}});
     let list_body =
         json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {"_meta": meta}})
@@ -568,7 +593,15 @@ async fn both_protocol_eras_follow_the_transport_rules() {
             "{what}: {answer}"
         );
     }
-    // Case-insensitive header names, surrounding whitespace and base64 values are accepted.
+}
+
+/// Modern: header names are case-insensitive, values are trimmed, and `=?base64?…?=` values are decoded.
+#[tokio::test]
+async fn modern_headers_are_case_insensitive_trimmed_and_may_be_base64() {
+    let (daemon, rt, token) = mcp_fixture().await;
+    let auth = Some(token.as_str());
+    let meta = json!({"io.modelcontextprotocol/protocolVersion": MODERN, "io.modelcontextprotocol/clientCapabilities": {}});
+    let call_body = json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"name": "kb_search", "arguments": {"query": "x"}, "_meta": meta}}).to_string();
     let (status, _, answer) = post(
         &daemon,
         &rt.url,
@@ -586,8 +619,13 @@ async fn both_protocol_eras_follow_the_transport_rules() {
         answer["result"]["isError"], true,
         "kb_search has no owner yet"
     );
+}
 
-    // Host and Origin: loopback passes, anything else is 403 before authentication.
+/// Host and Origin: loopback and the same origin pass; anything else is 403, with or without a bearer.
+#[tokio::test]
+async fn foreign_hosts_and_origins_are_refused_before_authentication() {
+    let (daemon, rt, token) = mcp_fixture().await;
+    let auth = Some(token.as_str());
     let port = rt
         .url
         .split(':')

@@ -3,9 +3,6 @@
 //! schema, and never a server error. (`scripts/test` installs schemathesis.)
 
 use std::os::unix::fs::PermissionsExt;
-use std::process::Stdio;
-
-use tokio::io::{AsyncBufReadExt, BufReader};
 
 use crate::support::{TestDaemon, repo_root};
 
@@ -25,14 +22,9 @@ async fn the_exec_api_survives_schemathesis() {
     daemon.add_agent("fuzz").await;
     let script =
         r#"echo "$AGENTTEAM_EXEC_BASE_URL"; echo "$AGENTTEAM_EXEC_TOKEN_FILE"; exec sleep 600"#;
-    let mut runtime = daemon
-        .cli(&["run", "--agent", "fuzz", "--", "sh", "-c", script])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(runtime.stdout.take().unwrap()).lines();
-    let base = lines.next_line().await.unwrap().unwrap();
-    let token = std::fs::read_to_string(lines.next_line().await.unwrap().unwrap()).unwrap();
+    let mut runtime = daemon.launch("fuzz", &[], script);
+    let base = runtime.line().await;
+    let token = std::fs::read_to_string(runtime.line().await).unwrap();
     let (server_id, agent_id) = {
         let rest = base.split("/servers/").nth(1).unwrap();
         let (server, agent) = rest.split_once("/agents/").unwrap();
@@ -61,5 +53,5 @@ async fn the_exec_api_survives_schemathesis() {
         String::from_utf8_lossy(&output.stderr)
     );
     assert!(report.contains("passed"), "{report}");
-    let _ = runtime.start_kill();
+    let _ = runtime.child.start_kill();
 }

@@ -1,4 +1,7 @@
-//! Shared test plumbing: paths, running the binary, copying `schema/`.
+//! Shared test plumbing: paths, running the binary, copying `schema/`, a real server
+//! ([`TestServer`], in-process on port 0) and a real daemon process ([`TestDaemon`], whose log is
+//! checked for secrets when it is dropped), runtimes launched through `agentteam run`
+//! ([`Launched`]), and readiness polling.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

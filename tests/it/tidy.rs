@@ -51,3 +51,284 @@ fn the_log_secret_scanner_finds_every_secret_shape() {
         .is_empty()
     );
 }
+
+/// A module of `src/`, by its path (`crate::daemon::mcp::era`), and its file.
+struct Module {
+    path: String,
+    file: std::path::PathBuf,
+}
+
+fn src_modules() -> Vec<Module> {
+    let src = repo_root().join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    files
+        .into_iter()
+        .map(|file| {
+            let relative = file.strip_prefix(&src).unwrap().with_extension("");
+            let mut parts: Vec<String> = relative
+                .components()
+                .map(|c| c.as_os_str().to_string_lossy().into_owned())
+                .collect();
+            if matches!(
+                parts.last().map(String::as_str),
+                Some("mod" | "lib" | "main")
+            ) {
+                parts.pop();
+            }
+            parts.insert(0, "crate".into());
+            Module {
+                path: parts.join("::"),
+                file,
+            }
+        })
+        .collect()
+}
+
+/// The text of a file before its `#[cfg(test)]` module: what the code itself depends on.
+fn code_of(file: &Path) -> String {
+    let text = std::fs::read_to_string(file).unwrap();
+    match text.find("#[cfg(test)]\nmod tests") {
+        Some(end) => text[..end].to_string(),
+        None => text,
+    }
+}
+
+/// Every module `module` names through a `crate::`, `super::` or `self::` path (in a `use` or
+/// inline): the module that defines the longest prefix of the path.
+fn imports(
+    module: &Module,
+    known: &std::collections::BTreeSet<String>,
+) -> std::collections::BTreeSet<String> {
+    let code = code_of(&module.file);
+    let base: Vec<&str> = module.path.split("::").collect();
+    let mut found = std::collections::BTreeSet::new();
+    let mut resolve = |path: &str| {
+        let mut segments: Vec<&str> = path.split("::").collect();
+        let mut current: Vec<&str> = match segments.first() {
+            Some(&"crate") => {
+                segments.remove(0);
+                vec!["crate"]
+            }
+            Some(&"super") => {
+                let mut current = base.clone();
+                while segments.first() == Some(&"super") {
+                    segments.remove(0);
+                    current.pop();
+                }
+                current
+            }
+            Some(&"self") => {
+                segments.remove(0);
+                base.clone()
+            }
+            _ => return,
+        };
+        let mut best = None;
+        for segment in std::iter::once(None).chain(segments.iter().map(Some)) {
+            if let Some(segment) = segment {
+                current.push(segment);
+            }
+            let candidate = current.join("::");
+            if known.contains(&candidate) {
+                best = Some(candidate);
+            }
+        }
+        if let Some(best) = best.filter(|b| *b != module.path) {
+            found.insert(best);
+        }
+    };
+    // `use a::{b, c::d}` groups expand to each path; other paths are read as they stand.
+    let word = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == ':';
+    let mut rest = code.as_str();
+    while let Some(start) = rest.find(['c', 's']) {
+        let candidate = &rest[start..];
+        let boundary = start == 0 || !word(rest[..start].chars().last().unwrap());
+        let prefixed = ["crate::", "super::", "self::"]
+            .iter()
+            .any(|p| candidate.starts_with(p));
+        if boundary && prefixed {
+            let length = candidate
+                .find(|c: char| !word(c))
+                .unwrap_or(candidate.len());
+            let path = candidate[..length].trim_end_matches(':');
+            if candidate[length..].starts_with('{') {
+                let group_end = candidate[length..]
+                    .find('}')
+                    .map_or(candidate.len(), |e| length + e);
+                for item in candidate[length + 1..group_end].split(',') {
+                    let item = item
+                        .split(" as ")
+                        .next()
+                        .unwrap()
+                        .trim()
+                        .trim_start_matches('{');
+                    if !item.is_empty() {
+                        resolve(&format!("{path}::{item}"));
+                    }
+                }
+            } else {
+                resolve(path);
+            }
+            rest = &candidate[length..];
+        } else {
+            rest = &candidate[1..];
+        }
+    }
+    found
+}
+
+/// Issue 11: the modules of `src/` import each other without a cycle (counting every
+/// `crate::`/`super::`/`self::` path): no module imports the module that mounts it.
+#[test]
+fn no_import_cycle_between_src_files() {
+    let modules = src_modules();
+    let known: std::collections::BTreeSet<String> =
+        modules.iter().map(|m| m.path.clone()).collect();
+    let edges: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> = modules
+        .iter()
+        .map(|m| (m.path.clone(), imports(m, &known)))
+        .collect();
+    // Depth-first search for a back edge; report the cycle it closes.
+    fn visit(
+        node: &str,
+        edges: &std::collections::BTreeMap<String, std::collections::BTreeSet<String>>,
+        stack: &mut Vec<String>,
+        done: &mut std::collections::BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = stack.iter().position(|n| n == node) {
+            let mut cycle = stack[at..].to_vec();
+            cycle.push(node.to_string());
+            return Some(cycle);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        stack.push(node.to_string());
+        for next in edges.get(node).into_iter().flatten() {
+            if let Some(cycle) = visit(next, edges, stack, done) {
+                return Some(cycle);
+            }
+        }
+        stack.pop();
+        done.insert(node.to_string());
+        None
+    }
+    let mut done = std::collections::BTreeSet::new();
+    for module in edges.keys() {
+        if let Some(cycle) = visit(module, &edges, &mut Vec::new(), &mut done) {
+            panic!("import cycle: {}", cycle.join(" -> "));
+        }
+    }
+    // The check is real: it sees the edges it must see.
+    assert!(edges["crate::daemon::routes"].contains("crate::daemon::exec"));
+    assert!(edges["crate::daemon::exec"].contains("crate::daemon::state"));
+}
+
+/// The code a runtime runs (`agentteam exec` and its transport) does not depend on the daemon:
+/// it is the client side of the bridge, built from the contract alone.
+#[test]
+fn runtime_side_clients_do_not_import_the_daemon() {
+    let modules = src_modules();
+    let known: std::collections::BTreeSet<String> =
+        modules.iter().map(|m| m.path.clone()).collect();
+    for module in modules.iter().filter(|m| {
+        [
+            "crate::cli::exec",
+            "crate::cli::transport",
+            "crate::cli::runtime_url",
+        ]
+        .contains(&m.path.as_str())
+    }) {
+        let daemon: Vec<String> = imports(module, &known)
+            .into_iter()
+            .filter(|target| target.starts_with("crate::daemon"))
+            .collect();
+        assert!(daemon.is_empty(), "{} imports {daemon:?}", module.path);
+    }
+}
+
+/// ARCHITECTURE.md's codemap names every module of `src/` (by its file path).
+#[test]
+fn the_codemap_names_every_src_module() {
+    let architecture = std::fs::read_to_string(repo_root().join("ARCHITECTURE.md")).unwrap();
+    let src = repo_root().join("src");
+    let missing: Vec<String> = src_modules()
+        .iter()
+        .map(|m| m.file.strip_prefix(&src).unwrap().display().to_string())
+        .filter(|file| {
+            // `a/b/c.rs` is named as `c.rs`, `b/c.rs`, `a/b/c.rs` or `src/a/b/c.rs`; a
+            // `a/b/mod.rs` as `b/`, `a/b/` or `src/a/b/`.
+            let (stem, directory) = match file.strip_suffix("/mod.rs") {
+                Some(dir) => (format!("src/{dir}"), true),
+                None => (format!("src/{file}"), false),
+            };
+            let parts: Vec<&str> = stem.split('/').collect();
+            !(0..parts.len()).any(|from| {
+                let suffix = parts[from..].join("/");
+                let name = if directory {
+                    format!("`{suffix}/`")
+                } else {
+                    format!("`{suffix}`")
+                };
+                architecture.contains(&name)
+            })
+        })
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "ARCHITECTURE.md does not name: {missing:?}"
+    );
+}
+
+/// The repository owns everything its commands run: nothing refers to a `shared/` directory
+/// beside the checkout.
+#[test]
+fn nothing_reads_outside_the_repository() {
+    let root = repo_root();
+    let mut files = Vec::new();
+    for dir in [
+        "src",
+        "codegen",
+        "tests",
+        "scripts",
+        "conformance",
+        "bench",
+        ".ci",
+    ] {
+        collect_files(&root.join(dir), &mut files);
+    }
+    files.push(root.join("build.rs"));
+    files.push(root.join("README.md"));
+    let needle = ["..", "/shared"].concat();
+    let offenders: Vec<String> = files
+        .iter()
+        .filter(|file| {
+            std::fs::read(file).is_ok_and(|bytes| String::from_utf8_lossy(&bytes).contains(&needle))
+        })
+        .map(|file| file.strip_prefix(root).unwrap().display().to_string())
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "these refer outside the repository: {offenders:?}"
+    );
+}
+
+fn collect_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for entry in entries {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            if !path.ends_with("target")
+                && !path.ends_with("node_modules")
+                && !path.ends_with("snapshots")
+            {
+                collect_files(&path, out);
+            }
+        } else {
+            out.push(path);
+        }
+    }
+}
