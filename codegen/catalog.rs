@@ -35,9 +35,10 @@ pub fn render_rust(model: &Model) -> String {
     );
     for domain in &model.domains {
         out.push_str(&format!(
-            "    DomainDescriptor {{ name: {}, summary: {}, help: {} }},\n",
+            "    DomainDescriptor {{ name: {}, summary: {}, owner: DomainOwner::{}, help: {} }},\n",
             rust_str(&domain.name),
             rust_str(&domain.summary),
+            super::pascal_case(domain.owner.as_str()),
             rust_str(&text::domain_help(model, domain)),
         ));
     }
@@ -52,13 +53,14 @@ pub fn render_rust(model: &Model) -> String {
                 .unwrap_or_else(|| "None".into())
         };
         out.push_str(&format!(
-            "    ActionDescriptor {{ id: ActionId::{stem}, domain: {domain}, action: {name}, summary: {summary}, risk: Risk::{risk}, \
+            "    ActionDescriptor {{ id: ActionId::{stem}, domain: {domain}, action: {name}, summary: {summary}, owner: DomainOwner::{owner}, risk: Risk::{risk}, \
              result_policy: ResultPolicy::{policy}, hint: {hint}, next: {next}, prompt_inline: {inline}, example: {example}, \
              input_type: {input_type}, output_type: {output_type}, input_properties: &[{properties}], retrieval: {retrieval}, input_schema: {input}, output_schema: {output}, help: {help} }},\n",
             stem = action.rust_stem(),
             domain = rust_str(&action.domain),
             name = rust_str(&action.action),
             summary = rust_str(&action.summary),
+            owner = super::pascal_case(action.owner.as_str()),
             risk = super::pascal_case(action.risk.as_str()),
             policy = super::pascal_case(action.result_policy.as_str()),
             hint = option(&action.hint),
@@ -128,7 +130,7 @@ pub fn render_json(model: &Model) -> String {
     let domains: Vec<Value> = model
         .domains
         .iter()
-        .map(|d| json!({ "domain": d.name, "summary": d.summary }))
+        .map(|d| json!({ "domain": d.name, "summary": d.summary, "owner": d.owner.as_str() }))
         .collect();
     let actions: Vec<Value> = model
         .actions

@@ -13,7 +13,11 @@ use super::model::Model;
 pub fn render(model: &Model) -> String {
     let mut out = format!("// {PREAMBLE}\n\n");
     out.push_str("impl ActionHandler for ServerClient {\n    type Context = CallContext;\n\n");
-    for action in &model.actions {
+    for action in model
+        .actions
+        .iter()
+        .filter(|a| a.owner == super::model::DomainOwner::Server)
+    {
         out.push_str(&format!(
             "    async fn {method}(&self, ctx: &CallContext, input: types::{input}) -> ActionResult<types::{output}> {{\n        self.call(ctx, ActionId::{stem}, &input).await\n    }}\n",
             method = action.method_name(),

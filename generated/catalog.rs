@@ -3,6 +3,18 @@
 /// Every built-in action; `ACTIONS[id as usize]` is its descriptor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum ActionId {
+    /// `agent.create`: Create an agent on the server and its local profile.
+    AgentCreate,
+    /// `agent.delete`: Delete an agent's local profile and its secrets.
+    AgentDelete,
+    /// `agent.get`: Read one agent profile by id.
+    AgentGet,
+    /// `agent.list`: List this desktop's agent profiles by agent id.
+    AgentList,
+    /// `agent.reload`: Reload the profiles from disk and drop those the server no longer knows.
+    AgentReload,
+    /// `agent.update`: Change an agent profile's handle, runtime, provider, model, base URL or knowledge sources.
+    AgentUpdate,
     /// `project.archive`: Archive a project.
     ProjectArchive,
     /// `project.create`: Create a workspace project.
@@ -53,6 +65,12 @@ pub enum ActionId {
 impl ActionId {
     /// Every action, in catalog order.
     pub const ALL: &[ActionId] = &[
+        ActionId::AgentCreate,
+        ActionId::AgentDelete,
+        ActionId::AgentGet,
+        ActionId::AgentList,
+        ActionId::AgentReload,
+        ActionId::AgentUpdate,
         ActionId::ProjectArchive,
         ActionId::ProjectCreate,
         ActionId::ProjectGet,
@@ -81,8 +99,28 @@ impl ActionId {
 /// Every Exec domain, sorted by name.
 pub static DOMAINS: &[DomainDescriptor] = &[
     DomainDescriptor {
+        name: r#"agent"#,
+        summary: r#"This desktop's agent profiles: runtime, provider and model settings (secrets never shown)."#,
+        owner: DomainOwner::Daemon,
+        help: r#"This desktop's agent profiles: runtime, provider and model settings (secrets never shown).
+
+Usage: agentteam exec agent <action> [JSON | -]
+
+Actions:
+  create  write        Create an agent on the server and its local profile
+  delete  destructive  Delete an agent's local profile and its secrets
+  get     read         Read one agent profile by id
+  list    read         List this desktop's agent profiles by agent id
+  reload  write        Reload the profiles from disk and drop those the server no longer knows
+  update  write        Change an agent profile's handle, runtime, provider, model, base URL or knowledge sources
+
+Run `agentteam exec agent <action> --help` for an action's input and an example.
+"#,
+    },
+    DomainDescriptor {
         name: r#"project"#,
         summary: r#"Workspace projects: create, read, update, archive."#,
+        owner: DomainOwner::Server,
         help: r#"Workspace projects: create, read, update, archive.
 
 Usage: agentteam exec project <action> [JSON | -]
@@ -100,6 +138,7 @@ Run `agentteam exec project <action> --help` for an action's input and an exampl
     DomainDescriptor {
         name: r#"review"#,
         summary: r#"Reviews left in a thread."#,
+        owner: DomainOwner::Server,
         help: r#"Reviews left in a thread.
 
 Usage: agentteam exec review <action> [JSON | -]
@@ -116,6 +155,7 @@ Run `agentteam exec review <action> --help` for an action's input and an example
     DomainDescriptor {
         name: r#"scheduled-message"#,
         summary: r#"Messages posted later, once or repeatedly, to an explicit thread or channel."#,
+        owner: DomainOwner::Server,
         help: r#"Messages posted later, once or repeatedly, to an explicit thread or channel.
 
 Usage: agentteam exec scheduled-message <action> [JSON | -]
@@ -133,6 +173,7 @@ Run `agentteam exec scheduled-message <action> --help` for an action's input and
     DomainDescriptor {
         name: r#"task"#,
         summary: r#"Tasks of a thread or channel: create, read, claim, complete, cancel."#,
+        owner: DomainOwner::Server,
         help: r#"Tasks of a thread or channel: create, read, claim, complete, cancel.
 
 Usage: agentteam exec task <action> [JSON | -]
@@ -152,6 +193,7 @@ Run `agentteam exec task <action> --help` for an action's input and an example.
     DomainDescriptor {
         name: r#"team"#,
         summary: r#"Teams of humans and agents in the workspace."#,
+        owner: DomainOwner::Server,
         help: r#"Teams of humans and agents in the workspace.
 
 Usage: agentteam exec team <action> [JSON | -]
@@ -167,10 +209,1355 @@ Run `agentteam exec team <action> --help` for an action's input and an example.
 /// Every built-in action, sorted by domain then action.
 pub static ACTIONS: &[ActionDescriptor] = &[
     ActionDescriptor {
+        id: ActionId::AgentCreate,
+        domain: r#"agent"#,
+        action: r#"create"#,
+        summary: r#"Create an agent on the server and its local profile"#,
+        owner: DomainOwner::Daemon,
+        risk: Risk::Write,
+        result_policy: ResultPolicy::Mutation,
+        hint: None,
+        next: None,
+        prompt_inline: false,
+        example: r#"{"handle":"reviewer","model":"gpt-5","provider":"openai","requestId":"req-create-reviewer","runtimeFamily":"codex"}"#,
+        input_type: r#"AgentCreateInput"#,
+        output_type: r#"AgentCreateOutput"#,
+        input_properties: &[
+            r#"baseUrl"#,
+            r#"displayName"#,
+            r#"handle"#,
+            r#"knowledgeSourceIds"#,
+            r#"model"#,
+            r#"provider"#,
+            r#"requestId"#,
+            r#"runtimeFamily"#,
+        ],
+        retrieval: Some(ActionId::AgentGet),
+        input_schema: r##"{
+  "$defs": {
+    "BaseUrl": {
+      "description": "The provider's base URL: `http(s)://host[:port][/path]`, never user info, a query or a fragment.",
+      "format": "uri",
+      "maxLength": 512,
+      "pattern": "^https?://([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*|\\[[0-9A-Fa-f:.]{2,45}\\])(:[0-9]{1,5})?(/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?$",
+      "type": "string"
+    },
+    "Handle": {
+      "description": "A short lowercase handle.",
+      "maxLength": 32,
+      "pattern": "^[a-z][a-z0-9-]{0,31}$",
+      "type": "string"
+    },
+    "KnowledgeSourceId": {
+      "description": "Opaque knowledge source identifier.",
+      "maxLength": 68,
+      "pattern": "^kbs_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ModelName": {
+      "description": "The model identifier the runtime asks its provider for.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$",
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "ProviderName": {
+      "description": "The model provider, such as `anthropic` or `openai`.",
+      "maxLength": 64,
+      "pattern": "^[a-z][a-z0-9._-]{0,63}$",
+      "type": "string"
+    },
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    },
+    "RuntimeFamily": {
+      "description": "The runtime the agent runs in: `claude` (Claude Code), `codex`, `opencode`, or `generic` (environment only).",
+      "enum": [
+        "claude",
+        "codex",
+        "opencode",
+        "generic"
+      ],
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "Create an agent on the server (a member of your general channel) and its local profile. Secrets (API key, header values) and the filesystem policy are set by a person with `agentteam agent update`, never here.",
+  "properties": {
+    "baseUrl": {
+      "$ref": "#/$defs/BaseUrl"
+    },
+    "displayName": {
+      "$ref": "#/$defs/Name",
+      "description": "The public display name on the server (default: the handle)."
+    },
+    "handle": {
+      "$ref": "#/$defs/Handle"
+    },
+    "knowledgeSourceIds": {
+      "description": "Knowledge sources the agent prefers: a preference only, never a grant (the server's KB owner decides what it may read).",
+      "items": {
+        "$ref": "#/$defs/KnowledgeSourceId"
+      },
+      "maxItems": 64,
+      "type": "array",
+      "uniqueItems": true
+    },
+    "model": {
+      "$ref": "#/$defs/ModelName"
+    },
+    "provider": {
+      "$ref": "#/$defs/ProviderName"
+    },
+    "requestId": {
+      "$ref": "#/$defs/RequestId"
+    },
+    "runtimeFamily": {
+      "$ref": "#/$defs/RuntimeFamily"
+    }
+  },
+  "required": [
+    "handle"
+  ],
+  "title": "AgentCreateInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "AgentProfile": {
+      "additionalProperties": false,
+      "description": "The safe projection of a local agent profile: what a model may see. It says whether an API key is configured and names the configured header names, but never carries a secret, a header value, the base URL's user info, query or fragment, knowledge source ids, or the filesystem policy's paths.",
+      "properties": {
+        "apiKeyConfigured": {
+          "description": "True when an API key is stored for this agent (its value never leaves the daemon's secret file).",
+          "type": "boolean"
+        },
+        "baseUrl": {
+          "$ref": "#/$defs/BaseUrl"
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "displayName": {
+          "$ref": "#/$defs/Name",
+          "description": "The agent's public display name on the server (read-only here)."
+        },
+        "filesystemPolicy": {
+          "additionalProperties": false,
+          "description": "The filesystem policy, as a bounded count only.",
+          "properties": {
+            "allowedPathCount": {
+              "maximum": 256,
+              "minimum": 0,
+              "type": "integer"
+            }
+          },
+          "required": [
+            "allowedPathCount"
+          ],
+          "type": "object"
+        },
+        "handle": {
+          "$ref": "#/$defs/Handle"
+        },
+        "headerNames": {
+          "description": "The normalized (lowercase) names of the configured custom headers; their values are secrets.",
+          "items": {
+            "$ref": "#/$defs/HeaderName"
+          },
+          "maxItems": 32,
+          "type": "array"
+        },
+        "id": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "knowledgeSourceCount": {
+          "description": "How many knowledge sources the agent prefers (a preference, never a grant; the ids are not shown).",
+          "maximum": 64,
+          "minimum": 0,
+          "type": "integer"
+        },
+        "liveSessions": {
+          "description": "How many runtimes of this agent run now.",
+          "minimum": 0,
+          "type": "integer"
+        },
+        "model": {
+          "$ref": "#/$defs/ModelName"
+        },
+        "provider": {
+          "$ref": "#/$defs/ProviderName"
+        },
+        "revision": {
+          "description": "Increments with every change of this profile.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "runtimeFamily": {
+          "$ref": "#/$defs/RuntimeFamily"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "handle",
+        "runtimeFamily",
+        "apiKeyConfigured",
+        "headerNames",
+        "knowledgeSourceCount",
+        "filesystemPolicy",
+        "displayName",
+        "liveSessions",
+        "revision",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "BaseUrl": {
+      "description": "The provider's base URL: `http(s)://host[:port][/path]`, never user info, a query or a fragment.",
+      "format": "uri",
+      "maxLength": 512,
+      "pattern": "^https?://([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*|\\[[0-9A-Fa-f:.]{2,45}\\])(:[0-9]{1,5})?(/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?$",
+      "type": "string"
+    },
+    "Handle": {
+      "description": "A short lowercase handle.",
+      "maxLength": 32,
+      "pattern": "^[a-z][a-z0-9-]{0,31}$",
+      "type": "string"
+    },
+    "HeaderName": {
+      "description": "A normalized (lowercase) HTTP header name.",
+      "maxLength": 64,
+      "pattern": "^[a-z0-9!#$%&'*+.^_`|~-]{1,64}$",
+      "type": "string"
+    },
+    "ModelName": {
+      "description": "The model identifier the runtime asks its provider for.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$",
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "ProviderName": {
+      "description": "The model provider, such as `anthropic` or `openai`.",
+      "maxLength": 64,
+      "pattern": "^[a-z][a-z0-9._-]{0,63}$",
+      "type": "string"
+    },
+    "RuntimeFamily": {
+      "description": "The runtime the agent runs in: `claude` (Claude Code), `codex`, `opencode`, or `generic` (environment only).",
+      "enum": [
+        "claude",
+        "codex",
+        "opencode",
+        "generic"
+      ],
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "The created agent's profile.",
+  "properties": {
+    "agent": {
+      "$ref": "#/$defs/AgentProfile"
+    }
+  },
+  "required": [
+    "agent"
+  ],
+  "title": "AgentCreateOutput",
+  "type": "object"
+}
+"##,
+        help: r#"Create an agent on the server and its local profile
+
+Usage: agentteam exec agent create [JSON | -]
+
+Input fields:
+  handle              required  string                         A short lowercase handle
+  baseUrl             optional  string                         The provider's base URL: `http(s)://host[:port][/path]`, never user info, a query or a fragment
+  displayName         optional  string                         The public display name on the server (default: the handle)
+  knowledgeSourceIds  optional  array of string                Knowledge sources the agent prefers: a preference only, never a grant (the server's KB owner decides what it may read)
+  model               optional  string                         The model identifier the runtime asks its provider for
+  provider            optional  string                         The model provider, such as `anthropic` or `openai`
+  requestId           optional  string                         Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`
+  runtimeFamily       optional  claude|codex|opencode|generic  The runtime the agent runs in: `claude` (Claude Code), `codex`, `opencode`, or `generic` (environment only)
+
+Risk: write; over-budget results: mutation
+Schemas: agentteam exec agent create --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Example:
+  agentteam exec agent create '{"handle":"reviewer","model":"gpt-5","provider":"openai","requestId":"req-create-reviewer","runtimeFamily":"codex"}'
+"#,
+    },
+    ActionDescriptor {
+        id: ActionId::AgentDelete,
+        domain: r#"agent"#,
+        action: r#"delete"#,
+        summary: r#"Delete an agent's local profile and its secrets"#,
+        owner: DomainOwner::Daemon,
+        risk: Risk::Destructive,
+        result_policy: ResultPolicy::Mutation,
+        hint: None,
+        next: None,
+        prompt_inline: false,
+        example: r#"{"agentId":"agt_01JD7M1A2B","expectedRevision":3}"#,
+        input_type: r#"AgentDeleteInput"#,
+        output_type: r#"AgentDeleteOutput"#,
+        input_properties: &[r#"agentId"#, r#"expectedRevision"#, r#"requestId"#],
+        retrieval: Some(ActionId::AgentGet),
+        input_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "Delete an agent's local profile and its secret file. The agent stays on the server.",
+  "properties": {
+    "agentId": {
+      "$ref": "#/$defs/AgentId"
+    },
+    "expectedRevision": {
+      "description": "Apply only if the profile is still at this revision.",
+      "minimum": 1,
+      "type": "integer"
+    },
+    "requestId": {
+      "$ref": "#/$defs/RequestId"
+    }
+  },
+  "required": [
+    "agentId"
+  ],
+  "title": "AgentDeleteInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Handle": {
+      "description": "A short lowercase handle.",
+      "maxLength": 32,
+      "pattern": "^[a-z][a-z0-9-]{0,31}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "The deleted profile.",
+  "properties": {
+    "agent": {
+      "additionalProperties": false,
+      "description": "What was deleted.",
+      "properties": {
+        "handle": {
+          "$ref": "#/$defs/Handle"
+        },
+        "id": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "revision": {
+          "description": "The profile's last revision.",
+          "minimum": 1,
+          "type": "integer"
+        }
+      },
+      "required": [
+        "id",
+        "handle",
+        "revision"
+      ],
+      "type": "object"
+    }
+  },
+  "required": [
+    "agent"
+  ],
+  "title": "AgentDeleteOutput",
+  "type": "object"
+}
+"##,
+        help: r#"Delete an agent's local profile and its secrets
+
+Usage: agentteam exec agent delete [JSON | -]
+
+Input fields:
+  agentId           required  string   Opaque agent identifier
+  expectedRevision  optional  integer  Apply only if the profile is still at this revision
+  requestId         optional  string   Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`
+
+Risk: destructive; over-budget results: mutation
+Schemas: agentteam exec agent delete --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Example:
+  agentteam exec agent delete '{"agentId":"agt_01JD7M1A2B","expectedRevision":3}'
+"#,
+    },
+    ActionDescriptor {
+        id: ActionId::AgentGet,
+        domain: r#"agent"#,
+        action: r#"get"#,
+        summary: r#"Read one agent profile by id"#,
+        owner: DomainOwner::Daemon,
+        risk: Risk::Read,
+        result_policy: ResultPolicy::Bounded,
+        hint: Some(r#"the agent profile is larger than the result budget"#),
+        next: Some(r#"read the profile's fields with `agent list` instead"#),
+        prompt_inline: false,
+        example: r#"{"agentId":"agt_01JD7M1A2B"}"#,
+        input_type: r#"AgentGetInput"#,
+        output_type: r#"AgentGetOutput"#,
+        input_properties: &[r#"agentId"#],
+        retrieval: None,
+        input_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "Read one agent profile.",
+  "properties": {
+    "agentId": {
+      "$ref": "#/$defs/AgentId"
+    }
+  },
+  "required": [
+    "agentId"
+  ],
+  "title": "AgentGetInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "AgentProfile": {
+      "additionalProperties": false,
+      "description": "The safe projection of a local agent profile: what a model may see. It says whether an API key is configured and names the configured header names, but never carries a secret, a header value, the base URL's user info, query or fragment, knowledge source ids, or the filesystem policy's paths.",
+      "properties": {
+        "apiKeyConfigured": {
+          "description": "True when an API key is stored for this agent (its value never leaves the daemon's secret file).",
+          "type": "boolean"
+        },
+        "baseUrl": {
+          "$ref": "#/$defs/BaseUrl"
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "displayName": {
+          "$ref": "#/$defs/Name",
+          "description": "The agent's public display name on the server (read-only here)."
+        },
+        "filesystemPolicy": {
+          "additionalProperties": false,
+          "description": "The filesystem policy, as a bounded count only.",
+          "properties": {
+            "allowedPathCount": {
+              "maximum": 256,
+              "minimum": 0,
+              "type": "integer"
+            }
+          },
+          "required": [
+            "allowedPathCount"
+          ],
+          "type": "object"
+        },
+        "handle": {
+          "$ref": "#/$defs/Handle"
+        },
+        "headerNames": {
+          "description": "The normalized (lowercase) names of the configured custom headers; their values are secrets.",
+          "items": {
+            "$ref": "#/$defs/HeaderName"
+          },
+          "maxItems": 32,
+          "type": "array"
+        },
+        "id": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "knowledgeSourceCount": {
+          "description": "How many knowledge sources the agent prefers (a preference, never a grant; the ids are not shown).",
+          "maximum": 64,
+          "minimum": 0,
+          "type": "integer"
+        },
+        "liveSessions": {
+          "description": "How many runtimes of this agent run now.",
+          "minimum": 0,
+          "type": "integer"
+        },
+        "model": {
+          "$ref": "#/$defs/ModelName"
+        },
+        "provider": {
+          "$ref": "#/$defs/ProviderName"
+        },
+        "revision": {
+          "description": "Increments with every change of this profile.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "runtimeFamily": {
+          "$ref": "#/$defs/RuntimeFamily"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "handle",
+        "runtimeFamily",
+        "apiKeyConfigured",
+        "headerNames",
+        "knowledgeSourceCount",
+        "filesystemPolicy",
+        "displayName",
+        "liveSessions",
+        "revision",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "BaseUrl": {
+      "description": "The provider's base URL: `http(s)://host[:port][/path]`, never user info, a query or a fragment.",
+      "format": "uri",
+      "maxLength": 512,
+      "pattern": "^https?://([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*|\\[[0-9A-Fa-f:.]{2,45}\\])(:[0-9]{1,5})?(/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?$",
+      "type": "string"
+    },
+    "Handle": {
+      "description": "A short lowercase handle.",
+      "maxLength": 32,
+      "pattern": "^[a-z][a-z0-9-]{0,31}$",
+      "type": "string"
+    },
+    "HeaderName": {
+      "description": "A normalized (lowercase) HTTP header name.",
+      "maxLength": 64,
+      "pattern": "^[a-z0-9!#$%&'*+.^_`|~-]{1,64}$",
+      "type": "string"
+    },
+    "ModelName": {
+      "description": "The model identifier the runtime asks its provider for.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$",
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "ProviderName": {
+      "description": "The model provider, such as `anthropic` or `openai`.",
+      "maxLength": 64,
+      "pattern": "^[a-z][a-z0-9._-]{0,63}$",
+      "type": "string"
+    },
+    "RuntimeFamily": {
+      "description": "The runtime the agent runs in: `claude` (Claude Code), `codex`, `opencode`, or `generic` (environment only).",
+      "enum": [
+        "claude",
+        "codex",
+        "opencode",
+        "generic"
+      ],
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "The agent profile.",
+  "properties": {
+    "agent": {
+      "$ref": "#/$defs/AgentProfile"
+    }
+  },
+  "required": [
+    "agent"
+  ],
+  "title": "AgentGetOutput",
+  "type": "object"
+}
+"##,
+        help: r#"Read one agent profile by id
+
+Usage: agentteam exec agent get [JSON | -]
+
+Input fields:
+  agentId  required  string  Opaque agent identifier
+
+Risk: read; over-budget results: bounded
+Schemas: agentteam exec agent get --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Example:
+  agentteam exec agent get '{"agentId":"agt_01JD7M1A2B"}'
+"#,
+    },
+    ActionDescriptor {
+        id: ActionId::AgentList,
+        domain: r#"agent"#,
+        action: r#"list"#,
+        summary: r#"List this desktop's agent profiles by agent id"#,
+        owner: DomainOwner::Daemon,
+        risk: Risk::Read,
+        result_policy: ResultPolicy::Cursor,
+        hint: Some(r#"this page of agent profiles is larger than the result budget"#),
+        next: Some(
+            r#"repeat with a smaller `limit` and follow `nextCursor` page by page"#,
+        ),
+        prompt_inline: false,
+        example: r#"{"limit":20,"runtimeFamily":"claude"}"#,
+        input_type: r#"AgentListInput"#,
+        output_type: r#"AgentListOutput"#,
+        input_properties: &[r#"cursor"#, r#"limit"#, r#"provider"#, r#"runtimeFamily"#],
+        retrieval: None,
+        input_schema: r##"{
+  "$defs": {
+    "AgentCursor": {
+      "description": "Opaque continuation token of `agent list` (prefix `a2`); valid only with the same filters and while the profiles are unchanged.",
+      "maxLength": 512,
+      "minLength": 3,
+      "pattern": "^a2[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "PageLimit": {
+      "description": "Maximum number of items on one page (default 20, at most 100).",
+      "maximum": 100,
+      "minimum": 1,
+      "type": "integer"
+    },
+    "ProviderName": {
+      "description": "The model provider, such as `anthropic` or `openai`.",
+      "maxLength": 64,
+      "pattern": "^[a-z][a-z0-9._-]{0,63}$",
+      "type": "string"
+    },
+    "RuntimeFamily": {
+      "description": "The runtime the agent runs in: `claude` (Claude Code), `codex`, `opencode`, or `generic` (environment only).",
+      "enum": [
+        "claude",
+        "codex",
+        "opencode",
+        "generic"
+      ],
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "List this desktop's agent profiles, ordered by agent id. Filters are optional; follow `nextCursor` for the next page.",
+  "properties": {
+    "cursor": {
+      "$ref": "#/$defs/AgentCursor"
+    },
+    "limit": {
+      "$ref": "#/$defs/PageLimit"
+    },
+    "provider": {
+      "$ref": "#/$defs/ProviderName",
+      "description": "Only profiles of this provider."
+    },
+    "runtimeFamily": {
+      "$ref": "#/$defs/RuntimeFamily",
+      "description": "Only profiles of this runtime family."
+    }
+  },
+  "title": "AgentListInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentCursor": {
+      "description": "Opaque continuation token of `agent list` (prefix `a2`); valid only with the same filters and while the profiles are unchanged.",
+      "maxLength": 512,
+      "minLength": 3,
+      "pattern": "^a2[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "AgentProfile": {
+      "additionalProperties": false,
+      "description": "The safe projection of a local agent profile: what a model may see. It says whether an API key is configured and names the configured header names, but never carries a secret, a header value, the base URL's user info, query or fragment, knowledge source ids, or the filesystem policy's paths.",
+      "properties": {
+        "apiKeyConfigured": {
+          "description": "True when an API key is stored for this agent (its value never leaves the daemon's secret file).",
+          "type": "boolean"
+        },
+        "baseUrl": {
+          "$ref": "#/$defs/BaseUrl"
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "displayName": {
+          "$ref": "#/$defs/Name",
+          "description": "The agent's public display name on the server (read-only here)."
+        },
+        "filesystemPolicy": {
+          "additionalProperties": false,
+          "description": "The filesystem policy, as a bounded count only.",
+          "properties": {
+            "allowedPathCount": {
+              "maximum": 256,
+              "minimum": 0,
+              "type": "integer"
+            }
+          },
+          "required": [
+            "allowedPathCount"
+          ],
+          "type": "object"
+        },
+        "handle": {
+          "$ref": "#/$defs/Handle"
+        },
+        "headerNames": {
+          "description": "The normalized (lowercase) names of the configured custom headers; their values are secrets.",
+          "items": {
+            "$ref": "#/$defs/HeaderName"
+          },
+          "maxItems": 32,
+          "type": "array"
+        },
+        "id": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "knowledgeSourceCount": {
+          "description": "How many knowledge sources the agent prefers (a preference, never a grant; the ids are not shown).",
+          "maximum": 64,
+          "minimum": 0,
+          "type": "integer"
+        },
+        "liveSessions": {
+          "description": "How many runtimes of this agent run now.",
+          "minimum": 0,
+          "type": "integer"
+        },
+        "model": {
+          "$ref": "#/$defs/ModelName"
+        },
+        "provider": {
+          "$ref": "#/$defs/ProviderName"
+        },
+        "revision": {
+          "description": "Increments with every change of this profile.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "runtimeFamily": {
+          "$ref": "#/$defs/RuntimeFamily"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "handle",
+        "runtimeFamily",
+        "apiKeyConfigured",
+        "headerNames",
+        "knowledgeSourceCount",
+        "filesystemPolicy",
+        "displayName",
+        "liveSessions",
+        "revision",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "BaseUrl": {
+      "description": "The provider's base URL: `http(s)://host[:port][/path]`, never user info, a query or a fragment.",
+      "format": "uri",
+      "maxLength": 512,
+      "pattern": "^https?://([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*|\\[[0-9A-Fa-f:.]{2,45}\\])(:[0-9]{1,5})?(/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?$",
+      "type": "string"
+    },
+    "Handle": {
+      "description": "A short lowercase handle.",
+      "maxLength": 32,
+      "pattern": "^[a-z][a-z0-9-]{0,31}$",
+      "type": "string"
+    },
+    "HeaderName": {
+      "description": "A normalized (lowercase) HTTP header name.",
+      "maxLength": 64,
+      "pattern": "^[a-z0-9!#$%&'*+.^_`|~-]{1,64}$",
+      "type": "string"
+    },
+    "ModelName": {
+      "description": "The model identifier the runtime asks its provider for.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$",
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "ProviderName": {
+      "description": "The model provider, such as `anthropic` or `openai`.",
+      "maxLength": 64,
+      "pattern": "^[a-z][a-z0-9._-]{0,63}$",
+      "type": "string"
+    },
+    "RuntimeFamily": {
+      "description": "The runtime the agent runs in: `claude` (Claude Code), `codex`, `opencode`, or `generic` (environment only).",
+      "enum": [
+        "claude",
+        "codex",
+        "opencode",
+        "generic"
+      ],
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "One page of agent profiles ordered by agent id.",
+  "properties": {
+    "agents": {
+      "items": {
+        "$ref": "#/$defs/AgentProfile"
+      },
+      "maxItems": 100,
+      "type": "array"
+    },
+    "hasMore": {
+      "description": "True when another page exists.",
+      "type": "boolean"
+    },
+    "nextCursor": {
+      "$ref": "#/$defs/AgentCursor"
+    }
+  },
+  "required": [
+    "agents",
+    "hasMore"
+  ],
+  "title": "AgentListOutput",
+  "type": "object"
+}
+"##,
+        help: r#"List this desktop's agent profiles by agent id
+
+Usage: agentteam exec agent list [JSON | -]
+
+Input fields:
+  cursor         optional  string                         Opaque continuation token of `agent list` (prefix `a2`); valid only with the same filters and while the profiles are unchanged
+  limit          optional  integer                        Maximum number of items on one page (default 20, at most 100)
+  provider       optional  string                         Only profiles of this provider
+  runtimeFamily  optional  claude|codex|opencode|generic  Only profiles of this runtime family
+
+Risk: read; over-budget results: cursor
+Schemas: agentteam exec agent list --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Example:
+  agentteam exec agent list '{"limit":20,"runtimeFamily":"claude"}'
+"#,
+    },
+    ActionDescriptor {
+        id: ActionId::AgentReload,
+        domain: r#"agent"#,
+        action: r#"reload"#,
+        summary: r#"Reload the profiles from disk and drop those the server no longer knows"#,
+        owner: DomainOwner::Daemon,
+        risk: Risk::Write,
+        result_policy: ResultPolicy::Mutation,
+        hint: None,
+        next: None,
+        prompt_inline: false,
+        example: r#"{}"#,
+        input_type: r#"AgentReloadInput"#,
+        output_type: r#"AgentReloadOutput"#,
+        input_properties: &[r#"requestId"#],
+        retrieval: None,
+        input_schema: r##"{
+  "$defs": {
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "Reload the profiles from disk and drop every profile the server no longer knows or whose secret file is missing.",
+  "properties": {
+    "requestId": {
+      "$ref": "#/$defs/RequestId"
+    }
+  },
+  "title": "AgentReloadInput",
+  "type": "object"
+}
+"##,
+        output_schema: r#"{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "What the reload found.",
+  "properties": {
+    "loaded": {
+      "description": "Profiles kept.",
+      "minimum": 0,
+      "type": "integer"
+    },
+    "removed": {
+      "description": "Orphaned profiles removed.",
+      "minimum": 0,
+      "type": "integer"
+    }
+  },
+  "required": [
+    "loaded",
+    "removed"
+  ],
+  "title": "AgentReloadOutput",
+  "type": "object"
+}
+"#,
+        help: r#"Reload the profiles from disk and drop those the server no longer knows
+
+Usage: agentteam exec agent reload [JSON | -]
+
+Input fields:
+  requestId  optional  string  Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`
+
+Risk: write; over-budget results: mutation
+Schemas: agentteam exec agent reload --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Example:
+  agentteam exec agent reload '{}'
+"#,
+    },
+    ActionDescriptor {
+        id: ActionId::AgentUpdate,
+        domain: r#"agent"#,
+        action: r#"update"#,
+        summary: r#"Change an agent profile's handle, runtime, provider, model, base URL or knowledge sources"#,
+        owner: DomainOwner::Daemon,
+        risk: Risk::Write,
+        result_policy: ResultPolicy::Mutation,
+        hint: None,
+        next: None,
+        prompt_inline: false,
+        example: r#"{"agentId":"agt_01JD7M1A2B","expectedRevision":2,"model":"claude-sonnet-4-5"}"#,
+        input_type: r#"AgentUpdateInput"#,
+        output_type: r#"AgentUpdateOutput"#,
+        input_properties: &[
+            r#"agentId"#,
+            r#"baseUrl"#,
+            r#"clear"#,
+            r#"expectedRevision"#,
+            r#"handle"#,
+            r#"knowledgeSourceIds"#,
+            r#"model"#,
+            r#"provider"#,
+            r#"requestId"#,
+            r#"runtimeFamily"#,
+        ],
+        retrieval: Some(ActionId::AgentGet),
+        input_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "BaseUrl": {
+      "description": "The provider's base URL: `http(s)://host[:port][/path]`, never user info, a query or a fragment.",
+      "format": "uri",
+      "maxLength": 512,
+      "pattern": "^https?://([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*|\\[[0-9A-Fa-f:.]{2,45}\\])(:[0-9]{1,5})?(/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?$",
+      "type": "string"
+    },
+    "Handle": {
+      "description": "A short lowercase handle.",
+      "maxLength": 32,
+      "pattern": "^[a-z][a-z0-9-]{0,31}$",
+      "type": "string"
+    },
+    "KnowledgeSourceId": {
+      "description": "Opaque knowledge source identifier.",
+      "maxLength": 68,
+      "pattern": "^kbs_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ModelName": {
+      "description": "The model identifier the runtime asks its provider for.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$",
+      "type": "string"
+    },
+    "ProviderName": {
+      "description": "The model provider, such as `anthropic` or `openai`.",
+      "maxLength": 64,
+      "pattern": "^[a-z][a-z0-9._-]{0,63}$",
+      "type": "string"
+    },
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    },
+    "RuntimeFamily": {
+      "description": "The runtime the agent runs in: `claude` (Claude Code), `codex`, `opencode`, or `generic` (environment only).",
+      "enum": [
+        "claude",
+        "codex",
+        "opencode",
+        "generic"
+      ],
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "Change the non-secret settings of an agent profile. Secrets (API key, header values) and the filesystem policy are set by a person with `agentteam agent update`, never here.",
+  "properties": {
+    "agentId": {
+      "$ref": "#/$defs/AgentId"
+    },
+    "baseUrl": {
+      "$ref": "#/$defs/BaseUrl"
+    },
+    "clear": {
+      "description": "Fields to remove from the profile.",
+      "items": {
+        "enum": [
+          "provider",
+          "model",
+          "baseUrl",
+          "knowledgeSourceIds"
+        ],
+        "type": "string"
+      },
+      "maxItems": 4,
+      "type": "array",
+      "uniqueItems": true
+    },
+    "expectedRevision": {
+      "description": "Apply only if the profile is still at this revision.",
+      "minimum": 1,
+      "type": "integer"
+    },
+    "handle": {
+      "$ref": "#/$defs/Handle",
+      "description": "A new handle (renamed on the server too)."
+    },
+    "knowledgeSourceIds": {
+      "description": "Knowledge sources the agent prefers: a preference only, never a grant (the server's KB owner decides what it may read).",
+      "items": {
+        "$ref": "#/$defs/KnowledgeSourceId"
+      },
+      "maxItems": 64,
+      "type": "array",
+      "uniqueItems": true
+    },
+    "model": {
+      "$ref": "#/$defs/ModelName"
+    },
+    "provider": {
+      "$ref": "#/$defs/ProviderName"
+    },
+    "requestId": {
+      "$ref": "#/$defs/RequestId"
+    },
+    "runtimeFamily": {
+      "$ref": "#/$defs/RuntimeFamily"
+    }
+  },
+  "required": [
+    "agentId"
+  ],
+  "title": "AgentUpdateInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "AgentProfile": {
+      "additionalProperties": false,
+      "description": "The safe projection of a local agent profile: what a model may see. It says whether an API key is configured and names the configured header names, but never carries a secret, a header value, the base URL's user info, query or fragment, knowledge source ids, or the filesystem policy's paths.",
+      "properties": {
+        "apiKeyConfigured": {
+          "description": "True when an API key is stored for this agent (its value never leaves the daemon's secret file).",
+          "type": "boolean"
+        },
+        "baseUrl": {
+          "$ref": "#/$defs/BaseUrl"
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "displayName": {
+          "$ref": "#/$defs/Name",
+          "description": "The agent's public display name on the server (read-only here)."
+        },
+        "filesystemPolicy": {
+          "additionalProperties": false,
+          "description": "The filesystem policy, as a bounded count only.",
+          "properties": {
+            "allowedPathCount": {
+              "maximum": 256,
+              "minimum": 0,
+              "type": "integer"
+            }
+          },
+          "required": [
+            "allowedPathCount"
+          ],
+          "type": "object"
+        },
+        "handle": {
+          "$ref": "#/$defs/Handle"
+        },
+        "headerNames": {
+          "description": "The normalized (lowercase) names of the configured custom headers; their values are secrets.",
+          "items": {
+            "$ref": "#/$defs/HeaderName"
+          },
+          "maxItems": 32,
+          "type": "array"
+        },
+        "id": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "knowledgeSourceCount": {
+          "description": "How many knowledge sources the agent prefers (a preference, never a grant; the ids are not shown).",
+          "maximum": 64,
+          "minimum": 0,
+          "type": "integer"
+        },
+        "liveSessions": {
+          "description": "How many runtimes of this agent run now.",
+          "minimum": 0,
+          "type": "integer"
+        },
+        "model": {
+          "$ref": "#/$defs/ModelName"
+        },
+        "provider": {
+          "$ref": "#/$defs/ProviderName"
+        },
+        "revision": {
+          "description": "Increments with every change of this profile.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "runtimeFamily": {
+          "$ref": "#/$defs/RuntimeFamily"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "handle",
+        "runtimeFamily",
+        "apiKeyConfigured",
+        "headerNames",
+        "knowledgeSourceCount",
+        "filesystemPolicy",
+        "displayName",
+        "liveSessions",
+        "revision",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "BaseUrl": {
+      "description": "The provider's base URL: `http(s)://host[:port][/path]`, never user info, a query or a fragment.",
+      "format": "uri",
+      "maxLength": 512,
+      "pattern": "^https?://([A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?(\\.[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*|\\[[0-9A-Fa-f:.]{2,45}\\])(:[0-9]{1,5})?(/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?$",
+      "type": "string"
+    },
+    "Handle": {
+      "description": "A short lowercase handle.",
+      "maxLength": 32,
+      "pattern": "^[a-z][a-z0-9-]{0,31}$",
+      "type": "string"
+    },
+    "HeaderName": {
+      "description": "A normalized (lowercase) HTTP header name.",
+      "maxLength": 64,
+      "pattern": "^[a-z0-9!#$%&'*+.^_`|~-]{1,64}$",
+      "type": "string"
+    },
+    "ModelName": {
+      "description": "The model identifier the runtime asks its provider for.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$",
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "ProviderName": {
+      "description": "The model provider, such as `anthropic` or `openai`.",
+      "maxLength": 64,
+      "pattern": "^[a-z][a-z0-9._-]{0,63}$",
+      "type": "string"
+    },
+    "RuntimeFamily": {
+      "description": "The runtime the agent runs in: `claude` (Claude Code), `codex`, `opencode`, or `generic` (environment only).",
+      "enum": [
+        "claude",
+        "codex",
+        "opencode",
+        "generic"
+      ],
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "The updated profile.",
+  "properties": {
+    "agent": {
+      "$ref": "#/$defs/AgentProfile"
+    }
+  },
+  "required": [
+    "agent"
+  ],
+  "title": "AgentUpdateOutput",
+  "type": "object"
+}
+"##,
+        help: r#"Change an agent profile's handle, runtime, provider, model, base URL or knowledge sources
+
+Usage: agentteam exec agent update [JSON | -]
+
+Input fields:
+  agentId             required  string                                              Opaque agent identifier
+  baseUrl             optional  string                                              The provider's base URL: `http(s)://host[:port][/path]`, never user info, a query or a fragment
+  clear               optional  array of provider|model|baseUrl|knowledgeSourceIds  Fields to remove from the profile
+  expectedRevision    optional  integer                                             Apply only if the profile is still at this revision
+  handle              optional  string                                              A new handle (renamed on the server too)
+  knowledgeSourceIds  optional  array of string                                     Knowledge sources the agent prefers: a preference only, never a grant (the server's KB owner decides what it may read)
+  model               optional  string                                              The model identifier the runtime asks its provider for
+  provider            optional  string                                              The model provider, such as `anthropic` or `openai`
+  requestId           optional  string                                              Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`
+  runtimeFamily       optional  claude|codex|opencode|generic                       The runtime the agent runs in: `claude` (Claude Code), `codex`, `opencode`, or `generic` (environment only)
+
+Risk: write; over-budget results: mutation
+Schemas: agentteam exec agent update --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Example:
+  agentteam exec agent update '{"agentId":"agt_01JD7M1A2B","expectedRevision":2,"model":"claude-sonnet-4-5"}'
+"#,
+    },
+    ActionDescriptor {
         id: ActionId::ProjectArchive,
         domain: r#"project"#,
         action: r#"archive"#,
         summary: r#"Archive a project"#,
+        owner: DomainOwner::Server,
         risk: Risk::Destructive,
         result_policy: ResultPolicy::Mutation,
         hint: None,
@@ -333,6 +1720,7 @@ Example:
         domain: r#"project"#,
         action: r#"create"#,
         summary: r#"Create a workspace project"#,
+        owner: DomainOwner::Server,
         risk: Risk::Write,
         result_policy: ResultPolicy::Mutation,
         hint: None,
@@ -504,6 +1892,7 @@ Example:
         domain: r#"project"#,
         action: r#"get"#,
         summary: r#"Read one project by id"#,
+        owner: DomainOwner::Server,
         risk: Risk::Read,
         result_policy: ResultPolicy::Bounded,
         hint: Some(r#"the project is larger than the result budget"#),
@@ -656,6 +2045,7 @@ Example:
         domain: r#"project"#,
         action: r#"list"#,
         summary: r#"List the workspace's projects"#,
+        owner: DomainOwner::Server,
         risk: Risk::Read,
         result_policy: ResultPolicy::Cursor,
         hint: Some(r#"this page of projects is larger than the result budget"#),
@@ -847,6 +2237,7 @@ Example:
         domain: r#"project"#,
         action: r#"update"#,
         summary: r#"Change the name or description of a project"#,
+        owner: DomainOwner::Server,
         risk: Risk::Write,
         result_policy: ResultPolicy::Mutation,
         hint: None,
@@ -1040,6 +2431,7 @@ Example:
         domain: r#"review"#,
         action: r#"add"#,
         summary: r#"Leave a review in an explicit thread"#,
+        owner: DomainOwner::Server,
         risk: Risk::Write,
         result_policy: ResultPolicy::Mutation,
         hint: None,
@@ -1257,6 +2649,7 @@ Example:
         domain: r#"review"#,
         action: r#"get"#,
         summary: r#"Read one review by id"#,
+        owner: DomainOwner::Server,
         risk: Risk::Read,
         result_policy: ResultPolicy::Bounded,
         hint: Some(r#"the review is larger than the result budget"#),
@@ -1426,6 +2819,7 @@ Example:
         domain: r#"review"#,
         action: r#"list"#,
         summary: r#"List the reviews of one thread"#,
+        owner: DomainOwner::Server,
         risk: Risk::Read,
         result_policy: ResultPolicy::Cursor,
         hint: Some(r#"this page of reviews is larger than the result budget"#),
@@ -1633,6 +3027,7 @@ Example:
         domain: r#"review"#,
         action: r#"resolve"#,
         summary: r#"Resolve an open review"#,
+        owner: DomainOwner::Server,
         risk: Risk::Write,
         result_policy: ResultPolicy::Mutation,
         hint: None,
@@ -1812,6 +3207,7 @@ Example:
         domain: r#"scheduled-message"#,
         action: r#"cancel"#,
         summary: r#"Cancel a scheduled message"#,
+        owner: DomainOwner::Server,
         risk: Risk::Destructive,
         result_policy: ResultPolicy::Mutation,
         hint: None,
@@ -2033,6 +3429,7 @@ Example:
         domain: r#"scheduled-message"#,
         action: r#"create"#,
         summary: r#"Schedule a message to an explicit thread or channel"#,
+        owner: DomainOwner::Server,
         risk: Risk::Write,
         result_policy: ResultPolicy::Mutation,
         hint: None,
@@ -2336,6 +3733,7 @@ Example:
         domain: r#"scheduled-message"#,
         action: r#"get"#,
         summary: r#"Read one scheduled message by id"#,
+        owner: DomainOwner::Server,
         risk: Risk::Read,
         result_policy: ResultPolicy::Bounded,
         hint: Some(r#"the scheduled message is larger than the result budget"#),
@@ -2547,6 +3945,7 @@ Example:
         domain: r#"scheduled-message"#,
         action: r#"list"#,
         summary: r#"List the scheduled messages of a thread or channel"#,
+        owner: DomainOwner::Server,
         risk: Risk::Read,
         result_policy: ResultPolicy::Cursor,
         hint: Some(
@@ -2843,6 +4242,7 @@ Example:
         domain: r#"scheduled-message"#,
         action: r#"runs"#,
         summary: r#"List the runs of one scheduled message"#,
+        owner: DomainOwner::Server,
         risk: Risk::Read,
         result_policy: ResultPolicy::Cursor,
         hint: Some(r#"this page of runs is larger than the result budget"#),
@@ -3022,6 +4422,7 @@ Example:
         domain: r#"task"#,
         action: r#"cancel"#,
         summary: r#"Cancel an open or claimed task"#,
+        owner: DomainOwner::Server,
         risk: Risk::Destructive,
         result_policy: ResultPolicy::Mutation,
         hint: None,
@@ -3259,6 +4660,7 @@ Example:
         domain: r#"task"#,
         action: r#"claim"#,
         summary: r#"Claim an open task for the calling agent"#,
+        owner: DomainOwner::Server,
         risk: Risk::Write,
         result_policy: ResultPolicy::Mutation,
         hint: None,
@@ -3487,6 +4889,7 @@ Example:
         domain: r#"task"#,
         action: r#"complete"#,
         summary: r#"Complete a task the calling agent claimed"#,
+        owner: DomainOwner::Server,
         risk: Risk::Write,
         result_policy: ResultPolicy::Mutation,
         hint: None,
@@ -3724,6 +5127,7 @@ Example:
         domain: r#"task"#,
         action: r#"create"#,
         summary: r#"Create a task in an explicit thread or channel"#,
+        owner: DomainOwner::Server,
         risk: Risk::Write,
         result_policy: ResultPolicy::Mutation,
         hint: None,
@@ -4017,6 +5421,7 @@ Example:
         domain: r#"task"#,
         action: r#"get"#,
         summary: r#"Read one task by id"#,
+        owner: DomainOwner::Server,
         risk: Risk::Read,
         result_policy: ResultPolicy::Bounded,
         hint: Some(r#"the task is larger than the result budget"#),
@@ -4237,6 +5642,7 @@ Example:
         domain: r#"task"#,
         action: r#"list"#,
         summary: r#"List the tasks of one thread or channel"#,
+        owner: DomainOwner::Server,
         risk: Risk::Read,
         result_policy: ResultPolicy::Cursor,
         hint: Some(r#"this page of tasks is larger than the result budget"#),
@@ -4559,6 +5965,7 @@ Example:
         domain: r#"task"#,
         action: r#"update"#,
         summary: r#"Change the title or description of a task"#,
+        owner: DomainOwner::Server,
         risk: Risk::Write,
         result_policy: ResultPolicy::Mutation,
         hint: None,
@@ -4818,6 +6225,7 @@ Example:
         domain: r#"team"#,
         action: r#"get"#,
         summary: r#"Read one team and its members"#,
+        owner: DomainOwner::Server,
         risk: Risk::Read,
         result_policy: ResultPolicy::Bounded,
         hint: Some(r#"the team's member list is larger than the result budget"#),
@@ -5002,6 +6410,7 @@ Example:
         domain: r#"team"#,
         action: r#"list"#,
         summary: r#"List the workspace's teams"#,
+        owner: DomainOwner::Server,
         risk: Risk::Read,
         result_policy: ResultPolicy::Cursor,
         hint: Some(r#"this page of teams is larger than the result budget"#),
@@ -5161,6 +6570,7 @@ Usage: agentteam exec <domain> <action> [JSON | -]
        agentteam exec --error-schema
 
 Domains:
+  agent              This desktop's agent profiles: runtime, provider and model settings (secrets never shown).
   project            Workspace projects: create, read, update, archive.
   review             Reviews left in a thread.
   scheduled-message  Messages posted later, once or repeatedly, to an explicit thread or channel.

@@ -11,8 +11,8 @@ use serde_json::Value;
 
 use super::loader::{Loader, SchemaPair};
 use super::{
-    Action, Domain, INVENTORY_FILE, MCP_DIR, ResultPolicy, Risk, Subject, check_policy, collides,
-    is_name,
+    Action, Domain, DomainOwner, INVENTORY_FILE, MCP_DIR, ResultPolicy, Risk, Subject,
+    check_policy, collides, is_name,
 };
 use crate::codegen::pascal_case;
 
@@ -30,6 +30,7 @@ pub(super) struct InventoryFile {
 pub(super) struct DomainRow {
     domain: String,
     summary: String,
+    owner: DomainOwner,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -68,7 +69,11 @@ pub(super) fn join(
     let names: BTreeSet<String> = domains.iter().map(|d| d.name.clone()).collect();
     let mut actions = Vec::new();
     for (index, row) in inventory.actions.iter().enumerate() {
-        actions.push(join_row(loader, index, row, &names, pairs));
+        let owner = domains
+            .iter()
+            .find(|d| d.name == row.domain)
+            .map_or(DomainOwner::Server, |d| d.owner);
+        actions.push(join_row(loader, index, row, owner, &names, pairs));
     }
     check_rows_unique(loader, inventory);
     check_unlisted_pairs(loader, &actions, pairs);
@@ -98,6 +103,7 @@ fn check_domains(loader: &mut Loader<'_>, inventory: &InventoryFile) -> Vec<Doma
         domains.push(Domain {
             name: row.domain.clone(),
             summary: row.summary.clone(),
+            owner: row.owner,
         });
     }
     domains
@@ -122,6 +128,7 @@ fn join_row(
     loader: &mut Loader<'_>,
     index: usize,
     row: &ActionRow,
+    owner: DomainOwner,
     domains: &BTreeSet<String>,
     pairs: &BTreeMap<(String, String), SchemaPair>,
 ) -> Action {
@@ -207,6 +214,7 @@ fn join_row(
         domain: row.domain.clone(),
         action: row.action.clone(),
         summary: row.summary.clone(),
+        owner,
         risk: row.risk,
         result_policy: row.result_policy,
         hint: row.hint.clone(),

@@ -23,7 +23,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
-pub use super::kinds::{ResultPolicy, Risk, ToolOwner};
+pub use super::kinds::{DomainOwner, ResultPolicy, Risk, ToolOwner};
 use super::{Diagnostic, pascal_case};
 use loader::Loader;
 
@@ -73,6 +73,7 @@ pub struct McpBudget {
 pub struct Domain {
     pub name: String,
     pub summary: String,
+    pub owner: DomainOwner,
 }
 
 /// One built-in action: its inventory row joined with its hoisted schema pair.
@@ -81,6 +82,8 @@ pub struct Action {
     pub domain: String,
     pub action: String,
     pub summary: String,
+    /// Its domain's owner.
+    pub owner: DomainOwner,
     pub risk: Risk,
     pub result_policy: ResultPolicy,
     pub hint: Option<String>,

@@ -7,8 +7,8 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use clap::{Args, Subcommand};
-use serde_json::{Value, json};
+use clap::Args;
+use serde_json::Value;
 
 use super::http::{self, Peer};
 use super::output::{Exit, print, usage_error};
@@ -52,25 +52,7 @@ pub struct DaemonArgs {
 pub struct StateDir {
     /// State directory of the daemon (default: `$XDG_STATE_HOME/agentteam`)
     #[arg(long, global = true)]
-    state_dir: Option<PathBuf>,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum AgentCommand {
-    /// Register an agent on the server and in this daemon
-    Add {
-        handle: String,
-        #[arg(long)]
-        display_name: Option<String>,
-    },
-    /// List this daemon's agents
-    List {
-        /// Print JSON
-        #[arg(long)]
-        json: bool,
-    },
-    /// Remove an agent (by id or handle) from this daemon
-    Remove { agent: String },
+    pub state_dir: Option<PathBuf>,
 }
 
 /// Options of `agentteam run`.
@@ -177,7 +159,7 @@ fn connect(state_dir: &Option<PathBuf>) -> Result<(String, String), Exit> {
 }
 
 /// One admin API call; the success `data` or the printed refusal and its exit status.
-fn admin_call(
+pub fn admin_call(
     state_dir: &Option<PathBuf>,
     method: reqwest::Method,
     path: &str,
@@ -191,61 +173,6 @@ fn admin_call(
         &token,
         body.as_ref(),
     )
-}
-
-pub fn run_agent(state: StateDir, command: AgentCommand) -> Exit {
-    let result = match command {
-        AgentCommand::Add {
-            handle,
-            display_name,
-        } => admin_call(
-            &state.state_dir,
-            reqwest::Method::POST,
-            "/api/admin/agents",
-            Some(json!({"handle": handle, "displayName": display_name})),
-        ),
-        AgentCommand::List { json } => admin_call(
-            &state.state_dir,
-            reqwest::Method::GET,
-            "/api/admin/agents",
-            None,
-        )
-        .map(|data| {
-            if json {
-                data
-            } else {
-                let rows: Vec<String> = data["agents"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(|a| {
-                        format!(
-                            "{}  {}  {}",
-                            a["agentId"].as_str().unwrap_or(""),
-                            a["handle"].as_str().unwrap_or(""),
-                            a["displayName"].as_str().unwrap_or("")
-                        )
-                    })
-                    .collect();
-                Value::String(rows.join("\n"))
-            }
-        }),
-        AgentCommand::Remove { agent } => admin_call(
-            &state.state_dir,
-            reqwest::Method::DELETE,
-            &format!("/api/admin/agents/{agent}"),
-            None,
-        ),
-    };
-    match result {
-        Ok(Value::String(text)) if !text.starts_with('{') => print(&if text.is_empty() {
-            text
-        } else {
-            format!("{text}\n")
-        }),
-        Ok(data) => print(&format!("{data}\n")),
-        Err(exit) => exit,
-    }
 }
 
 /// `agentteam run`: the daemon launches the command; this process relays its output and exits

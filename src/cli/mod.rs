@@ -4,6 +4,7 @@
 //! 1 the action ran and reported a failure, 2 usage, configuration or transport error.
 
 mod admin;
+mod agent;
 mod catalog;
 mod daemon;
 mod exec;
@@ -62,12 +63,12 @@ enum Command {
     },
     /// Run the desktop daemon (with the embedded server unless `--server-url` is given)
     Daemon(daemon::DaemonArgs),
-    /// Manage the local daemon's agents
+    /// Manage the local daemon's agent profiles
     Agent {
         #[command(flatten)]
         state: daemon::StateDir,
         #[command(subcommand)]
-        command: daemon::AgentCommand,
+        command: agent::AgentCommand,
     },
     /// Launch a command as an agent runtime under the local daemon, relaying its output
     Run {
@@ -109,7 +110,7 @@ pub fn main() -> ExitCode {
             let scrubbed = crate::daemon::runtime::env::scrub_own_env();
             daemon::run_daemon(args, scrubbed)
         }
-        Command::Agent { state, command } => daemon::run_agent(state, command),
+        Command::Agent { state, command } => agent::run(state, command),
         Command::Run { state, args } => daemon::run_runtime(state, args),
         Command::Server {
             listen,

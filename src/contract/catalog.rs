@@ -5,13 +5,15 @@
 //! It is descriptor-only: no handlers and no execution hooks. CLI help, schema printing,
 //! validation, OpenAPI and the prompt summary all read it; nothing else spells an action.
 
-pub use super::kinds::{ResultPolicy, Risk, ToolOwner};
+pub use super::kinds::{DomainOwner, ResultPolicy, Risk, ToolOwner};
 
 /// One Exec domain.
 #[derive(Debug)]
 pub struct DomainDescriptor {
     pub name: &'static str,
     pub summary: &'static str,
+    /// Who answers the domain's actions.
+    pub owner: DomainOwner,
     /// `agentteam exec <domain> --help`.
     pub help: &'static str,
 }
@@ -24,6 +26,8 @@ pub struct ActionDescriptor {
     pub action: &'static str,
     /// One line, no trailing period.
     pub summary: &'static str,
+    /// Who answers this action (its domain's owner).
+    pub owner: DomainOwner,
     pub risk: Risk,
     pub result_policy: ResultPolicy,
     /// Why an over-budget result was refused (required for read actions).

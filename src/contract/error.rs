@@ -100,4 +100,7 @@ pub enum DispatchError {
     /// The typed output did not serialize (the result may already be committed).
     #[error("action output does not serialize")]
     Encode(#[source] serde_json::Error),
+    /// The action belongs to another owner's dispatcher (a routing defect).
+    #[error("the action belongs to another owner")]
+    NotOwned(super::catalog::ActionId),
 }

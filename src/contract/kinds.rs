@@ -56,6 +56,25 @@ impl ResultPolicy {
     }
 }
 
+/// Who owns an Exec domain's actions: the product owner behind the bridge.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub enum DomainOwner {
+    /// The AgentTeam Server's runtime API (the daemon forwards through `ServerClient`).
+    Server,
+    /// The daemon itself (local agent profiles): a `DaemonActionHandler` answers.
+    Daemon,
+}
+
+impl DomainOwner {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DomainOwner::Server => "server",
+            DomainOwner::Daemon => "daemon",
+        }
+    }
+}
+
 /// Who answers an MCP tool's calls.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -16,10 +16,12 @@ pub mod types;
 pub mod validate;
 
 pub use catalog::{
-    ACTIONS, ActionDescriptor, ActionId, DOMAINS, DomainDescriptor, ResultPolicy, Risk, TOOLS,
-    ToolDescriptor, ToolId, ToolOwner,
+    ACTIONS, ActionDescriptor, ActionId, DOMAINS, DomainDescriptor, DomainOwner, ResultPolicy,
+    Risk, TOOLS, ToolDescriptor, ToolId, ToolOwner,
 };
 pub use error::{ActionError, ActionResult, DispatchError};
-pub use handlers::{ActionHandler, ServerToolHandler, dispatch, dispatch_tool};
+pub use handlers::{
+    ActionHandler, DaemonActionHandler, ServerToolHandler, dispatch, dispatch_daemon, dispatch_tool,
+};
 pub use runtime_catalog::RuntimeCatalog;
 pub use validate::{ValidationDetail, Validators};

@@ -3,7 +3,7 @@
 //! by the [`AdminAuth`] extractor before anything else; the token never reaches a runtime.
 
 use axum::body::{Body, Bytes};
-use axum::extract::{FromRequest, FromRequestParts, Path, Request, State};
+use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
 use axum::http::request::Parts;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -15,11 +15,12 @@ use subtle::ConstantTimeEq;
 use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 
-use super::agents::{MAX_PROFILES, Profile};
+use super::agents::owner::HumanSettings;
 use super::runtime::{LaunchError, LaunchOptions, LaunchRequest};
 use super::state::DaemonState;
 use crate::contract::error::ErrorCode;
-use crate::contract::{ActionError, ActionResult};
+use crate::contract::types as t;
+use crate::contract::{ActionError, ActionId, ActionResult};
 use crate::wire::{self, Data, Refusal, frame};
 
 /// The caller presented this start's admin token.
@@ -73,7 +74,9 @@ pub async fn status(State(state): State<DaemonState>, _: AdminAuth) -> Answer {
         |counter: &std::sync::atomic::AtomicU64| counter.load(std::sync::atomic::Ordering::Relaxed);
     Ok(Data(json!({
         "workspaceId": state.identity.workspace_id,
-        "agents": state.profiles.len(),
+        "agents": state.agents.store.len(),
+        "profilesCopied": state.agents.store.counters.copied.load(std::sync::atomic::Ordering::Relaxed),
+        "sessionsResolved": state.agents.store.counters.sessions_resolved.load(std::sync::atomic::Ordering::Relaxed),
         "leases": state.dispatcher.leases(),
         "authorizations": state.authorizations.registered(),
         "execRequests": load(&counters.exec_requests),
@@ -82,94 +85,77 @@ pub async fn status(State(state): State<DaemonState>, _: AdminAuth) -> Answer {
     })))
 }
 
-/// `GET /api/admin/agents`.
-pub async fn list_agents(State(state): State<DaemonState>, _: AdminAuth) -> Answer {
-    Ok(Data(json!({ "agents": state.profiles.list() })))
+/// `GET /api/admin/agents?limit&cursor&runtimeFamily&provider`: a page of profiles (the human CLI
+/// follows `nextCursor`).
+pub async fn list_agents(
+    State(state): State<DaemonState>,
+    _: AdminAuth,
+    Query(query): Query<serde_json::Map<String, Value>>,
+) -> Answer {
+    let mut input = Value::Object(query);
+    if let Some(limit) = input.get("limit").and_then(Value::as_str) {
+        input["limit"] = limit.parse::<u64>().map_or(Value::Null, |n| json!(n));
+    }
+    let input: t::AgentListInput = typed(&state, ActionId::AgentList, input)?;
+    Ok(Data(
+        serde_json::to_value(state.agents.list(input)?).expect("output serializes"),
+    ))
 }
 
+/// Validates `input` against `id`'s input schema and decodes it.
+fn typed<T: DeserializeOwned>(state: &DaemonState, id: ActionId, input: Value) -> ActionResult<T> {
+    state.validators.validate_input(id, &input)?;
+    serde_json::from_value(input).map_err(|_| ActionError::unrepresentable_input())
+}
+
+/// `GET /api/admin/agents/{agent}` (by id or handle).
+pub async fn get_agent(
+    State(state): State<DaemonState>,
+    Path(agent): Path<String>,
+    _: AdminAuth,
+) -> Answer {
+    let profile = state.agents.get(&agent)?;
+    Ok(Data(json!({ "agent": profile })))
+}
+
+/// A human's create or update: the contract's fields, plus secrets and policy.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct NewAgent {
-    handle: String,
+pub struct HumanChange {
+    agent: Value,
     #[serde(default)]
-    display_name: Option<String>,
+    settings: HumanSettings,
 }
 
 /// `POST /api/admin/agents`: registers the agent on the server (and in the human's channel), then
-/// here.
+/// stores its profile.
 pub async fn add_agent(
     State(state): State<DaemonState>,
-    AdminJson(NewAgent {
-        handle,
-        display_name,
-    }): AdminJson<NewAgent>,
+    AdminJson(HumanChange { agent, settings }): AdminJson<HumanChange>,
 ) -> Answer {
-    if state.profiles.len() >= MAX_PROFILES {
-        return Err(ActionError::new(
-            ErrorCode::InvalidState,
-            format!("this daemon already has {MAX_PROFILES} agents"),
-        )
-        .into());
-    }
-    if state.profiles.get(&handle).is_some() {
-        return Err(ActionError::new(
-            ErrorCode::InvalidState,
-            format!("agent `{handle}` already exists"),
-        )
-        .into());
-    }
-    let display_name = display_name.unwrap_or_else(|| handle.clone());
-    let upstream =
-        |e: super::error::DaemonError| ActionError::new(ErrorCode::UpstreamFailed, e.to_string());
-    let base = format!("/admin/workspaces/{}", state.identity.workspace_id);
-    let created = state
-        .operator
-        .post(
-            &format!("{base}/agents"),
-            json!({"ownerHumanId": state.identity.human_id, "handle": handle, "displayName": display_name}),
-        )
-        .await
-        .map_err(upstream)?;
-    let agent_id = created_agent_id(&created).ok_or_else(|| {
-        ActionError::new(
-            ErrorCode::UpstreamFailed,
-            "the server's answer names no valid `agentId`",
-        )
-    })?;
-    state
-        .operator
-        .post(
-            &format!("{base}/channels/{}/members", state.identity.channel_id),
-            json!({"memberId": agent_id}),
-        )
-        .await
-        .map_err(upstream)?;
-    let profile = Profile {
-        agent_id,
-        handle,
-        display_name,
-    };
-    state.profiles.add(profile.clone()).map_err(saving_failed)?;
+    let input: t::AgentCreateInput = typed(&state, ActionId::AgentCreate, agent)?;
+    let profile = state.agents.create(input, settings).await?;
     Ok(Data(
         json!({ "agent": profile, "channelId": state.identity.channel_id }),
     ))
 }
 
-/// The `agentId` of the server's answer to an agent creation, if it is a well-formed id.
-fn created_agent_id(created: &Value) -> Option<String> {
-    created["agentId"]
-        .as_str()
-        .filter(|id| {
-            id.strip_prefix("agt_").is_some_and(|rest| {
-                (8..=64).contains(&rest.len()) && rest.bytes().all(|b| b.is_ascii_alphanumeric())
-            })
-        })
-        .map(str::to_string)
-}
-
-fn saving_failed(error: super::agents::ProfileError) -> ActionError {
-    tracing::error!(incident_id = wire::observe::incident_id().unwrap_or_default(), %error, "cannot save agent profiles");
-    ActionError::new(ErrorCode::InternalError, "cannot save the agent profiles")
+/// `PATCH /api/admin/agents/{agent}`.
+pub async fn update_agent(
+    State(state): State<DaemonState>,
+    Path(agent): Path<String>,
+    AdminJson(HumanChange {
+        agent: mut change,
+        settings,
+    }): AdminJson<HumanChange>,
+) -> Answer {
+    let id = state.agents.get(&agent)?.id.to_string();
+    if let Some(object) = change.as_object_mut() {
+        object.insert("agentId".into(), json!(id));
+    }
+    let input: t::AgentUpdateInput = typed(&state, ActionId::AgentUpdate, change)?;
+    let profile = state.agents.update(input, settings).await?;
+    Ok(Data(json!({ "agent": profile })))
 }
 
 /// `DELETE /api/admin/agents/{agent}` (by id or handle).
@@ -178,17 +164,19 @@ pub async fn remove_agent(
     Path(agent): Path<String>,
     _: AdminAuth,
 ) -> Answer {
-    match state.profiles.remove(&agent).map_err(saving_failed)? {
-        Some(profile) => Ok(Data(json!({ "removed": profile }))),
-        None => Err(ActionError::new(
-            ErrorCode::NotFound,
-            format!(
-                "no local agent `{}`",
-                agent.chars().take(64).collect::<String>()
-            ),
-        )
-        .into()),
-    }
+    let id = state.agents.get(&agent)?.id.to_string();
+    let removed = state.agents.delete(&id, None)?;
+    Ok(Data(
+        json!({ "removed": { "id": removed.agent_id, "handle": removed.handle } }),
+    ))
+}
+
+/// `POST /api/admin/agents/reload`.
+pub async fn reload_agents(State(state): State<DaemonState>, _: AdminAuth) -> Answer {
+    let report = state.agents.reload().await?;
+    Ok(Data(
+        json!({ "loaded": report.loaded, "removed": report.removed }),
+    ))
 }
 
 /// `GET /api/admin/runs`: every live launch.
@@ -225,7 +213,7 @@ fn resolve_launch(state: &DaemonState, options: LaunchOptions) -> ActionResult<L
     options
         .check()
         .map_err(|message| ActionError::new(ErrorCode::ValidationFailed, message))?;
-    let profile = state.profiles.get(&options.agent).ok_or_else(|| {
+    let profile = state.agents.store.find(&options.agent).ok_or_else(|| {
         ActionError::new(
             ErrorCode::NotFound,
             format!(
@@ -243,7 +231,7 @@ fn resolve_launch(state: &DaemonState, options: LaunchOptions) -> ActionResult<L
     }
     Ok(LaunchRequest {
         server_id: state.identity.workspace_id.clone(),
-        agent_id: profile.agent_id,
+        agent_id: profile.profile.agent_id,
         options,
     })
 }
@@ -263,30 +251,4 @@ fn launch_refusal(error: &LaunchError) -> ActionError {
         other => other.to_string(),
     };
     ActionError::new(code, message)
-}
-
-#[cfg(test)]
-mod tests {
-    use serde_json::json;
-
-    use super::created_agent_id;
-
-    /// Review finding 8: an answer without a usable `agentId` never becomes a local profile.
-    #[test]
-    fn an_answer_without_a_valid_agent_id_is_refused() {
-        assert_eq!(
-            created_agent_id(&json!({"agentId": "agt_0123456789"})).as_deref(),
-            Some("agt_0123456789")
-        );
-        for answer in [
-            json!({}),
-            json!({"agentId": ""}),
-            json!({"agentId": 7}),
-            json!({"agentId": "agt_"}),
-            json!({"agentId": "hum_0123456789"}),
-            json!({"agentId": "agt_01234567/../x"}),
-        ] {
-            assert_eq!(created_agent_id(&answer), None, "{answer}");
-        }
-    }
 }

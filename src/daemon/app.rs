@@ -13,7 +13,8 @@ use std::time::Duration;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::agents::Profiles;
+use super::agents::owner::AgentOwner;
+use super::agents::store::ProfileStore;
 use super::auth::RuntimeAuthorizationStore;
 use super::auth::files::{Instance, ensure_private_dir};
 use super::error::DaemonError;
@@ -146,8 +147,14 @@ pub async fn run(
     let identity =
         Identity::load_or_bootstrap(&config.state_dir.join("identity.json"), &operator).await?;
     let identity_credential = identity.device_credential.clone();
-    let profiles = Profiles::load(&config.state_dir.join("agents.json"))
-        .map_err(|e| DaemonError::State(e.to_string()))?;
+    let (profiles, loaded) = ProfileStore::open(&config.state_dir)
+        .map_err(|e| state_err("cannot open the agent profiles", std::io::Error::other(e)))?;
+    if loaded.removed > 0 {
+        tracing::info!(
+            removed = loaded.removed,
+            "removed incomplete agent profiles"
+        );
+    }
 
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -169,13 +176,29 @@ pub async fn run(
         base_url.clone(),
         executable,
         config.runtime,
+        clock.clone(),
+    ));
+    let identity = Arc::new(identity);
+    let agents = Arc::new(AgentOwner::new(
+        profiles,
+        operator.clone(),
+        identity.clone(),
+        dispatcher.clone(),
         clock,
     ));
+    // Orphan cleanup at start: a profile the server no longer knows goes. An unreachable server
+    // leaves the profiles as they are until `agent reload`.
+    match agents.clean_orphans().await {
+        Ok(0) => {}
+        Ok(removed) => tracing::info!(removed, "removed agent profiles the server no longer knows"),
+        Err(error) => tracing::warn!(%error, "cannot check the agent profiles against the server"),
+    }
     let state = DaemonState {
         dispatcher: dispatcher.clone(),
         authorizations: store,
-        profiles: Arc::new(profiles),
-        identity: Arc::new(identity),
+        agents,
+        replays: Arc::new(super::replay::ReplayCache::default()),
+        identity,
         operator,
         admin_hash: Sha256::digest(admin_token.as_bytes()).into(),
         server_client: Arc::new(crate::client::ServerClient::new(

@@ -20,4 +20,10 @@ pub enum DaemonError {
     ServerUnreachable,
     #[error("the AgentTeam Server refused: {0}")]
     ServerRefused(String),
+    /// The server answered the request with an error envelope of this code.
+    #[error("the AgentTeam Server refused: {message}")]
+    ServerError {
+        code: crate::contract::error::ErrorCode,
+        message: String,
+    },
 }

@@ -9,7 +9,8 @@
 //!    (408), strict (400);
 //! 4. the action's input schema;
 //! 5. the idempotency selector (mutations);
-//! 6. the generated typed adapter into `ServerClient`, the server-owned domains' handler.
+//! 6. the generated typed adapter into the action's owner: `ServerClient` for server-owned domains,
+//!    the daemon's own owner (with idempotent replay of its mutations) for daemon-owned ones.
 //!
 //! The request is cancelled when its authorization is revoked: body-read completion, dispatch
 //! and success publication are each fenced against that signal. The success envelope then passes
@@ -20,13 +21,17 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::Response;
 
+use sha2::{Digest, Sha256};
+
 use super::access::{self, forbidden};
+use super::agents::owner::DaemonCaller;
 use super::auth::Scope;
+use super::replay::Claim;
 use super::state::DaemonState;
 use crate::client::CallContext;
-use crate::contract::catalog::{builtin_digest, find_action};
+use crate::contract::catalog::{ActionDescriptor, builtin_digest, find_action};
 use crate::contract::error::ErrorCode;
-use crate::contract::{ActionError, DispatchError, budget, dispatch};
+use crate::contract::{ActionError, DispatchError, DomainOwner, budget, dispatch, dispatch_daemon};
 use crate::wire;
 use crate::wire::body::BodyFailure;
 use crate::wire::idempotency::resolve_selector;
@@ -100,41 +105,117 @@ pub async fn action(
         None
     };
 
-    // 6. Dispatch through the generated adapter, fenced against revocation.
+    // 6. Dispatch to the action's owner, fenced against revocation.
     if cancel.is_cancelled() {
         return wire::error_response(&forbidden());
     }
-    let ctx = CallContext {
-        server_id: server_id.clone(),
-        agent_id: agent_id.clone(),
-        idempotency_key: idempotency_key.clone(),
+    let answer = async {
+        match descriptor.owner {
+            DomainOwner::Server => {
+                let ctx = CallContext {
+                    server_id: server_id.clone(),
+                    agent_id: agent_id.clone(),
+                    idempotency_key: idempotency_key.clone(),
+                };
+                let result =
+                    dispatch(state.server_client.as_ref(), &ctx, descriptor.id, input).await;
+                answer(&state, descriptor, result, idempotency_key.as_deref())
+            }
+            DomainOwner::Daemon => {
+                let caller = DaemonCaller {
+                    server_id: server_id.clone(),
+                    agent_id: agent_id.clone(),
+                };
+                daemon_owned(
+                    &state,
+                    &caller,
+                    descriptor,
+                    input,
+                    idempotency_key.as_deref(),
+                )
+                .await
+            }
+        }
     };
-    let client = state.server_client.clone();
-    let result = tokio::select! {
-        result = dispatch(client.as_ref(), &ctx, descriptor.id, input) => result,
+    let (status, body) = tokio::select! {
+        answer = answer => answer,
         () = cancel.cancelled() => return wire::error_response(&forbidden()),
     };
     // Success publication is fenced too: a revoked authorization gets nothing back.
     if cancel.is_cancelled() || authorization.is_revoked() {
         return wire::error_response(&forbidden());
     }
+    wire::raw_json_response(status, body)
+}
+
+/// The wire answer `(status, body)` of a dispatch result: the result budget on a success, the
+/// one classification of every failure.
+fn answer(
+    state: &DaemonState,
+    descriptor: &'static ActionDescriptor,
+    result: Result<serde_json::Value, DispatchError>,
+    idempotency_key: Option<&str>,
+) -> (u16, String) {
     let result = match result {
-        Ok(data) => budget::fit(
-            &state.validators,
-            descriptor,
-            data,
-            idempotency_key.as_deref(),
-        ),
+        Ok(data) => budget::fit(&state.validators, descriptor, data, idempotency_key),
         Err(DispatchError::Action(error)) => Err(error),
         Err(DispatchError::Decode(cause)) => {
             tracing::debug!(action = %descriptor.id.key(), error = %cause, "validated input does not fit the typed request");
             Err(ActionError::unrepresentable_input())
         }
         Err(DispatchError::Encode(_)) => Err(budget::unserializable(descriptor)),
+        Err(DispatchError::NotOwned(id)) => {
+            tracing::error!(incident_id = wire::observe::incident_id().unwrap_or_default(), action = %id.key(), "an action was dispatched to another owner");
+            Err(ActionError::new(
+                ErrorCode::InternalError,
+                "the daemon failed to handle this request",
+            ))
+        }
     };
     match result {
-        Ok(envelope) => wire::raw_json_response(200, envelope + "\n"),
-        Err(error) => wire::error_response(&error),
+        Ok(envelope) => (200, envelope + "\n"),
+        Err(error) => wire::render(&Err(error)),
+    }
+}
+
+/// A daemon-owned action: its local owner answers; a mutation with a selector runs once and is
+/// replayed after (the server's idempotency rules, kept by the daemon).
+async fn daemon_owned(
+    state: &DaemonState,
+    caller: &DaemonCaller,
+    descriptor: &'static ActionDescriptor,
+    input: serde_json::Value,
+    idempotency_key: Option<&str>,
+) -> (u16, String) {
+    let run = |input| async {
+        let result = dispatch_daemon(state.agents.as_ref(), caller, descriptor.id, input).await;
+        answer(state, descriptor, result, idempotency_key)
+    };
+    let Some(key) = idempotency_key else {
+        return run(input).await;
+    };
+    let action = descriptor.id.key();
+    let fingerprint: [u8; 32] =
+        Sha256::digest(serde_json::to_vec(&input).expect("a Value always serializes")).into();
+    let record = (caller.agent_id.as_str(), action.as_str(), key);
+    let now = crate::clock::Clock::default().now_ms();
+    match state.replays.claim(record, fingerprint, now) {
+        Claim::Acquired => {
+            let (status, body) = run(input).await;
+            state.replays.finish(record, status, &body);
+            (status, body)
+        }
+        Claim::Done { status, body } => (status, body),
+        Claim::Mismatch => wire::render(&Err(ActionError::new(
+            ErrorCode::IdempotencyKeyReused,
+            format!("`{key}` was already used with another payload for `{action}`"),
+        )
+        .with_next("use a new `requestId` for a different request"))),
+        Claim::InProgress => wire::render(&Err(ActionError::new(
+            ErrorCode::IdempotencyInProgress,
+            format!("the first request with `{key}` for `{action}` has not finished"),
+        )
+        .with_next("retry the same request later; it will replay the first result"))),
     }
 }
 

@@ -56,9 +56,23 @@ impl Operator {
 
     /// `POST path` with `body`; the success envelope's `data`, or the server's error message.
     pub async fn post(&self, path: &str, body: Value) -> Result<Value, DaemonError> {
+        self.send(reqwest::Method::POST, path, body).await
+    }
+
+    /// `PATCH path` with `body`, like [`Operator::post`].
+    pub async fn patch(&self, path: &str, body: Value) -> Result<Value, DaemonError> {
+        self.send(reqwest::Method::PATCH, path, body).await
+    }
+
+    async fn send(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Value,
+    ) -> Result<Value, DaemonError> {
         let response = self
             .http
-            .post(format!("{}{path}", self.server_url))
+            .request(method, format!("{}{path}", self.server_url))
             .bearer_auth(&self.token)
             .json(&body)
             .send()
@@ -74,14 +88,19 @@ impl Operator {
         if status.is_success() {
             Ok(envelope["data"].clone())
         } else {
-            Err(DaemonError::ServerRefused(
-                envelope["error"]["message"]
-                    .as_str()
-                    .unwrap_or("no message")
-                    .chars()
-                    .take(300)
-                    .collect(),
-            ))
+            let message: String = envelope["error"]["message"]
+                .as_str()
+                .unwrap_or("no message")
+                .chars()
+                .take(300)
+                .collect();
+            let code = envelope["error"]["code"]
+                .as_str()
+                .and_then(|code| code.parse().ok());
+            Err(match code {
+                Some(code) => DaemonError::ServerError { code, message },
+                None => DaemonError::ServerRefused(message),
+            })
         }
     }
 }

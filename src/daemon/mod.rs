@@ -12,7 +12,8 @@
 //! - [`state`]: what every handler shares; [`access`]: verify, bind and admit a runtime request.
 //! - [`auth`]: the runtime authorization store, tokens and credential files.
 //! - [`runtime`]: launches, sessions, rotation and end of life.
-//! - [`agents`]: local agent profiles; [`identity`]: the daemon's identity on its server.
+//! - [`agents`]: local agent profiles (the daemon-owned `agent` domain), [`replay`]: idempotent
+//!   replay of daemon-owned mutations; [`identity`]: the daemon's identity on its server.
 
 pub mod access;
 pub mod admin;
@@ -23,6 +24,7 @@ pub mod error;
 pub mod exec;
 pub mod identity;
 pub mod mcp;
+pub mod replay;
 pub mod routes;
 pub mod runtime;
 pub mod state;

@@ -13,7 +13,7 @@ use axum::extract::Request;
 use axum::http::{HeaderMap, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{delete, get, post};
+use axum::routing::{get, post};
 
 use super::state::DaemonState;
 use super::{admin, exec, mcp};
@@ -39,7 +39,13 @@ pub fn router(state: DaemonState) -> Router {
             "/api/admin/agents",
             get(admin::list_agents).post(admin::add_agent),
         )
-        .route("/api/admin/agents/{agent}", delete(admin::remove_agent))
+        .route("/api/admin/agents/reload", post(admin::reload_agents))
+        .route(
+            "/api/admin/agents/{agent}",
+            get(admin::get_agent)
+                .patch(admin::update_agent)
+                .delete(admin::remove_agent),
+        )
         .route("/api/admin/runs", get(admin::list_runs).post(admin::launch))
         .fallback(|| async {
             wire::error_response(&ActionError::new(ErrorCode::NotFound, "no such route"))

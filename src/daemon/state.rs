@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use super::agents::Profiles;
+use super::agents::owner::AgentOwner;
 use super::auth::RuntimeAuthorizationStore;
 use super::identity::{Identity, Operator};
 use super::runtime::Dispatcher;
@@ -16,7 +16,10 @@ pub struct DaemonState {
     pub dispatcher: Arc<Dispatcher>,
     /// The runtime authorizations (every token check goes here).
     pub authorizations: Arc<RuntimeAuthorizationStore>,
-    pub profiles: Arc<Profiles>,
+    /// The daemon-owned `agent` domain (local profiles).
+    pub agents: Arc<AgentOwner>,
+    /// Replay records of the daemon-owned mutations.
+    pub replays: Arc<super::replay::ReplayCache>,
     pub identity: Arc<Identity>,
     /// The server's operator API, for the human's own setup calls.
     pub operator: Operator,

@@ -36,6 +36,14 @@ pub fn routes() -> Router<AppState> {
         .route("/admin/workspaces/{workspaceId}/humans", post(create_human))
         .route("/admin/workspaces/{workspaceId}/agents", post(create_agent))
         .route(
+            "/admin/workspaces/{workspaceId}/agents/lookup",
+            post(lookup_agents),
+        )
+        .route(
+            "/admin/workspaces/{workspaceId}/agents/{agentId}",
+            axum::routing::patch(rename_agent),
+        )
+        .route(
             "/admin/workspaces/{workspaceId}/devices",
             post(create_device),
         )
@@ -351,6 +359,72 @@ async fn create_agent(
         .map_err(internal)?
         .ok_or_else(|| taken("agent", &handle))?;
     Ok(Data(json!({ "agentId": id })))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AgentLookup {
+    agent_ids: Vec<String>,
+}
+
+/// At most this many agents are looked up in one request.
+const MAX_LOOKUP: usize = 1000;
+
+/// `POST …/agents/lookup`: which of these agents exist in the workspace, with their public
+/// profile (a daemon's orphan cleanup).
+async fn lookup_agents(
+    State(state): State<AppState>,
+    Path(workspace_id): Path<String>,
+    OperatorJson(AgentLookup { agent_ids }): OperatorJson<AgentLookup>,
+) -> Answer {
+    if agent_ids.len() > MAX_LOOKUP {
+        return Err(ActionError::new(
+            ErrorCode::ValidationFailed,
+            format!("look up at most {MAX_LOOKUP} agents in one request"),
+        )
+        .into());
+    }
+    known_workspace(&state, &workspace_id).await?;
+    let found = state
+        .store
+        .agents_among(&workspace_id, &agent_ids)
+        .await
+        .map_err(internal)?;
+    let agents: Vec<serde_json::Value> = found
+        .into_iter()
+        .map(|(id, handle, display_name)| {
+            json!({ "agentId": id, "handle": handle, "displayName": display_name })
+        })
+        .collect();
+    Ok(Data(json!({ "agents": agents })))
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AgentRename {
+    handle: t::Handle,
+}
+
+/// `PATCH …/agents/{agentId}`: a new handle.
+async fn rename_agent(
+    State(state): State<AppState>,
+    Path((workspace_id, agent_id)): Path<(String, String)>,
+    OperatorJson(AgentRename { handle }): OperatorJson<AgentRename>,
+) -> Answer {
+    match state
+        .store
+        .rename_agent(&workspace_id, &agent_id, &handle)
+        .await
+        .map_err(internal)?
+    {
+        Some(true) => Ok(Data(json!({ "agentId": agent_id, "handle": *handle }))),
+        Some(false) => Err(taken("agent", &handle).into()),
+        None => Err(ActionError::new(
+            ErrorCode::NotFound,
+            format!("no agent `{agent_id}` in this workspace"),
+        )
+        .into()),
+    }
 }
 
 async fn create_device(

@@ -21,7 +21,8 @@ use super::{AppState, auth, legacy};
 use crate::contract::catalog::ACTIONS;
 use crate::contract::error::ErrorCode;
 use crate::contract::{
-    ActionError, ActionId, DispatchError, TOOLS, ToolId, ToolOwner, dispatch, dispatch_tool,
+    ActionError, ActionId, DispatchError, DomainOwner, TOOLS, ToolId, ToolOwner, dispatch,
+    dispatch_tool,
 };
 use crate::wire;
 use crate::wire::idempotency::resolve_selector;
@@ -62,7 +63,7 @@ impl Operation {
 
 pub fn routes() -> Router<AppState> {
     let mut router = Router::new();
-    for descriptor in ACTIONS {
+    for descriptor in ACTIONS.iter().filter(|a| a.owner == DomainOwner::Server) {
         let op = Operation::Action(descriptor.id);
         router = router.route(
             &action_path(descriptor.domain, descriptor.action),
@@ -229,6 +230,10 @@ async fn execute(
         DispatchError::Decode(cause) => {
             tracing::warn!(action = %op.key(), error = %cause, "validated input does not fit the typed request");
             ActionError::unrepresentable_input()
+        }
+        DispatchError::NotOwned(id) => {
+            tracing::error!(incident_id = crate::wire::observe::incident_id().unwrap_or_default(), action = %id.key(), "a route dispatched an action of another owner");
+            ActionError::new(ErrorCode::InternalError, "the server failed to handle this request")
         }
         DispatchError::Encode(cause) => {
             tracing::error!(incident_id = crate::wire::observe::incident_id().unwrap_or_default(), action = %op.key(), error = %cause, "typed adapter failed on validated data");

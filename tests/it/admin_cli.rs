@@ -297,7 +297,7 @@ async fn a_refused_daemon_command_exits_2_with_its_message() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(
-        stderr.starts_with("error: agent `twin` already exists"),
+        stderr.starts_with("error: handle `twin` is taken"),
         "{stderr}"
     );
     let output = daemon
@@ -306,5 +306,5 @@ async fn a_refused_daemon_command_exits_2_with_its_message() {
         .await
         .unwrap();
     assert_eq!(output.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("no local agent `nobody`"));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no agent profile `nobody`"));
 }

@@ -30,10 +30,9 @@ fn write_json(path: &Path, value: Value) {
 /// Adds `note pin`: an inventory row, a domain row and its two schemas.
 pub(crate) fn add_note_pin(schema: &Path) {
     edit_inventory(schema, |inventory| {
-        inventory["domains"]
-            .as_array_mut()
-            .unwrap()
-            .push(json!({"domain": "note", "summary": "Pinned notes of a thread."}));
+        inventory["domains"].as_array_mut().unwrap().push(
+            json!({"domain": "note", "summary": "Pinned notes of a thread.", "owner": "server"}),
+        );
         inventory["actions"].as_array_mut().unwrap().push(json!({
             "domain": "note", "action": "pin", "summary": "Pin a note to an explicit thread",
             "risk": "write", "resultPolicy": "mutation", "promptInline": true,
@@ -420,4 +419,64 @@ fn a_tool_in_a_hyphenated_domains_family_is_refused() {
         "a shared prefix is not a family"
     );
     assert!(!collides("scheduled_messages", "scheduled-message"));
+}
+
+/// Issue 13: a daemon-owned domain's actions belong to `DaemonActionHandler` alone: the server's
+/// `ActionHandler` and the generated `ServerClient` never see them.
+#[test]
+fn a_daemon_domain_stays_out_of_the_servers_handler_trait() {
+    let (_dir, schema) = schema_copy();
+    let (model, artifacts) = codegen::generate(&schema).unwrap();
+    let handlers = &artifacts
+        .iter()
+        .find(|a| a.name == "handlers.rs")
+        .unwrap()
+        .contents;
+    let client = &artifacts
+        .iter()
+        .find(|a| a.name == "client.rs")
+        .unwrap()
+        .contents;
+    let server_trait = handlers
+        .split("pub trait ActionHandler")
+        .nth(1)
+        .unwrap()
+        .split("\n}\n")
+        .next()
+        .unwrap();
+    let daemon_trait = handlers
+        .split("pub trait DaemonActionHandler")
+        .nth(1)
+        .unwrap()
+        .split("\n}\n")
+        .next()
+        .unwrap();
+    let daemon_actions: Vec<_> = model
+        .actions
+        .iter()
+        .filter(|a| a.owner == codegen::model::DomainOwner::Daemon)
+        .collect();
+    assert!(
+        !daemon_actions.is_empty(),
+        "the `agent` domain is daemon-owned"
+    );
+    for action in &daemon_actions {
+        let method = format!("fn {}(", action.method_name());
+        assert!(!server_trait.contains(&method), "{method} in ActionHandler");
+        assert!(
+            daemon_trait.contains(&method),
+            "{method} missing from DaemonActionHandler"
+        );
+        assert!(
+            !client.contains(&method),
+            "{method} in the ServerClient binding"
+        );
+    }
+    for action in model
+        .actions
+        .iter()
+        .filter(|a| a.owner == codegen::model::DomainOwner::Server)
+    {
+        assert!(server_trait.contains(&format!("fn {}(", action.method_name())));
+    }
 }

@@ -133,4 +133,36 @@ fn a_new_action_reaches_the_binary_and_its_missing_row_fails_the_build() {
         stderr.contains("schema/exec/note/pin.input.json: action `note.pin` has schemas but no row in schema/exec/agentteam-exec-action-inventory.json"),
         "the build failed for another reason:\n{stderr}"
     );
+
+    // Issue 13: a daemon-owned action is the daemon's to implement: without it the build fails,
+    // naming the missing method of `DaemonActionHandler`.
+    fs::write(&handlers, &source).unwrap();
+    edit_inventory(&schema, |inventory| {
+        inventory["domains"]
+            .as_array_mut()
+            .unwrap()
+            .retain(|row| row["domain"] != "note");
+        inventory["actions"].as_array_mut().unwrap().push(serde_json::json!({
+            "domain": "agent", "action": "pause", "summary": "Pause an agent",
+            "risk": "write", "resultPolicy": "mutation", "example": {"agentId": "agt_01JD7M1A2B"}
+        }));
+    });
+    fs::copy(
+        schema.join("exec/agent/get.input.json"),
+        schema.join("exec/agent/pause.input.json"),
+    )
+    .unwrap();
+    fs::copy(
+        schema.join("exec/agent/get.output.json"),
+        schema.join("exec/agent/pause.output.json"),
+    )
+    .unwrap();
+    fs::remove_file(schema.join("exec/note/pin.input.json")).unwrap();
+    fs::remove_file(schema.join("exec/note/pin.output.json")).unwrap();
+    let build = cargo(fixture.path(), &["build", "--bin", "agentteam"]);
+    let stderr = String::from_utf8_lossy(&build.stderr);
+    assert!(
+        !build.status.success() && stderr.contains("missing: `agent_pause`"),
+        "the daemon built without an `agent pause` handler:\n{stderr}"
+    );
 }

@@ -3,6 +3,7 @@
 //! `support.rs`), through real HTTP, the real CLI and real runtime processes.
 
 mod admin_cli;
+mod agent_profiles;
 mod catalog_invariants;
 mod cli_surfaces;
 mod codegen_pipeline;

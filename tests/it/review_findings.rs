@@ -114,17 +114,17 @@ async fn no_credential_carrying_request_goes_through_a_proxy() {
         String::from_utf8_lossy(&output.stderr)
     );
     check_proxied_runtime(launch_with_env(&embedded, "proxied", &env, PROXIED_RUNTIME)).await;
-    let agents = embedded.state_dir.join("agents.json");
-    let metadata = std::fs::symlink_metadata(&agents).unwrap();
-    assert!(
-        metadata.is_file(),
-        "finding 8: agents.json is a regular file"
-    );
-    assert_eq!(
-        metadata.mode() & 0o777,
-        0o600,
-        "finding 8: agents.json is owner-only"
-    );
+    // Finding 8: profiles are owner-only files written through `private_file`.
+    let profiles = embedded.state_dir.join("agents");
+    for entry in std::fs::read_dir(&profiles).unwrap() {
+        let dir = entry.unwrap().path();
+        assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o777, 0o700);
+        for file in ["profile.json", "secrets.json"] {
+            let metadata = std::fs::symlink_metadata(dir.join(file)).unwrap();
+            assert!(metadata.is_file(), "{file} is a regular file");
+            assert_eq!(metadata.mode() & 0o777, 0o600, "{file} is owner-only");
+        }
+    }
 
     let server_dir = tempfile::tempdir().unwrap();
     let (_server, server_url, _) = spawn_server(server_dir.path()).await;

@@ -368,7 +368,7 @@ impl TestDaemon {
             String::from_utf8_lossy(&output.stderr)
         );
         let value: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
-        value["agent"]["agentId"].as_str().unwrap().to_string()
+        value["agent"]["id"].as_str().unwrap().to_string()
     }
 
     /// Launches `agentteam run --agent AGENT -- sh -c SCRIPT` (extra `run` flags in `flags`),
@@ -392,6 +392,26 @@ impl TestDaemon {
             .unwrap();
         assert_eq!(response.status(), 200);
         response.json::<serde_json::Value>().await.unwrap()["data"].clone()
+    }
+
+    /// `METHOD /api/admin/{path}` with the admin token and an optional JSON body: status and body.
+    pub async fn admin(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<serde_json::Value>,
+    ) -> (u16, serde_json::Value) {
+        let token = std::fs::read_to_string(self.state_dir.join("admin.token")).unwrap();
+        let mut request = self
+            .client
+            .request(method, format!("{}/api/admin/{path}", self.base_url))
+            .bearer_auth(token);
+        if let Some(body) = body {
+            request = request.json(&body);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap())
     }
 
     /// The daemon's log so far.

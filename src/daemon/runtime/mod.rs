@@ -19,7 +19,7 @@
 
 pub mod env;
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::io;
 use std::os::unix::fs::DirBuilderExt;
 use std::os::unix::process::ExitStatusExt;
@@ -191,8 +191,9 @@ pub struct Dispatcher {
     clock: Arc<Clock>,
     tracker: TaskTracker,
     shutdown: CancellationToken,
-    /// Every session with a launch in progress or a live process, by `(agent id, session)`.
-    sessions: Mutex<HashMap<(String, String), Session>>,
+    /// Every session with a launch in progress or a live process, by `(agent id, session)`
+    /// (ordered, so one agent's sessions are one range).
+    sessions: Mutex<BTreeMap<(String, String), Session>>,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -223,13 +224,23 @@ impl Dispatcher {
             clock,
             tracker: TaskTracker::new(),
             shutdown: CancellationToken::new(),
-            sessions: Mutex::new(HashMap::new()),
+            sessions: Mutex::new(BTreeMap::new()),
         }
     }
 
     /// Leases in any phase (active, activating, or cleaning up).
     pub fn leases(&self) -> usize {
         MAX_LEASES - self.admission.available_permits()
+    }
+
+    /// How many runtimes of `agent_id` run now (one range of the session map).
+    pub fn live_sessions(&self, agent_id: &str) -> usize {
+        let sessions = self.sessions.lock().expect("not poisoned");
+        sessions
+            .range((agent_id.to_string(), String::new())..)
+            .take_while(|((agent, _), _)| agent == agent_id)
+            .filter(|(_, session)| matches!(session, Session::Live { .. }))
+            .count()
     }
 
     /// Every live launch, oldest first.

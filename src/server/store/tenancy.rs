@@ -115,6 +115,61 @@ impl Store {
         Ok((inserted.rows_affected() == 1).then_some(id))
     }
 
+    /// The agents of `workspace_id` among `agent_ids`, as `(id, handle, display name)`.
+    pub async fn agents_among(
+        &self,
+        workspace_id: &str,
+        agent_ids: &[String],
+    ) -> Result<Vec<(String, String, String)>, StoreError> {
+        let ids = serde_json::to_string(agent_ids).expect("ids serialize");
+        Ok(sqlx::query_as::<_, (String, String, String)>(
+            "SELECT id, handle, display_name FROM agents WHERE workspace_id = $1 AND id IN (SELECT value FROM json_each($2)) ORDER BY id",
+        )
+        .bind(workspace_id)
+        .bind(ids)
+        .fetch_all(&self.reader)
+        .await?)
+    }
+
+    /// Renames the agent `agent_id` of `workspace_id`; `None` when there is no such agent,
+    /// `Some(false)` when the handle is taken.
+    pub async fn rename_agent(
+        &self,
+        workspace_id: &str,
+        agent_id: &str,
+        handle: &str,
+    ) -> Result<Option<bool>, StoreError> {
+        let mut tx = self.writer.begin().await?;
+        let exists = sqlx::query("SELECT 1 FROM agents WHERE id = $1 AND workspace_id = $2")
+            .bind(agent_id)
+            .bind(workspace_id)
+            .fetch_optional(&mut *tx)
+            .await?
+            .is_some();
+        if !exists {
+            return Ok(None);
+        }
+        let taken = sqlx::query(
+            "SELECT 1 FROM agents WHERE workspace_id = $1 AND handle = $2 AND id <> $3",
+        )
+        .bind(workspace_id)
+        .bind(handle)
+        .bind(agent_id)
+        .fetch_optional(&mut *tx)
+        .await?
+        .is_some();
+        if taken {
+            return Ok(Some(false));
+        }
+        sqlx::query("UPDATE agents SET handle = $1 WHERE id = $2")
+            .bind(handle)
+            .bind(agent_id)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Some(true))
+    }
+
     /// Stores a device credential for `human_id`; only the SHA-256 of its secret is kept.
     pub async fn create_device(
         &self,

@@ -1,0 +1,438 @@
+//! `agentteam agent add|list|get|update|remove|reload`: the human side of the local agent
+//! profiles, through the daemon's admin API (the same store `agentteam exec agent …` uses).
+//!
+//! Secrets never come from a flag (argv is visible to every process of the machine): the API
+//! key, the custom headers and a base URL carrying user info, a query or a fragment are read from
+//! a file or from stdin (`-`). Output is the safe projection: secrets are never printed.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
+
+use clap::{Args, Subcommand, ValueEnum};
+use serde_json::{Map, Value, json};
+
+use super::daemon::{StateDir, admin_call};
+use super::output::{Exit, print, usage_error};
+
+/// The longest secret file read (an API key, a header file, a base URL).
+const MAX_SECRET_FILE: u64 = 64 * 1024;
+
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// Register an agent on the server (a member of your general channel) and in this daemon
+    Add {
+        /// The agent's handle (`^[a-z][a-z0-9-]{0,31}$`)
+        handle: String,
+        /// Its public display name (default: the handle)
+        #[arg(long)]
+        display_name: Option<String>,
+        #[command(flatten)]
+        settings: Settings,
+    },
+    /// List this daemon's agents
+    List {
+        /// Print JSON (every page's profiles)
+        #[arg(long)]
+        json: bool,
+        /// Only agents of this runtime family
+        #[arg(long, value_enum)]
+        runtime_family: Option<RuntimeFamily>,
+        /// Only agents of this provider
+        #[arg(long)]
+        provider: Option<String>,
+    },
+    /// Show one agent (by id or handle)
+    Get {
+        agent: String,
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Change an agent's settings (by id or handle)
+    Update {
+        agent: String,
+        /// A new handle (renamed on the server too)
+        #[arg(long)]
+        handle: Option<String>,
+        #[command(flatten)]
+        settings: Settings,
+        /// Remove a setting
+        #[arg(long, value_enum, value_name = "SETTING")]
+        clear: Vec<Clear>,
+    },
+    /// Remove an agent's local profile and secrets (by id or handle); it stays on the server
+    Remove { agent: String },
+    /// Reload the profiles from disk and drop those the server no longer knows
+    Reload,
+}
+
+/// The settings `add` and `update` take.
+#[derive(Debug, Args)]
+pub struct Settings {
+    /// The runtime the agent runs in
+    #[arg(long, value_enum)]
+    runtime_family: Option<RuntimeFamily>,
+    /// The model provider, e.g. `anthropic`
+    #[arg(long)]
+    provider: Option<String>,
+    /// The model
+    #[arg(long)]
+    model: Option<String>,
+    /// The provider's base URL, without user info, query or fragment (use `--base-url-file` for one with them)
+    #[arg(long, value_name = "URL")]
+    base_url: Option<String>,
+    /// A file (or `-` for stdin) holding a base URL that carries user info, a query or a fragment
+    #[arg(long, value_name = "PATH|-", conflicts_with = "base_url")]
+    base_url_file: Option<PathBuf>,
+    /// A file (or `-` for stdin) holding the API key
+    #[arg(long, value_name = "PATH|-")]
+    api_key_file: Option<PathBuf>,
+    /// A file (or `-` for stdin) of custom headers, one `Name: value` per line
+    #[arg(long, value_name = "PATH|-")]
+    header_file: Option<PathBuf>,
+    /// A path the runtime may use (repeat for each; replaces the filesystem policy)
+    #[arg(long, value_name = "PATH")]
+    allow_path: Vec<PathBuf>,
+    /// A knowledge source the agent prefers (repeat for each; a preference, not a grant)
+    #[arg(long, value_name = "ID")]
+    knowledge_source: Vec<String>,
+}
+
+/// `claude`, `codex`, `opencode` or `generic`.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum RuntimeFamily {
+    Claude,
+    Codex,
+    Opencode,
+    Generic,
+}
+
+impl RuntimeFamily {
+    fn as_str(self) -> &'static str {
+        match self {
+            RuntimeFamily::Claude => "claude",
+            RuntimeFamily::Codex => "codex",
+            RuntimeFamily::Opencode => "opencode",
+            RuntimeFamily::Generic => "generic",
+        }
+    }
+}
+
+/// A setting `update --clear` removes.
+#[derive(Debug, Clone, Copy, ValueEnum)]
+pub enum Clear {
+    Provider,
+    Model,
+    BaseUrl,
+    KnowledgeSources,
+    ApiKey,
+    Headers,
+    AllowedPaths,
+}
+
+pub fn run(state: StateDir, command: AgentCommand) -> Exit {
+    let result = match command {
+        AgentCommand::Add {
+            handle,
+            display_name,
+            settings,
+        } => change(&state, None, settings, &[], |agent| {
+            agent.insert("handle".into(), json!(handle));
+            if let Some(name) = display_name {
+                agent.insert("displayName".into(), json!(name));
+            }
+        }),
+        AgentCommand::Update {
+            agent,
+            handle,
+            settings,
+            clear,
+        } => change(&state, Some(&agent), settings, &clear, |change| {
+            if let Some(handle) = handle {
+                change.insert("handle".into(), json!(handle));
+            }
+        }),
+        AgentCommand::List {
+            json,
+            runtime_family,
+            provider,
+        } => return list(&state, json, runtime_family, provider),
+        AgentCommand::Get { agent, json } => admin_call(
+            &state.state_dir,
+            reqwest::Method::GET,
+            &format!("/api/admin/agents/{}", path_segment(&agent)),
+            None,
+        )
+        .map(|data| {
+            if json {
+                data
+            } else {
+                Value::String(describe(&data["agent"]))
+            }
+        }),
+        AgentCommand::Remove { agent } => admin_call(
+            &state.state_dir,
+            reqwest::Method::DELETE,
+            &format!("/api/admin/agents/{}", path_segment(&agent)),
+            None,
+        ),
+        AgentCommand::Reload => admin_call(
+            &state.state_dir,
+            reqwest::Method::POST,
+            "/api/admin/agents/reload",
+            Some(json!({})),
+        ),
+    };
+    match result {
+        Ok(Value::String(text)) => print(&text),
+        Ok(data) => print(&format!("{data}\n")),
+        Err(exit) => exit,
+    }
+}
+
+/// `agent add` (no `agent`) or `agent update AGENT`.
+fn change(
+    state: &StateDir,
+    agent: Option<&str>,
+    settings: Settings,
+    clear: &[Clear],
+    fields: impl FnOnce(&mut Map<String, Value>),
+) -> Result<Value, Exit> {
+    let Settings {
+        runtime_family,
+        provider,
+        model,
+        base_url,
+        base_url_file,
+        api_key_file,
+        header_file,
+        allow_path,
+        knowledge_source,
+    } = settings;
+    let stdin_readers = [&base_url_file, &api_key_file, &header_file]
+        .iter()
+        .filter(|f| f.as_deref() == Some(Path::new("-")))
+        .count();
+    if stdin_readers > 1 {
+        return Err(usage_error(
+            "only one setting can be read from stdin (`-`)",
+            &[],
+        ));
+    }
+    let mut contract = Map::new();
+    fields(&mut contract);
+    if let Some(family) = runtime_family {
+        contract.insert("runtimeFamily".into(), json!(family.as_str()));
+    }
+    for (name, value) in [("provider", provider), ("model", model)] {
+        if let Some(value) = value {
+            contract.insert(name.into(), json!(value));
+        }
+    }
+    if let Some(url) = base_url {
+        if url.contains('@') || url.contains('?') || url.contains('#') {
+            return Err(usage_error(
+                "`--base-url` must not carry user info, a query or a fragment: they are secrets",
+                &["put the whole URL in a file and pass `--base-url-file PATH` (or `-` for stdin)".into()],
+            ));
+        }
+        contract.insert("baseUrl".into(), json!(url.trim_end_matches('/')));
+    }
+    if !knowledge_source.is_empty() {
+        contract.insert("knowledgeSourceIds".into(), json!(knowledge_source));
+    }
+    let mut human = Map::new();
+    if let Some(file) = base_url_file {
+        human.insert("baseUrl".into(), json!(read_secret(&file)?.trim()));
+    }
+    if let Some(file) = api_key_file {
+        human.insert("apiKey".into(), json!(read_secret(&file)?.trim()));
+    }
+    if let Some(file) = header_file {
+        human.insert("headers".into(), parse_headers(&read_secret(&file)?)?);
+    }
+    if !allow_path.is_empty() {
+        let absolute: Result<Vec<PathBuf>, _> =
+            allow_path.iter().map(std::path::absolute).collect();
+        let absolute = absolute
+            .map_err(|e| usage_error(&format!("cannot resolve an allowed path: {e}"), &[]))?;
+        human.insert("allowedPaths".into(), json!(absolute));
+    }
+    let mut contract_clear = Vec::new();
+    let mut human_clear = Vec::new();
+    for field in clear {
+        match field {
+            Clear::Provider => contract_clear.push("provider"),
+            Clear::Model => contract_clear.push("model"),
+            Clear::BaseUrl => contract_clear.push("baseUrl"),
+            Clear::KnowledgeSources => contract_clear.push("knowledgeSourceIds"),
+            Clear::ApiKey => human_clear.push("apiKey"),
+            Clear::Headers => human_clear.push("headers"),
+            Clear::AllowedPaths => human_clear.push("allowedPaths"),
+        }
+    }
+    if !contract_clear.is_empty() {
+        contract.insert("clear".into(), json!(contract_clear));
+    }
+    if !human_clear.is_empty() {
+        human.insert("clear".into(), json!(human_clear));
+    }
+    let body = json!({ "agent": contract, "settings": human });
+    match agent {
+        None => admin_call(
+            &state.state_dir,
+            reqwest::Method::POST,
+            "/api/admin/agents",
+            Some(body),
+        ),
+        Some(agent) => admin_call(
+            &state.state_dir,
+            reqwest::Method::PATCH,
+            &format!("/api/admin/agents/{}", path_segment(agent)),
+            Some(body),
+        ),
+    }
+}
+
+/// Reads a secret from `path` (`-`: stdin), bounded.
+fn read_secret(path: &Path) -> Result<String, Exit> {
+    let mut text = String::new();
+    let read = if path == Path::new("-") {
+        std::io::stdin()
+            .take(MAX_SECRET_FILE + 1)
+            .read_to_string(&mut text)
+    } else {
+        std::fs::File::open(path)
+            .and_then(|f| f.take(MAX_SECRET_FILE + 1).read_to_string(&mut text))
+    };
+    match read {
+        Ok(n) if n as u64 > MAX_SECRET_FILE => Err(usage_error(
+            &format!("`{}` is over {MAX_SECRET_FILE} bytes", path.display()),
+            &[],
+        )),
+        Ok(_) => Ok(text),
+        Err(e) => Err(usage_error(
+            &format!("cannot read `{}`: {e}", path.display()),
+            &[],
+        )),
+    }
+}
+
+/// `Name: value` lines (blank lines and `#` comments skipped) as `[[name, value], …]`.
+fn parse_headers(text: &str) -> Result<Value, Exit> {
+    let mut headers = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let Some((name, value)) = line.split_once(':') else {
+            return Err(usage_error(
+                &format!("header file line {}: expected `Name: value`", number + 1),
+                &[],
+            ));
+        };
+        headers.push(json!([name.trim(), value.trim()]));
+    }
+    Ok(Value::Array(headers))
+}
+
+/// Every page of `agent list`, printed as a table or as one JSON array.
+fn list(
+    state: &StateDir,
+    json: bool,
+    runtime_family: Option<RuntimeFamily>,
+    provider: Option<String>,
+) -> Exit {
+    let mut query = vec!["limit=100".to_string()];
+    if let Some(family) = runtime_family {
+        query.push(format!("runtimeFamily={}", family.as_str()));
+    }
+    if let Some(provider) = provider {
+        query.push(format!("provider={}", path_segment(&provider)));
+    }
+    let mut agents = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut parameters = query.clone();
+        if let Some(cursor) = &cursor {
+            parameters.push(format!("cursor={cursor}"));
+        }
+        let page = match admin_call(
+            &state.state_dir,
+            reqwest::Method::GET,
+            &format!("/api/admin/agents?{}", parameters.join("&")),
+            None,
+        ) {
+            Ok(page) => page,
+            Err(exit) => return exit,
+        };
+        agents.extend(page["agents"].as_array().cloned().unwrap_or_default());
+        match page["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_string()),
+            None => break,
+        }
+    }
+    if json {
+        return print(&format!("{}\n", json!({ "agents": agents })));
+    }
+    let mut table = String::new();
+    for agent in &agents {
+        table.push_str(&format!(
+            "{}  {}  {}  {}\n",
+            agent["id"].as_str().unwrap_or(""),
+            agent["handle"].as_str().unwrap_or(""),
+            agent["runtimeFamily"].as_str().unwrap_or(""),
+            agent["displayName"].as_str().unwrap_or("")
+        ));
+    }
+    print(&table)
+}
+
+/// A profile for a person.
+fn describe(agent: &Value) -> String {
+    let text = |field: &str| agent[field].as_str().unwrap_or("-").to_string();
+    let headers: Vec<&str> = agent["headerNames"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    format!(
+        "id:                 {}\nhandle:             {}\ndisplay name:       {}\nruntime family:     {}\nprovider:           {}\nmodel:              {}\nbase URL:           {}\nAPI key:            {}\nheaders:            {}\nknowledge sources:  {}\nallowed paths:      {}\nlive sessions:      {}\nrevision:           {}\n",
+        text("id"),
+        text("handle"),
+        text("displayName"),
+        text("runtimeFamily"),
+        text("provider"),
+        text("model"),
+        text("baseUrl"),
+        if agent["apiKeyConfigured"] == true {
+            "configured"
+        } else {
+            "none"
+        },
+        if headers.is_empty() {
+            "-".to_string()
+        } else {
+            headers.join(", ")
+        },
+        agent["knowledgeSourceCount"],
+        agent["filesystemPolicy"]["allowedPathCount"],
+        agent["liveSessions"],
+        agent["revision"],
+    )
+}
+
+/// `text` safe as one URL path segment or query value.
+fn path_segment(text: &str) -> String {
+    text.bytes()
+        .map(|b| {
+            if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
+                (b as char).to_string()
+            } else {
+                format!("%{b:02X}")
+            }
+        })
+        .collect()
+}
