@@ -568,3 +568,81 @@ async fn the_server_does_not_serve_the_daemons_domain() {
         "{body}"
     );
 }
+
+/// The human CLI manages the same profiles: update, clear a secret, list as a table and as JSON,
+/// reload, remove; a secret never comes from a flag.
+#[tokio::test]
+async fn the_human_cli_manages_the_same_profiles() {
+    let daemon = TestDaemon::start(&[]).await;
+    daemon.add_agent("builder").await;
+    let run = |args: &[&str]| {
+        let mut command = daemon.cli(args);
+        async move {
+            let output = command.output().await.unwrap();
+            (
+                output.status.code().unwrap(),
+                String::from_utf8_lossy(&output.stdout).into_owned(),
+                String::from_utf8_lossy(&output.stderr).into_owned(),
+            )
+        }
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key");
+    write_private(&key, "sk-human\n");
+    let (code, _, stderr) = run(&[
+        "agent",
+        "update",
+        "builder",
+        "--model",
+        "claude-sonnet-4-5",
+        "--runtime-family",
+        "claude",
+        "--api-key-file",
+        key.to_str().unwrap(),
+    ])
+    .await;
+    assert_eq!(code, 0, "{stderr}");
+    let (code, out, _) = run(&["agent", "get", "builder"]).await;
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("model:              claude-sonnet-4-5"),
+        "{out}"
+    );
+    assert!(out.contains("API key:            configured"), "{out}");
+    let (_, out, _) = run(&["agent", "update", "builder", "--clear", "api-key"]).await;
+    let updated: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(updated["agent"]["apiKeyConfigured"], false);
+    assert_eq!(updated["agent"]["revision"], 3);
+    // A base URL with a secret part is refused on the command line.
+    let (code, _, stderr) = run(&[
+        "agent",
+        "update",
+        "builder",
+        "--base-url",
+        "https://u:p@example.com",
+    ])
+    .await;
+    assert_eq!(code, 2);
+    assert!(stderr.contains("--base-url-file"), "{stderr}");
+    let (_, table, _) = run(&["agent", "list", "--runtime-family", "claude"]).await;
+    assert_eq!(table.lines().count(), 1, "{table}");
+    assert!(
+        table.contains("builder") && table.contains("claude"),
+        "{table}"
+    );
+    let (_, json_list, _) = run(&["agent", "list", "--json"]).await;
+    let listed: Value = serde_json::from_str(&json_list).unwrap();
+    assert_eq!(listed["agents"].as_array().unwrap().len(), 1);
+    let (code, out, _) = run(&["agent", "reload"]).await;
+    assert_eq!(
+        (
+            code,
+            serde_json::from_str::<Value>(&out).unwrap()["loaded"].clone()
+        ),
+        (0, json!(1))
+    );
+    let (code, _, _) = run(&["agent", "remove", "builder"]).await;
+    assert_eq!(code, 0);
+    let (code, _, stderr) = run(&["agent", "get", "builder"]).await;
+    assert_eq!(code, 2, "{stderr}");
+}
