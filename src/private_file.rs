@@ -4,7 +4,8 @@
 //! `replace` writes a `0600` temp file beside the target (never following a symlink), `fsync`s
 //! it, renames it over the target and `fsync`s the directory, so a reader sees the old contents
 //! or the new, never a mix, and a crash keeps one of them. `create_new` is for a secret that must
-//! not overwrite anything.
+//! not overwrite anything; `create_or_read` for one that several processes share: the first
+//! creates it whole, the others read it.
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
@@ -40,6 +41,61 @@ pub fn create_new(path: &Path, contents: &str) -> io::Result<()> {
     let mut file = open_new(path)?;
     file.write_all(contents.as_bytes())?;
     file.sync_all()
+}
+
+/// Creates `path` with `contents` (mode 0600) unless it exists, and returns what it holds then:
+/// `(contents, true)` when this call created it, `(existing, false)` otherwise.
+///
+/// The file is written and synced under a temp name and then hard-linked into place (a link never
+/// replaces an existing name), so a process that starts at the same moment reads either nothing
+/// (and links its own, losing to the first) or the whole file, never a half-written one.
+pub fn create_or_read(path: &Path, contents: &str) -> io::Result<(String, bool)> {
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let mut suffix = [0u8; 8];
+    rand::rng().fill(&mut suffix);
+    let tmp = dir.join(format!(".tmp-{}", hex::encode(suffix)));
+    let linked = (|| {
+        let mut file = open_new(&tmp)?;
+        file.write_all(contents.as_bytes())?;
+        file.sync_all()?;
+        match fs::hard_link(&tmp, path) {
+            Ok(()) => File::open(dir)?.sync_all().map(|()| true),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+            Err(e) => Err(e),
+        }
+    })();
+    let _ = fs::remove_file(&tmp);
+    if linked? {
+        return Ok((contents.to_string(), true));
+    }
+    read_private(path).map(|existing| (existing, false))
+}
+
+/// Reads a file that must be owner-only (no group or other permission bits) and not a symlink.
+pub fn read_private(path: &Path) -> io::Result<String> {
+    use std::io::Read;
+    use std::os::unix::fs::PermissionsExt;
+    let mut file = OpenOptions::new()
+        .read(true)
+        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .open(path)?;
+    let mode = file.metadata()?.permissions().mode();
+    if mode & 0o077 != 0 {
+        return Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "mode {:o} lets others read it; it must be 0600",
+                mode & 0o777
+            ),
+        ));
+    }
+    let mut text = String::new();
+    // A secret file is small; a huge one is not ours.
+    (&mut file).take(4096).read_to_string(&mut text)?;
+    Ok(text)
 }
 
 fn open_new(path: &Path) -> io::Result<File> {
@@ -81,5 +137,58 @@ mod tests {
             io::ErrorKind::AlreadyExists
         );
         assert_eq!(fs::read_to_string(&path).unwrap(), "secret");
+    }
+
+    #[test]
+    fn create_or_read_keeps_the_first_and_leaves_no_temp_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shared.token");
+        assert_eq!(
+            create_or_read(&path, "first").unwrap(),
+            ("first".to_string(), true)
+        );
+        assert_eq!(
+            create_or_read(&path, "second").unwrap(),
+            ("first".to_string(), false)
+        );
+        assert_eq!(
+            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
+        assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
+    }
+
+    #[test]
+    fn create_or_read_races_to_one_winner() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("shared.token");
+        let results: Vec<(String, bool)> = std::thread::scope(|scope| {
+            let handles: Vec<_> = (0..8)
+                .map(|i| {
+                    let path = &path;
+                    scope.spawn(move || create_or_read(path, &format!("token-{i}")).unwrap())
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(results.iter().filter(|(_, created)| *created).count(), 1);
+        let winner = fs::read_to_string(&path).unwrap();
+        assert!(results.iter().all(|(token, _)| *token == winner));
+    }
+
+    #[test]
+    fn read_private_refuses_a_readable_file_and_a_symlink() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("token");
+        fs::write(&path, "secret").unwrap();
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+        let error = read_private(&path).unwrap_err();
+        assert_eq!(error.kind(), io::ErrorKind::PermissionDenied);
+        assert!(error.to_string().contains("644"), "{error}");
+        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        assert_eq!(read_private(&path).unwrap(), "secret");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&path, &link).unwrap();
+        assert!(read_private(&link).is_err());
     }
 }

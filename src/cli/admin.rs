@@ -16,13 +16,16 @@ use super::output::{Exit, print, usage_error};
 /// Where the server is and how to prove you operate it.
 #[derive(Debug, Args)]
 pub struct Connection {
-    /// The server's base URL
+    /// The server's base URL: `https://HOST`, or `http://` to loopback
     #[arg(
         long,
         env = "AGENTTEAM_SERVER_URL",
         default_value = "http://127.0.0.1:7780"
     )]
     server_url: String,
+    /// PEM certificates the server's TLS chain may end in, beside the platform's roots
+    #[arg(long, value_name = "PATH")]
+    server_ca_file: Option<PathBuf>,
     /// The operator token file the server wrote at start
     #[arg(long)]
     operator_token_file: PathBuf,
@@ -250,6 +253,19 @@ pub fn run(command: AdminCommand) -> Exit {
             None,
         ),
     };
+    if let Err(e) = crate::client::http::server_url(&connection.server_url) {
+        return usage_error(&format!("`--server-url`: {e}"), &[]);
+    }
+    let remote = crate::client::http::Remote {
+        proxy: None,
+        roots: match &connection.server_ca_file {
+            None => Vec::new(),
+            Some(path) => match crate::client::http::load_roots(path) {
+                Ok(roots) => roots,
+                Err(e) => return usage_error(&format!("`--server-ca-file`: {e}"), &[]),
+            },
+        },
+    };
     let token = match std::fs::read_to_string(&connection.operator_token_file) {
         Ok(token) => token.trim().to_string(),
         Err(e) => {
@@ -265,7 +281,7 @@ pub fn run(command: AdminCommand) -> Exit {
     let body = strip_nulls(body);
     let url = format!("{}{path}", connection.server_url.trim_end_matches('/'));
     let mut data = match http::call(
-        Peer::Server,
+        Peer::Server(&remote),
         reqwest::Method::POST,
         &url,
         &token,

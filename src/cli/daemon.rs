@@ -30,9 +30,12 @@ pub struct DaemonArgs {
     /// Base directory of runtime credential files (default: `$XDG_RUNTIME_DIR/agentteam`, else `<state dir>/run`)
     #[arg(long)]
     runtime_dir: Option<PathBuf>,
-    /// An AgentTeam Server to use instead of the embedded one
+    /// An AgentTeam Server to use instead of the embedded one: `https://HOST`, or `http://` to loopback
     #[arg(long)]
     server_url: Option<String>,
+    /// PEM certificates `--server-url`'s TLS chain may end in, beside the platform's roots
+    #[arg(long, value_name = "PATH", requires = "server_url")]
+    server_ca_file: Option<PathBuf>,
     /// The operator token file of `--server-url`
     #[arg(long)]
     operator_token_file: Option<PathBuf>,
@@ -92,11 +95,9 @@ pub fn run_daemon(args: DaemonArgs, scrubbed: Vec<String>) -> Exit {
             &[],
         );
     }
-    let server_proxy = match args.server_proxy.as_deref().map(reqwest::Url::parse) {
+    let proxy = match args.server_proxy.as_deref().map(reqwest::Url::parse) {
         None => None,
-        Some(Ok(url)) if matches!(url.scheme(), "http" | "https" | "socks5") => {
-            Some(crate::client::http::ExplicitProxy(url))
-        }
+        Some(Ok(url)) if matches!(url.scheme(), "http" | "https" | "socks5") => Some(url),
         Some(_) => {
             return usage_error(
                 "`--server-proxy` must be an `http://`, `https://` or `socks5://` URL",
@@ -104,13 +105,25 @@ pub fn run_daemon(args: DaemonArgs, scrubbed: Vec<String>) -> Exit {
             );
         }
     };
+    if let Some(url) = &args.server_url
+        && let Err(e) = crate::client::http::server_url(url)
+    {
+        return usage_error(&format!("`--server-url`: {e}"), &[]);
+    }
+    let roots = match &args.server_ca_file {
+        None => Vec::new(),
+        Some(path) => match crate::client::http::load_roots(path) {
+            Ok(roots) => roots,
+            Err(e) => return usage_error(&format!("`--server-ca-file`: {e}"), &[]),
+        },
+    };
     let config = DaemonConfig {
         listen: args.listen,
         state_dir,
         runtime_dir,
         server_url: args.server_url,
         operator_token_file: args.operator_token_file,
-        server_proxy,
+        remote: crate::client::http::Remote { proxy, roots },
         runtime: RuntimeConfig {
             ttl: Duration::from_secs(args.token_ttl_secs),
             tick: Duration::from_millis(args.rotation_tick_ms),

@@ -11,27 +11,34 @@ use serde_json::Value;
 use super::output::{Exit, usage_error};
 use crate::client::http::{MAX_RESPONSE_BYTES, read_bounded};
 
-/// Who answers a call, for the messages about it.
+/// Who answers a call (for the messages about it) and how it is reached.
 #[derive(Debug, Clone, Copy)]
-pub enum Peer {
+pub enum Peer<'a> {
     /// The local daemon's admin API.
     Daemon,
     /// An AgentTeam Server's operator API.
-    Server,
+    Server(&'a crate::client::http::Remote),
 }
 
-impl Peer {
+impl<'a> Peer<'a> {
     fn name(self) -> &'static str {
         match self {
             Peer::Daemon => "daemon",
-            Peer::Server => "server",
+            Peer::Server(_) => "server",
         }
     }
 
     fn unreachable_hint(self) -> &'static str {
         match self {
             Peer::Daemon => "is `agentteam daemon` running?",
-            Peer::Server => "is `agentteam server` running there?",
+            Peer::Server(_) => "is `agentteam server` running there?",
+        }
+    }
+
+    fn remote(self) -> Option<&'a crate::client::http::Remote> {
+        match self {
+            Peer::Daemon => None,
+            Peer::Server(remote) => Some(remote),
         }
     }
 }
@@ -54,7 +61,7 @@ pub fn call(
     body: Option<&Value>,
 ) -> Result<Value, Exit> {
     let answer = block_on(async {
-        let mut request = crate::client::http::builder(None)
+        let mut request = crate::client::http::builder(peer.remote())
             .build()
             .expect("a plain HTTP client builds")
             .request(method, url)
@@ -62,22 +69,25 @@ pub fn call(
         if let Some(body) = body {
             request = request.json(body);
         }
-        let response = request.send().await.map_err(|_| None)?;
+        let response = request
+            .send()
+            .await
+            .map_err(|e| Err(crate::client::http::why_unreachable(&e)))?;
         let status = response.status();
         let bytes = read_bounded(response, MAX_RESPONSE_BYTES)
             .await
-            .map_err(Some)?;
-        Ok::<_, Option<crate::client::http::ReadError>>((status, bytes))
+            .map_err(Ok)?;
+        Ok::<_, Result<crate::client::http::ReadError, &'static str>>((status, bytes))
     });
     let (status, bytes) = match answer {
         Ok(answer) => answer,
-        Err(None) => {
+        Err(Err(why)) => {
             return Err(usage_error(
-                &format!("cannot reach the {} at `{url}`", peer.name()),
+                &format!("cannot reach the {} at `{url}`: {why}", peer.name()),
                 &[peer.unreachable_hint().to_string()],
             ));
         }
-        Err(Some(error)) => {
+        Err(Ok(error)) => {
             return Err(usage_error(
                 &format!("the {} answered, but {error}", peer.name()),
                 &[],

@@ -82,10 +82,12 @@ enum Command {
         /// Address to listen on
         #[arg(long, default_value = "127.0.0.1:7780")]
         listen: SocketAddr,
-        /// Database URL, e.g. `sqlite:///var/lib/agentteam/server.db`
+        /// Database URL: `sqlite:///PATH/server.db`, or `postgres://USER@HOST:PORT/DB` for
+        /// replicas (its password comes from PGPASSFILE, ~/.pgpass or PGPASSWORD, never the URL)
         #[arg(long)]
         database: String,
-        /// Where to write this start's operator token (default: `operator.token` beside the database)
+        /// The operator token file: SQLite writes a fresh token there at every start (default:
+        /// `operator.token` beside the database); PostgreSQL replicas share it (required)
         #[arg(long)]
         operator_token_file: Option<PathBuf>,
     },

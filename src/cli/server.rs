@@ -20,8 +20,26 @@ pub fn run(listen: SocketAddr, database: String, operator_token_file: Option<Pat
             return Exit::Usage;
         }
     };
+    let postgres = crate::server::store::is_postgres(&database);
+    if postgres && url_has_password(&database) {
+        eprintln!(
+            "error: the database URL carries a password, which every user of this machine can read in the process list\n  \
+             put it in a pgpass file (PGPASSFILE or ~/.pgpass, mode 0600) or in PGPASSWORD, and drop it from the URL"
+        );
+        return Exit::Usage;
+    }
+    let operator_token_file = match operator_token_file {
+        Some(path) => path,
+        None if postgres => {
+            eprintln!(
+                "error: `--operator-token-file` is required with a PostgreSQL database\n  \
+                 every replica names the same file: the first to start creates the token there, the others read it"
+            );
+            return Exit::Usage;
+        }
+        None => default_token_file(&database),
+    };
     runtime.block_on(async move {
-        let operator_token_file = operator_token_file.unwrap_or_else(|| default_token_file(&database));
         let config = ServerConfig { database_url: database, operator_token_file };
         let state = match AppState::open(&config).await {
             Ok(state) => state,
@@ -51,6 +69,11 @@ pub fn run(listen: SocketAddr, database: String, operator_token_file: Option<Pat
         tracing::info!("server stopped");
         Exit::Success
     })
+}
+
+/// Whether a `postgres://` URL has a password in its user info.
+fn url_has_password(database: &str) -> bool {
+    url::Url::parse(database).is_ok_and(|url| url.password().is_some())
 }
 
 /// `operator.token` beside the SQLite file.

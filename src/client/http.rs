@@ -5,30 +5,97 @@
 //! any case): a proxy would receive the bearer. A loopback peer is always reached directly; a
 //! remote AgentTeam Server goes through a proxy only when the operator named one on the command
 //! line (`agentteam daemon --server-proxy`). Every answer is read under a size bound.
+//!
+//! A remote server is reached over `https://` (rustls with the ring provider; the platform's
+//! roots plus any the operator names with `--server-ca-file`). Plain `http://` is for loopback
+//! only: the device credential and the operator token must not cross a network in clear text.
 
+use std::net::IpAddr;
+use std::path::Path;
+use std::sync::Once;
 use std::time::Duration;
 
 /// The largest answer body any of our clients reads (the result budgets are far below it).
 pub const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
 
-/// A proxy the operator named explicitly for a remote server.
-#[derive(Debug, Clone)]
-pub struct ExplicitProxy(pub reqwest::Url);
+/// How the operator said to reach a remote server: a proxy and extra trust roots, both named on
+/// the command line (never taken from the environment).
+#[derive(Debug, Clone, Default)]
+pub struct Remote {
+    pub proxy: Option<reqwest::Url>,
+    /// Certificates a server's chain may end in, beside the platform's roots.
+    pub roots: Vec<reqwest::Certificate>,
+}
 
-/// A client builder that uses no proxy from the environment: `explicit` (never for loopback
-/// hosts) or none at all.
-pub fn builder(explicit: Option<&ExplicitProxy>) -> reqwest::ClientBuilder {
-    let builder = reqwest::Client::builder()
+/// Checks an AgentTeam Server base URL: `https://` to any host, `http://` to a loopback host
+/// only, no user info, query or fragment. The error says what is wrong.
+pub fn server_url(text: &str) -> Result<reqwest::Url, String> {
+    let url = reqwest::Url::parse(text).map_err(|_| format!("`{text}` is not a URL"))?;
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err("the server URL must not carry user info".into());
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err("the server URL must not carry a query or fragment".into());
+    }
+    match url.scheme() {
+        "https" => Ok(url),
+        "http" if is_loopback(&url) => Ok(url),
+        "http" => Err(format!(
+            "`{text}` is plain http to a host that is not loopback; the credentials would cross the network in clear text: use https://"
+        )),
+        _ => Err(format!(
+            "`{text}` must be an `https://` URL (or `http://` to loopback)"
+        )),
+    }
+}
+
+/// Whether `url`'s host is a loopback address or `localhost`.
+pub fn is_loopback(url: &reqwest::Url) -> bool {
+    match url.host() {
+        Some(url::Host::Ipv4(ip)) => IpAddr::V4(ip).is_loopback(),
+        Some(url::Host::Ipv6(ip)) => IpAddr::V6(ip).is_loopback(),
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        None => false,
+    }
+}
+
+/// The PEM certificates in `path` (at least one), for [`Remote::roots`].
+pub fn load_roots(path: &Path) -> Result<Vec<reqwest::Certificate>, String> {
+    let pem = std::fs::read(path)
+        .map_err(|e| format!("cannot read the CA file `{}`: {e}", path.display()))?;
+    let roots = reqwest::Certificate::from_pem_bundle(&pem)
+        .map_err(|_| format!("`{}` is not a PEM certificate bundle", path.display()))?;
+    if roots.is_empty() {
+        return Err(format!("`{}` holds no PEM certificate", path.display()));
+    }
+    Ok(roots)
+}
+
+/// A client builder that uses no proxy from the environment: the remote's explicit proxy (never
+/// for loopback hosts) or none at all, and the remote's extra roots.
+pub fn builder(remote: Option<&Remote>) -> reqwest::ClientBuilder {
+    static PROVIDER: Once = Once::new();
+    // reqwest is built without a bundled crypto provider; ring is the process's one.
+    PROVIDER.call_once(|| {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+    });
+    let mut builder = reqwest::Client::builder()
         .no_proxy()
         .pool_idle_timeout(crate::serve::CLIENT_IDLE_TIMEOUT);
-    match explicit {
-        None => builder,
-        Some(ExplicitProxy(url)) => match reqwest::Proxy::all(url.clone()) {
-            Ok(proxy) => builder
-                .proxy(proxy.no_proxy(reqwest::NoProxy::from_string("127.0.0.1,localhost,::1"))),
-            // A URL that parsed cannot fail here; fail closed to a direct connection anyway.
-            Err(_) => builder,
-        },
+    let Some(remote) = remote else { return builder };
+    if !remote.roots.is_empty() {
+        builder = builder.tls_certs_merge(remote.roots.iter().cloned());
+    }
+    match remote
+        .proxy
+        .as_ref()
+        .map(|url| reqwest::Proxy::all(url.clone()))
+    {
+        Some(Ok(proxy)) => {
+            builder.proxy(proxy.no_proxy(reqwest::NoProxy::from_string("127.0.0.1,localhost,::1")))
+        }
+        // A URL that parsed cannot fail here; fail closed to a direct connection anyway.
+        Some(Err(_)) | None => builder,
     }
 }
 
@@ -38,6 +105,39 @@ pub fn direct(timeout: Duration) -> reqwest::Client {
         .timeout(timeout)
         .build()
         .expect("a plain HTTP client builds")
+}
+
+/// Why a request to a server failed before any answer, in words safe to show anyone (no URL,
+/// no header, no body).
+pub fn why_unreachable(error: &reqwest::Error) -> &'static str {
+    if error.is_timeout() {
+        return "it did not answer in time";
+    }
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(mut cause) = source {
+        // An `io::Error` wrapping another error reports that error's source, not the error
+        // (and the connector wraps one `io::Error` in another).
+        while let Some(inner) = cause
+            .downcast_ref::<std::io::Error>()
+            .and_then(|io| io.get_ref())
+        {
+            cause = inner;
+        }
+        if let Some(tls) = cause.downcast_ref::<rustls::Error>() {
+            return match tls {
+                rustls::Error::InvalidCertificate(_) => {
+                    "its TLS certificate is not trusted (name it with `--server-ca-file`) or does not match its name"
+                }
+                _ => "the TLS handshake failed",
+            };
+        }
+        source = cause.source();
+    }
+    if error.is_connect() {
+        "the connection failed"
+    } else {
+        "the request failed"
+    }
 }
 
 /// Why an answer was not read.

@@ -52,13 +52,9 @@ impl std::fmt::Debug for ServerClient {
 
 impl ServerClient {
     /// A client for the server at `base_url` (e.g. `http://127.0.0.1:7780`) acting as the device
-    /// whose credential is `credential`, through `proxy` only if the operator named one.
-    pub fn new(
-        base_url: &str,
-        credential: String,
-        proxy: Option<&http::ExplicitProxy>,
-    ) -> ServerClient {
-        let http = http::builder(proxy)
+    /// whose credential is `credential`, the way the operator said to reach it (`remote`).
+    pub fn new(base_url: &str, credential: String, remote: Option<&http::Remote>) -> ServerClient {
+        let http = http::builder(remote)
             .timeout(CALL_TIMEOUT)
             .build()
             .expect("a plain HTTP client builds");
@@ -229,7 +225,10 @@ fn classify(error: reqwest::Error) -> ActionError {
     } else {
         ActionError::new(
             ErrorCode::UpstreamUnavailable,
-            "the AgentTeam Server is unreachable",
+            format!(
+                "the AgentTeam Server is unreachable: {}",
+                http::why_unreachable(&error)
+            ),
         )
         .with_next("retry later")
     }

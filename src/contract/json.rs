@@ -1,5 +1,8 @@
-//! Strict JSON decoding: exactly one JSON value, no duplicate object keys, nothing after it, and
-//! nesting bounded by serde_json's recursion limit (128).
+//! Strict JSON decoding: exactly one JSON value, no duplicate object keys, no U+0000 in a string
+//! or key, nothing after it, and nesting bounded by serde_json's recursion limit (128).
+//!
+//! U+0000 is valid JSON but no field means it, and PostgreSQL cannot store it in text: refusing it
+//! here makes it the same client error on every backend and on both bridges.
 //!
 //! serde_json's own `Value` keeps the last of two duplicate keys silently, so a schema check on
 //! the `Value` and a later typed decode could disagree about what the request said. Every request
@@ -69,11 +72,13 @@ impl<'de> Visitor<'de> for StrictVisitor {
             .ok_or_else(|| E::custom("number out of range"))
     }
 
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+        refuse_nul(v)?;
         Ok(Value::String(v.to_owned()))
     }
 
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+        refuse_nul(&v)?;
         Ok(Value::String(v))
     }
 
@@ -92,6 +97,7 @@ impl<'de> Visitor<'de> for StrictVisitor {
     fn visit_map<A: MapAccess<'de>>(self, mut access: A) -> Result<Value, A::Error> {
         let mut map = Map::new();
         while let Some(key) = access.next_key::<String>()? {
+            refuse_nul(&key)?;
             let StrictValue(value) = access.next_value()?;
             if map.contains_key(&key) {
                 return Err(de::Error::custom(format_args!(
@@ -103,6 +109,15 @@ impl<'de> Visitor<'de> for StrictVisitor {
         }
         Ok(Value::Object(map))
     }
+}
+
+fn refuse_nul<E: de::Error>(text: &str) -> Result<(), E> {
+    if text.contains('\0') {
+        return Err(E::custom(
+            "a string contains U+0000, which no field accepts",
+        ));
+    }
+    Ok(())
 }
 
 /// Keys are echoed in errors; a huge key must not make a huge message.
@@ -152,5 +167,29 @@ mod tests {
                 .contains("recursion limit")
         );
         assert!(parse_strict(b"").is_err());
+    }
+
+    #[test]
+    fn rejects_nul_in_strings_and_keys() {
+        for body in [
+            &br#"{"content": "a\u0000b"}"#[..],
+            br#"{"a\u0000": 1}"#,
+            br#"["\u0000"]"#,
+        ] {
+            assert!(
+                parse_strict(body)
+                    .unwrap_err()
+                    .to_string()
+                    .contains("U+0000"),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+        // A raw NUL byte inside a string is a control character serde_json refuses anyway.
+        assert!(parse_strict(b"[\"a\0\"]").is_err());
+        assert_eq!(
+            parse_strict(br#""\u0001""#).unwrap(),
+            serde_json::json!("\u{1}")
+        );
     }
 }

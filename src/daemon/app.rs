@@ -45,9 +45,9 @@ pub struct DaemonConfig {
     pub server_url: Option<String>,
     /// The external server's operator token file (required with `server_url`).
     pub operator_token_file: Option<PathBuf>,
-    /// The proxy to reach `server_url` through, named by the operator (never taken from the
-    /// environment; never used for a loopback server).
-    pub server_proxy: Option<crate::client::http::ExplicitProxy>,
+    /// The proxy (never used for a loopback server) and extra trust roots to reach `server_url`
+    /// with, both named by the operator, never taken from the environment.
+    pub remote: crate::client::http::Remote,
     pub runtime: RuntimeConfig,
 }
 
@@ -142,8 +142,8 @@ pub async fn run(
             (url, token, Some((stop, server, scheduler, state)))
         }
     };
-    let proxy = config.server_proxy.as_ref().filter(|_| embedded.is_none());
-    let operator = Operator::new(&server_url, operator_token, proxy);
+    let remote = Some(&config.remote).filter(|_| embedded.is_none());
+    let operator = Operator::new(&server_url, operator_token, remote);
     let identity =
         Identity::load_or_bootstrap(&config.state_dir.join("identity.json"), &operator).await?;
     let identity_credential = identity.device_credential.clone();
@@ -204,7 +204,7 @@ pub async fn run(
         server_client: Arc::new(crate::client::ServerClient::new(
             &server_url,
             identity_credential,
-            proxy,
+            remote,
         )),
         validators: Arc::new(
             crate::contract::Validators::new().map_err(|e| DaemonError::State(e.to_string()))?,

@@ -16,8 +16,9 @@ pub enum DaemonError {
     EmbeddedServer(#[source] crate::server::ServerError),
     #[error("`--server-url` needs `--operator-token-file`")]
     MissingOperatorToken,
-    #[error("the AgentTeam Server is unreachable")]
-    ServerUnreachable,
+    /// With why, from [`crate::client::http::why_unreachable`].
+    #[error("the AgentTeam Server is unreachable: {0}")]
+    ServerUnreachable(&'static str),
     #[error("the AgentTeam Server refused: {0}")]
     ServerRefused(String),
     /// The server answered the request with an error envelope of this code.

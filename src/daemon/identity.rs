@@ -41,9 +41,9 @@ impl Operator {
     pub fn new(
         server_url: &str,
         token: String,
-        proxy: Option<&crate::client::http::ExplicitProxy>,
+        remote: Option<&crate::client::http::Remote>,
     ) -> Operator {
-        let http = crate::client::http::builder(proxy)
+        let http = crate::client::http::builder(remote)
             .timeout(std::time::Duration::from_secs(30))
             .build()
             .expect("a plain HTTP client builds");
@@ -77,7 +77,9 @@ impl Operator {
             .json(&body)
             .send()
             .await
-            .map_err(|_| DaemonError::ServerUnreachable)?;
+            .map_err(|e| {
+                DaemonError::ServerUnreachable(crate::client::http::why_unreachable(&e))
+            })?;
         let status = response.status();
         let bytes =
             crate::client::http::read_bounded(response, crate::client::http::MAX_RESPONSE_BYTES)

@@ -72,6 +72,38 @@ impl OperatorToken {
         })
     }
 
+    /// The token several replicas share through `path`: the first to start creates it (0600),
+    /// every other reads it, none replaces it. The file must hold one operator token and be
+    /// owner-only; an operator may also write it beforehand.
+    pub fn share(path: &Path) -> std::io::Result<OperatorToken> {
+        let fresh = format!("{OPERATOR_TOKEN_PREFIX}{}", random_secret());
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)?;
+        }
+        let (token, _created) = crate::private_file::create_or_read(path, &fresh)?;
+        let token = token.trim_end_matches('\n');
+        let well_formed = token.len() <= 256
+            && token
+                .strip_prefix(OPERATOR_TOKEN_PREFIX)
+                .is_some_and(|rest| {
+                    rest.len() >= 32
+                        && rest
+                            .bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                });
+        if !well_formed {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                format!(
+                    "it does not hold one operator token (`{OPERATOR_TOKEN_PREFIX}` and at least 32 base64url characters)"
+                ),
+            ));
+        }
+        Ok(OperatorToken {
+            hash: hash_secret(token),
+        })
+    }
+
     pub fn matches(&self, presented: &str) -> bool {
         hash_secret(presented).ct_eq(&self.hash).into()
     }

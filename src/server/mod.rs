@@ -31,9 +31,11 @@ pub use auth::{DEVICE_CREDENTIAL_PREFIX, OPERATOR_TOKEN_PREFIX};
 /// How the server is started.
 #[derive(Debug, Clone)]
 pub struct ServerConfig {
-    /// `sqlite://PATH`.
+    /// `sqlite://PATH` or `postgres://…`.
     pub database_url: String,
-    /// Where the operator token is written (0600) at every start; the previous one stops working.
+    /// The operator token's file (0600). On SQLite a fresh token is written at every start (the
+    /// previous one stops working); on PostgreSQL the replicas share it: the first creates it,
+    /// the others read it.
     pub operator_token_file: PathBuf,
 }
 
@@ -56,7 +58,7 @@ pub enum ServerError {
     Store(#[from] StoreError),
     #[error("the built-in catalog does not compile")]
     Catalog(#[from] CompileError),
-    #[error("cannot write the operator token file `{path}`")]
+    #[error("cannot use the operator token file `{path}`")]
     OperatorToken {
         path: String,
         #[source]
@@ -70,13 +72,15 @@ impl AppState {
         let store = Store::open(&config.database_url).await?;
         let catalog = Arc::new(Validators::new()?);
         let cursors = CursorCodec::new(store.secret("cursor").await?);
-        let operator =
-            auth::OperatorToken::issue(&config.operator_token_file).map_err(|source| {
-                ServerError::OperatorToken {
-                    path: config.operator_token_file.display().to_string(),
-                    source,
-                }
-            })?;
+        let operator = if store.is_postgres() {
+            auth::OperatorToken::share(&config.operator_token_file)
+        } else {
+            auth::OperatorToken::issue(&config.operator_token_file)
+        };
+        let operator = operator.map_err(|source| ServerError::OperatorToken {
+            path: config.operator_token_file.display().to_string(),
+            source,
+        })?;
         Ok(AppState {
             store,
             catalog,
@@ -102,10 +106,17 @@ impl AppState {
         &self.clock
     }
 
-    /// One scheduler pass at the clock's now: due scheduled messages become runs and pending
-    /// runs are posted. `agentteam server` runs it every [`SCHEDULER_TICK`]; tests call it.
+    /// One scheduler pass at the clock's now: due scheduled messages become runs, pending runs
+    /// are posted, and expired idempotency records are pruned. `agentteam server` runs it every
+    /// [`SCHEDULER_TICK`]; tests call it.
     pub async fn run_scheduler_pass(&self) -> Result<store::PassReport, StoreError> {
-        self.store.run_due_schedules(self.clock.now_ms()).await
+        let now_ms = self.clock.now_ms();
+        let mut report = self.store.run_due_schedules(now_ms).await?;
+        report.keys_pruned = self
+            .store
+            .prune_idempotency(now_ms - runtime_api::IDEMPOTENCY_RETENTION_MS)
+            .await?;
+        Ok(report)
     }
 }
 
@@ -123,11 +134,15 @@ pub async fn run_scheduler(state: AppState, stop: tokio_util::sync::Cancellation
             () = stop.cancelled() => return,
         }
         match state.run_scheduler_pass().await {
-            Ok(report) if report.runs_created + report.sent + report.failed > 0 => {
+            Ok(report)
+                if report.runs_created + report.sent + report.failed > 0
+                    || report.keys_pruned > 0 =>
+            {
                 tracing::info!(
                     runs_created = report.runs_created,
                     sent = report.sent,
                     failed = report.failed,
+                    keys_pruned = report.keys_pruned,
                     "scheduler pass"
                 );
             }

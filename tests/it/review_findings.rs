@@ -423,7 +423,7 @@ async fn sigterm_revokes_first_then_drains() {
         streaming
     });
 
-    let client = reqwest::Client::builder().no_proxy().build().unwrap();
+    let client = crate::support::http_client();
     let signalled = Instant::now();
     rustix::process::kill_process(
         rustix::process::Pid::from_raw(daemon.child.id().unwrap() as i32).unwrap(),

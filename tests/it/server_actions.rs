@@ -511,6 +511,34 @@ async fn the_request_pipeline_refuses_bad_bodies_with_typed_errors() {
         413,
         "payload_too_large",
     );
+    // U+0000 is valid JSON that no field means (and PostgreSQL cannot store): a client error on
+    // every backend, never a 500, and nothing is written.
+    let create = format!(
+        "/runtime/servers/{}/agents/{}/actions/task/create",
+        w.workspace_id, w.agent_id
+    );
+    let body = format!(
+        r#"{{"location": {{"kind": "thread", "threadId": "{}"}}, "title": "a\u0000b"}}"#,
+        w.thread_id
+    );
+    let error = refused(
+        server
+            .post_raw(&create, credential, body.into_bytes())
+            .await,
+        400,
+        "invalid_request",
+    );
+    assert!(error["message"].as_str().unwrap().contains("U+0000"));
+    let listed = ok(server
+        .action(
+            &w,
+            &w.agent_id,
+            "task",
+            "list",
+            json!({"location": {"kind": "thread", "threadId": w.thread_id}}),
+        )
+        .await);
+    assert_eq!(listed["tasks"], json!([]));
     let unknown = format!(
         "/runtime/servers/{}/agents/{}/actions/task/explode",
         w.workspace_id, w.agent_id

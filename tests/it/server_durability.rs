@@ -24,7 +24,7 @@ async fn post(
 #[tokio::test]
 async fn sigkill_loses_no_acknowledged_write() {
     let dir = tempfile::tempdir().unwrap();
-    let client = reqwest::Client::new();
+    let client = crate::support::http_client();
     let (mut server, base, operator) = spawn_server(dir.path()).await;
 
     let admin = |path: String, body: Value| {

@@ -6,6 +6,8 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
+use agentteam::server::store::Claim;
+
 use crate::support::{TestServer, Workspace};
 
 async fn count_tasks(server: &TestServer, w: &Workspace) -> usize {
@@ -140,11 +142,89 @@ async fn a_duplicate_while_the_first_is_running_is_a_conflict() {
         )
         .await
         .unwrap();
-    assert_eq!(claim, agentteam::server::store::Claim::Acquired);
+    assert_eq!(claim, Claim::Acquired);
     let (status, body) = post_with_headers(&server, &w, "create", &input, &[]).await;
     assert_eq!(status, 409, "{body}");
     assert!(body.contains("idempotency_in_progress"));
     assert_eq!(count_tasks(&server, &w).await, 0);
+}
+
+#[tokio::test]
+async fn a_claim_abandoned_past_its_lease_is_taken_over_once() {
+    let server = TestServer::start().await;
+    let w = server.workspace("acme").await;
+    let input = create_input(&w, "orphaned", "req-orphan-0001");
+    // A process claimed the key and died before finishing it.
+    let fingerprint = Sha256::digest(serde_json::to_vec(&input).unwrap());
+    let store = server.state.store();
+    let claim = |now: i64| {
+        store.claim_idempotent(
+            &w.agent_id,
+            "task.create",
+            "req-orphan-0001",
+            &fingerprint,
+            now,
+            0,
+        )
+    };
+    let now = server.state.clock().now_ms();
+    assert_eq!(claim(now).await.unwrap(), Claim::Acquired);
+    // Within the lease the key is still in progress.
+    let lease = agentteam::server::store::RUNNING_LEASE_MS;
+    assert_eq!(claim(now + lease - 1).await.unwrap(), Claim::InProgress);
+    // Past it, a retry takes the key over and runs once; the next one replays it.
+    server
+        .state
+        .clock()
+        .advance(Duration::from_millis(lease as u64));
+    let (status, first) = post_with_headers(&server, &w, "create", &input, &[]).await;
+    assert_eq!(status, 200, "{first}");
+    let (status, again) = post_with_headers(&server, &w, "create", &input, &[]).await;
+    assert_eq!((status, again), (200, first));
+    assert_eq!(count_tasks(&server, &w).await, 1);
+}
+
+#[tokio::test]
+async fn the_scheduler_pass_prunes_expired_keys_in_bounded_batches() {
+    let server = TestServer::start().await;
+    let w = server.workspace("acme").await;
+    let store = server.state.store();
+    let now = server.state.clock().now_ms();
+    let max = agentteam::server::store::MAX_PRUNED_PER_PASS as usize;
+    for i in 0..max + 5 {
+        let claim = store
+            .claim_idempotent(
+                &w.agent_id,
+                "task.create",
+                &format!("req-old-{i:06}"),
+                b"f",
+                now,
+                0,
+            )
+            .await
+            .unwrap();
+        assert_eq!(claim, Claim::Acquired);
+    }
+    assert_eq!(
+        server.state.run_scheduler_pass().await.unwrap().keys_pruned,
+        0
+    );
+    server
+        .state
+        .clock()
+        .advance(Duration::from_secs(24 * 3600 + 1));
+    assert_eq!(
+        server.state.run_scheduler_pass().await.unwrap().keys_pruned,
+        max as u64
+    );
+    assert_eq!(
+        server.state.run_scheduler_pass().await.unwrap().keys_pruned,
+        5
+    );
+    assert_eq!(
+        server.state.run_scheduler_pass().await.unwrap().keys_pruned,
+        0
+    );
 }
 
 #[tokio::test]

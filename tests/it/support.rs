@@ -49,6 +49,12 @@ pub fn agentteam(args: &[&str]) -> Run {
         .into()
 }
 
+/// An HTTP client as ours are built (no proxy from the environment, the TLS provider installed,
+/// idle connections closed before the server's keep-alive ends).
+pub fn http_client() -> reqwest::Client {
+    agentteam::client::http::builder(None).build().unwrap()
+}
+
 /// Copies the directory tree `from` into `to`.
 pub fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
@@ -71,8 +77,69 @@ pub fn schema_copy() -> (tempfile::TempDir, PathBuf) {
     (dir, schema)
 }
 
-/// A real server on `127.0.0.1:0` over a real SQLite file in a temp dir, served in-process by the
-/// same `serve` the binary uses. Dropping it shuts the server down.
+/// The environment variable that puts the server tests on PostgreSQL (`scripts/test` sets it to
+/// `postgres` for its second half).
+pub const BACKEND_VAR: &str = "AGENTTEAM_TEST_BACKEND";
+/// A PostgreSQL URL whose user may create databases (`scripts/test` starts a throwaway cluster and
+/// sets it).
+pub const PG_URL_VAR: &str = "AGENTTEAM_TEST_PG_URL";
+
+/// Whether this run's server tests are on PostgreSQL.
+pub fn on_postgres() -> bool {
+    std::env::var(BACKEND_VAR).as_deref() == Ok("postgres")
+}
+
+/// The database of the server whose files live in `dir`: a SQLite file there, or (on
+/// PostgreSQL) a fresh database of the test cluster. Remembered in `dir`, so a server restarted on
+/// the same dir finds its data again.
+pub async fn database_url(dir: &Path) -> String {
+    let remembered = dir.join("database.url");
+    if let Ok(url) = std::fs::read_to_string(&remembered) {
+        return url;
+    }
+    let url = if on_postgres() {
+        fresh_pg_database().await
+    } else {
+        format!("sqlite://{}", dir.join("server.db").display())
+    };
+    std::fs::write(&remembered, &url).unwrap();
+    url
+}
+
+/// The test cluster's URL; a test that needs PostgreSQL fails here when there is none.
+pub fn pg_url() -> String {
+    std::env::var(PG_URL_VAR).unwrap_or_else(|_| {
+        panic!(
+            "{PG_URL_VAR} is not set: run `scripts/test` (it starts a throwaway PostgreSQL cluster), \
+             or point {PG_URL_VAR} at a database whose user may CREATE DATABASE"
+        )
+    })
+}
+
+/// A new, empty database in the test cluster (about 35 ms), as a URL.
+pub async fn fresh_pg_database() -> String {
+    use sqlx::Connection;
+    let admin = pg_url();
+    let mut connection = sqlx::PgConnection::connect(&admin)
+        .await
+        .expect("the test cluster accepts connections");
+    let mut suffix = [0u8; 8];
+    rand::Rng::fill(&mut rand::rng(), &mut suffix);
+    let name = format!("t_{}", hex::encode(suffix));
+    // A database name cannot be a bind parameter; this one is our own hex.
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
+        .execute(&mut connection)
+        .await
+        .unwrap();
+    connection.close().await.unwrap();
+    let mut url = url::Url::parse(&admin).unwrap();
+    url.set_path(&name);
+    url.to_string()
+}
+
+/// A real server on `127.0.0.1:0` over a real database (a SQLite file in a temp dir, or a fresh
+/// PostgreSQL database: [`database_url`]), served in-process by the same `serve` the binary uses.
+/// Dropping it shuts the server down.
 pub struct TestServer {
     pub base_url: String,
     pub operator_token: String,
@@ -102,8 +169,19 @@ pub struct Workspace {
 impl TestServer {
     pub async fn start() -> TestServer {
         let dir = tempfile::tempdir().unwrap();
+        let url = database_url(dir.path()).await;
+        TestServer::serve(dir, url).await
+    }
+
+    /// A server over `database_url` (a replica, when others use the same database), with its
+    /// operator token file in a temp dir of its own.
+    pub async fn start_on(database_url: &str) -> TestServer {
+        TestServer::serve(tempfile::tempdir().unwrap(), database_url.to_string()).await
+    }
+
+    async fn serve(dir: tempfile::TempDir, database_url: String) -> TestServer {
         let config = agentteam::server::ServerConfig {
-            database_url: format!("sqlite://{}", dir.path().join("server.db").display()),
+            database_url,
             operator_token_file: dir.path().join("operator.token"),
         };
         let state = agentteam::server::AppState::open(&config).await.unwrap();
@@ -124,10 +202,7 @@ impl TestServer {
             operator_token,
             operator_token_file: config.operator_token_file.clone(),
             state,
-            client: reqwest::Client::builder()
-                .pool_idle_timeout(agentteam::serve::CLIENT_IDLE_TIMEOUT)
-                .build()
-                .unwrap(),
+            client: http_client(),
             _dir: dir,
             shutdown: Some(shutdown),
         }
@@ -337,10 +412,7 @@ impl TestDaemon {
             state_dir,
             log_file,
             child,
-            client: reqwest::Client::builder()
-                .pool_idle_timeout(agentteam::serve::CLIENT_IDLE_TIMEOUT)
-                .build()
-                .unwrap(),
+            client: http_client(),
             _dir: None,
         }
     }
@@ -567,18 +639,32 @@ pub async fn wait_for(
     }
 }
 
-/// Starts `agentteam server` on port 0 and waits for its `listening on` line.
+/// Starts `agentteam server` on port 0 over `dir`'s database ([`database_url`]) and waits for its
+/// `listening on` line.
 pub async fn spawn_server(dir: &Path) -> (tokio::process::Child, String, String) {
+    let database = database_url(dir).await;
+    spawn_server_on(&database, &dir.join("operator.token"), None).await
+}
+
+/// Starts `agentteam server` on port 0 over `database` with `token_file` (its log to `log`, or
+/// nowhere) and waits for its `listening on` line.
+pub async fn spawn_server_on(
+    database: &str,
+    token_file: &Path,
+    log: Option<&Path>,
+) -> (tokio::process::Child, String, String) {
     use tokio::io::AsyncBufReadExt;
-    let token_file = dir.join("operator.token");
     let mut child = tokio::process::Command::new(bin())
         .args(["server", "--listen", "127.0.0.1:0"])
         .arg("--database")
-        .arg(format!("sqlite://{}", dir.join("server.db").display()))
+        .arg(database)
         .arg("--operator-token-file")
-        .arg(&token_file)
+        .arg(token_file)
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(match log {
+            Some(path) => Stdio::from(std::fs::File::create(path).unwrap()),
+            None => Stdio::null(),
+        })
         .kill_on_drop(true)
         .spawn()
         .expect("agentteam server starts");
@@ -592,6 +678,102 @@ pub async fn spawn_server(dir: &Path) -> (tokio::process::Child, String, String)
         .strip_prefix("listening on ")
         .expect("`listening on URL`")
         .to_string();
-    let token = std::fs::read_to_string(&token_file).unwrap();
+    let token = std::fs::read_to_string(token_file).unwrap();
     (child, base_url, token)
+}
+
+/// A test certificate authority: its PEM file, and server certificates it issues.
+pub struct TestCa {
+    issuer: rcgen::CertifiedIssuer<'static, rcgen::KeyPair>,
+    pub pem_file: PathBuf,
+    _dir: tempfile::TempDir,
+}
+
+impl TestCa {
+    pub fn new() -> TestCa {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "agentteam test CA");
+        params.key_usages = vec![
+            rcgen::KeyUsagePurpose::KeyCertSign,
+            rcgen::KeyUsagePurpose::DigitalSignature,
+        ];
+        let issuer =
+            rcgen::CertifiedIssuer::self_signed(params, rcgen::KeyPair::generate().unwrap())
+                .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let pem_file = dir.path().join("ca.pem");
+        std::fs::write(&pem_file, issuer.pem()).unwrap();
+        TestCa {
+            issuer,
+            pem_file,
+            _dir: dir,
+        }
+    }
+
+    /// A TLS server config with a certificate for `localhost` and `127.0.0.1`.
+    pub fn server_config(&self) -> tokio_rustls::rustls::ServerConfig {
+        use tokio_rustls::rustls;
+        let key = rcgen::KeyPair::generate().unwrap();
+        let params =
+            rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
+                .unwrap();
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        let key = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap();
+        rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_no_client_auth()
+        .with_single_cert(vec![cert.der().clone()], key)
+        .unwrap()
+    }
+}
+
+/// A TLS terminator on `127.0.0.1:0` in front of a plain HTTP `backend` (what a load balancer
+/// does for an AgentTeam Server), with a certificate from `ca`. Stops when dropped.
+pub struct TlsFront {
+    /// `https://localhost:PORT`.
+    pub url: String,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl TlsFront {
+    pub async fn start(ca: &TestCa, backend: &str) -> TlsFront {
+        let backend = backend
+            .strip_prefix("http://")
+            .expect("an http:// backend")
+            .to_string();
+        let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(ca.server_config()));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let task = tokio::spawn(async move {
+            while let Ok((inbound, _)) = listener.accept().await {
+                let (acceptor, backend) = (acceptor.clone(), backend.clone());
+                tokio::spawn(async move {
+                    // A client that refuses the certificate ends the handshake: nothing to relay.
+                    let Ok(mut tls) = acceptor.accept(inbound).await else {
+                        return;
+                    };
+                    let Ok(mut outbound) = tokio::net::TcpStream::connect(&backend).await else {
+                        return;
+                    };
+                    let _ = tokio::io::copy_bidirectional(&mut tls, &mut outbound).await;
+                });
+            }
+        });
+        TlsFront {
+            url: format!("https://localhost:{port}"),
+            task,
+        }
+    }
+}
+
+impl Drop for TlsFront {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }

@@ -126,7 +126,7 @@ impl From<ProfileError> for ActionError {
 fn upstream(error: DaemonError) -> ActionError {
     match error {
         DaemonError::ServerError { code, message } => ActionError::new(code, message),
-        DaemonError::ServerUnreachable => {
+        DaemonError::ServerUnreachable(_) => {
             ActionError::new(ErrorCode::UpstreamUnavailable, error.to_string())
         }
         other => ActionError::new(ErrorCode::UpstreamFailed, other.to_string()),

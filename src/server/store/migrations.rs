@@ -1,8 +1,10 @@
-//! The server's schema, as an append-only list of migrations applied under `PRAGMA user_version`.
+//! The server's schema, as append-only lists of migrations: one for SQLite (applied under
+//! `PRAGMA user_version`) and the same for PostgreSQL (applied under `schema_migrations`, each
+//! behind an advisory lock).
 //!
-//! Never edit or remove an entry: a database at version N has run exactly the first N. Types are
-//! portable to PostgreSQL (TEXT, BIGINT, no AUTOINCREMENT); times are BIGINT epoch milliseconds so
-//! ordering is identical on both.
+//! Never edit or remove an entry: a database at version N has run exactly the first N. Both lists
+//! have the same entries in the same order; times are BIGINT epoch milliseconds so ordering is
+//! identical on both.
 
 /// Each entry is one migration; its index + 1 is the `user_version` after it ran.
 pub const MIGRATIONS: &[&str] = &[
@@ -190,4 +192,207 @@ pub const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX attachments_by_message ON attachments (message_id, position);
     "#,
+    // 4: the scheduler's pending runs, found without scanning the whole run history.
+    r#"
+    CREATE INDEX runs_pending ON scheduled_runs (created_at, id) WHERE status = 'pending';
+    "#,
 ];
+
+/// The same migrations for PostgreSQL, entry for entry (their versions are the same): `BLOB` is
+/// `BYTEA`, and every text column sorts by bytes (`COLLATE "C"`), as SQLite's does, so keyset
+/// order and cursors agree on both backends.
+pub const PG_MIGRATIONS: &[&str] = &[
+    // 1: tenancy, identity, conversation locators, tasks and reviews.
+    r#"
+    CREATE TABLE server_keys (
+        name TEXT COLLATE "C" PRIMARY KEY,
+        secret BYTEA NOT NULL
+    );
+    CREATE TABLE workspaces (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        name TEXT COLLATE "C" NOT NULL,
+        created_at BIGINT NOT NULL
+    );
+    CREATE TABLE humans (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        workspace_id TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id),
+        handle TEXT COLLATE "C" NOT NULL,
+        display_name TEXT COLLATE "C" NOT NULL,
+        created_at BIGINT NOT NULL,
+        UNIQUE (workspace_id, handle)
+    );
+    CREATE TABLE agents (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        workspace_id TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id),
+        owner_human_id TEXT COLLATE "C" NOT NULL REFERENCES humans(id),
+        handle TEXT COLLATE "C" NOT NULL,
+        display_name TEXT COLLATE "C" NOT NULL,
+        created_at BIGINT NOT NULL,
+        UNIQUE (workspace_id, handle)
+    );
+    CREATE TABLE devices (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        human_id TEXT COLLATE "C" NOT NULL REFERENCES humans(id),
+        secret_hash BYTEA NOT NULL,
+        created_at BIGINT NOT NULL,
+        revoked_at BIGINT
+    );
+    CREATE TABLE channels (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        workspace_id TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id),
+        name TEXT COLLATE "C" NOT NULL,
+        created_at BIGINT NOT NULL,
+        UNIQUE (workspace_id, name)
+    );
+    CREATE TABLE channel_members (
+        channel_id TEXT COLLATE "C" NOT NULL REFERENCES channels(id),
+        member_id TEXT COLLATE "C" NOT NULL,
+        PRIMARY KEY (channel_id, member_id)
+    );
+    CREATE TABLE threads (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        channel_id TEXT COLLATE "C" NOT NULL REFERENCES channels(id),
+        title TEXT COLLATE "C" NOT NULL,
+        created_at BIGINT NOT NULL
+    );
+    CREATE TABLE tasks (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        workspace_id TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id),
+        channel_id TEXT COLLATE "C" NOT NULL REFERENCES channels(id),
+        thread_id TEXT COLLATE "C" REFERENCES threads(id),
+        title TEXT COLLATE "C" NOT NULL,
+        description TEXT COLLATE "C",
+        status TEXT COLLATE "C" NOT NULL CHECK (status IN ('open', 'claimed', 'completed', 'cancelled')),
+        assignee_agent_id TEXT COLLATE "C" REFERENCES agents(id),
+        created_by_agent_id TEXT COLLATE "C" REFERENCES agents(id),
+        result TEXT COLLATE "C",
+        cancel_reason TEXT COLLATE "C",
+        revision BIGINT NOT NULL,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL
+    );
+    CREATE INDEX tasks_by_location ON tasks (channel_id, thread_id, updated_at DESC, id ASC);
+    CREATE TABLE reviews (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        thread_id TEXT COLLATE "C" NOT NULL REFERENCES threads(id),
+        task_id TEXT COLLATE "C" REFERENCES tasks(id),
+        author_agent_id TEXT COLLATE "C" NOT NULL REFERENCES agents(id),
+        verdict TEXT COLLATE "C" NOT NULL CHECK (verdict IN ('comment', 'approve', 'requestChanges')),
+        body TEXT COLLATE "C" NOT NULL,
+        status TEXT COLLATE "C" NOT NULL CHECK (status IN ('open', 'resolved')),
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL
+    );
+    CREATE INDEX reviews_by_thread ON reviews (thread_id, updated_at DESC, id DESC);
+    CREATE TABLE idempotency_keys (
+        agent_id TEXT COLLATE "C" NOT NULL REFERENCES agents(id),
+        action TEXT COLLATE "C" NOT NULL,
+        idempotency_key TEXT COLLATE "C" NOT NULL,
+        fingerprint BYTEA NOT NULL,
+        state TEXT COLLATE "C" NOT NULL CHECK (state IN ('running', 'done')),
+        status_code BIGINT,
+        response TEXT COLLATE "C",
+        created_at BIGINT NOT NULL,
+        PRIMARY KEY (agent_id, action, idempotency_key)
+    );
+    CREATE INDEX idempotency_by_age ON idempotency_keys (created_at);
+    "#,
+    // 2: projects, teams, messages and scheduled messages with their runs.
+    r#"
+    CREATE TABLE projects (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        workspace_id TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id),
+        name TEXT COLLATE "C" NOT NULL,
+        description TEXT COLLATE "C",
+        status TEXT COLLATE "C" NOT NULL CHECK (status IN ('active', 'archived')),
+        created_by_agent_id TEXT COLLATE "C" REFERENCES agents(id),
+        revision BIGINT NOT NULL,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL
+    );
+    CREATE INDEX projects_by_update ON projects (workspace_id, updated_at DESC, id ASC);
+    CREATE INDEX projects_by_status ON projects (workspace_id, status, updated_at DESC, id ASC);
+    CREATE TABLE teams (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        workspace_id TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id),
+        handle TEXT COLLATE "C" NOT NULL,
+        display_name TEXT COLLATE "C" NOT NULL,
+        created_at BIGINT NOT NULL,
+        UNIQUE (workspace_id, handle)
+    );
+    CREATE INDEX teams_by_name ON teams (workspace_id, display_name, handle, id);
+    CREATE TABLE team_members (
+        team_id TEXT COLLATE "C" NOT NULL REFERENCES teams(id),
+        member_kind TEXT COLLATE "C" NOT NULL CHECK (member_kind IN ('human', 'agent')),
+        member_id TEXT COLLATE "C" NOT NULL,
+        PRIMARY KEY (team_id, member_id)
+    );
+    CREATE TABLE messages (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        workspace_id TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id),
+        channel_id TEXT COLLATE "C" NOT NULL REFERENCES channels(id),
+        thread_id TEXT COLLATE "C" REFERENCES threads(id),
+        author_id TEXT COLLATE "C" NOT NULL,
+        content TEXT COLLATE "C" NOT NULL,
+        created_at BIGINT NOT NULL
+    );
+    CREATE INDEX messages_by_location ON messages (channel_id, thread_id, created_at DESC, id DESC);
+    CREATE TABLE scheduled_messages (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        workspace_id TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id),
+        channel_id TEXT COLLATE "C" NOT NULL REFERENCES channels(id),
+        thread_id TEXT COLLATE "C" REFERENCES threads(id),
+        content TEXT COLLATE "C" NOT NULL,
+        send_at BIGINT NOT NULL,
+        repeat_every_minutes BIGINT,
+        next_run_at BIGINT,
+        status TEXT COLLATE "C" NOT NULL CHECK (status IN ('scheduled', 'done', 'cancelled')),
+        created_by_agent_id TEXT COLLATE "C" NOT NULL REFERENCES agents(id),
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL
+    );
+    CREATE INDEX schedules_by_location ON scheduled_messages (channel_id, thread_id, created_at DESC, id DESC);
+    CREATE INDEX schedules_due ON scheduled_messages (status, next_run_at);
+    CREATE TABLE scheduled_runs (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        scheduled_message_id TEXT COLLATE "C" NOT NULL REFERENCES scheduled_messages(id),
+        status TEXT COLLATE "C" NOT NULL CHECK (status IN ('pending', 'sent', 'failed')),
+        created_at BIGINT NOT NULL,
+        attempted_at BIGINT,
+        message_id TEXT COLLATE "C" REFERENCES messages(id),
+        failure TEXT COLLATE "C"
+    );
+    CREATE INDEX runs_by_schedule ON scheduled_runs (scheduled_message_id, (COALESCE(attempted_at, created_at)) DESC, id DESC);
+    "#,
+    // 3: direct conversations (channels of kind `dm`), reactions and attachments.
+    r#"
+    ALTER TABLE channels ADD COLUMN kind TEXT COLLATE "C" NOT NULL DEFAULT 'channel' CHECK (kind IN ('channel', 'dm'));
+    CREATE TABLE reactions (
+        message_id TEXT COLLATE "C" NOT NULL REFERENCES messages(id),
+        emoji TEXT COLLATE "C" NOT NULL,
+        member_id TEXT COLLATE "C" NOT NULL,
+        created_at BIGINT NOT NULL,
+        PRIMARY KEY (message_id, emoji, member_id)
+    );
+    CREATE TABLE attachments (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        message_id TEXT COLLATE "C" NOT NULL REFERENCES messages(id),
+        position BIGINT NOT NULL,
+        name TEXT COLLATE "C" NOT NULL,
+        media_type TEXT COLLATE "C" NOT NULL,
+        size BIGINT NOT NULL,
+        content BYTEA NOT NULL,
+        created_at BIGINT NOT NULL
+    );
+    CREATE INDEX attachments_by_message ON attachments (message_id, position);
+    "#,
+    // 4: the scheduler's pending runs, found without scanning the whole run history.
+    r#"
+    CREATE INDEX runs_pending ON scheduled_runs (created_at, id) WHERE status = 'pending';
+    "#,
+];
+
+const _: () = assert!(MIGRATIONS.len() == PG_MIGRATIONS.len());
+
+/// The schema version this binary migrates a database to (on either backend).
+pub const SCHEMA_VERSION: usize = MIGRATIONS.len();

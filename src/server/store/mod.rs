@@ -1,10 +1,10 @@
 //! The server's store: the only module that contains SQL.
 //!
-//! SQLite through sqlx, WAL mode, foreign keys on, `synchronous=FULL` so an acknowledged write
-//! survives a crash of the process or the machine. All writes go through one writer connection
-//! (several writers fail with "database is locked" under load even with a busy timeout); reads use
-//! a separate small pool that never blocks the writer in WAL mode.
+//! One `Store` over either backend (`db.rs`): SQLite, the embedded default (WAL, foreign keys,
+//! `synchronous=FULL`, one writer connection, a read pool), or PostgreSQL for several stateless
+//! server replicas behind one database. Every method is written once and expanded per backend.
 
+mod db;
 mod idempotency;
 mod messages;
 mod migrations;
@@ -16,34 +16,30 @@ mod teams;
 mod tenancy;
 
 use std::str::FromStr;
-use std::time::Duration;
 
 use rand::Rng;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
-};
 
 pub use crate::clock::Clock;
-pub use idempotency::Claim;
+pub use db::is_postgres;
+pub(crate) use db::{Columns, on_backend};
+pub use idempotency::{Claim, MAX_PRUNED_PER_PASS, RUNNING_LEASE_MS};
 pub use messages::{MAX_ATTACHMENTS, NewAttachment};
+pub use migrations::SCHEMA_VERSION;
 pub use schedules::{NewSchedule, PassReport};
 pub use teams::TeamPosition;
 pub use tenancy::{DeviceIdentity, MemberKind, Membership};
 
-/// Reads in flight at once; the writer is always one connection.
-const READ_CONNECTIONS: u32 = 4;
-
 /// A handle on the database; cheap to clone.
 #[derive(Clone)]
 pub struct Store {
-    writer: SqlitePool,
-    reader: SqlitePool,
+    db: db::Db,
 }
 
 /// What can go wrong below the product rules.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
-    #[error("unsupported database url `{0}` (expected `sqlite://PATH`)")]
+    /// The URL's scheme only: the rest can carry credentials.
+    #[error("unsupported database url scheme `{0}` (expected `sqlite://PATH` or `postgres://…`)")]
     UnsupportedUrl(String),
     #[error("database is at schema version {found}, newer than this binary's {known}")]
     TooNew { found: i64, known: usize },
@@ -55,83 +51,45 @@ pub enum StoreError {
 }
 
 impl Store {
-    /// Opens (creating if missing) the database at `url` and runs pending migrations.
+    /// Opens the database at `url` (`sqlite://PATH`, created if missing, or `postgres://…`) and
+    /// runs pending migrations.
     pub async fn open(url: &str) -> Result<Store, StoreError> {
-        if !url.starts_with("sqlite:") {
-            return Err(StoreError::UnsupportedUrl(url.to_string()));
-        }
-        let options = SqliteConnectOptions::from_str(url)?
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Full)
-            .foreign_keys(true)
-            .busy_timeout(Duration::from_secs(5));
-        let writer = SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect_with(options.clone())
-            .await?;
-        migrate(&writer).await?;
-        let reader = SqlitePoolOptions::new()
-            .max_connections(READ_CONNECTIONS)
-            .connect_with(options.read_only(true))
-            .await?;
-        Ok(Store { writer, reader })
+        Ok(Store {
+            db: db::Db::open(url).await?,
+        })
     }
 
-    /// Closes both pools, waiting for their connections to finish.
+    /// Whether this store is on PostgreSQL.
+    pub fn is_postgres(&self) -> bool {
+        matches!(self.db, db::Db::Postgres(_))
+    }
+
+    /// Closes the pools, waiting for their connections to finish.
     pub async fn close(&self) {
-        self.writer.close().await;
-        self.reader.close().await;
+        self.db.close().await;
     }
 
-    /// The persistent secret `name` (32 random bytes), created on first use.
+    /// The persistent secret `name` (32 random bytes), created on first use (by whichever
+    /// replica comes first; the others read it).
     pub async fn secret(&self, name: &str) -> Result<Vec<u8>, StoreError> {
         let mut fresh = [0u8; 32];
         rand::rng().fill(&mut fresh);
-        sqlx::query(
-            "INSERT INTO server_keys (name, secret) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
-        )
-        .bind(name)
-        .bind(fresh.as_slice())
-        .execute(&self.writer)
-        .await?;
-        let (secret,): (Vec<u8>,) =
-            sqlx::query_as("SELECT secret FROM server_keys WHERE name = $1")
-                .bind(name)
-                .fetch_one(&self.writer)
-                .await?;
-        Ok(secret)
+        on_backend!(self, |writer, _reader, _pg| {
+            sqlx::query(
+                "INSERT INTO server_keys (name, secret) VALUES ($1, $2) ON CONFLICT (name) DO NOTHING",
+            )
+            .bind(name)
+            .bind(fresh.as_slice())
+            .execute(writer)
+            .await?;
+            let (secret,): (Vec<u8>,) =
+                sqlx::query_as("SELECT secret FROM server_keys WHERE name = $1")
+                    .bind(name)
+                    .fetch_one(writer)
+                    .await?;
+            Ok(secret)
+        })
     }
-}
-
-/// Applies every migration past the database's `user_version`, each in its own transaction.
-async fn migrate(writer: &SqlitePool) -> Result<(), StoreError> {
-    let (version,): (i64,) = sqlx::query_as("PRAGMA user_version")
-        .fetch_one(writer)
-        .await?;
-    if version as usize > migrations::MIGRATIONS.len() {
-        return Err(StoreError::TooNew {
-            found: version,
-            known: migrations::MIGRATIONS.len(),
-        });
-    }
-    for (index, sql) in migrations::MIGRATIONS
-        .iter()
-        .enumerate()
-        .skip(version as usize)
-    {
-        let mut tx = writer.begin().await?;
-        sqlx::raw_sql(*sql).execute(&mut *tx).await?;
-        // A PRAGMA takes no bind parameters; the value is our own integer.
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-            "PRAGMA user_version = {}",
-            index + 1
-        )))
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-    }
-    Ok(())
 }
 
 /// Crockford base32: sortable, unambiguous, inside `[0-9A-Za-z]`.
@@ -212,8 +170,11 @@ mod tests {
         let url = format!("sqlite://{}", dir.path().join("db.sqlite").display());
         Store::open(&url).await.unwrap().close().await;
         let store = Store::open(&url).await.unwrap();
+        let db::Db::Sqlite { writer, .. } = &store.db else {
+            unreachable!("a sqlite url")
+        };
         let (version,): (i64,) = sqlx::query_as("PRAGMA user_version")
-            .fetch_one(&store.writer)
+            .fetch_one(writer)
             .await
             .unwrap();
         assert_eq!(version as usize, migrations::MIGRATIONS.len());
@@ -224,7 +185,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("db.sqlite").display());
         let store = Store::open(&url).await.unwrap();
-        for pool in [&store.writer, &store.reader] {
+        let db::Db::Sqlite { writer, reader } = &store.db else {
+            unreachable!("a sqlite url")
+        };
+        for pool in [writer, reader] {
             let (foreign_keys,): (i64,) = sqlx::query_as("PRAGMA foreign_keys")
                 .fetch_one(pool)
                 .await
@@ -240,7 +204,7 @@ mod tests {
             assert_eq!((foreign_keys, journal.as_str(), synchronous), (1, "wal", 2));
         }
         let orphan = sqlx::query("INSERT INTO humans (id, workspace_id, handle, display_name, created_at) VALUES ('hum_x', 'wsp_missing', 'h', 'H', 0)")
-            .execute(&store.writer)
+            .execute(writer)
             .await;
         assert!(
             orphan.is_err(),

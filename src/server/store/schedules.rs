@@ -5,11 +5,12 @@
 //! as the schedule's agent, or records why it could not. A crash between the two leaves a pending
 //! run that the next pass attempts, so no due occurrence is lost or posted twice.
 
-use sqlx::sqlite::SqliteRow;
-use sqlx::{Row, Sqlite, Transaction};
+use sqlx::Row;
 
 use super::tenancy::Membership;
-use super::{Page, Position, Store, StoreError, new_id, parse_column, rfc3339};
+use super::{
+    Columns, Page, Position, Store, StoreError, new_id, on_backend, parse_column, rfc3339,
+};
 use crate::contract::types::{
     MessageTarget, RunStatus, ScheduleStatus, ScheduledMessage, ScheduledRun,
 };
@@ -43,6 +44,8 @@ pub struct PassReport {
     pub runs_created: usize,
     pub sent: usize,
     pub failed: usize,
+    /// Expired idempotency records deleted (filled in by the server's pass).
+    pub keys_pruned: u64,
 }
 
 impl Store {
@@ -54,31 +57,33 @@ impl Store {
         agent_id: &str,
         now_ms: i64,
     ) -> Result<ScheduledMessage, StoreError> {
-        let id = new_id("sch", now_ms);
-        sqlx::query(
-            "INSERT INTO scheduled_messages (id, workspace_id, channel_id, thread_id, content, send_at, repeat_every_minutes, next_run_at, status, \
-             created_by_agent_id, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $6, 'scheduled', $8, $9, $9)",
-        )
-        .bind(&id)
-        .bind(workspace_id)
-        .bind(&target.channel_id)
-        .bind(&target.thread_id)
-        .bind(schedule.content)
-        .bind(schedule.send_at_ms)
-        .bind(schedule.repeat_every_minutes)
-        .bind(agent_id)
-        .bind(now_ms)
-        .execute(&self.writer)
-        .await?;
-        let row = sqlx::query(concat!(
-            "SELECT ",
-            schedule_columns!(),
-            " FROM scheduled_messages s WHERE s.id = $1"
-        ))
-        .bind(&id)
-        .fetch_one(&self.writer)
-        .await?;
-        Ok(schedule_row(&row)?.0)
+        on_backend!(self, |writer, reader, pg| {
+            let id = new_id("sch", now_ms);
+            sqlx::query(
+                "INSERT INTO scheduled_messages (id, workspace_id, channel_id, thread_id, content, send_at, repeat_every_minutes, next_run_at, status, \
+                 created_by_agent_id, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $6, 'scheduled', $8, $9, $9)",
+            )
+            .bind(&id)
+            .bind(workspace_id)
+            .bind(&target.channel_id)
+            .bind(&target.thread_id)
+            .bind(schedule.content)
+            .bind(schedule.send_at_ms)
+            .bind(schedule.repeat_every_minutes)
+            .bind(agent_id)
+            .bind(now_ms)
+            .execute(writer)
+            .await?;
+            let row = sqlx::query(concat!(
+                "SELECT ",
+                schedule_columns!(),
+                " FROM scheduled_messages s WHERE s.id = $1"
+            ))
+            .bind(&id)
+            .fetch_one(writer)
+            .await?;
+            Ok(schedule_row(&row)?.0)
+        })
     }
 
     /// The schedule if it is in the workspace and the agent is a member of its channel.
@@ -88,17 +93,19 @@ impl Store {
         agent_id: &str,
         schedule_id: &str,
     ) -> Result<Option<ScheduledMessage>, StoreError> {
-        let row = sqlx::query(concat!(
-            "SELECT ",
-            schedule_columns!(),
-            " FROM scheduled_messages s JOIN channel_members m ON m.channel_id = s.channel_id WHERE s.id = $1 AND s.workspace_id = $2 AND m.member_id = $3"
-        ))
-        .bind(schedule_id)
-        .bind(workspace_id)
-        .bind(agent_id)
-        .fetch_optional(&self.reader)
-        .await?;
-        row.map(|row| schedule_row(&row).map(|r| r.0)).transpose()
+        on_backend!(self, |writer, reader, pg| {
+            let row = sqlx::query(concat!(
+                "SELECT ",
+                schedule_columns!(),
+                " FROM scheduled_messages s JOIN channel_members m ON m.channel_id = s.channel_id WHERE s.id = $1 AND s.workspace_id = $2 AND m.member_id = $3"
+            ))
+            .bind(schedule_id)
+            .bind(workspace_id)
+            .bind(agent_id)
+            .fetch_optional(reader)
+            .await?;
+            row.map(|row| schedule_row(&row).map(|r| r.0)).transpose()
+        })
     }
 
     /// The schedules of exactly `target`, `createdAt DESC, id DESC` (one direction: row values).
@@ -108,27 +115,39 @@ impl Store {
         after: Option<&Position>,
         limit: usize,
     ) -> Result<Page<ScheduledMessage>, StoreError> {
-        // Without a position, `(i64::MAX, U+10FFFF)` is above every row: one query serves both.
-        let (after_ms, after_id) = match after {
-            Some(p) => (p.at_ms, p.id.clone()),
-            None => (i64::MAX, "\u{10FFFF}".to_string()),
-        };
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            schedule_columns!(),
-            " FROM scheduled_messages s WHERE s.channel_id = $1 AND s.thread_id IS NOT DISTINCT FROM $2 AND (s.created_at, s.id) < ($3, $4) \
-              ORDER BY s.created_at DESC, s.id DESC LIMIT $5"
-        ))
-        .bind(&target.channel_id)
-        .bind(&target.thread_id)
-        .bind(after_ms)
-        .bind(after_id)
-        .bind((limit + 1) as i64)
-        .fetch_all(&self.reader)
-        .await?;
-        let rows: Vec<(ScheduledMessage, Position)> =
-            rows.iter().map(schedule_row).collect::<Result<_, _>>()?;
-        Ok(Page::from_rows(rows, limit))
+        on_backend!(self, |writer, reader, pg| {
+            // Without a position, `(i64::MAX, U+10FFFF)` is above every row: one query serves both.
+            let (after_ms, after_id) = match after {
+                Some(p) => (p.at_ms, p.id.clone()),
+                None => (i64::MAX, "\u{10FFFF}".to_string()),
+            };
+            // As in `message_history`: split on the thread so PostgreSQL seeks the index in order.
+            let sql = match target.thread_id {
+                Some(_) => concat!(
+                    "SELECT ",
+                    schedule_columns!(),
+                    " FROM scheduled_messages s WHERE s.channel_id = $1 AND s.thread_id = $2 AND (s.created_at, s.id) < ($3, $4) \
+                      ORDER BY s.created_at DESC, s.id DESC LIMIT $5"
+                ),
+                None => concat!(
+                    "SELECT ",
+                    schedule_columns!(),
+                    " FROM scheduled_messages s WHERE s.channel_id = $1 AND s.thread_id IS NULL AND $2 IS NULL AND (s.created_at, s.id) < ($3, $4) \
+                      ORDER BY s.thread_id, s.created_at DESC, s.id DESC LIMIT $5"
+                ),
+            };
+            let rows = sqlx::query(sql)
+                .bind(&target.channel_id)
+                .bind(&target.thread_id)
+                .bind(after_ms)
+                .bind(after_id)
+                .bind((limit + 1) as i64)
+                .fetch_all(reader)
+                .await?;
+            let rows: Vec<(ScheduledMessage, Position)> =
+                rows.iter().map(schedule_row).collect::<Result<_, _>>()?;
+            Ok(Page::from_rows(rows, limit))
+        })
     }
 
     /// Cancels a `scheduled` schedule; `Ok(None)` when invisible, `Ok(Some(Err(status)))` when
@@ -140,34 +159,45 @@ impl Store {
         schedule_id: &str,
         now_ms: i64,
     ) -> Result<Option<Result<ScheduledMessage, ScheduleStatus>>, StoreError> {
-        let mut tx = self.writer.begin().await?;
-        let row = sqlx::query(concat!(
-            "SELECT ",
-            schedule_columns!(),
-            " FROM scheduled_messages s JOIN channel_members m ON m.channel_id = s.channel_id WHERE s.id = $1 AND s.workspace_id = $2 AND m.member_id = $3"
-        ))
-        .bind(schedule_id)
-        .bind(workspace_id)
-        .bind(agent_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some(row) = row else { return Ok(None) };
-        let current = schedule_row(&row)?.0;
-        if current.status != ScheduleStatus::Scheduled {
-            return Ok(Some(Err(current.status)));
-        }
-        sqlx::query("UPDATE scheduled_messages SET status = 'cancelled', next_run_at = NULL, updated_at = $2 WHERE id = $1").bind(schedule_id).bind(now_ms).execute(&mut *tx).await?;
-        let row = sqlx::query(concat!(
-            "SELECT ",
-            schedule_columns!(),
-            " FROM scheduled_messages s WHERE s.id = $1"
-        ))
-        .bind(schedule_id)
-        .fetch_one(&mut *tx)
-        .await?;
-        let stored = schedule_row(&row)?.0;
-        tx.commit().await?;
-        Ok(Some(Ok(stored)))
+        on_backend!(self, |writer, reader, pg| {
+            let mut tx = writer.begin().await?;
+            // PostgreSQL: lock the schedule row against a concurrent cancel or scheduler pass.
+            let row = sqlx::query(if pg {
+                concat!(
+                    "SELECT ",
+                    schedule_columns!(),
+                    " FROM scheduled_messages s JOIN channel_members m ON m.channel_id = s.channel_id WHERE s.id = $1 AND s.workspace_id = $2 AND m.member_id = $3 FOR UPDATE OF s"
+                )
+            } else {
+                concat!(
+                    "SELECT ",
+                    schedule_columns!(),
+                    " FROM scheduled_messages s JOIN channel_members m ON m.channel_id = s.channel_id WHERE s.id = $1 AND s.workspace_id = $2 AND m.member_id = $3"
+                )
+            })
+            .bind(schedule_id)
+            .bind(workspace_id)
+            .bind(agent_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some(row) = row else { return Ok(None) };
+            let current = schedule_row(&row)?.0;
+            if current.status != ScheduleStatus::Scheduled {
+                return Ok(Some(Err(current.status)));
+            }
+            sqlx::query("UPDATE scheduled_messages SET status = 'cancelled', next_run_at = NULL, updated_at = $2 WHERE id = $1").bind(schedule_id).bind(now_ms).execute(&mut *tx).await?;
+            let row = sqlx::query(concat!(
+                "SELECT ",
+                schedule_columns!(),
+                " FROM scheduled_messages s WHERE s.id = $1"
+            ))
+            .bind(schedule_id)
+            .fetch_one(&mut *tx)
+            .await?;
+            let stored = schedule_row(&row)?.0;
+            tx.commit().await?;
+            Ok(Some(Ok(stored)))
+        })
     }
 
     /// The runs of one schedule, by effective time (`attemptedAt`, or `createdAt` while pending)
@@ -178,25 +208,27 @@ impl Store {
         after: Option<&Position>,
         limit: usize,
     ) -> Result<Page<ScheduledRun>, StoreError> {
-        let (after_ms, after_id) = match after {
-            Some(p) => (p.at_ms, p.id.clone()),
-            None => (i64::MAX, "\u{10FFFF}".to_string()),
-        };
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            run_columns!(),
-            " FROM scheduled_runs r WHERE r.scheduled_message_id = $1 AND (COALESCE(r.attempted_at, r.created_at), r.id) < ($2, $3) \
-              ORDER BY COALESCE(r.attempted_at, r.created_at) DESC, r.id DESC LIMIT $4"
-        ))
-        .bind(schedule_id)
-        .bind(after_ms)
-        .bind(after_id)
-        .bind((limit + 1) as i64)
-        .fetch_all(&self.reader)
-        .await?;
-        let runs: Vec<(ScheduledRun, Position)> =
-            rows.iter().map(run_row).collect::<Result<_, _>>()?;
-        Ok(Page::from_rows(runs, limit))
+        on_backend!(self, |writer, reader, pg| {
+            let (after_ms, after_id) = match after {
+                Some(p) => (p.at_ms, p.id.clone()),
+                None => (i64::MAX, "\u{10FFFF}".to_string()),
+            };
+            let rows = sqlx::query(concat!(
+                "SELECT ",
+                run_columns!(),
+                " FROM scheduled_runs r WHERE r.scheduled_message_id = $1 AND (COALESCE(r.attempted_at, r.created_at), r.id) < ($2, $3) \
+                  ORDER BY COALESCE(r.attempted_at, r.created_at) DESC, r.id DESC LIMIT $4"
+            ))
+            .bind(schedule_id)
+            .bind(after_ms)
+            .bind(after_id)
+            .bind((limit + 1) as i64)
+            .fetch_all(reader)
+            .await?;
+            let runs: Vec<(ScheduledRun, Position)> =
+                rows.iter().map(run_row).collect::<Result<_, _>>()?;
+            Ok(Page::from_rows(runs, limit))
+        })
     }
 
     /// One scheduler pass at `now_ms`: due schedules become pending runs, then pending runs are
@@ -208,59 +240,128 @@ impl Store {
             runs_created,
             sent,
             failed,
+            keys_pruned: 0,
         })
     }
 
     /// Turns every schedule due at `now_ms` into a `pending` run (created at its due time) and
-    /// advances or finishes the schedule, in one transaction.
+    /// advances or finishes the schedule, in one transaction. On PostgreSQL the due schedules are
+    /// claimed with `FOR UPDATE SKIP LOCKED`: replicas running passes at once never materialize
+    /// one occurrence twice (the lock lasts until the schedule has moved on).
     pub async fn materialize_due_runs(&self, now_ms: i64) -> Result<usize, StoreError> {
-        let mut tx = self.writer.begin().await?;
-        let due = sqlx::query("SELECT id, next_run_at, repeat_every_minutes FROM scheduled_messages WHERE status = 'scheduled' AND next_run_at <= $1 ORDER BY next_run_at, id LIMIT $2")
-            .bind(now_ms)
-            .bind(MAX_RUNS_PER_PASS)
-            .fetch_all(&mut *tx)
-            .await?;
-        for row in &due {
-            let schedule_id: String = row.try_get(0)?;
-            let due_at: i64 = row.try_get(1)?;
-            let repeat: Option<i64> = row.try_get(2)?;
-            sqlx::query("INSERT INTO scheduled_runs (id, scheduled_message_id, status, created_at) VALUES ($1, $2, 'pending', $3)")
-                .bind(new_id("run", due_at))
-                .bind(&schedule_id)
-                .bind(due_at)
-                .execute(&mut *tx)
+        on_backend!(self, |writer, reader, pg| {
+            let mut tx = writer.begin().await?;
+            let select = if pg {
+                "SELECT id, next_run_at, repeat_every_minutes FROM scheduled_messages WHERE status = 'scheduled' AND next_run_at <= $1 ORDER BY next_run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED"
+            } else {
+                "SELECT id, next_run_at, repeat_every_minutes FROM scheduled_messages WHERE status = 'scheduled' AND next_run_at <= $1 ORDER BY next_run_at, id LIMIT $2"
+            };
+            let due = sqlx::query(select)
+                .bind(now_ms)
+                .bind(MAX_RUNS_PER_PASS)
+                .fetch_all(&mut *tx)
                 .await?;
-            match repeat {
-                Some(minutes) => {
-                    // Occurrences missed while the server was down collapse into this one run.
-                    let step = minutes * 60_000;
-                    let next = due_at + step * ((now_ms - due_at) / step + 1);
-                    sqlx::query("UPDATE scheduled_messages SET next_run_at = $2, updated_at = $3 WHERE id = $1").bind(&schedule_id).bind(next).bind(now_ms).execute(&mut *tx).await?;
-                }
-                None => {
-                    sqlx::query("UPDATE scheduled_messages SET next_run_at = NULL, status = 'done', updated_at = $2 WHERE id = $1").bind(&schedule_id).bind(now_ms).execute(&mut *tx).await?;
+            for row in &due {
+                let schedule_id: String = row.try_get(0)?;
+                let due_at: i64 = row.try_get(1)?;
+                let repeat: Option<i64> = row.try_get(2)?;
+                sqlx::query("INSERT INTO scheduled_runs (id, scheduled_message_id, status, created_at) VALUES ($1, $2, 'pending', $3)")
+                    .bind(new_id("run", due_at))
+                    .bind(&schedule_id)
+                    .bind(due_at)
+                    .execute(&mut *tx)
+                    .await?;
+                match repeat {
+                    Some(minutes) => {
+                        // Occurrences missed while the server was down collapse into this one run.
+                        let step = minutes * 60_000;
+                        let next = due_at + step * ((now_ms - due_at) / step + 1);
+                        sqlx::query("UPDATE scheduled_messages SET next_run_at = $2, updated_at = $3 WHERE id = $1").bind(&schedule_id).bind(next).bind(now_ms).execute(&mut *tx).await?;
+                    }
+                    None => {
+                        sqlx::query("UPDATE scheduled_messages SET next_run_at = NULL, status = 'done', updated_at = $2 WHERE id = $1").bind(&schedule_id).bind(now_ms).execute(&mut *tx).await?;
+                    }
                 }
             }
-        }
-        tx.commit().await?;
-        Ok(due.len())
+            tx.commit().await?;
+            Ok(due.len())
+        })
     }
 
     /// Attempts the oldest pending runs, each in its own transaction; returns `(sent, failed)`.
+    ///
+    /// A run is claimed by its row (`FOR UPDATE SKIP LOCKED` on PostgreSQL; the one writer on
+    /// SQLite) and every status change is guarded by `status = 'pending'`, so a run another
+    /// replica is attempting or has attempted is skipped, never posted twice, never counted.
     pub async fn attempt_pending_runs(&self, now_ms: i64) -> Result<(usize, usize), StoreError> {
-        let pending = sqlx::query("SELECT id FROM scheduled_runs WHERE status = 'pending' ORDER BY created_at, id LIMIT $1").bind(MAX_RUNS_PER_PASS).fetch_all(&self.writer).await?;
-        let (mut sent, mut failed) = (0, 0);
-        for row in &pending {
-            let run_id: String = row.try_get(0)?;
-            let mut tx = self.writer.begin().await?;
-            if attempt_run(&mut tx, &run_id, now_ms).await? {
-                sent += 1;
+        on_backend!(self, |writer, reader, pg| {
+            let pending = sqlx::query("SELECT id FROM scheduled_runs WHERE status = 'pending' ORDER BY created_at, id LIMIT $1")
+                .bind(MAX_RUNS_PER_PASS)
+                .fetch_all(writer)
+                .await?;
+            let claim = if pg {
+                "SELECT s.workspace_id, s.channel_id, s.thread_id, s.content, s.created_by_agent_id, \
+                        EXISTS (SELECT 1 FROM channel_members m WHERE m.channel_id = s.channel_id AND m.member_id = s.created_by_agent_id) \
+                 FROM scheduled_runs r JOIN scheduled_messages s ON s.id = r.scheduled_message_id WHERE r.id = $1 AND r.status = 'pending' \
+                 FOR UPDATE OF r SKIP LOCKED"
             } else {
-                failed += 1;
+                "SELECT s.workspace_id, s.channel_id, s.thread_id, s.content, s.created_by_agent_id, \
+                        EXISTS (SELECT 1 FROM channel_members m WHERE m.channel_id = s.channel_id AND m.member_id = s.created_by_agent_id) \
+                 FROM scheduled_runs r JOIN scheduled_messages s ON s.id = r.scheduled_message_id WHERE r.id = $1 AND r.status = 'pending'"
+            };
+            let (mut sent, mut failed) = (0, 0);
+            for row in &pending {
+                let run_id: String = row.try_get(0)?;
+                let mut tx = writer.begin().await?;
+                let claimed = sqlx::query(claim)
+                    .bind(&run_id)
+                    .fetch_optional(&mut *tx)
+                    .await?;
+                let Some(run) = claimed else {
+                    // Another replica holds or finished it.
+                    tx.commit().await?;
+                    continue;
+                };
+                let still_member: bool = run.try_get(5)?;
+                if !still_member {
+                    sqlx::query("UPDATE scheduled_runs SET status = 'failed', attempted_at = $2, failure = $3 WHERE id = $1 AND status = 'pending'")
+                        .bind(&run_id)
+                        .bind(now_ms)
+                        .bind("the agent is no longer a member of the target's channel")
+                        .execute(&mut *tx)
+                        .await?;
+                    tx.commit().await?;
+                    failed += 1;
+                    continue;
+                }
+                let message_id = new_id("msg", now_ms);
+                let author: String = run.try_get(4)?;
+                sqlx::query("INSERT INTO messages (id, workspace_id, channel_id, thread_id, author_id, content, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)")
+                    .bind(&message_id)
+                    .bind(run.try_get::<String, _>(0)?)
+                    .bind(run.try_get::<String, _>(1)?)
+                    .bind(run.try_get::<Option<String>, _>(2)?)
+                    .bind(&author)
+                    .bind(run.try_get::<String, _>(3)?)
+                    .bind(now_ms)
+                    .execute(&mut *tx)
+                    .await?;
+                let marked = sqlx::query("UPDATE scheduled_runs SET status = 'sent', attempted_at = $2, message_id = $3 WHERE id = $1 AND status = 'pending'")
+                    .bind(&run_id)
+                    .bind(now_ms)
+                    .bind(&message_id)
+                    .execute(&mut *tx)
+                    .await?;
+                if marked.rows_affected() == 1 {
+                    tx.commit().await?;
+                    sent += 1;
+                } else {
+                    // Attempted meanwhile: this transaction's message is not posted.
+                    tx.rollback().await?;
+                }
             }
-            tx.commit().await?;
-        }
-        Ok((sent, failed))
+            Ok((sent, failed))
+        })
     }
 
     /// How many messages `author_id` has posted at exactly `target` (used by tests and checks).
@@ -269,61 +370,26 @@ impl Store {
         target: &Membership,
         author_id: &str,
     ) -> Result<i64, StoreError> {
-        let (count,): (i64,) = sqlx::query_as("SELECT COUNT(*) FROM messages WHERE channel_id = $1 AND thread_id IS NOT DISTINCT FROM $2 AND author_id = $3")
-            .bind(&target.channel_id)
-            .bind(&target.thread_id)
-            .bind(author_id)
-            .fetch_one(&self.reader)
-            .await?;
-        Ok(count)
+        on_backend!(self, |writer, reader, pg| {
+            let query = match &target.thread_id {
+                Some(thread_id) => sqlx::query_as("SELECT COUNT(*) FROM messages WHERE channel_id = $1 AND thread_id = $2 AND author_id = $3")
+                    .bind(&target.channel_id)
+                    .bind(thread_id)
+                    .bind(author_id),
+                None => sqlx::query_as("SELECT COUNT(*) FROM messages WHERE channel_id = $1 AND thread_id IS NULL AND author_id = $2")
+                    .bind(&target.channel_id)
+                    .bind(author_id),
+            };
+            let (count,): (i64,) = query.fetch_one(reader).await?;
+            Ok(count)
+        })
     }
-}
-
-/// Attempts one pending run inside `tx`; true when the message was posted.
-async fn attempt_run(
-    tx: &mut Transaction<'_, Sqlite>,
-    run_id: &str,
-    now_ms: i64,
-) -> Result<bool, StoreError> {
-    let row = sqlx::query(
-        "SELECT s.workspace_id, s.channel_id, s.thread_id, s.content, s.created_by_agent_id, \
-                EXISTS (SELECT 1 FROM channel_members m WHERE m.channel_id = s.channel_id AND m.member_id = s.created_by_agent_id) \
-         FROM scheduled_runs r JOIN scheduled_messages s ON s.id = r.scheduled_message_id WHERE r.id = $1 AND r.status = 'pending'",
-    )
-    .bind(run_id)
-    .fetch_optional(&mut **tx)
-    .await?;
-    let Some(row) = row else { return Ok(false) };
-    let still_member: bool = row.try_get(5)?;
-    if !still_member {
-        sqlx::query("UPDATE scheduled_runs SET status = 'failed', attempted_at = $2, failure = $3 WHERE id = $1")
-            .bind(run_id)
-            .bind(now_ms)
-            .bind("the agent is no longer a member of the target's channel")
-            .execute(&mut **tx)
-            .await?;
-        return Ok(false);
-    }
-    let message_id = new_id("msg", now_ms);
-    let author: String = row.try_get(4)?;
-    sqlx::query("INSERT INTO messages (id, workspace_id, channel_id, thread_id, author_id, content, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)")
-        .bind(&message_id)
-        .bind(row.try_get::<String, _>(0)?)
-        .bind(row.try_get::<String, _>(1)?)
-        .bind(row.try_get::<Option<String>, _>(2)?)
-        .bind(&author)
-        .bind(row.try_get::<String, _>(3)?)
-        .bind(now_ms)
-        .execute(&mut **tx)
-        .await?;
-    sqlx::query("UPDATE scheduled_runs SET status = 'sent', attempted_at = $2, message_id = $3 WHERE id = $1").bind(run_id).bind(now_ms).bind(&message_id).execute(&mut **tx).await?;
-    Ok(true)
 }
 
 /// A stored schedule and its keyset position (`createdAt`, `id`).
-fn schedule_row(row: &SqliteRow) -> Result<(ScheduledMessage, Position), StoreError> {
-    let channel_id: String = row.try_get(1)?;
-    let thread_id: Option<String> = row.try_get(2)?;
+fn schedule_row(row: &impl Columns) -> Result<(ScheduledMessage, Position), StoreError> {
+    let channel_id: String = row.column(1)?;
+    let thread_id: Option<String> = row.column(2)?;
     let target = match thread_id {
         Some(thread_id) => MessageTarget::Thread {
             thread_id: parse_column(thread_id, "thread_id")?,
@@ -332,24 +398,24 @@ fn schedule_row(row: &SqliteRow) -> Result<(ScheduledMessage, Position), StoreEr
             channel_id: parse_column(channel_id, "channel_id")?,
         },
     };
-    let repeat: Option<i64> = row.try_get(5)?;
-    let next_run_at: Option<i64> = row.try_get(6)?;
-    let created_at: i64 = row.try_get(9)?;
+    let repeat: Option<i64> = row.column(5)?;
+    let next_run_at: Option<i64> = row.column(6)?;
+    let created_at: i64 = row.column(9)?;
     let schedule = ScheduledMessage {
-        id: parse_column(row.try_get(0)?, "id")?,
+        id: parse_column(row.column(0)?, "id")?,
         target,
-        content: parse_column(row.try_get(3)?, "content")?,
-        send_at: parse_column(rfc3339(row.try_get(4)?), "send_at")?,
+        content: parse_column(row.column(3)?, "content")?,
+        send_at: parse_column(rfc3339(row.column(4)?), "send_at")?,
         repeat_every_minutes: repeat
             .map(|m| parse_column(m.to_string(), "repeat_every_minutes"))
             .transpose()?,
         next_run_at: next_run_at
             .map(|ms| parse_column(rfc3339(ms), "next_run_at"))
             .transpose()?,
-        status: parse_column(row.try_get(7)?, "status")?,
-        created_by_agent_id: Some(parse_column(row.try_get(8)?, "created_by_agent_id")?),
+        status: parse_column(row.column(7)?, "status")?,
+        created_by_agent_id: Some(parse_column(row.column(8)?, "created_by_agent_id")?),
         created_at: parse_column(rfc3339(created_at), "created_at")?,
-        updated_at: parse_column(rfc3339(row.try_get(10)?), "updated_at")?,
+        updated_at: parse_column(rfc3339(row.column(10)?), "updated_at")?,
     };
     let id = schedule.id.to_string();
     Ok((
@@ -362,14 +428,14 @@ fn schedule_row(row: &SqliteRow) -> Result<(ScheduledMessage, Position), StoreEr
 }
 
 /// A stored run and its keyset position (effective `attemptedAt`, `id`).
-fn run_row(row: &SqliteRow) -> Result<(ScheduledRun, Position), StoreError> {
-    let effective: i64 = row.try_get(3)?;
-    let message_id: Option<String> = row.try_get(4)?;
-    let failure: Option<String> = row.try_get(5)?;
-    let status: RunStatus = parse_column(row.try_get(2)?, "status")?;
+fn run_row(row: &impl Columns) -> Result<(ScheduledRun, Position), StoreError> {
+    let effective: i64 = row.column(3)?;
+    let message_id: Option<String> = row.column(4)?;
+    let failure: Option<String> = row.column(5)?;
+    let status: RunStatus = parse_column(row.column(2)?, "status")?;
     let run = ScheduledRun {
-        id: parse_column(row.try_get(0)?, "id")?,
-        scheduled_message_id: parse_column(row.try_get(1)?, "scheduled_message_id")?,
+        id: parse_column(row.column(0)?, "id")?,
+        scheduled_message_id: parse_column(row.column(1)?, "scheduled_message_id")?,
         status,
         attempted_at: parse_column(rfc3339(effective), "attempted_at")?,
         message_id: message_id

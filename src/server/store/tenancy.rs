@@ -3,7 +3,7 @@
 
 use sqlx::Row;
 
-use super::{Store, StoreError, new_id};
+use super::{Store, StoreError, new_id, on_backend};
 
 /// The human a device credential belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -39,22 +39,26 @@ pub struct Membership {
 
 impl Store {
     pub async fn create_workspace(&self, name: &str, now_ms: i64) -> Result<String, StoreError> {
-        let id = new_id("wsp", now_ms);
-        sqlx::query("INSERT INTO workspaces (id, name, created_at) VALUES ($1, $2, $3)")
-            .bind(&id)
-            .bind(name)
-            .bind(now_ms)
-            .execute(&self.writer)
-            .await?;
-        Ok(id)
+        on_backend!(self, |writer, reader, pg| {
+            let id = new_id("wsp", now_ms);
+            sqlx::query("INSERT INTO workspaces (id, name, created_at) VALUES ($1, $2, $3)")
+                .bind(&id)
+                .bind(name)
+                .bind(now_ms)
+                .execute(writer)
+                .await?;
+            Ok(id)
+        })
     }
 
     pub async fn workspace_exists(&self, workspace_id: &str) -> Result<bool, StoreError> {
-        Ok(sqlx::query("SELECT 1 FROM workspaces WHERE id = $1")
-            .bind(workspace_id)
-            .fetch_optional(&self.reader)
-            .await?
-            .is_some())
+        on_backend!(self, |writer, reader, pg| {
+            Ok(sqlx::query("SELECT 1 FROM workspaces WHERE id = $1")
+                .bind(workspace_id)
+                .fetch_optional(reader)
+                .await?
+                .is_some())
+        })
     }
 
     /// `None` when the handle is taken in that workspace.
@@ -65,29 +69,33 @@ impl Store {
         display_name: &str,
         now_ms: i64,
     ) -> Result<Option<String>, StoreError> {
-        let id = new_id("hum", now_ms);
-        let inserted = sqlx::query(
-            "INSERT INTO humans (id, workspace_id, handle, display_name, created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (workspace_id, handle) DO NOTHING",
-        )
-        .bind(&id)
-        .bind(workspace_id)
-        .bind(handle)
-        .bind(display_name)
-        .bind(now_ms)
-        .execute(&self.writer)
-        .await?;
-        Ok((inserted.rows_affected() == 1).then_some(id))
+        on_backend!(self, |writer, reader, pg| {
+            let id = new_id("hum", now_ms);
+            let inserted = sqlx::query(
+                "INSERT INTO humans (id, workspace_id, handle, display_name, created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (workspace_id, handle) DO NOTHING",
+            )
+            .bind(&id)
+            .bind(workspace_id)
+            .bind(handle)
+            .bind(display_name)
+            .bind(now_ms)
+            .execute(writer)
+            .await?;
+            Ok((inserted.rows_affected() == 1).then_some(id))
+        })
     }
 
     /// The workspace of a human, if the human exists.
     pub async fn human_workspace(&self, human_id: &str) -> Result<Option<String>, StoreError> {
-        Ok(
-            sqlx::query_as::<_, (String,)>("SELECT workspace_id FROM humans WHERE id = $1")
-                .bind(human_id)
-                .fetch_optional(&self.reader)
-                .await?
-                .map(|r| r.0),
-        )
+        on_backend!(self, |writer, reader, pg| {
+            Ok(
+                sqlx::query_as::<_, (String,)>("SELECT workspace_id FROM humans WHERE id = $1")
+                    .bind(human_id)
+                    .fetch_optional(reader)
+                    .await?
+                    .map(|r| r.0),
+            )
+        })
     }
 
     /// `None` when the handle is taken in that workspace.
@@ -99,20 +107,22 @@ impl Store {
         display_name: &str,
         now_ms: i64,
     ) -> Result<Option<String>, StoreError> {
-        let id = new_id("agt", now_ms);
-        let inserted = sqlx::query(
-            "INSERT INTO agents (id, workspace_id, owner_human_id, handle, display_name, created_at) VALUES ($1, $2, $3, $4, $5, $6) \
-             ON CONFLICT (workspace_id, handle) DO NOTHING",
-        )
-        .bind(&id)
-        .bind(workspace_id)
-        .bind(owner_human_id)
-        .bind(handle)
-        .bind(display_name)
-        .bind(now_ms)
-        .execute(&self.writer)
-        .await?;
-        Ok((inserted.rows_affected() == 1).then_some(id))
+        on_backend!(self, |writer, reader, pg| {
+            let id = new_id("agt", now_ms);
+            let inserted = sqlx::query(
+                "INSERT INTO agents (id, workspace_id, owner_human_id, handle, display_name, created_at) VALUES ($1, $2, $3, $4, $5, $6) \
+                 ON CONFLICT (workspace_id, handle) DO NOTHING",
+            )
+            .bind(&id)
+            .bind(workspace_id)
+            .bind(owner_human_id)
+            .bind(handle)
+            .bind(display_name)
+            .bind(now_ms)
+            .execute(writer)
+            .await?;
+            Ok((inserted.rows_affected() == 1).then_some(id))
+        })
     }
 
     /// The agents of `workspace_id` among `agent_ids`, as `(id, handle, display name)`.
@@ -121,14 +131,18 @@ impl Store {
         workspace_id: &str,
         agent_ids: &[String],
     ) -> Result<Vec<(String, String, String)>, StoreError> {
-        let ids = serde_json::to_string(agent_ids).expect("ids serialize");
-        Ok(sqlx::query_as::<_, (String, String, String)>(
-            "SELECT id, handle, display_name FROM agents WHERE workspace_id = $1 AND id IN (SELECT value FROM json_each($2)) ORDER BY id",
-        )
-        .bind(workspace_id)
-        .bind(ids)
-        .fetch_all(&self.reader)
-        .await?)
+        on_backend!(self, |writer, reader, pg| {
+            let ids = serde_json::to_string(agent_ids).expect("ids serialize");
+            Ok(sqlx::query_as::<_, (String, String, String)>(if pg {
+                "SELECT id, handle, display_name FROM agents WHERE workspace_id = $1 AND id IN (SELECT json_array_elements_text($2::json)) ORDER BY id"
+            } else {
+                "SELECT id, handle, display_name FROM agents WHERE workspace_id = $1 AND id IN (SELECT value FROM json_each($2)) ORDER BY id"
+            })
+            .bind(workspace_id)
+            .bind(ids)
+            .fetch_all(reader)
+            .await?)
+        })
     }
 
     /// Renames the agent `agent_id` of `workspace_id`; `None` when there is no such agent,
@@ -139,35 +153,37 @@ impl Store {
         agent_id: &str,
         handle: &str,
     ) -> Result<Option<bool>, StoreError> {
-        let mut tx = self.writer.begin().await?;
-        let exists = sqlx::query("SELECT 1 FROM agents WHERE id = $1 AND workspace_id = $2")
-            .bind(agent_id)
+        on_backend!(self, |writer, reader, pg| {
+            let mut tx = writer.begin().await?;
+            let exists = sqlx::query("SELECT 1 FROM agents WHERE id = $1 AND workspace_id = $2")
+                .bind(agent_id)
+                .bind(workspace_id)
+                .fetch_optional(&mut *tx)
+                .await?
+                .is_some();
+            if !exists {
+                return Ok(None);
+            }
+            let taken = sqlx::query(
+                "SELECT 1 FROM agents WHERE workspace_id = $1 AND handle = $2 AND id <> $3",
+            )
             .bind(workspace_id)
+            .bind(handle)
+            .bind(agent_id)
             .fetch_optional(&mut *tx)
             .await?
             .is_some();
-        if !exists {
-            return Ok(None);
-        }
-        let taken = sqlx::query(
-            "SELECT 1 FROM agents WHERE workspace_id = $1 AND handle = $2 AND id <> $3",
-        )
-        .bind(workspace_id)
-        .bind(handle)
-        .bind(agent_id)
-        .fetch_optional(&mut *tx)
-        .await?
-        .is_some();
-        if taken {
-            return Ok(Some(false));
-        }
-        sqlx::query("UPDATE agents SET handle = $1 WHERE id = $2")
-            .bind(handle)
-            .bind(agent_id)
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(Some(true))
+            if taken {
+                return Ok(Some(false));
+            }
+            sqlx::query("UPDATE agents SET handle = $1 WHERE id = $2")
+                .bind(handle)
+                .bind(agent_id)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(Some(true))
+        })
     }
 
     /// Stores a device credential for `human_id`; only the SHA-256 of its secret is kept.
@@ -177,17 +193,19 @@ impl Store {
         secret_hash: &[u8],
         now_ms: i64,
     ) -> Result<String, StoreError> {
-        let id = new_id("dev", now_ms);
-        sqlx::query(
-            "INSERT INTO devices (id, human_id, secret_hash, created_at) VALUES ($1, $2, $3, $4)",
-        )
-        .bind(&id)
-        .bind(human_id)
-        .bind(secret_hash)
-        .bind(now_ms)
-        .execute(&self.writer)
-        .await?;
-        Ok(id)
+        on_backend!(self, |writer, reader, pg| {
+            let id = new_id("dev", now_ms);
+            sqlx::query(
+                "INSERT INTO devices (id, human_id, secret_hash, created_at) VALUES ($1, $2, $3, $4)",
+            )
+            .bind(&id)
+            .bind(human_id)
+            .bind(secret_hash)
+            .bind(now_ms)
+            .execute(writer)
+            .await?;
+            Ok(id)
+        })
     }
 
     /// The unrevoked device `device_id` with its stored secret hash, for constant-time comparison.
@@ -198,34 +216,39 @@ impl Store {
         device_id: &str,
         agent_id: &str,
     ) -> Result<Option<(DeviceIdentity, Vec<u8>, bool)>, StoreError> {
-        let row = sqlx::query(
-            "SELECT d.id, d.human_id, h.workspace_id, d.secret_hash, \
-             EXISTS (SELECT 1 FROM agents a WHERE a.id = $2 AND a.workspace_id = h.workspace_id AND a.owner_human_id = d.human_id) \
-             FROM devices d JOIN humans h ON h.id = d.human_id \
-             WHERE d.id = $1 AND d.revoked_at IS NULL",
-        )
-        .bind(device_id)
-        .bind(agent_id)
-        .fetch_optional(&self.reader)
-        .await?;
-        Ok(row.map(|row| {
-            let identity = DeviceIdentity {
-                device_id: row.get(0),
-                human_id: row.get(1),
-                workspace_id: row.get(2),
-            };
-            (identity, row.get(3), row.get::<bool, _>(4))
-        }))
+        on_backend!(self, |writer, reader, pg| {
+            let row = sqlx::query(
+                "SELECT d.id, d.human_id, h.workspace_id, d.secret_hash, \
+                 EXISTS (SELECT 1 FROM agents a WHERE a.id = $2 AND a.workspace_id = h.workspace_id AND a.owner_human_id = d.human_id) \
+                 FROM devices d JOIN humans h ON h.id = d.human_id \
+                 WHERE d.id = $1 AND d.revoked_at IS NULL",
+            )
+            .bind(device_id)
+            .bind(agent_id)
+            .fetch_optional(reader)
+            .await?;
+            Ok(row.map(|row| {
+                let identity = DeviceIdentity {
+                    device_id: row.get(0),
+                    human_id: row.get(1),
+                    workspace_id: row.get(2),
+                };
+                (identity, row.get(3), row.get::<bool, _>(4))
+            }))
+        })
     }
 
     pub async fn revoke_device(&self, device_id: &str, now_ms: i64) -> Result<bool, StoreError> {
-        let done =
-            sqlx::query("UPDATE devices SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL")
-                .bind(device_id)
-                .bind(now_ms)
-                .execute(&self.writer)
-                .await?;
-        Ok(done.rows_affected() == 1)
+        on_backend!(self, |writer, reader, pg| {
+            let done = sqlx::query(
+                "UPDATE devices SET revoked_at = $2 WHERE id = $1 AND revoked_at IS NULL",
+            )
+            .bind(device_id)
+            .bind(now_ms)
+            .execute(writer)
+            .await?;
+            Ok(done.rows_affected() == 1)
+        })
     }
 
     /// `None` when the name is taken in that workspace. `members` (humans or agents of the same
@@ -237,23 +260,25 @@ impl Store {
         members: &[String],
         now_ms: i64,
     ) -> Result<Option<String>, StoreError> {
-        let id = new_id("chn", now_ms);
-        let mut tx = self.writer.begin().await?;
-        let inserted = sqlx::query("INSERT INTO channels (id, workspace_id, name, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (workspace_id, name) DO NOTHING")
-            .bind(&id)
-            .bind(workspace_id)
-            .bind(name)
-            .bind(now_ms)
-            .execute(&mut *tx)
-            .await?;
-        if inserted.rows_affected() == 0 {
-            return Ok(None);
-        }
-        for member in members {
-            sqlx::query("INSERT INTO channel_members (channel_id, member_id) VALUES ($1, $2) ON CONFLICT DO NOTHING").bind(&id).bind(member).execute(&mut *tx).await?;
-        }
-        tx.commit().await?;
-        Ok(Some(id))
+        on_backend!(self, |writer, reader, pg| {
+            let id = new_id("chn", now_ms);
+            let mut tx = writer.begin().await?;
+            let inserted = sqlx::query("INSERT INTO channels (id, workspace_id, name, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT (workspace_id, name) DO NOTHING")
+                .bind(&id)
+                .bind(workspace_id)
+                .bind(name)
+                .bind(now_ms)
+                .execute(&mut *tx)
+                .await?;
+            if inserted.rows_affected() == 0 {
+                return Ok(None);
+            }
+            for member in members {
+                sqlx::query("INSERT INTO channel_members (channel_id, member_id) VALUES ($1, $2) ON CONFLICT DO NOTHING").bind(&id).bind(member).execute(&mut *tx).await?;
+            }
+            tx.commit().await?;
+            Ok(Some(id))
+        })
     }
 
     /// Adds `member_id` to a channel (no-op if already a member).
@@ -262,8 +287,10 @@ impl Store {
         channel_id: &str,
         member_id: &str,
     ) -> Result<(), StoreError> {
-        sqlx::query("INSERT INTO channel_members (channel_id, member_id) VALUES ($1, $2) ON CONFLICT DO NOTHING").bind(channel_id).bind(member_id).execute(&self.writer).await?;
-        Ok(())
+        on_backend!(self, |writer, reader, pg| {
+            sqlx::query("INSERT INTO channel_members (channel_id, member_id) VALUES ($1, $2) ON CONFLICT DO NOTHING").bind(channel_id).bind(member_id).execute(writer).await?;
+            Ok(())
+        })
     }
 
     /// True when `member_id` is a human or agent of `workspace_id`.
@@ -273,30 +300,34 @@ impl Store {
         workspace_id: &str,
         member_id: &str,
     ) -> Result<Option<MemberKind>, StoreError> {
-        let row = sqlx::query_as::<_, (String,)>("SELECT 'human' FROM humans WHERE id = $1 AND workspace_id = $2 UNION ALL SELECT 'agent' FROM agents WHERE id = $1 AND workspace_id = $2")
-            .bind(member_id)
-            .bind(workspace_id)
-            .fetch_optional(&self.reader)
-            .await?;
-        Ok(row.map(|(kind,)| {
-            if kind == "human" {
-                MemberKind::Human
-            } else {
-                MemberKind::Agent
-            }
-        }))
+        on_backend!(self, |writer, reader, pg| {
+            let row = sqlx::query_as::<_, (String,)>("SELECT 'human' FROM humans WHERE id = $1 AND workspace_id = $2 UNION ALL SELECT 'agent' FROM agents WHERE id = $1 AND workspace_id = $2")
+                .bind(member_id)
+                .bind(workspace_id)
+                .fetch_optional(reader)
+                .await?;
+            Ok(row.map(|(kind,)| {
+                if kind == "human" {
+                    MemberKind::Human
+                } else {
+                    MemberKind::Agent
+                }
+            }))
+        })
     }
 
     /// The workspace of a channel, if the channel exists (a direct conversation is not a channel:
     /// it keeps exactly its two members and has no threads).
     pub async fn channel_workspace(&self, channel_id: &str) -> Result<Option<String>, StoreError> {
-        Ok(sqlx::query_as::<_, (String,)>(
-            "SELECT workspace_id FROM channels WHERE id = $1 AND kind = 'channel'",
-        )
-        .bind(channel_id)
-        .fetch_optional(&self.reader)
-        .await?
-        .map(|r| r.0))
+        on_backend!(self, |writer, reader, pg| {
+            Ok(sqlx::query_as::<_, (String,)>(
+                "SELECT workspace_id FROM channels WHERE id = $1 AND kind = 'channel'",
+            )
+            .bind(channel_id)
+            .fetch_optional(reader)
+            .await?
+            .map(|r| r.0))
+        })
     }
 
     pub async fn create_thread(
@@ -305,17 +336,19 @@ impl Store {
         title: &str,
         now_ms: i64,
     ) -> Result<String, StoreError> {
-        let id = new_id("thr", now_ms);
-        sqlx::query(
-            "INSERT INTO threads (id, channel_id, title, created_at) VALUES ($1, $2, $3, $4)",
-        )
-        .bind(&id)
-        .bind(channel_id)
-        .bind(title)
-        .bind(now_ms)
-        .execute(&self.writer)
-        .await?;
-        Ok(id)
+        on_backend!(self, |writer, reader, pg| {
+            let id = new_id("thr", now_ms);
+            sqlx::query(
+                "INSERT INTO threads (id, channel_id, title, created_at) VALUES ($1, $2, $3, $4)",
+            )
+            .bind(&id)
+            .bind(channel_id)
+            .bind(title)
+            .bind(now_ms)
+            .execute(writer)
+            .await?;
+            Ok(id)
+        })
     }
 
     /// The channel `channel_id` (of any kind: a dm is a channel row) if it is in `workspace_id`
@@ -339,20 +372,22 @@ impl Store {
         channel_id: &str,
         kind: Option<&str>,
     ) -> Result<Option<Membership>, StoreError> {
-        let row = sqlx::query(
-            "SELECT c.id FROM channels c JOIN channel_members m ON m.channel_id = c.id \
-             WHERE c.id = $1 AND c.workspace_id = $2 AND m.member_id = $3 AND ($4 IS NULL OR c.kind = $4)",
-        )
-        .bind(channel_id)
-        .bind(workspace_id)
-        .bind(member_id)
-        .bind(kind)
-        .fetch_optional(&self.reader)
-        .await?;
-        Ok(row.map(|row| Membership {
-            channel_id: row.get(0),
-            thread_id: None,
-        }))
+        on_backend!(self, |writer, reader, pg| {
+            let row = sqlx::query(
+                "SELECT c.id FROM channels c JOIN channel_members m ON m.channel_id = c.id \
+                 WHERE c.id = $1 AND c.workspace_id = $2 AND m.member_id = $3 AND ($4 IS NULL OR c.kind = $4)",
+            )
+            .bind(channel_id)
+            .bind(workspace_id)
+            .bind(member_id)
+            .bind(kind)
+            .fetch_optional(reader)
+            .await?;
+            Ok(row.map(|row| Membership {
+                channel_id: row.get(0),
+                thread_id: None,
+            }))
+        })
     }
 
     /// The thread `thread_id` if its channel is in `workspace_id` and `member_id` belongs to it.
@@ -362,18 +397,20 @@ impl Store {
         member_id: &str,
         thread_id: &str,
     ) -> Result<Option<Membership>, StoreError> {
-        let row = sqlx::query(
-            "SELECT c.id, t.id FROM threads t JOIN channels c ON c.id = t.channel_id JOIN channel_members m ON m.channel_id = c.id \
-             WHERE t.id = $1 AND c.workspace_id = $2 AND m.member_id = $3",
-        )
-        .bind(thread_id)
-        .bind(workspace_id)
-        .bind(member_id)
-        .fetch_optional(&self.reader)
-        .await?;
-        Ok(row.map(|row| Membership {
-            channel_id: row.get(0),
-            thread_id: Some(row.get(1)),
-        }))
+        on_backend!(self, |writer, reader, pg| {
+            let row = sqlx::query(
+                "SELECT c.id, t.id FROM threads t JOIN channels c ON c.id = t.channel_id JOIN channel_members m ON m.channel_id = c.id \
+                 WHERE t.id = $1 AND c.workspace_id = $2 AND m.member_id = $3",
+            )
+            .bind(thread_id)
+            .bind(workspace_id)
+            .bind(member_id)
+            .fetch_optional(reader)
+            .await?;
+            Ok(row.map(|row| Membership {
+                channel_id: row.get(0),
+                thread_id: Some(row.get(1)),
+            }))
+        })
     }
 }

@@ -1,0 +1,228 @@
+//! The two database backends behind one `Store`: SQLite (the embedded default) and PostgreSQL
+//! (several stateless server replicas behind one database).
+//!
+//! Every store method is written once and expanded per backend by [`on_backend!`], so each
+//! statement runs on a concrete sqlx pool (no `Any` driver: its placeholders, booleans and
+//! connection options differ per backend in ways that break this code). About 95% of the SQL is
+//! the same text on both (`$N` placeholders, BIGINT epoch milliseconds, `ON CONFLICT`); where the
+//! dialects differ, the method picks one of two `&'static str` with `if pg { … } else { … }`.
+//! Row mappers read through [`Columns`], which both row types implement.
+//!
+//! SQLite: WAL, foreign keys on, `synchronous=FULL`; all writes through one writer connection (a
+//! pool of writers fails with "database is locked" under load), reads through a small read-only
+//! pool. PostgreSQL: one pool for both; rows a read-check-write changes are locked with
+//! `FOR UPDATE`, and queue claims use `FOR UPDATE SKIP LOCKED`, so replicas never apply one change
+//! twice.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
+    SqliteSynchronous,
+};
+
+use super::StoreError;
+use super::migrations::{MIGRATIONS, PG_MIGRATIONS};
+
+/// SQLite reads in flight at once; the writer is always one connection.
+const SQLITE_READERS: u32 = 4;
+/// PostgreSQL connections of one server process (replicas × this ≤ the database's limit).
+const PG_CONNECTIONS: u32 = 16;
+/// The key of the advisory lock that serializes migrations across replicas ("agentteam").
+const MIGRATION_LOCK: i64 = 0x6167_656e_7474_6561;
+
+/// The pools of one backend.
+#[derive(Clone)]
+pub(crate) enum Db {
+    Sqlite {
+        writer: SqlitePool,
+        reader: SqlitePool,
+    },
+    Postgres(PgPool),
+}
+
+/// Expands `$body` once per backend with `$writer` and `$reader` bound to that backend's pools and
+/// `$pg` to whether it is PostgreSQL; `Backend` names the sqlx database type inside the body.
+macro_rules! on_backend {
+    ($store:expr, |$writer:ident, $reader:ident, $pg:ident| $body:expr) => {
+        match &$store.db {
+            $crate::server::store::db::Db::Sqlite { writer, reader } => {
+                #[allow(unused_variables)]
+                let ($writer, $reader, $pg) = (writer, reader, false);
+                #[allow(dead_code)]
+                type Backend = ::sqlx::Sqlite;
+                $body
+            }
+            $crate::server::store::db::Db::Postgres(pool) => {
+                #[allow(unused_variables)]
+                let ($writer, $reader, $pg) = (pool, pool, true);
+                #[allow(dead_code)]
+                type Backend = ::sqlx::Postgres;
+                $body
+            }
+        }
+    };
+}
+pub(crate) use on_backend;
+
+/// A column type both backends decode the same way.
+pub(crate) trait Decodable: Sized {
+    fn from_sqlite(row: &SqliteRow, index: usize) -> Result<Self, sqlx::Error>;
+    fn from_pg(row: &PgRow, index: usize) -> Result<Self, sqlx::Error>;
+}
+
+macro_rules! decodable {
+    ($($t:ty),*) => {$(
+        impl Decodable for $t {
+            fn from_sqlite(row: &SqliteRow, index: usize) -> Result<Self, sqlx::Error> {
+                sqlx::Row::try_get(row, index)
+            }
+            fn from_pg(row: &PgRow, index: usize) -> Result<Self, sqlx::Error> {
+                sqlx::Row::try_get(row, index)
+            }
+        }
+    )*};
+}
+decodable!(String, Option<String>, i64, Option<i64>, bool, Vec<u8>);
+
+/// A row of either backend, read by column index.
+pub(crate) trait Columns {
+    fn column<T: Decodable>(&self, index: usize) -> Result<T, sqlx::Error>;
+}
+
+impl Columns for SqliteRow {
+    fn column<T: Decodable>(&self, index: usize) -> Result<T, sqlx::Error> {
+        T::from_sqlite(self, index)
+    }
+}
+
+impl Columns for PgRow {
+    fn column<T: Decodable>(&self, index: usize) -> Result<T, sqlx::Error> {
+        T::from_pg(self, index)
+    }
+}
+
+/// Whether `url` names a PostgreSQL database.
+pub fn is_postgres(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+impl Db {
+    /// Connects to `url` (`sqlite://PATH`, created if missing, or `postgres://…`) and applies
+    /// every pending migration.
+    pub(crate) async fn open(url: &str) -> Result<Db, StoreError> {
+        if is_postgres(url) {
+            let options = PgConnectOptions::from_str(url)?.application_name("agentteam");
+            let pool = PgPoolOptions::new()
+                .max_connections(PG_CONNECTIONS)
+                .acquire_timeout(Duration::from_secs(10))
+                .connect_with(options)
+                .await?;
+            migrate_postgres(&pool).await?;
+            return Ok(Db::Postgres(pool));
+        }
+        if !url.starts_with("sqlite:") {
+            let scheme: String = url
+                .split(':')
+                .next()
+                .unwrap_or("")
+                .chars()
+                .take(32)
+                .collect();
+            return Err(StoreError::UnsupportedUrl(scheme));
+        }
+        let options = SqliteConnectOptions::from_str(url)?
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Full)
+            .foreign_keys(true)
+            .busy_timeout(Duration::from_secs(5));
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options.clone())
+            .await?;
+        migrate_sqlite(&writer).await?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(SQLITE_READERS)
+            .connect_with(options.read_only(true))
+            .await?;
+        Ok(Db::Sqlite { writer, reader })
+    }
+
+    pub(crate) async fn close(&self) {
+        match self {
+            Db::Sqlite { writer, reader } => {
+                writer.close().await;
+                reader.close().await;
+            }
+            Db::Postgres(pool) => pool.close().await,
+        }
+    }
+}
+
+/// SQLite: every migration past `PRAGMA user_version`, each in its own transaction.
+async fn migrate_sqlite(writer: &SqlitePool) -> Result<(), StoreError> {
+    let (version,): (i64,) = sqlx::query_as("PRAGMA user_version")
+        .fetch_one(writer)
+        .await?;
+    if version as usize > MIGRATIONS.len() {
+        return Err(StoreError::TooNew {
+            found: version,
+            known: MIGRATIONS.len(),
+        });
+    }
+    for (index, sql) in MIGRATIONS.iter().enumerate().skip(version as usize) {
+        let mut tx = writer.begin().await?;
+        sqlx::raw_sql(*sql).execute(&mut *tx).await?;
+        // A PRAGMA takes no bind parameters; the value is our own integer.
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "PRAGMA user_version = {}",
+            index + 1
+        )))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+    }
+    Ok(())
+}
+
+/// PostgreSQL: every migration past `schema_migrations`, each in its own transaction that first
+/// takes a transaction-scoped advisory lock, so replicas starting at once apply each exactly once
+/// (the lock comes before any `CREATE`: concurrent `CREATE TABLE IF NOT EXISTS` still collide).
+async fn migrate_postgres(pool: &PgPool) -> Result<(), StoreError> {
+    loop {
+        let mut tx = pool.begin().await?;
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(MIGRATION_LOCK)
+            .execute(&mut *tx)
+            .await?;
+        sqlx::raw_sql(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, applied_at BIGINT NOT NULL)",
+        )
+        .execute(&mut *tx)
+        .await?;
+        let (version,): (i64,) =
+            sqlx::query_as("SELECT COALESCE(MAX(version), 0) FROM schema_migrations")
+                .fetch_one(&mut *tx)
+                .await?;
+        if version as usize > PG_MIGRATIONS.len() {
+            return Err(StoreError::TooNew {
+                found: version,
+                known: PG_MIGRATIONS.len(),
+            });
+        }
+        let Some(sql) = PG_MIGRATIONS.get(version as usize) else {
+            tx.commit().await?;
+            return Ok(());
+        };
+        sqlx::raw_sql(*sql).execute(&mut *tx).await?;
+        sqlx::query("INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)")
+            .bind(version + 1)
+            .bind(crate::clock::Clock::default().now_ms())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+    }
+}
