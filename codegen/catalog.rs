@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use super::model::{Action, Model, Risk};
+use super::model::{Action, Model, Operation, Risk, operations};
 use super::{PREAMBLE, pretty_json, rust_str, text};
 
 /// The Rust half of the catalog. Types it names (`ActionDescriptor`, `DomainDescriptor`, `Risk`,
@@ -52,10 +52,29 @@ pub fn render_rust(model: &Model) -> String {
                 .map(|v| format!("Some({})", rust_str(v)))
                 .unwrap_or_else(|| "None".into())
         };
+        let operations: Vec<String> = action
+            .operations
+            .iter()
+            .map(|op| {
+                format!(
+                    "OperationDescriptor {{ name: {name}, risk: Risk::{risk}, result_policy: ResultPolicy::{policy}, hint: {hint}, next: {next}, example: {example}, retrieval: {retrieval} }}",
+                    name = rust_str(&op.name),
+                    risk = super::pascal_case(op.risk.as_str()),
+                    policy = super::pascal_case(op.result_policy.as_str()),
+                    hint = option(&op.hint),
+                    next = option(&op.next),
+                    example = rust_str(&serde_json::to_string(&op.example).expect("a Value always serializes")),
+                    retrieval = operation_retrieval(model, action, op)
+                        .map(|read| format!("Some(Retrieval {{ action: ActionId::{}, operation: Some({}) }})", action.rust_stem(), rust_str(read)))
+                        .unwrap_or_else(|| "None".into()),
+                )
+            })
+            .collect();
         out.push_str(&format!(
             "    ActionDescriptor {{ id: ActionId::{stem}, domain: {domain}, action: {name}, summary: {summary}, owner: DomainOwner::{owner}, risk: Risk::{risk}, \
              result_policy: ResultPolicy::{policy}, hint: {hint}, next: {next}, prompt_inline: {inline}, example: {example}, \
-             input_type: {input_type}, output_type: {output_type}, input_properties: &[{properties}], retrieval: {retrieval}, input_schema: {input}, output_schema: {output}, help: {help} }},\n",
+             input_type: {input_type}, output_type: {output_type}, input_properties: &[{properties}], retrieval: {retrieval}, \
+             discriminator: {discriminator}, operations: &[{operations}], input_schema: {input}, output_schema: {output}, help: {help} }},\n",
             stem = action.rust_stem(),
             domain = rust_str(&action.domain),
             name = rust_str(&action.action),
@@ -75,8 +94,10 @@ pub fn render_rust(model: &Model) -> String {
                 .collect::<Vec<_>>()
                 .join(", "),
             retrieval = retrieval(model, action)
-                .map(|read| format!("Some(ActionId::{})", read.rust_stem()))
+                .map(|read| format!("Some(Retrieval {{ action: ActionId::{}, operation: None }})", read.rust_stem()))
                 .unwrap_or_else(|| "None".into()),
+            discriminator = option(&action.discriminator),
+            operations = operations.join(", "),
             input = rust_str(&pretty_json(&model.standalone(&action.input_type))),
             output = rust_str(&pretty_json(&model.standalone(&action.output_type))),
             help = rust_str(&text::action_help(model, action)),
@@ -109,7 +130,7 @@ fn input_properties(model: &Model, type_name: &str) -> Vec<String> {
 /// resource object `{"<resource>": {…}}`, and the read is the action of the same domain whose
 /// whole input is the required `<resource>Id`.
 fn retrieval<'a>(model: &'a Model, action: &Action) -> Option<&'a Action> {
-    if action.risk == Risk::Read {
+    if action.risk == Risk::Read || !action.operations.is_empty() {
         return None;
     }
     let output = model.resolve(&model.defs[&action.output_type]);
@@ -122,6 +143,45 @@ fn retrieval<'a>(model: &'a Model, action: &Action) -> Option<&'a Action> {
             && input_properties(model, &read.input_type) == [selector.clone()]
             && model.resolve(&model.defs[&read.input_type])["required"]
                 == serde_json::json!([selector])
+    })
+}
+
+/// The read operation of the same operation union that returns what the side effect `op`
+/// changed: `op`'s output variant holds one resource `{"<resource>": {…}}` beside the
+/// discriminator, and the read is the operation whose whole input (beside the discriminator) is
+/// the required `<resource>Id`.
+fn operation_retrieval<'a>(model: &Model, action: &'a Action, op: &Operation) -> Option<&'a str> {
+    let discriminator = action.discriminator.as_deref()?;
+    if !op.risk.is_mutation() {
+        return None;
+    }
+    let outputs = operations::variants(&model.defs, &action.output_type, discriminator)?;
+    let (_, output) = outputs
+        .iter()
+        .find(|(name, _)| name.as_deref() == Some(op.name.as_str()))?;
+    let resources: Vec<&String> = output
+        .get("properties")?
+        .as_object()?
+        .keys()
+        .filter(|k| *k != discriminator)
+        .collect();
+    let [resource] = resources.as_slice() else {
+        return None;
+    };
+    let selector = format!("{resource}Id");
+    let inputs = operations::variants(&model.defs, &action.input_type, discriminator)?;
+    action.operations.iter().find_map(|read| {
+        if read.risk.is_mutation() {
+            return None;
+        }
+        let (_, input) = inputs
+            .iter()
+            .find(|(name, _)| name.as_deref() == Some(read.name.as_str()))?;
+        let mut fields: Vec<&String> = input.get("properties")?.as_object()?.keys().collect();
+        fields.retain(|k| *k != discriminator);
+        let required = input.get("required")?.as_array()?;
+        (fields == [&selector] && required.iter().any(|r| r == &serde_json::json!(selector)))
+            .then_some(read.name.as_str())
     })
 }
 
@@ -150,6 +210,28 @@ pub fn render_json(model: &Model) -> String {
             }
             if let Some(next) = &a.next {
                 row["next"] = json!(next);
+            }
+            if let Some(discriminator) = &a.discriminator {
+                row["discriminator"] = json!(discriminator);
+                row["operations"] = a
+                    .operations
+                    .iter()
+                    .map(|op| {
+                        let mut row = json!({
+                            "operation": op.name,
+                            "risk": op.risk.as_str(),
+                            "resultPolicy": op.result_policy.as_str(),
+                            "example": op.example,
+                        });
+                        if let Some(hint) = &op.hint {
+                            row["hint"] = json!(hint);
+                        }
+                        if let Some(next) = &op.next {
+                            row["next"] = json!(next);
+                        }
+                        row
+                    })
+                    .collect();
             }
             row
         })

@@ -124,11 +124,34 @@ fn operation(model: &Model, action: &Action) -> utoipa::openapi::path::Operation
     }
     builder
         .security(SecurityRequirement::new(BEARER, Vec::<String>::new()))
-        .extensions(Some(Extensions::from_iter([
-            ("x-agentteam-risk", action.risk.as_str()),
-            ("x-agentteam-result-policy", action.result_policy.as_str()),
-        ])))
+        .extensions(Some(extensions(action)))
         .build()
+}
+
+/// `x-agentteam-risk` and `x-agentteam-result-policy`; for an operation union (whose row values
+/// are the most severe of its operations), also `x-agentteam-operations`: each operation's own.
+fn extensions(action: &Action) -> Extensions {
+    let mut values: Vec<(&str, serde_json::Value)> = vec![
+        ("x-agentteam-risk", action.risk.as_str().into()),
+        (
+            "x-agentteam-result-policy",
+            action.result_policy.as_str().into(),
+        ),
+    ];
+    if let Some(discriminator) = &action.discriminator {
+        values.push((
+            "x-agentteam-operations",
+            serde_json::json!({
+                "discriminator": discriminator,
+                "operations": action.operations.iter().map(|op| serde_json::json!({
+                    "operation": op.name,
+                    "risk": op.risk.as_str(),
+                    "resultPolicy": op.result_policy.as_str(),
+                })).collect::<Vec<_>>(),
+            }),
+        ));
+    }
+    Extensions::from_iter(values)
 }
 
 pub fn render(model: &Model) -> String {

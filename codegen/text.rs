@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use super::model::{Action, Domain, Model};
+use super::model::{Action, Domain, Model, operations};
 
 /// The usage line every help page shares.
 const INPUT_FORMS: &str = "[JSON | -]";
@@ -59,11 +59,34 @@ pub fn domain_help(model: &Model, domain: &Domain) -> String {
     ));
     out.push_str("Actions:\n");
     for action in actions {
+        if action.operations.is_empty() {
+            out.push_str(&format!(
+                "  {:width$}  {:11}  {}\n",
+                action.action,
+                action.risk.as_str(),
+                action.summary
+            ));
+            continue;
+        }
         out.push_str(&format!(
             "  {:width$}  {:11}  {}\n",
-            action.action,
-            action.risk.as_str(),
-            action.summary
+            action.action, "operations", action.summary
+        ));
+        let names = |read: bool| {
+            action
+                .operations
+                .iter()
+                .filter(|op| op.risk.is_mutation() != read)
+                .map(|op| op.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        out.push_str(&format!(
+            "  {:width$}  {:11}  reads: {}; side effects: {}\n",
+            "",
+            "",
+            names(true),
+            names(false)
         ));
     }
     out.push_str(&format!(
@@ -73,8 +96,12 @@ pub fn domain_help(model: &Model, domain: &Domain) -> String {
     out
 }
 
-/// `agentteam exec <domain> <action> --help`: concise usage, the input fields, one example.
+/// `agentteam exec <domain> <action> --help`: concise usage, the input fields, one example (for
+/// an operation union: each operation's risk, policy and fields, and one example each).
 pub fn action_help(model: &Model, action: &Action) -> String {
+    if !action.operations.is_empty() {
+        return operations_help(model, action);
+    }
     let command = format!("agentteam exec {} {}", action.domain, action.action);
     let mut out = String::new();
     out.push_str(&format!("{}\n\n", action.summary));
@@ -107,9 +134,91 @@ pub fn action_help(model: &Model, action: &Action) -> String {
     out
 }
 
+/// The help of an operation union: one row per operation, then one example per operation.
+fn operations_help(model: &Model, action: &Action) -> String {
+    let command = format!("agentteam exec {} {}", action.domain, action.action);
+    let discriminator = action.discriminator.as_deref().unwrap_or("operation");
+    let variants =
+        operations::variants(&model.defs, &action.input_type, discriminator).unwrap_or_default();
+    let mut out = String::new();
+    out.push_str(&format!(
+        "{}
+
+",
+        action.summary
+    ));
+    out.push_str(&format!(
+        "Usage: {command} {INPUT_FORMS}
+
+"
+    ));
+    out.push_str(&format!(
+        "Operations (chosen by `{discriminator}`):
+"
+    ));
+    let name_width = action
+        .operations
+        .iter()
+        .map(|op| op.name.len())
+        .max()
+        .unwrap_or(0);
+    for op in &action.operations {
+        let fields = variants
+            .iter()
+            .find(|(name, _)| name.as_deref() == Some(op.name.as_str()))
+            .map(|(_, variant)| {
+                let rows = field_rows(model, variant);
+                let list = |required: bool| {
+                    rows.iter()
+                        .filter(|row| row.1 == required && row.0 != discriminator)
+                        .map(|row| row.0.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                };
+                let (required, optional) = (list(true), list(false));
+                match (required.is_empty(), optional.is_empty()) {
+                    (true, true) => "no fields".to_string(),
+                    (false, true) => format!("required: {required}"),
+                    (true, false) => format!("optional: {optional}"),
+                    (false, false) => format!("required: {required}; optional: {optional}"),
+                }
+            })
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "  {:name_width$}  {:11}  {:8}  {fields}
+",
+            op.name,
+            op.risk.as_str(),
+            op.result_policy.as_str()
+        ));
+    }
+    out.push('\n');
+    out.push_str(&format!(
+        "Schemas: {command} --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+"
+    ));
+    out.push_str(
+        "Examples:
+",
+    );
+    for op in &action.operations {
+        out.push_str(&format!(
+            "  {}
+",
+            command_line(action, &op.example)
+        ));
+    }
+    out
+}
+
 /// The canonical example as a shell command line.
 pub fn example_command(action: &Action) -> String {
-    let json = serde_json::to_string(&action.example).expect("a Value always serializes");
+    command_line(action, &action.example)
+}
+
+fn command_line(action: &Action, example: &Value) -> String {
+    let json = serde_json::to_string(example).expect("a Value always serializes");
     format!(
         "agentteam exec {} {} {}",
         action.domain,

@@ -15,6 +15,16 @@ pub enum ActionId {
     AgentReload,
     /// `agent.update`: Change an agent profile's handle, runtime, provider, model, base URL or knowledge sources.
     AgentUpdate,
+    /// `approval.get`: Read one approval by id.
+    ApprovalGet,
+    /// `approval.list`: List the workspace's approvals, most recently changed first.
+    ApprovalList,
+    /// `approval.request`: Ask the workspace's humans to approve or reject something.
+    ApprovalRequest,
+    /// `profile.get`: Read this agent's own public profile.
+    ProfileGet,
+    /// `profile.update`: Change this agent's display name, description or status.
+    ProfileUpdate,
     /// `project.archive`: Archive a project.
     ProjectArchive,
     /// `project.create`: Create a workspace project.
@@ -61,6 +71,16 @@ pub enum ActionId {
     TeamGet,
     /// `team.list`: List the workspace's teams.
     TeamList,
+    /// `workflow.plan`: Plans: versioned step definitions; publishing freezes a version.
+    WorkflowPlan,
+    /// `workflow.run`: Runs: executions of a published plan version, with their logs.
+    WorkflowRun,
+    /// `workflow.step`: Run steps: read them, and complete, fail, pause or park the current one.
+    WorkflowStep,
+    /// `workflow.trigger`: Triggers: manual or scheduled starters of a plan's runs.
+    WorkflowTrigger,
+    /// `workspace.get`: Read the workspace this agent works in.
+    WorkspaceGet,
 }
 impl ActionId {
     /// Every action, in catalog order.
@@ -71,6 +91,11 @@ impl ActionId {
         ActionId::AgentList,
         ActionId::AgentReload,
         ActionId::AgentUpdate,
+        ActionId::ApprovalGet,
+        ActionId::ApprovalList,
+        ActionId::ApprovalRequest,
+        ActionId::ProfileGet,
+        ActionId::ProfileUpdate,
         ActionId::ProjectArchive,
         ActionId::ProjectCreate,
         ActionId::ProjectGet,
@@ -94,6 +119,11 @@ impl ActionId {
         ActionId::TaskUpdate,
         ActionId::TeamGet,
         ActionId::TeamList,
+        ActionId::WorkflowPlan,
+        ActionId::WorkflowRun,
+        ActionId::WorkflowStep,
+        ActionId::WorkflowTrigger,
+        ActionId::WorkspaceGet,
     ];
 }
 /// Every Exec domain, sorted by name.
@@ -115,6 +145,37 @@ Actions:
   update  write        Change an agent profile's handle, runtime, provider, model, base URL or knowledge sources
 
 Run `agentteam exec agent <action> --help` for an action's input and an example.
+"#,
+    },
+    DomainDescriptor {
+        name: r#"approval"#,
+        summary: r#"Decisions asked of the workspace's humans: request, read, list."#,
+        owner: DomainOwner::Server,
+        help: r#"Decisions asked of the workspace's humans: request, read, list.
+
+Usage: agentteam exec approval <action> [JSON | -]
+
+Actions:
+  get      read         Read one approval by id
+  list     read         List the workspace's approvals, most recently changed first
+  request  write        Ask the workspace's humans to approve or reject something
+
+Run `agentteam exec approval <action> --help` for an action's input and an example.
+"#,
+    },
+    DomainDescriptor {
+        name: r#"profile"#,
+        summary: r#"This agent's own public profile: display name, description, status."#,
+        owner: DomainOwner::Server,
+        help: r#"This agent's own public profile: display name, description, status.
+
+Usage: agentteam exec profile <action> [JSON | -]
+
+Actions:
+  get     read         Read this agent's own public profile
+  update  write        Change this agent's display name, description or status
+
+Run `agentteam exec profile <action> --help` for an action's input and an example.
 "#,
     },
     DomainDescriptor {
@@ -205,6 +266,41 @@ Actions:
 Run `agentteam exec team <action> --help` for an action's input and an example.
 "#,
     },
+    DomainDescriptor {
+        name: r#"workflow"#,
+        summary: r#"Workflows: versioned plans, their triggers, runs and run steps (each action takes an `operation`)."#,
+        owner: DomainOwner::Server,
+        help: r#"Workflows: versioned plans, their triggers, runs and run steps (each action takes an `operation`).
+
+Usage: agentteam exec workflow <action> [JSON | -]
+
+Actions:
+  plan     operations   Plans: versioned step definitions; publishing freezes a version
+                        reads: list, show, version, validate; side effects: create, update, archive, publish
+  run      operations   Runs: executions of a published plan version, with their logs
+                        reads: list, show, logs; side effects: start, cancel
+  step     operations   Run steps: read them, and complete, fail, pause or park the current one
+                        reads: list, get; side effects: complete, fail, pause, park
+  trigger  operations   Triggers: manual or scheduled starters of a plan's runs
+                        reads: list, show, validate; side effects: create, update, enable, disable, archive
+
+Run `agentteam exec workflow <action> --help` for an action's input and an example.
+"#,
+    },
+    DomainDescriptor {
+        name: r#"workspace"#,
+        summary: r#"The workspace this agent works in."#,
+        owner: DomainOwner::Server,
+        help: r#"The workspace this agent works in.
+
+Usage: agentteam exec workspace <action> [JSON | -]
+
+Actions:
+  get  read         Read the workspace this agent works in
+
+Run `agentteam exec workspace <action> --help` for an action's input and an example.
+"#,
+    },
 ];
 /// Every built-in action, sorted by domain then action.
 pub static ACTIONS: &[ActionDescriptor] = &[
@@ -232,7 +328,12 @@ pub static ACTIONS: &[ActionDescriptor] = &[
             r#"requestId"#,
             r#"runtimeFamily"#,
         ],
-        retrieval: Some(ActionId::AgentGet),
+        retrieval: Some(Retrieval {
+            action: ActionId::AgentGet,
+            operation: None,
+        }),
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "BaseUrl": {
@@ -536,7 +637,12 @@ Example:
         input_type: r#"AgentDeleteInput"#,
         output_type: r#"AgentDeleteOutput"#,
         input_properties: &[r#"agentId"#, r#"expectedRevision"#, r#"requestId"#],
-        retrieval: Some(ActionId::AgentGet),
+        retrieval: Some(Retrieval {
+            action: ActionId::AgentGet,
+            operation: None,
+        }),
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "AgentId": {
@@ -657,6 +763,8 @@ Example:
         output_type: r#"AgentGetOutput"#,
         input_properties: &[r#"agentId"#],
         retrieval: None,
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "AgentId": {
@@ -881,6 +989,8 @@ Example:
         output_type: r#"AgentListOutput"#,
         input_properties: &[r#"cursor"#, r#"limit"#, r#"provider"#, r#"runtimeFamily"#],
         retrieval: None,
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "AgentCursor": {
@@ -1156,6 +1266,8 @@ Example:
         output_type: r#"AgentReloadOutput"#,
         input_properties: &[r#"requestId"#],
         retrieval: None,
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "RequestId": {
@@ -1241,7 +1353,12 @@ Example:
             r#"requestId"#,
             r#"runtimeFamily"#,
         ],
-        retrieval: Some(ActionId::AgentGet),
+        retrieval: Some(Retrieval {
+            action: ActionId::AgentGet,
+            operation: None,
+        }),
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "AgentId": {
@@ -1553,6 +1670,971 @@ Example:
 "#,
     },
     ActionDescriptor {
+        id: ActionId::ApprovalGet,
+        domain: r#"approval"#,
+        action: r#"get"#,
+        summary: r#"Read one approval by id"#,
+        owner: DomainOwner::Server,
+        risk: Risk::Read,
+        result_policy: ResultPolicy::Bounded,
+        hint: Some(r#"the approval is larger than the result budget"#),
+        next: Some(r#"list approvals with `approval list` and a smaller `limit`"#),
+        prompt_inline: false,
+        example: r#"{"approvalId":"apr_01JD7MD9F0"}"#,
+        input_type: r#"ApprovalGetInput"#,
+        output_type: r#"ApprovalGetOutput"#,
+        input_properties: &[r#"approvalId"#],
+        retrieval: None,
+        discriminator: None,
+        operations: &[],
+        input_schema: r##"{
+  "$defs": {
+    "ApprovalId": {
+      "description": "Opaque approval identifier.",
+      "maxLength": 68,
+      "pattern": "^apr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "Read one approval by id.",
+  "properties": {
+    "approvalId": {
+      "$ref": "#/$defs/ApprovalId"
+    }
+  },
+  "required": [
+    "approvalId"
+  ],
+  "title": "ApprovalGetInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Approval": {
+      "additionalProperties": false,
+      "description": "A request for a human's decision.",
+      "properties": {
+        "comment": {
+          "$ref": "#/$defs/LongText",
+          "description": "The decider's comment."
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "decidedAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "decidedByHumanId": {
+          "$ref": "#/$defs/HumanId"
+        },
+        "details": {
+          "$ref": "#/$defs/LongText"
+        },
+        "id": {
+          "$ref": "#/$defs/ApprovalId"
+        },
+        "requestedByAgentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "revision": {
+          "description": "Monotonic revision, incremented by every change.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "runId": {
+          "$ref": "#/$defs/WorkflowRunId",
+          "description": "The run whose step waits on it."
+        },
+        "status": {
+          "$ref": "#/$defs/ApprovalStatus"
+        },
+        "stepId": {
+          "$ref": "#/$defs/WorkflowStepId",
+          "description": "The step that waits on it."
+        },
+        "title": {
+          "$ref": "#/$defs/Name"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "title",
+        "status",
+        "revision",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "ApprovalId": {
+      "description": "Opaque approval identifier.",
+      "maxLength": 68,
+      "pattern": "^apr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ApprovalResult": {
+      "additionalProperties": false,
+      "description": "The approval after the action.",
+      "properties": {
+        "approval": {
+          "$ref": "#/$defs/Approval"
+        }
+      },
+      "required": [
+        "approval"
+      ],
+      "type": "object"
+    },
+    "ApprovalStatus": {
+      "description": "`pending` until a human decides; `approved` and `rejected` are final.",
+      "enum": [
+        "pending",
+        "approved",
+        "rejected"
+      ],
+      "type": "string"
+    },
+    "HumanId": {
+      "description": "Opaque human identifier.",
+      "maxLength": 68,
+      "pattern": "^hum_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    },
+    "WorkflowRunId": {
+      "description": "Opaque workflow run identifier.",
+      "maxLength": 68,
+      "pattern": "^wfr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "WorkflowStepId": {
+      "description": "Opaque workflow run step identifier.",
+      "maxLength": 68,
+      "pattern": "^wfs_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$ref": "#/$defs/ApprovalResult",
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "description": "The approval.",
+  "title": "ApprovalGetOutput"
+}
+"##,
+        help: r#"Read one approval by id
+
+Usage: agentteam exec approval get [JSON | -]
+
+Input fields:
+  approvalId  required  string  Opaque approval identifier
+
+Risk: read; over-budget results: bounded
+Schemas: agentteam exec approval get --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Example:
+  agentteam exec approval get '{"approvalId":"apr_01JD7MD9F0"}'
+"#,
+    },
+    ActionDescriptor {
+        id: ActionId::ApprovalList,
+        domain: r#"approval"#,
+        action: r#"list"#,
+        summary: r#"List the workspace's approvals, most recently changed first"#,
+        owner: DomainOwner::Server,
+        risk: Risk::Read,
+        result_policy: ResultPolicy::Cursor,
+        hint: Some(r#"this page of approvals is larger than the result budget"#),
+        next: Some(
+            r#"repeat with a smaller `limit` and follow `nextCursor` page by page"#,
+        ),
+        prompt_inline: false,
+        example: r#"{"limit":20,"status":"pending"}"#,
+        input_type: r#"ApprovalListInput"#,
+        output_type: r#"ApprovalListOutput"#,
+        input_properties: &[r#"cursor"#, r#"limit"#, r#"status"#],
+        retrieval: None,
+        discriminator: None,
+        operations: &[],
+        input_schema: r##"{
+  "$defs": {
+    "ApprovalStatus": {
+      "description": "`pending` until a human decides; `approved` and `rejected` are final.",
+      "enum": [
+        "pending",
+        "approved",
+        "rejected"
+      ],
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "PageLimit": {
+      "description": "Maximum number of items on one page (default 20, at most 100).",
+      "maximum": 100,
+      "minimum": 1,
+      "type": "integer"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "List the workspace's approvals, most recently changed first.",
+  "properties": {
+    "cursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "limit": {
+      "$ref": "#/$defs/PageLimit"
+    },
+    "status": {
+      "$ref": "#/$defs/ApprovalStatus",
+      "description": "Only approvals in this state (default: every state)."
+    }
+  },
+  "required": [],
+  "title": "ApprovalListInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Approval": {
+      "additionalProperties": false,
+      "description": "A request for a human's decision.",
+      "properties": {
+        "comment": {
+          "$ref": "#/$defs/LongText",
+          "description": "The decider's comment."
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "decidedAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "decidedByHumanId": {
+          "$ref": "#/$defs/HumanId"
+        },
+        "details": {
+          "$ref": "#/$defs/LongText"
+        },
+        "id": {
+          "$ref": "#/$defs/ApprovalId"
+        },
+        "requestedByAgentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "revision": {
+          "description": "Monotonic revision, incremented by every change.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "runId": {
+          "$ref": "#/$defs/WorkflowRunId",
+          "description": "The run whose step waits on it."
+        },
+        "status": {
+          "$ref": "#/$defs/ApprovalStatus"
+        },
+        "stepId": {
+          "$ref": "#/$defs/WorkflowStepId",
+          "description": "The step that waits on it."
+        },
+        "title": {
+          "$ref": "#/$defs/Name"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "title",
+        "status",
+        "revision",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "ApprovalId": {
+      "description": "Opaque approval identifier.",
+      "maxLength": 68,
+      "pattern": "^apr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ApprovalStatus": {
+      "description": "`pending` until a human decides; `approved` and `rejected` are final.",
+      "enum": [
+        "pending",
+        "approved",
+        "rejected"
+      ],
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "HumanId": {
+      "description": "Opaque human identifier.",
+      "maxLength": 68,
+      "pattern": "^hum_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    },
+    "WorkflowRunId": {
+      "description": "Opaque workflow run identifier.",
+      "maxLength": 68,
+      "pattern": "^wfr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "WorkflowStepId": {
+      "description": "Opaque workflow run step identifier.",
+      "maxLength": 68,
+      "pattern": "^wfs_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "One page of approvals ordered by `updatedAt` descending, then `id` descending.",
+  "properties": {
+    "approvals": {
+      "items": {
+        "$ref": "#/$defs/Approval"
+      },
+      "maxItems": 100,
+      "type": "array"
+    },
+    "hasMore": {
+      "description": "True when another page exists.",
+      "type": "boolean"
+    },
+    "nextCursor": {
+      "$ref": "#/$defs/Cursor"
+    }
+  },
+  "required": [
+    "approvals",
+    "hasMore"
+  ],
+  "title": "ApprovalListOutput",
+  "type": "object"
+}
+"##,
+        help: r#"List the workspace's approvals, most recently changed first
+
+Usage: agentteam exec approval list [JSON | -]
+
+Input fields:
+  cursor  optional  string                     Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters
+  limit   optional  integer                    Maximum number of items on one page (default 20, at most 100)
+  status  optional  pending|approved|rejected  Only approvals in this state (default: every state)
+
+Risk: read; over-budget results: cursor
+Schemas: agentteam exec approval list --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Example:
+  agentteam exec approval list '{"limit":20,"status":"pending"}'
+"#,
+    },
+    ActionDescriptor {
+        id: ActionId::ApprovalRequest,
+        domain: r#"approval"#,
+        action: r#"request"#,
+        summary: r#"Ask the workspace's humans to approve or reject something"#,
+        owner: DomainOwner::Server,
+        risk: Risk::Write,
+        result_policy: ResultPolicy::Mutation,
+        hint: None,
+        next: None,
+        prompt_inline: false,
+        example: r#"{"details":"All checks passed.","requestId":"req-approval-01","title":"Ship 1.4.0"}"#,
+        input_type: r#"ApprovalRequestInput"#,
+        output_type: r#"ApprovalRequestOutput"#,
+        input_properties: &[r#"details"#, r#"requestId"#, r#"title"#],
+        retrieval: Some(Retrieval {
+            action: ActionId::ApprovalGet,
+            operation: None,
+        }),
+        discriminator: None,
+        operations: &[],
+        input_schema: r##"{
+  "$defs": {
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "Ask the workspace's humans for a decision.",
+  "properties": {
+    "details": {
+      "$ref": "#/$defs/LongText"
+    },
+    "requestId": {
+      "$ref": "#/$defs/RequestId"
+    },
+    "title": {
+      "$ref": "#/$defs/Name"
+    }
+  },
+  "required": [
+    "title"
+  ],
+  "title": "ApprovalRequestInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Approval": {
+      "additionalProperties": false,
+      "description": "A request for a human's decision.",
+      "properties": {
+        "comment": {
+          "$ref": "#/$defs/LongText",
+          "description": "The decider's comment."
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "decidedAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "decidedByHumanId": {
+          "$ref": "#/$defs/HumanId"
+        },
+        "details": {
+          "$ref": "#/$defs/LongText"
+        },
+        "id": {
+          "$ref": "#/$defs/ApprovalId"
+        },
+        "requestedByAgentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "revision": {
+          "description": "Monotonic revision, incremented by every change.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "runId": {
+          "$ref": "#/$defs/WorkflowRunId",
+          "description": "The run whose step waits on it."
+        },
+        "status": {
+          "$ref": "#/$defs/ApprovalStatus"
+        },
+        "stepId": {
+          "$ref": "#/$defs/WorkflowStepId",
+          "description": "The step that waits on it."
+        },
+        "title": {
+          "$ref": "#/$defs/Name"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "title",
+        "status",
+        "revision",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "ApprovalId": {
+      "description": "Opaque approval identifier.",
+      "maxLength": 68,
+      "pattern": "^apr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ApprovalResult": {
+      "additionalProperties": false,
+      "description": "The approval after the action.",
+      "properties": {
+        "approval": {
+          "$ref": "#/$defs/Approval"
+        }
+      },
+      "required": [
+        "approval"
+      ],
+      "type": "object"
+    },
+    "ApprovalStatus": {
+      "description": "`pending` until a human decides; `approved` and `rejected` are final.",
+      "enum": [
+        "pending",
+        "approved",
+        "rejected"
+      ],
+      "type": "string"
+    },
+    "HumanId": {
+      "description": "Opaque human identifier.",
+      "maxLength": 68,
+      "pattern": "^hum_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    },
+    "WorkflowRunId": {
+      "description": "Opaque workflow run identifier.",
+      "maxLength": 68,
+      "pattern": "^wfr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "WorkflowStepId": {
+      "description": "Opaque workflow run step identifier.",
+      "maxLength": 68,
+      "pattern": "^wfs_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$ref": "#/$defs/ApprovalResult",
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "description": "The pending approval.",
+  "title": "ApprovalRequestOutput"
+}
+"##,
+        help: r#"Ask the workspace's humans to approve or reject something
+
+Usage: agentteam exec approval request [JSON | -]
+
+Input fields:
+  title      required  string  A display name of 1 to 200 characters
+  details    optional  string  Free text of at most 8000 characters
+  requestId  optional  string  Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`
+
+Risk: write; over-budget results: mutation
+Schemas: agentteam exec approval request --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Example:
+  agentteam exec approval request '{"details":"All checks passed.","requestId":"req-approval-01","title":"Ship 1.4.0"}'
+"#,
+    },
+    ActionDescriptor {
+        id: ActionId::ProfileGet,
+        domain: r#"profile"#,
+        action: r#"get"#,
+        summary: r#"Read this agent's own public profile"#,
+        owner: DomainOwner::Server,
+        risk: Risk::Read,
+        result_policy: ResultPolicy::Bounded,
+        hint: Some(r#"the profile is larger than the result budget"#),
+        next: Some(r#"shorten the description with `profile update`"#),
+        prompt_inline: false,
+        example: r#"{}"#,
+        input_type: r#"ProfileGetInput"#,
+        output_type: r#"ProfileGetOutput"#,
+        input_properties: &[],
+        retrieval: None,
+        discriminator: None,
+        operations: &[],
+        input_schema: r#"{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "Read this agent's own public profile.",
+  "properties": {},
+  "required": [],
+  "title": "ProfileGetInput",
+  "type": "object"
+}
+"#,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Handle": {
+      "description": "A short lowercase handle.",
+      "maxLength": 32,
+      "pattern": "^[a-z][a-z0-9-]{0,31}$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "ProfileStatus": {
+      "description": "The agent's availability as others see it.",
+      "enum": [
+        "available",
+        "busy",
+        "away"
+      ],
+      "type": "string"
+    },
+    "PublicProfile": {
+      "additionalProperties": false,
+      "description": "An agent's public profile: what the workspace sees of it.",
+      "properties": {
+        "agentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "description": {
+          "$ref": "#/$defs/LongText",
+          "description": "What the agent does, in its own words."
+        },
+        "displayName": {
+          "$ref": "#/$defs/Name"
+        },
+        "handle": {
+          "$ref": "#/$defs/Handle"
+        },
+        "revision": {
+          "description": "Monotonic revision, incremented by every change.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "status": {
+          "$ref": "#/$defs/ProfileStatus"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "agentId",
+        "handle",
+        "displayName",
+        "status",
+        "revision",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "The profile.",
+  "properties": {
+    "profile": {
+      "$ref": "#/$defs/PublicProfile"
+    }
+  },
+  "required": [
+    "profile"
+  ],
+  "title": "ProfileGetOutput",
+  "type": "object"
+}
+"##,
+        help: r#"Read this agent's own public profile
+
+Usage: agentteam exec profile get [JSON | -]
+
+Input: {} (no fields)
+
+Risk: read; over-budget results: bounded
+Schemas: agentteam exec profile get --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Example:
+  agentteam exec profile get '{}'
+"#,
+    },
+    ActionDescriptor {
+        id: ActionId::ProfileUpdate,
+        domain: r#"profile"#,
+        action: r#"update"#,
+        summary: r#"Change this agent's display name, description or status"#,
+        owner: DomainOwner::Server,
+        risk: Risk::Write,
+        result_policy: ResultPolicy::Mutation,
+        hint: None,
+        next: None,
+        prompt_inline: false,
+        example: r#"{"displayName":"Release Builder","requestId":"req-profile-01","status":"busy"}"#,
+        input_type: r#"ProfileUpdateInput"#,
+        output_type: r#"ProfileUpdateOutput"#,
+        input_properties: &[
+            r#"description"#,
+            r#"displayName"#,
+            r#"expectedRevision"#,
+            r#"requestId"#,
+            r#"status"#,
+        ],
+        retrieval: None,
+        discriminator: None,
+        operations: &[],
+        input_schema: r##"{
+  "$defs": {
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "ProfileStatus": {
+      "description": "The agent's availability as others see it.",
+      "enum": [
+        "available",
+        "busy",
+        "away"
+      ],
+      "type": "string"
+    },
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "Change this agent's own public profile; the only way its display name and description change.",
+  "properties": {
+    "description": {
+      "$ref": "#/$defs/LongText"
+    },
+    "displayName": {
+      "$ref": "#/$defs/Name"
+    },
+    "expectedRevision": {
+      "description": "Apply only if it is still at this revision.",
+      "minimum": 1,
+      "type": "integer"
+    },
+    "requestId": {
+      "$ref": "#/$defs/RequestId"
+    },
+    "status": {
+      "$ref": "#/$defs/ProfileStatus"
+    }
+  },
+  "required": [],
+  "title": "ProfileUpdateInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Handle": {
+      "description": "A short lowercase handle.",
+      "maxLength": 32,
+      "pattern": "^[a-z][a-z0-9-]{0,31}$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "ProfileStatus": {
+      "description": "The agent's availability as others see it.",
+      "enum": [
+        "available",
+        "busy",
+        "away"
+      ],
+      "type": "string"
+    },
+    "PublicProfile": {
+      "additionalProperties": false,
+      "description": "An agent's public profile: what the workspace sees of it.",
+      "properties": {
+        "agentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "description": {
+          "$ref": "#/$defs/LongText",
+          "description": "What the agent does, in its own words."
+        },
+        "displayName": {
+          "$ref": "#/$defs/Name"
+        },
+        "handle": {
+          "$ref": "#/$defs/Handle"
+        },
+        "revision": {
+          "description": "Monotonic revision, incremented by every change.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "status": {
+          "$ref": "#/$defs/ProfileStatus"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "agentId",
+        "handle",
+        "displayName",
+        "status",
+        "revision",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "The profile after the change.",
+  "properties": {
+    "profile": {
+      "$ref": "#/$defs/PublicProfile"
+    }
+  },
+  "required": [
+    "profile"
+  ],
+  "title": "ProfileUpdateOutput",
+  "type": "object"
+}
+"##,
+        help: r#"Change this agent's display name, description or status
+
+Usage: agentteam exec profile update [JSON | -]
+
+Input fields:
+  description       optional  string               Free text of at most 8000 characters
+  displayName       optional  string               A display name of 1 to 200 characters
+  expectedRevision  optional  integer              Apply only if it is still at this revision
+  requestId         optional  string               Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`
+  status            optional  available|busy|away  The agent's availability as others see it
+
+Risk: write; over-budget results: mutation
+Schemas: agentteam exec profile update --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Example:
+  agentteam exec profile update '{"displayName":"Release Builder","requestId":"req-profile-01","status":"busy"}'
+"#,
+    },
+    ActionDescriptor {
         id: ActionId::ProjectArchive,
         domain: r#"project"#,
         action: r#"archive"#,
@@ -1567,7 +2649,12 @@ Example:
         input_type: r#"ProjectArchiveInput"#,
         output_type: r#"ProjectArchiveOutput"#,
         input_properties: &[r#"projectId"#, r#"requestId"#],
-        retrieval: Some(ActionId::ProjectGet),
+        retrieval: Some(Retrieval {
+            action: ActionId::ProjectGet,
+            operation: None,
+        }),
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "ProjectId": {
@@ -1730,7 +2817,12 @@ Example:
         input_type: r#"ProjectCreateInput"#,
         output_type: r#"ProjectCreateOutput"#,
         input_properties: &[r#"description"#, r#"name"#, r#"requestId"#],
-        retrieval: Some(ActionId::ProjectGet),
+        retrieval: Some(Retrieval {
+            action: ActionId::ProjectGet,
+            operation: None,
+        }),
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "LongText": {
@@ -1903,6 +2995,8 @@ Example:
         output_type: r#"ProjectGetOutput"#,
         input_properties: &[r#"projectId"#],
         retrieval: None,
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "ProjectId": {
@@ -2058,6 +3152,8 @@ Example:
         output_type: r#"ProjectListOutput"#,
         input_properties: &[r#"cursor"#, r#"limit"#, r#"status"#],
         retrieval: None,
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "Cursor": {
@@ -2253,7 +3349,12 @@ Example:
             r#"projectId"#,
             r#"requestId"#,
         ],
-        retrieval: Some(ActionId::ProjectGet),
+        retrieval: Some(Retrieval {
+            action: ActionId::ProjectGet,
+            operation: None,
+        }),
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "LongText": {
@@ -2447,7 +3548,12 @@ Example:
             r#"threadId"#,
             r#"verdict"#,
         ],
-        retrieval: Some(ActionId::ReviewGet),
+        retrieval: Some(Retrieval {
+            action: ActionId::ReviewGet,
+            operation: None,
+        }),
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "RequestId": {
@@ -2660,6 +3766,8 @@ Example:
         output_type: r#"ReviewGetOutput"#,
         input_properties: &[r#"reviewId"#],
         retrieval: None,
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "ReviewId": {
@@ -2832,6 +3940,8 @@ Example:
         output_type: r#"ReviewListOutput"#,
         input_properties: &[r#"cursor"#, r#"limit"#, r#"threadId"#],
         retrieval: None,
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "Cursor": {
@@ -3037,7 +4147,12 @@ Example:
         input_type: r#"ReviewResolveInput"#,
         output_type: r#"ReviewResolveOutput"#,
         input_properties: &[r#"requestId"#, r#"reviewId"#],
-        retrieval: Some(ActionId::ReviewGet),
+        retrieval: Some(Retrieval {
+            action: ActionId::ReviewGet,
+            operation: None,
+        }),
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "RequestId": {
@@ -3217,7 +4332,12 @@ Example:
         input_type: r#"ScheduledMessageCancelInput"#,
         output_type: r#"ScheduledMessageCancelOutput"#,
         input_properties: &[r#"requestId"#, r#"scheduledMessageId"#],
-        retrieval: Some(ActionId::ScheduledMessageGet),
+        retrieval: Some(Retrieval {
+            action: ActionId::ScheduledMessageGet,
+            operation: None,
+        }),
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "RequestId": {
@@ -3445,7 +4565,12 @@ Example:
             r#"sendAt"#,
             r#"target"#,
         ],
-        retrieval: Some(ActionId::ScheduledMessageGet),
+        retrieval: Some(Retrieval {
+            action: ActionId::ScheduledMessageGet,
+            operation: None,
+        }),
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "ChannelId": {
@@ -3744,6 +4869,8 @@ Example:
         output_type: r#"ScheduledMessageGetOutput"#,
         input_properties: &[r#"scheduledMessageId"#],
         retrieval: None,
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "ScheduledMessageId": {
@@ -3960,6 +5087,8 @@ Example:
         output_type: r#"ScheduledMessageListOutput"#,
         input_properties: &[r#"cursor"#, r#"limit"#, r#"target"#],
         retrieval: None,
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "ChannelId": {
@@ -4255,6 +5384,8 @@ Example:
         output_type: r#"ScheduledMessageRunsOutput"#,
         input_properties: &[r#"cursor"#, r#"limit"#, r#"scheduledMessageId"#],
         retrieval: None,
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "Cursor": {
@@ -4432,7 +5563,12 @@ Example:
         input_type: r#"TaskCancelInput"#,
         output_type: r#"TaskCancelOutput"#,
         input_properties: &[r#"reason"#, r#"requestId"#, r#"taskId"#],
-        retrieval: Some(ActionId::TaskGet),
+        retrieval: Some(Retrieval {
+            action: ActionId::TaskGet,
+            operation: None,
+        }),
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "LongText": {
@@ -4670,7 +5806,12 @@ Example:
         input_type: r#"TaskClaimInput"#,
         output_type: r#"TaskClaimOutput"#,
         input_properties: &[r#"requestId"#, r#"taskId"#],
-        retrieval: Some(ActionId::TaskGet),
+        retrieval: Some(Retrieval {
+            action: ActionId::TaskGet,
+            operation: None,
+        }),
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "RequestId": {
@@ -4899,7 +6040,12 @@ Example:
         input_type: r#"TaskCompleteInput"#,
         output_type: r#"TaskCompleteOutput"#,
         input_properties: &[r#"requestId"#, r#"result"#, r#"taskId"#],
-        retrieval: Some(ActionId::TaskGet),
+        retrieval: Some(Retrieval {
+            action: ActionId::TaskGet,
+            operation: None,
+        }),
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "LongText": {
@@ -5137,7 +6283,12 @@ Example:
         input_type: r#"TaskCreateInput"#,
         output_type: r#"TaskCreateOutput"#,
         input_properties: &[r#"description"#, r#"location"#, r#"requestId"#, r#"title"#],
-        retrieval: Some(ActionId::TaskGet),
+        retrieval: Some(Retrieval {
+            action: ActionId::TaskGet,
+            operation: None,
+        }),
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "ChannelId": {
@@ -5434,6 +6585,8 @@ Example:
         output_type: r#"TaskGetOutput"#,
         input_properties: &[r#"taskId"#],
         retrieval: None,
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "TaskId": {
@@ -5655,6 +6808,8 @@ Example:
         output_type: r#"TaskListOutput"#,
         input_properties: &[r#"cursor"#, r#"limit"#, r#"location"#, r#"status"#],
         retrieval: None,
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "ChannelId": {
@@ -5981,7 +7136,12 @@ Example:
             r#"taskId"#,
             r#"title"#,
         ],
-        retrieval: Some(ActionId::TaskGet),
+        retrieval: Some(Retrieval {
+            action: ActionId::TaskGet,
+            operation: None,
+        }),
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "LongText": {
@@ -6236,6 +7396,8 @@ Example:
         output_type: r#"TeamGetOutput"#,
         input_properties: &[r#"teamId"#],
         retrieval: None,
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "TeamId": {
@@ -6423,6 +7585,8 @@ Example:
         output_type: r#"TeamListOutput"#,
         input_properties: &[r#"cursor"#, r#"limit"#],
         retrieval: None,
+        discriminator: None,
+        operations: &[],
         input_schema: r##"{
   "$defs": {
     "Cursor": {
@@ -6561,6 +7725,2906 @@ Example:
   agentteam exec team list '{"limit":20}'
 "#,
     },
+    ActionDescriptor {
+        id: ActionId::WorkflowPlan,
+        domain: r#"workflow"#,
+        action: r#"plan"#,
+        summary: r#"Plans: versioned step definitions; publishing freezes a version"#,
+        owner: DomainOwner::Server,
+        risk: Risk::Destructive,
+        result_policy: ResultPolicy::Mutation,
+        hint: None,
+        next: None,
+        prompt_inline: false,
+        example: r#"{"operation":"show","planId":"wfp_01JD7M9Q2R"}"#,
+        input_type: r#"WorkflowPlanInput"#,
+        output_type: r#"WorkflowPlanOutput"#,
+        input_properties: &[],
+        retrieval: None,
+        discriminator: Some(r#"operation"#),
+        operations: &[
+            OperationDescriptor {
+                name: r#"list"#,
+                risk: Risk::Read,
+                result_policy: ResultPolicy::Cursor,
+                hint: Some(r#"this page of plans is larger than the result budget"#),
+                next: Some(
+                    r#"repeat with a smaller `limit` and follow `nextCursor` page by page"#,
+                ),
+                example: r#"{"limit":20,"operation":"list","status":"active"}"#,
+                retrieval: None,
+            },
+            OperationDescriptor {
+                name: r#"show"#,
+                risk: Risk::Read,
+                result_policy: ResultPolicy::Bounded,
+                hint: Some(
+                    r#"the plan's latest version is larger than the result budget"#,
+                ),
+                next: Some(
+                    r#"read an older or newer version with the `version` operation"#,
+                ),
+                example: r#"{"operation":"show","planId":"wfp_01JD7M9Q2R"}"#,
+                retrieval: None,
+            },
+            OperationDescriptor {
+                name: r#"version"#,
+                risk: Risk::Read,
+                result_policy: ResultPolicy::Bounded,
+                hint: Some(
+                    r#"this version of the plan is larger than the result budget"#,
+                ),
+                next: Some(
+                    r#"read the plan's steps with `workflow run show` of a run of this version"#,
+                ),
+                example: r#"{"operation":"version","planId":"wfp_01JD7M9Q2R","version":2}"#,
+                retrieval: None,
+            },
+            OperationDescriptor {
+                name: r#"validate"#,
+                risk: Risk::Read,
+                result_policy: ResultPolicy::Narrow,
+                hint: Some(r#"the validation report is larger than the result budget"#),
+                next: Some(r#"validate fewer steps at a time"#),
+                example: r#"{"operation":"validate","steps":[{"key":"build","kind":"task","title":"Build the release"},{"instructions":"Approve the release notes","key":"sign-off","kind":"approval","title":"Release sign-off"}]}"#,
+                retrieval: None,
+            },
+            OperationDescriptor {
+                name: r#"create"#,
+                risk: Risk::Write,
+                result_policy: ResultPolicy::Mutation,
+                hint: None,
+                next: None,
+                example: r#"{"name":"Release","operation":"create","requestId":"req-plan-create-01","steps":[{"key":"build","kind":"task","title":"Build the release"},{"instructions":"Approve the release notes","key":"sign-off","kind":"approval","title":"Release sign-off"}]}"#,
+                retrieval: Some(Retrieval {
+                    action: ActionId::WorkflowPlan,
+                    operation: Some(r#"show"#),
+                }),
+            },
+            OperationDescriptor {
+                name: r#"update"#,
+                risk: Risk::Write,
+                result_policy: ResultPolicy::Mutation,
+                hint: None,
+                next: None,
+                example: r#"{"expectedRevision":2,"operation":"update","planId":"wfp_01JD7M9Q2R","requestId":"req-plan-update-01","steps":[{"key":"build","kind":"task","title":"Build the release"},{"instructions":"Approve the release notes","key":"sign-off","kind":"approval","title":"Release sign-off"}]}"#,
+                retrieval: Some(Retrieval {
+                    action: ActionId::WorkflowPlan,
+                    operation: Some(r#"show"#),
+                }),
+            },
+            OperationDescriptor {
+                name: r#"archive"#,
+                risk: Risk::Destructive,
+                result_policy: ResultPolicy::Mutation,
+                hint: None,
+                next: None,
+                example: r#"{"operation":"archive","planId":"wfp_01JD7M9Q2R","requestId":"req-plan-archive-01"}"#,
+                retrieval: Some(Retrieval {
+                    action: ActionId::WorkflowPlan,
+                    operation: Some(r#"show"#),
+                }),
+            },
+            OperationDescriptor {
+                name: r#"publish"#,
+                risk: Risk::Write,
+                result_policy: ResultPolicy::Mutation,
+                hint: None,
+                next: None,
+                example: r#"{"operation":"publish","planId":"wfp_01JD7M9Q2R","requestId":"req-plan-publish-01"}"#,
+                retrieval: Some(Retrieval {
+                    action: ActionId::WorkflowPlan,
+                    operation: Some(r#"show"#),
+                }),
+            },
+        ],
+        input_schema: r##"{
+  "$defs": {
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "PageLimit": {
+      "description": "Maximum number of items on one page (default 20, at most 100).",
+      "maximum": 100,
+      "minimum": 1,
+      "type": "integer"
+    },
+    "PlanStepDefinition": {
+      "additionalProperties": false,
+      "description": "One step of a plan version, run in list order.",
+      "properties": {
+        "instructions": {
+          "$ref": "#/$defs/LongText",
+          "description": "What to do in this step (for an approval: what is asked)."
+        },
+        "key": {
+          "$ref": "#/$defs/StepKey"
+        },
+        "kind": {
+          "$ref": "#/$defs/StepKind"
+        },
+        "title": {
+          "$ref": "#/$defs/Name"
+        }
+      },
+      "required": [
+        "key",
+        "title",
+        "kind"
+      ],
+      "type": "object"
+    },
+    "PlanSteps": {
+      "description": "A plan's steps, 1 to 50, each key used once.",
+      "items": {
+        "$ref": "#/$defs/PlanStepDefinition"
+      },
+      "maxItems": 50,
+      "minItems": 1,
+      "type": "array"
+    },
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    },
+    "StepKey": {
+      "description": "A step's key, unique within its plan version: lowercase letters, digits and hyphens.",
+      "maxLength": 40,
+      "pattern": "^[a-z][a-z0-9-]{0,39}$",
+      "type": "string"
+    },
+    "StepKind": {
+      "description": "`task`: an agent completes it; `approval`: it waits on an approval a human decides.",
+      "enum": [
+        "task",
+        "approval"
+      ],
+      "type": "string"
+    },
+    "WorkflowPlanId": {
+      "description": "Opaque workflow plan identifier.",
+      "maxLength": 68,
+      "pattern": "^wfp_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "WorkflowPlanStatus": {
+      "description": "`active` until archived; archiving is final.",
+      "enum": [
+        "active",
+        "archived"
+      ],
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "description": "A plan operation: `operation` picks it; reads list, show, version and validate; side effects create, update, archive and publish.",
+  "oneOf": [
+    {
+      "additionalProperties": false,
+      "description": "List the workspace's plans, most recently changed first.",
+      "properties": {
+        "cursor": {
+          "$ref": "#/$defs/Cursor"
+        },
+        "limit": {
+          "$ref": "#/$defs/PageLimit"
+        },
+        "operation": {
+          "const": "list"
+        },
+        "status": {
+          "$ref": "#/$defs/WorkflowPlanStatus",
+          "description": "Only plans in this state (default: every state)."
+        }
+      },
+      "required": [
+        "operation"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "Read a plan and its latest version.",
+      "properties": {
+        "operation": {
+          "const": "show"
+        },
+        "planId": {
+          "$ref": "#/$defs/WorkflowPlanId"
+        }
+      },
+      "required": [
+        "operation",
+        "planId"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "Read one version of a plan.",
+      "properties": {
+        "operation": {
+          "const": "version"
+        },
+        "planId": {
+          "$ref": "#/$defs/WorkflowPlanId"
+        },
+        "version": {
+          "description": "The version number.",
+          "minimum": 1,
+          "type": "integer"
+        }
+      },
+      "required": [
+        "operation",
+        "planId",
+        "version"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "Check step definitions without saving them.",
+      "properties": {
+        "operation": {
+          "const": "validate"
+        },
+        "steps": {
+          "description": "The steps to check, in run order.",
+          "items": {
+            "$ref": "#/$defs/PlanStepDefinition"
+          },
+          "maxItems": 50,
+          "minItems": 1,
+          "type": "array"
+        }
+      },
+      "required": [
+        "operation",
+        "steps"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "Create a plan whose version 1 is a draft of these steps.",
+      "properties": {
+        "description": {
+          "$ref": "#/$defs/LongText"
+        },
+        "name": {
+          "$ref": "#/$defs/Name"
+        },
+        "operation": {
+          "const": "create"
+        },
+        "requestId": {
+          "$ref": "#/$defs/RequestId"
+        },
+        "steps": {
+          "$ref": "#/$defs/PlanSteps"
+        }
+      },
+      "required": [
+        "operation",
+        "name",
+        "steps"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "Change an active plan: its name, description, or steps (which go into the draft version, a new one after a publish).",
+      "properties": {
+        "description": {
+          "$ref": "#/$defs/LongText"
+        },
+        "expectedRevision": {
+          "description": "Apply only if it is still at this revision.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "name": {
+          "$ref": "#/$defs/Name"
+        },
+        "operation": {
+          "const": "update"
+        },
+        "planId": {
+          "$ref": "#/$defs/WorkflowPlanId"
+        },
+        "requestId": {
+          "$ref": "#/$defs/RequestId"
+        },
+        "steps": {
+          "$ref": "#/$defs/PlanSteps"
+        }
+      },
+      "required": [
+        "operation",
+        "planId"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "Archive a plan: it no longer changes, publishes or starts runs.",
+      "properties": {
+        "operation": {
+          "const": "archive"
+        },
+        "planId": {
+          "$ref": "#/$defs/WorkflowPlanId"
+        },
+        "requestId": {
+          "$ref": "#/$defs/RequestId"
+        }
+      },
+      "required": [
+        "operation",
+        "planId"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "Freeze the plan's draft version; new runs use it.",
+      "properties": {
+        "operation": {
+          "const": "publish"
+        },
+        "planId": {
+          "$ref": "#/$defs/WorkflowPlanId"
+        },
+        "requestId": {
+          "$ref": "#/$defs/RequestId"
+        }
+      },
+      "required": [
+        "operation",
+        "planId"
+      ],
+      "type": "object"
+    }
+  ],
+  "title": "WorkflowPlanInput"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "PlanStepDefinition": {
+      "additionalProperties": false,
+      "description": "One step of a plan version, run in list order.",
+      "properties": {
+        "instructions": {
+          "$ref": "#/$defs/LongText",
+          "description": "What to do in this step (for an approval: what is asked)."
+        },
+        "key": {
+          "$ref": "#/$defs/StepKey"
+        },
+        "kind": {
+          "$ref": "#/$defs/StepKind"
+        },
+        "title": {
+          "$ref": "#/$defs/Name"
+        }
+      },
+      "required": [
+        "key",
+        "title",
+        "kind"
+      ],
+      "type": "object"
+    },
+    "PlanSteps": {
+      "description": "A plan's steps, 1 to 50, each key used once.",
+      "items": {
+        "$ref": "#/$defs/PlanStepDefinition"
+      },
+      "maxItems": 50,
+      "minItems": 1,
+      "type": "array"
+    },
+    "PlanVersionState": {
+      "description": "`draft` while it may change; `published` once frozen.",
+      "enum": [
+        "draft",
+        "published"
+      ],
+      "type": "string"
+    },
+    "StepKey": {
+      "description": "A step's key, unique within its plan version: lowercase letters, digits and hyphens.",
+      "maxLength": 40,
+      "pattern": "^[a-z][a-z0-9-]{0,39}$",
+      "type": "string"
+    },
+    "StepKind": {
+      "description": "`task`: an agent completes it; `approval`: it waits on an approval a human decides.",
+      "enum": [
+        "task",
+        "approval"
+      ],
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    },
+    "ValidationProblem": {
+      "additionalProperties": false,
+      "description": "One reason a definition would be refused.",
+      "properties": {
+        "message": {
+          "description": "What is wrong.",
+          "maxLength": 1024,
+          "type": "string"
+        },
+        "path": {
+          "description": "JSON pointer of the offending value in the request.",
+          "maxLength": 256,
+          "type": "string"
+        }
+      },
+      "required": [
+        "path",
+        "message"
+      ],
+      "type": "object"
+    },
+    "ValidationReport": {
+      "description": "Problems found, at most 32; empty when the definition would be accepted.",
+      "items": {
+        "$ref": "#/$defs/ValidationProblem"
+      },
+      "maxItems": 32,
+      "type": "array"
+    },
+    "WorkflowPlan": {
+      "additionalProperties": false,
+      "description": "A workflow plan: versioned step definitions.",
+      "properties": {
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "createdByAgentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "description": {
+          "$ref": "#/$defs/LongText"
+        },
+        "id": {
+          "$ref": "#/$defs/WorkflowPlanId"
+        },
+        "latestVersion": {
+          "description": "The newest version: a draft until published.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "name": {
+          "$ref": "#/$defs/Name"
+        },
+        "publishedVersion": {
+          "description": "The newest published (frozen) version, which new runs use; absent until the first publish.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "revision": {
+          "description": "Monotonic revision, incremented by every change.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "status": {
+          "$ref": "#/$defs/WorkflowPlanStatus"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "name",
+        "status",
+        "latestVersion",
+        "revision",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "WorkflowPlanId": {
+      "description": "Opaque workflow plan identifier.",
+      "maxLength": 68,
+      "pattern": "^wfp_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "WorkflowPlanStatus": {
+      "description": "`active` until archived; archiving is final.",
+      "enum": [
+        "active",
+        "archived"
+      ],
+      "type": "string"
+    },
+    "WorkflowPlanVersion": {
+      "additionalProperties": false,
+      "description": "One version of a plan's steps.",
+      "properties": {
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "planId": {
+          "$ref": "#/$defs/WorkflowPlanId"
+        },
+        "publishedAt": {
+          "$ref": "#/$defs/Timestamp",
+          "description": "When it was frozen."
+        },
+        "state": {
+          "$ref": "#/$defs/PlanVersionState"
+        },
+        "steps": {
+          "$ref": "#/$defs/PlanSteps"
+        },
+        "version": {
+          "description": "The version number, from 1.",
+          "minimum": 1,
+          "type": "integer"
+        }
+      },
+      "required": [
+        "planId",
+        "version",
+        "state",
+        "steps",
+        "createdAt"
+      ],
+      "type": "object"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "description": "The result of the plan operation named by `operation`.",
+  "oneOf": [
+    {
+      "additionalProperties": false,
+      "description": "One page of plans, most recently changed first.",
+      "properties": {
+        "hasMore": {
+          "description": "True when another page exists.",
+          "type": "boolean"
+        },
+        "nextCursor": {
+          "$ref": "#/$defs/Cursor"
+        },
+        "operation": {
+          "const": "list"
+        },
+        "plans": {
+          "items": {
+            "$ref": "#/$defs/WorkflowPlan"
+          },
+          "maxItems": 100,
+          "type": "array"
+        }
+      },
+      "required": [
+        "operation",
+        "plans",
+        "hasMore"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "The plan and its latest version.",
+      "properties": {
+        "latest": {
+          "$ref": "#/$defs/WorkflowPlanVersion"
+        },
+        "operation": {
+          "const": "show"
+        },
+        "plan": {
+          "$ref": "#/$defs/WorkflowPlan"
+        }
+      },
+      "required": [
+        "operation",
+        "plan",
+        "latest"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "The requested version.",
+      "properties": {
+        "operation": {
+          "const": "version"
+        },
+        "version": {
+          "$ref": "#/$defs/WorkflowPlanVersion"
+        }
+      },
+      "required": [
+        "operation",
+        "version"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "Whether the steps would be accepted.",
+      "properties": {
+        "operation": {
+          "const": "validate"
+        },
+        "problems": {
+          "$ref": "#/$defs/ValidationReport"
+        },
+        "valid": {
+          "description": "True when `problems` is empty.",
+          "type": "boolean"
+        }
+      },
+      "required": [
+        "operation",
+        "valid",
+        "problems"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "The created plan.",
+      "properties": {
+        "operation": {
+          "const": "create"
+        },
+        "plan": {
+          "$ref": "#/$defs/WorkflowPlan"
+        }
+      },
+      "required": [
+        "operation",
+        "plan"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "The plan after the change.",
+      "properties": {
+        "operation": {
+          "const": "update"
+        },
+        "plan": {
+          "$ref": "#/$defs/WorkflowPlan"
+        }
+      },
+      "required": [
+        "operation",
+        "plan"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "The archived plan.",
+      "properties": {
+        "operation": {
+          "const": "archive"
+        },
+        "plan": {
+          "$ref": "#/$defs/WorkflowPlan"
+        }
+      },
+      "required": [
+        "operation",
+        "plan"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "The plan with its newly published version.",
+      "properties": {
+        "operation": {
+          "const": "publish"
+        },
+        "plan": {
+          "$ref": "#/$defs/WorkflowPlan"
+        }
+      },
+      "required": [
+        "operation",
+        "plan"
+      ],
+      "type": "object"
+    }
+  ],
+  "title": "WorkflowPlanOutput"
+}
+"##,
+        help: r#"Plans: versioned step definitions; publishing freezes a version
+
+Usage: agentteam exec workflow plan [JSON | -]
+
+Operations (chosen by `operation`):
+  list      read         cursor    optional: cursor, limit, status
+  show      read         bounded   required: planId
+  version   read         bounded   required: planId, version
+  validate  read         narrow    required: steps
+  create    write        mutation  required: name, steps; optional: description, requestId
+  update    write        mutation  required: planId; optional: description, expectedRevision, name, requestId, steps
+  archive   destructive  mutation  required: planId; optional: requestId
+  publish   write        mutation  required: planId; optional: requestId
+
+Schemas: agentteam exec workflow plan --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Examples:
+  agentteam exec workflow plan '{"limit":20,"operation":"list","status":"active"}'
+  agentteam exec workflow plan '{"operation":"show","planId":"wfp_01JD7M9Q2R"}'
+  agentteam exec workflow plan '{"operation":"version","planId":"wfp_01JD7M9Q2R","version":2}'
+  agentteam exec workflow plan '{"operation":"validate","steps":[{"key":"build","kind":"task","title":"Build the release"},{"instructions":"Approve the release notes","key":"sign-off","kind":"approval","title":"Release sign-off"}]}'
+  agentteam exec workflow plan '{"name":"Release","operation":"create","requestId":"req-plan-create-01","steps":[{"key":"build","kind":"task","title":"Build the release"},{"instructions":"Approve the release notes","key":"sign-off","kind":"approval","title":"Release sign-off"}]}'
+  agentteam exec workflow plan '{"expectedRevision":2,"operation":"update","planId":"wfp_01JD7M9Q2R","requestId":"req-plan-update-01","steps":[{"key":"build","kind":"task","title":"Build the release"},{"instructions":"Approve the release notes","key":"sign-off","kind":"approval","title":"Release sign-off"}]}'
+  agentteam exec workflow plan '{"operation":"archive","planId":"wfp_01JD7M9Q2R","requestId":"req-plan-archive-01"}'
+  agentteam exec workflow plan '{"operation":"publish","planId":"wfp_01JD7M9Q2R","requestId":"req-plan-publish-01"}'
+"#,
+    },
+    ActionDescriptor {
+        id: ActionId::WorkflowRun,
+        domain: r#"workflow"#,
+        action: r#"run"#,
+        summary: r#"Runs: executions of a published plan version, with their logs"#,
+        owner: DomainOwner::Server,
+        risk: Risk::Destructive,
+        result_policy: ResultPolicy::Mutation,
+        hint: None,
+        next: None,
+        prompt_inline: false,
+        example: r#"{"operation":"start","requestId":"req-run-start-01","triggerId":"wft_01JD7MA3C4"}"#,
+        input_type: r#"WorkflowRunInput"#,
+        output_type: r#"WorkflowRunOutput"#,
+        input_properties: &[],
+        retrieval: None,
+        discriminator: Some(r#"operation"#),
+        operations: &[
+            OperationDescriptor {
+                name: r#"list"#,
+                risk: Risk::Read,
+                result_policy: ResultPolicy::Cursor,
+                hint: Some(r#"this page of runs is larger than the result budget"#),
+                next: Some(
+                    r#"repeat with a smaller `limit` and follow `nextCursor` page by page"#,
+                ),
+                example: r#"{"operation":"list","planId":"wfp_01JD7M9Q2R","status":"running"}"#,
+                retrieval: None,
+            },
+            OperationDescriptor {
+                name: r#"show"#,
+                risk: Risk::Read,
+                result_policy: ResultPolicy::Bounded,
+                hint: Some(r#"the run and its steps are larger than the result budget"#),
+                next: Some(
+                    r#"list the run's steps page by page with `workflow step` and the `list` operation"#,
+                ),
+                example: r#"{"operation":"show","runId":"wfr_01JD7MB5D6"}"#,
+                retrieval: None,
+            },
+            OperationDescriptor {
+                name: r#"logs"#,
+                risk: Risk::Read,
+                result_policy: ResultPolicy::Section,
+                hint: Some(
+                    r#"this section of the run's log is larger than the result budget"#,
+                ),
+                next: Some(
+                    r#"read the next section: repeat with `section` set to `nextSection`"#,
+                ),
+                example: r#"{"operation":"logs","runId":"wfr_01JD7MB5D6","section":0}"#,
+                retrieval: None,
+            },
+            OperationDescriptor {
+                name: r#"start"#,
+                risk: Risk::Write,
+                result_policy: ResultPolicy::Mutation,
+                hint: None,
+                next: None,
+                example: r#"{"operation":"start","requestId":"req-run-start-01","triggerId":"wft_01JD7MA3C4"}"#,
+                retrieval: Some(Retrieval {
+                    action: ActionId::WorkflowRun,
+                    operation: Some(r#"show"#),
+                }),
+            },
+            OperationDescriptor {
+                name: r#"cancel"#,
+                risk: Risk::Destructive,
+                result_policy: ResultPolicy::Mutation,
+                hint: None,
+                next: None,
+                example: r#"{"operation":"cancel","reason":"superseded","requestId":"req-run-cancel-01","runId":"wfr_01JD7MB5D6"}"#,
+                retrieval: Some(Retrieval {
+                    action: ActionId::WorkflowRun,
+                    operation: Some(r#"show"#),
+                }),
+            },
+        ],
+        input_schema: r##"{
+  "$defs": {
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "PageLimit": {
+      "description": "Maximum number of items on one page (default 20, at most 100).",
+      "maximum": 100,
+      "minimum": 1,
+      "type": "integer"
+    },
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    },
+    "WorkflowPlanId": {
+      "description": "Opaque workflow plan identifier.",
+      "maxLength": 68,
+      "pattern": "^wfp_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "WorkflowRunId": {
+      "description": "Opaque workflow run identifier.",
+      "maxLength": 68,
+      "pattern": "^wfr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "WorkflowRunStatus": {
+      "description": "`running` while its current step can progress; `waiting` while that step waits on an approval or is parked; `completed`, `failed` and `cancelled` are final.",
+      "enum": [
+        "running",
+        "waiting",
+        "completed",
+        "failed",
+        "cancelled"
+      ],
+      "type": "string"
+    },
+    "WorkflowTriggerId": {
+      "description": "Opaque workflow trigger identifier.",
+      "maxLength": 68,
+      "pattern": "^wft_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "description": "A run operation: `operation` picks it; reads list, show and logs; side effects start and cancel.",
+  "oneOf": [
+    {
+      "additionalProperties": false,
+      "description": "List runs, most recently changed first.",
+      "properties": {
+        "cursor": {
+          "$ref": "#/$defs/Cursor"
+        },
+        "limit": {
+          "$ref": "#/$defs/PageLimit"
+        },
+        "operation": {
+          "const": "list"
+        },
+        "planId": {
+          "$ref": "#/$defs/WorkflowPlanId",
+          "description": "Only this plan's runs."
+        },
+        "status": {
+          "$ref": "#/$defs/WorkflowRunStatus",
+          "description": "Only runs in this state."
+        }
+      },
+      "required": [
+        "operation"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "Read a run and its steps.",
+      "properties": {
+        "operation": {
+          "const": "show"
+        },
+        "runId": {
+          "$ref": "#/$defs/WorkflowRunId"
+        }
+      },
+      "required": [
+        "operation",
+        "runId"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "Read one section of a run's log (sections fit the result budget; continue with `nextSection`).",
+      "properties": {
+        "operation": {
+          "const": "logs"
+        },
+        "runId": {
+          "$ref": "#/$defs/WorkflowRunId"
+        },
+        "section": {
+          "description": "The section to read, from 0 (default 0).",
+          "maximum": 100000,
+          "minimum": 0,
+          "type": "integer"
+        }
+      },
+      "required": [
+        "operation",
+        "runId"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "Start a run of the plan's published version through an enabled trigger.",
+      "properties": {
+        "operation": {
+          "const": "start"
+        },
+        "requestId": {
+          "$ref": "#/$defs/RequestId"
+        },
+        "triggerId": {
+          "$ref": "#/$defs/WorkflowTriggerId"
+        }
+      },
+      "required": [
+        "operation",
+        "triggerId"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "Cancel a run that has not ended.",
+      "properties": {
+        "operation": {
+          "const": "cancel"
+        },
+        "reason": {
+          "$ref": "#/$defs/LongText"
+        },
+        "requestId": {
+          "$ref": "#/$defs/RequestId"
+        },
+        "runId": {
+          "$ref": "#/$defs/WorkflowRunId"
+        }
+      },
+      "required": [
+        "operation",
+        "runId"
+      ],
+      "type": "object"
+    }
+  ],
+  "title": "WorkflowRunInput"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ApprovalId": {
+      "description": "Opaque approval identifier.",
+      "maxLength": 68,
+      "pattern": "^apr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "StepKey": {
+      "description": "A step's key, unique within its plan version: lowercase letters, digits and hyphens.",
+      "maxLength": 40,
+      "pattern": "^[a-z][a-z0-9-]{0,39}$",
+      "type": "string"
+    },
+    "StepKind": {
+      "description": "`task`: an agent completes it; `approval`: it waits on an approval a human decides.",
+      "enum": [
+        "task",
+        "approval"
+      ],
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    },
+    "WorkflowLogEntry": {
+      "additionalProperties": false,
+      "description": "One entry of a run's log.",
+      "properties": {
+        "at": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "event": {
+          "$ref": "#/$defs/WorkflowLogEvent"
+        },
+        "seq": {
+          "description": "The entry's position in the run's log, from 1, without gaps.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "stepKey": {
+          "$ref": "#/$defs/StepKey"
+        },
+        "text": {
+          "description": "Log text: a `step.log` entry holds up to 4000 characters of the text a step was completed or failed with (longer text continues in the next entries, in order).",
+          "maxLength": 4000,
+          "type": "string"
+        }
+      },
+      "required": [
+        "seq",
+        "at",
+        "event"
+      ],
+      "type": "object"
+    },
+    "WorkflowLogEvent": {
+      "description": "What a log entry records.",
+      "enum": [
+        "run.started",
+        "run.completed",
+        "run.failed",
+        "run.cancelled",
+        "step.started",
+        "step.completed",
+        "step.failed",
+        "step.paused",
+        "step.parked",
+        "step.waiting",
+        "step.log",
+        "approval.decided"
+      ],
+      "type": "string"
+    },
+    "WorkflowPlanId": {
+      "description": "Opaque workflow plan identifier.",
+      "maxLength": 68,
+      "pattern": "^wfp_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "WorkflowRun": {
+      "additionalProperties": false,
+      "description": "One execution of a published plan version.",
+      "properties": {
+        "cancelReason": {
+          "$ref": "#/$defs/LongText"
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "currentStepKey": {
+          "$ref": "#/$defs/StepKey",
+          "description": "The step the run is at; absent once it ended."
+        },
+        "finishedAt": {
+          "$ref": "#/$defs/Timestamp",
+          "description": "When it completed, failed or was cancelled."
+        },
+        "id": {
+          "$ref": "#/$defs/WorkflowRunId"
+        },
+        "planId": {
+          "$ref": "#/$defs/WorkflowPlanId"
+        },
+        "planVersion": {
+          "description": "The published version the run executes.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "revision": {
+          "description": "Monotonic revision, incremented by every change.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "startedByAgentId": {
+          "$ref": "#/$defs/AgentId",
+          "description": "The agent that started it; absent when its trigger's schedule did."
+        },
+        "status": {
+          "$ref": "#/$defs/WorkflowRunStatus"
+        },
+        "triggerId": {
+          "$ref": "#/$defs/WorkflowTriggerId"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "planId",
+        "planVersion",
+        "triggerId",
+        "status",
+        "revision",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "WorkflowRunId": {
+      "description": "Opaque workflow run identifier.",
+      "maxLength": 68,
+      "pattern": "^wfr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "WorkflowRunStatus": {
+      "description": "`running` while its current step can progress; `waiting` while that step waits on an approval or is parked; `completed`, `failed` and `cancelled` are final.",
+      "enum": [
+        "running",
+        "waiting",
+        "completed",
+        "failed",
+        "cancelled"
+      ],
+      "type": "string"
+    },
+    "WorkflowStep": {
+      "additionalProperties": false,
+      "description": "One step of a run.",
+      "properties": {
+        "approvalId": {
+          "$ref": "#/$defs/ApprovalId",
+          "description": "The approval an `approval` step waits on, once reached."
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "id": {
+          "$ref": "#/$defs/WorkflowStepId"
+        },
+        "instructions": {
+          "$ref": "#/$defs/LongText"
+        },
+        "key": {
+          "$ref": "#/$defs/StepKey"
+        },
+        "kind": {
+          "$ref": "#/$defs/StepKind"
+        },
+        "output": {
+          "$ref": "#/$defs/LongText",
+          "description": "What completing it produced."
+        },
+        "position": {
+          "description": "The step's place in the run, from 0.",
+          "minimum": 0,
+          "type": "integer"
+        },
+        "reason": {
+          "$ref": "#/$defs/LongText",
+          "description": "Why it was failed, paused or parked."
+        },
+        "revision": {
+          "description": "Monotonic revision, incremented by every change.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "runId": {
+          "$ref": "#/$defs/WorkflowRunId"
+        },
+        "status": {
+          "$ref": "#/$defs/WorkflowStepStatus"
+        },
+        "title": {
+          "$ref": "#/$defs/Name"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "runId",
+        "key",
+        "title",
+        "kind",
+        "position",
+        "status",
+        "revision",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "WorkflowStepId": {
+      "description": "Opaque workflow run step identifier.",
+      "maxLength": 68,
+      "pattern": "^wfs_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "WorkflowStepStatus": {
+      "description": "`pending` until the run reaches it; then `active`, `paused` (still completable), `parked` (set aside: only failing it moves on) or `waiting` (on its approval); `completed`, `failed` and `cancelled` are final.",
+      "enum": [
+        "pending",
+        "active",
+        "paused",
+        "parked",
+        "waiting",
+        "completed",
+        "failed",
+        "cancelled"
+      ],
+      "type": "string"
+    },
+    "WorkflowTriggerId": {
+      "description": "Opaque workflow trigger identifier.",
+      "maxLength": 68,
+      "pattern": "^wft_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "description": "The result of the run operation named by `operation`.",
+  "oneOf": [
+    {
+      "additionalProperties": false,
+      "description": "One page of runs, most recently changed first.",
+      "properties": {
+        "hasMore": {
+          "description": "True when another page exists.",
+          "type": "boolean"
+        },
+        "nextCursor": {
+          "$ref": "#/$defs/Cursor"
+        },
+        "operation": {
+          "const": "list"
+        },
+        "runs": {
+          "items": {
+            "$ref": "#/$defs/WorkflowRun"
+          },
+          "maxItems": 100,
+          "type": "array"
+        }
+      },
+      "required": [
+        "operation",
+        "runs",
+        "hasMore"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "The run and its steps in run order.",
+      "properties": {
+        "operation": {
+          "const": "show"
+        },
+        "run": {
+          "$ref": "#/$defs/WorkflowRun"
+        },
+        "steps": {
+          "items": {
+            "$ref": "#/$defs/WorkflowStep"
+          },
+          "maxItems": 50,
+          "type": "array"
+        }
+      },
+      "required": [
+        "operation",
+        "run",
+        "steps"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "One section of the run's log, entries in order.",
+      "properties": {
+        "entries": {
+          "items": {
+            "$ref": "#/$defs/WorkflowLogEntry"
+          },
+          "maxItems": 1000,
+          "type": "array"
+        },
+        "hasMore": {
+          "description": "True when a later section exists.",
+          "type": "boolean"
+        },
+        "nextSection": {
+          "description": "The section to read next, when `hasMore`.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "operation": {
+          "const": "logs"
+        },
+        "runId": {
+          "$ref": "#/$defs/WorkflowRunId"
+        },
+        "section": {
+          "description": "The section returned.",
+          "minimum": 0,
+          "type": "integer"
+        }
+      },
+      "required": [
+        "operation",
+        "runId",
+        "section",
+        "entries",
+        "hasMore"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "The started run.",
+      "properties": {
+        "operation": {
+          "const": "start"
+        },
+        "run": {
+          "$ref": "#/$defs/WorkflowRun"
+        }
+      },
+      "required": [
+        "operation",
+        "run"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "The cancelled run.",
+      "properties": {
+        "operation": {
+          "const": "cancel"
+        },
+        "run": {
+          "$ref": "#/$defs/WorkflowRun"
+        }
+      },
+      "required": [
+        "operation",
+        "run"
+      ],
+      "type": "object"
+    }
+  ],
+  "title": "WorkflowRunOutput"
+}
+"##,
+        help: r#"Runs: executions of a published plan version, with their logs
+
+Usage: agentteam exec workflow run [JSON | -]
+
+Operations (chosen by `operation`):
+  list    read         cursor    optional: cursor, limit, planId, status
+  show    read         bounded   required: runId
+  logs    read         section   required: runId; optional: section
+  start   write        mutation  required: triggerId; optional: requestId
+  cancel  destructive  mutation  required: runId; optional: reason, requestId
+
+Schemas: agentteam exec workflow run --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Examples:
+  agentteam exec workflow run '{"operation":"list","planId":"wfp_01JD7M9Q2R","status":"running"}'
+  agentteam exec workflow run '{"operation":"show","runId":"wfr_01JD7MB5D6"}'
+  agentteam exec workflow run '{"operation":"logs","runId":"wfr_01JD7MB5D6","section":0}'
+  agentteam exec workflow run '{"operation":"start","requestId":"req-run-start-01","triggerId":"wft_01JD7MA3C4"}'
+  agentteam exec workflow run '{"operation":"cancel","reason":"superseded","requestId":"req-run-cancel-01","runId":"wfr_01JD7MB5D6"}'
+"#,
+    },
+    ActionDescriptor {
+        id: ActionId::WorkflowStep,
+        domain: r#"workflow"#,
+        action: r#"step"#,
+        summary: r#"Run steps: read them, and complete, fail, pause or park the current one"#,
+        owner: DomainOwner::Server,
+        risk: Risk::Write,
+        result_policy: ResultPolicy::Mutation,
+        hint: None,
+        next: None,
+        prompt_inline: false,
+        example: r#"{"operation":"complete","output":"built 1.4.0","requestId":"req-step-complete-01","stepId":"wfs_01JD7MC7E8"}"#,
+        input_type: r#"WorkflowStepInput"#,
+        output_type: r#"WorkflowStepOutput"#,
+        input_properties: &[],
+        retrieval: None,
+        discriminator: Some(r#"operation"#),
+        operations: &[
+            OperationDescriptor {
+                name: r#"list"#,
+                risk: Risk::Read,
+                result_policy: ResultPolicy::Cursor,
+                hint: Some(r#"this page of steps is larger than the result budget"#),
+                next: Some(
+                    r#"repeat with a smaller `limit` and follow `nextCursor` page by page"#,
+                ),
+                example: r#"{"limit":20,"operation":"list","runId":"wfr_01JD7MB5D6"}"#,
+                retrieval: None,
+            },
+            OperationDescriptor {
+                name: r#"get"#,
+                risk: Risk::Read,
+                result_policy: ResultPolicy::Bounded,
+                hint: Some(r#"the step is larger than the result budget"#),
+                next: Some(
+                    r#"list the run's steps with the `list` operation and a smaller `limit`"#,
+                ),
+                example: r#"{"operation":"get","stepId":"wfs_01JD7MC7E8"}"#,
+                retrieval: None,
+            },
+            OperationDescriptor {
+                name: r#"complete"#,
+                risk: Risk::Write,
+                result_policy: ResultPolicy::Mutation,
+                hint: None,
+                next: None,
+                example: r#"{"operation":"complete","output":"built 1.4.0","requestId":"req-step-complete-01","stepId":"wfs_01JD7MC7E8"}"#,
+                retrieval: Some(Retrieval {
+                    action: ActionId::WorkflowStep,
+                    operation: Some(r#"get"#),
+                }),
+            },
+            OperationDescriptor {
+                name: r#"fail"#,
+                risk: Risk::Write,
+                result_policy: ResultPolicy::Mutation,
+                hint: None,
+                next: None,
+                example: r#"{"operation":"fail","reason":"the build broke","requestId":"req-step-fail-01","stepId":"wfs_01JD7MC7E8"}"#,
+                retrieval: Some(Retrieval {
+                    action: ActionId::WorkflowStep,
+                    operation: Some(r#"get"#),
+                }),
+            },
+            OperationDescriptor {
+                name: r#"pause"#,
+                risk: Risk::Write,
+                result_policy: ResultPolicy::Mutation,
+                hint: None,
+                next: None,
+                example: r#"{"operation":"pause","reason":"waiting for a fix","requestId":"req-step-pause-01","stepId":"wfs_01JD7MC7E8"}"#,
+                retrieval: Some(Retrieval {
+                    action: ActionId::WorkflowStep,
+                    operation: Some(r#"get"#),
+                }),
+            },
+            OperationDescriptor {
+                name: r#"park"#,
+                risk: Risk::Write,
+                result_policy: ResultPolicy::Mutation,
+                hint: None,
+                next: None,
+                example: r#"{"operation":"park","reason":"blocked on another team","requestId":"req-step-park-01","stepId":"wfs_01JD7MC7E8"}"#,
+                retrieval: Some(Retrieval {
+                    action: ActionId::WorkflowStep,
+                    operation: Some(r#"get"#),
+                }),
+            },
+        ],
+        input_schema: r##"{
+  "$defs": {
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "LogText": {
+      "description": "Log text of at most 16000 characters, kept verbatim.",
+      "maxLength": 16000,
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "PageLimit": {
+      "description": "Maximum number of items on one page (default 20, at most 100).",
+      "maximum": 100,
+      "minimum": 1,
+      "type": "integer"
+    },
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    },
+    "WorkflowRunId": {
+      "description": "Opaque workflow run identifier.",
+      "maxLength": 68,
+      "pattern": "^wfr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "WorkflowStepId": {
+      "description": "Opaque workflow run step identifier.",
+      "maxLength": 68,
+      "pattern": "^wfs_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "WorkflowStepStatus": {
+      "description": "`pending` until the run reaches it; then `active`, `paused` (still completable), `parked` (set aside: only failing it moves on) or `waiting` (on its approval); `completed`, `failed` and `cancelled` are final.",
+      "enum": [
+        "pending",
+        "active",
+        "paused",
+        "parked",
+        "waiting",
+        "completed",
+        "failed",
+        "cancelled"
+      ],
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "description": "A step operation: `operation` picks it; reads list and get; side effects complete, fail, pause and park.",
+  "oneOf": [
+    {
+      "additionalProperties": false,
+      "description": "List a run's steps, most recently changed first.",
+      "properties": {
+        "cursor": {
+          "$ref": "#/$defs/Cursor"
+        },
+        "limit": {
+          "$ref": "#/$defs/PageLimit"
+        },
+        "operation": {
+          "const": "list"
+        },
+        "runId": {
+          "$ref": "#/$defs/WorkflowRunId"
+        },
+        "status": {
+          "$ref": "#/$defs/WorkflowStepStatus",
+          "description": "Only steps in this state."
+        }
+      },
+      "required": [
+        "operation",
+        "runId"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "Read one step.",
+      "properties": {
+        "operation": {
+          "const": "get"
+        },
+        "stepId": {
+          "$ref": "#/$defs/WorkflowStepId"
+        }
+      },
+      "required": [
+        "operation",
+        "stepId"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "Complete the run's active or paused task step; the run moves to its next step.",
+      "properties": {
+        "log": {
+          "$ref": "#/$defs/LogText",
+          "description": "Text appended to the run's log for this step."
+        },
+        "operation": {
+          "const": "complete"
+        },
+        "output": {
+          "$ref": "#/$defs/LongText"
+        },
+        "requestId": {
+          "$ref": "#/$defs/RequestId"
+        },
+        "stepId": {
+          "$ref": "#/$defs/WorkflowStepId"
+        }
+      },
+      "required": [
+        "operation",
+        "stepId"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "Fail the run's current step; the run fails.",
+      "properties": {
+        "log": {
+          "$ref": "#/$defs/LogText",
+          "description": "Text appended to the run's log for this step."
+        },
+        "operation": {
+          "const": "fail"
+        },
+        "reason": {
+          "$ref": "#/$defs/LongText"
+        },
+        "requestId": {
+          "$ref": "#/$defs/RequestId"
+        },
+        "stepId": {
+          "$ref": "#/$defs/WorkflowStepId"
+        }
+      },
+      "required": [
+        "operation",
+        "stepId",
+        "reason"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "Pause the run's active task step; it can still be completed.",
+      "properties": {
+        "operation": {
+          "const": "pause"
+        },
+        "reason": {
+          "$ref": "#/$defs/LongText"
+        },
+        "requestId": {
+          "$ref": "#/$defs/RequestId"
+        },
+        "stepId": {
+          "$ref": "#/$defs/WorkflowStepId"
+        }
+      },
+      "required": [
+        "operation",
+        "stepId"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "Set the run's active or paused task step aside: the run waits, and only failing the step moves on.",
+      "properties": {
+        "operation": {
+          "const": "park"
+        },
+        "reason": {
+          "$ref": "#/$defs/LongText"
+        },
+        "requestId": {
+          "$ref": "#/$defs/RequestId"
+        },
+        "stepId": {
+          "$ref": "#/$defs/WorkflowStepId"
+        }
+      },
+      "required": [
+        "operation",
+        "stepId"
+      ],
+      "type": "object"
+    }
+  ],
+  "title": "WorkflowStepInput"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "ApprovalId": {
+      "description": "Opaque approval identifier.",
+      "maxLength": 68,
+      "pattern": "^apr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "StepKey": {
+      "description": "A step's key, unique within its plan version: lowercase letters, digits and hyphens.",
+      "maxLength": 40,
+      "pattern": "^[a-z][a-z0-9-]{0,39}$",
+      "type": "string"
+    },
+    "StepKind": {
+      "description": "`task`: an agent completes it; `approval`: it waits on an approval a human decides.",
+      "enum": [
+        "task",
+        "approval"
+      ],
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    },
+    "WorkflowRunId": {
+      "description": "Opaque workflow run identifier.",
+      "maxLength": 68,
+      "pattern": "^wfr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "WorkflowStep": {
+      "additionalProperties": false,
+      "description": "One step of a run.",
+      "properties": {
+        "approvalId": {
+          "$ref": "#/$defs/ApprovalId",
+          "description": "The approval an `approval` step waits on, once reached."
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "id": {
+          "$ref": "#/$defs/WorkflowStepId"
+        },
+        "instructions": {
+          "$ref": "#/$defs/LongText"
+        },
+        "key": {
+          "$ref": "#/$defs/StepKey"
+        },
+        "kind": {
+          "$ref": "#/$defs/StepKind"
+        },
+        "output": {
+          "$ref": "#/$defs/LongText",
+          "description": "What completing it produced."
+        },
+        "position": {
+          "description": "The step's place in the run, from 0.",
+          "minimum": 0,
+          "type": "integer"
+        },
+        "reason": {
+          "$ref": "#/$defs/LongText",
+          "description": "Why it was failed, paused or parked."
+        },
+        "revision": {
+          "description": "Monotonic revision, incremented by every change.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "runId": {
+          "$ref": "#/$defs/WorkflowRunId"
+        },
+        "status": {
+          "$ref": "#/$defs/WorkflowStepStatus"
+        },
+        "title": {
+          "$ref": "#/$defs/Name"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "runId",
+        "key",
+        "title",
+        "kind",
+        "position",
+        "status",
+        "revision",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "WorkflowStepId": {
+      "description": "Opaque workflow run step identifier.",
+      "maxLength": 68,
+      "pattern": "^wfs_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "WorkflowStepStatus": {
+      "description": "`pending` until the run reaches it; then `active`, `paused` (still completable), `parked` (set aside: only failing it moves on) or `waiting` (on its approval); `completed`, `failed` and `cancelled` are final.",
+      "enum": [
+        "pending",
+        "active",
+        "paused",
+        "parked",
+        "waiting",
+        "completed",
+        "failed",
+        "cancelled"
+      ],
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "description": "The result of the step operation named by `operation`.",
+  "oneOf": [
+    {
+      "additionalProperties": false,
+      "description": "One page of steps, most recently changed first.",
+      "properties": {
+        "hasMore": {
+          "description": "True when another page exists.",
+          "type": "boolean"
+        },
+        "nextCursor": {
+          "$ref": "#/$defs/Cursor"
+        },
+        "operation": {
+          "const": "list"
+        },
+        "steps": {
+          "items": {
+            "$ref": "#/$defs/WorkflowStep"
+          },
+          "maxItems": 100,
+          "type": "array"
+        }
+      },
+      "required": [
+        "operation",
+        "steps",
+        "hasMore"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "The step.",
+      "properties": {
+        "operation": {
+          "const": "get"
+        },
+        "step": {
+          "$ref": "#/$defs/WorkflowStep"
+        }
+      },
+      "required": [
+        "operation",
+        "step"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "The completed step.",
+      "properties": {
+        "operation": {
+          "const": "complete"
+        },
+        "step": {
+          "$ref": "#/$defs/WorkflowStep"
+        }
+      },
+      "required": [
+        "operation",
+        "step"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "The failed step.",
+      "properties": {
+        "operation": {
+          "const": "fail"
+        },
+        "step": {
+          "$ref": "#/$defs/WorkflowStep"
+        }
+      },
+      "required": [
+        "operation",
+        "step"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "The paused step.",
+      "properties": {
+        "operation": {
+          "const": "pause"
+        },
+        "step": {
+          "$ref": "#/$defs/WorkflowStep"
+        }
+      },
+      "required": [
+        "operation",
+        "step"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "The parked step.",
+      "properties": {
+        "operation": {
+          "const": "park"
+        },
+        "step": {
+          "$ref": "#/$defs/WorkflowStep"
+        }
+      },
+      "required": [
+        "operation",
+        "step"
+      ],
+      "type": "object"
+    }
+  ],
+  "title": "WorkflowStepOutput"
+}
+"##,
+        help: r#"Run steps: read them, and complete, fail, pause or park the current one
+
+Usage: agentteam exec workflow step [JSON | -]
+
+Operations (chosen by `operation`):
+  list      read         cursor    required: runId; optional: cursor, limit, status
+  get       read         bounded   required: stepId
+  complete  write        mutation  required: stepId; optional: log, output, requestId
+  fail      write        mutation  required: reason, stepId; optional: log, requestId
+  pause     write        mutation  required: stepId; optional: reason, requestId
+  park      write        mutation  required: stepId; optional: reason, requestId
+
+Schemas: agentteam exec workflow step --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Examples:
+  agentteam exec workflow step '{"limit":20,"operation":"list","runId":"wfr_01JD7MB5D6"}'
+  agentteam exec workflow step '{"operation":"get","stepId":"wfs_01JD7MC7E8"}'
+  agentteam exec workflow step '{"operation":"complete","output":"built 1.4.0","requestId":"req-step-complete-01","stepId":"wfs_01JD7MC7E8"}'
+  agentteam exec workflow step '{"operation":"fail","reason":"the build broke","requestId":"req-step-fail-01","stepId":"wfs_01JD7MC7E8"}'
+  agentteam exec workflow step '{"operation":"pause","reason":"waiting for a fix","requestId":"req-step-pause-01","stepId":"wfs_01JD7MC7E8"}'
+  agentteam exec workflow step '{"operation":"park","reason":"blocked on another team","requestId":"req-step-park-01","stepId":"wfs_01JD7MC7E8"}'
+"#,
+    },
+    ActionDescriptor {
+        id: ActionId::WorkflowTrigger,
+        domain: r#"workflow"#,
+        action: r#"trigger"#,
+        summary: r#"Triggers: manual or scheduled starters of a plan's runs"#,
+        owner: DomainOwner::Server,
+        risk: Risk::Destructive,
+        result_policy: ResultPolicy::Mutation,
+        hint: None,
+        next: None,
+        prompt_inline: false,
+        example: r#"{"kind":"manual","name":"On demand","operation":"create","planId":"wfp_01JD7M9Q2R","requestId":"req-trigger-create-01"}"#,
+        input_type: r#"WorkflowTriggerInput"#,
+        output_type: r#"WorkflowTriggerOutput"#,
+        input_properties: &[],
+        retrieval: None,
+        discriminator: Some(r#"operation"#),
+        operations: &[
+            OperationDescriptor {
+                name: r#"list"#,
+                risk: Risk::Read,
+                result_policy: ResultPolicy::Cursor,
+                hint: Some(r#"this page of triggers is larger than the result budget"#),
+                next: Some(
+                    r#"repeat with a smaller `limit` and follow `nextCursor` page by page"#,
+                ),
+                example: r#"{"operation":"list","planId":"wfp_01JD7M9Q2R","status":"enabled"}"#,
+                retrieval: None,
+            },
+            OperationDescriptor {
+                name: r#"show"#,
+                risk: Risk::Read,
+                result_policy: ResultPolicy::Bounded,
+                hint: Some(r#"the trigger is larger than the result budget"#),
+                next: Some(
+                    r#"list the plan's triggers with the `list` operation instead"#,
+                ),
+                example: r#"{"operation":"show","triggerId":"wft_01JD7MA3C4"}"#,
+                retrieval: None,
+            },
+            OperationDescriptor {
+                name: r#"validate"#,
+                risk: Risk::Read,
+                result_policy: ResultPolicy::Narrow,
+                hint: Some(r#"the validation report is larger than the result budget"#),
+                next: Some(r#"validate one field at a time"#),
+                example: r#"{"everyMinutes":1440,"kind":"scheduled","operation":"validate","planId":"wfp_01JD7M9Q2R","startAt":"2026-12-01T09:00:00Z"}"#,
+                retrieval: None,
+            },
+            OperationDescriptor {
+                name: r#"create"#,
+                risk: Risk::Write,
+                result_policy: ResultPolicy::Mutation,
+                hint: None,
+                next: None,
+                example: r#"{"kind":"manual","name":"On demand","operation":"create","planId":"wfp_01JD7M9Q2R","requestId":"req-trigger-create-01"}"#,
+                retrieval: Some(Retrieval {
+                    action: ActionId::WorkflowTrigger,
+                    operation: Some(r#"show"#),
+                }),
+            },
+            OperationDescriptor {
+                name: r#"update"#,
+                risk: Risk::Write,
+                result_policy: ResultPolicy::Mutation,
+                hint: None,
+                next: None,
+                example: r#"{"name":"Nightly","operation":"update","requestId":"req-trigger-update-01","triggerId":"wft_01JD7MA3C4"}"#,
+                retrieval: Some(Retrieval {
+                    action: ActionId::WorkflowTrigger,
+                    operation: Some(r#"show"#),
+                }),
+            },
+            OperationDescriptor {
+                name: r#"enable"#,
+                risk: Risk::Write,
+                result_policy: ResultPolicy::Mutation,
+                hint: None,
+                next: None,
+                example: r#"{"operation":"enable","requestId":"req-trigger-enable-01","triggerId":"wft_01JD7MA3C4"}"#,
+                retrieval: Some(Retrieval {
+                    action: ActionId::WorkflowTrigger,
+                    operation: Some(r#"show"#),
+                }),
+            },
+            OperationDescriptor {
+                name: r#"disable"#,
+                risk: Risk::Write,
+                result_policy: ResultPolicy::Mutation,
+                hint: None,
+                next: None,
+                example: r#"{"operation":"disable","requestId":"req-trigger-disable-01","triggerId":"wft_01JD7MA3C4"}"#,
+                retrieval: Some(Retrieval {
+                    action: ActionId::WorkflowTrigger,
+                    operation: Some(r#"show"#),
+                }),
+            },
+            OperationDescriptor {
+                name: r#"archive"#,
+                risk: Risk::Destructive,
+                result_policy: ResultPolicy::Mutation,
+                hint: None,
+                next: None,
+                example: r#"{"operation":"archive","requestId":"req-trigger-archive-01","triggerId":"wft_01JD7MA3C4"}"#,
+                retrieval: Some(Retrieval {
+                    action: ActionId::WorkflowTrigger,
+                    operation: Some(r#"show"#),
+                }),
+            },
+        ],
+        input_schema: r##"{
+  "$defs": {
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "PageLimit": {
+      "description": "Maximum number of items on one page (default 20, at most 100).",
+      "maximum": 100,
+      "minimum": 1,
+      "type": "integer"
+    },
+    "RepeatMinutes": {
+      "description": "Repeat interval in minutes (5 to 10080, one week).",
+      "maximum": 10080,
+      "minimum": 5,
+      "type": "integer"
+    },
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    },
+    "TriggerKind": {
+      "description": "`manual`: runs start with `run start`; `scheduled`: the server starts a run at `nextFireAt` (and `run start` works too).",
+      "enum": [
+        "manual",
+        "scheduled"
+      ],
+      "type": "string"
+    },
+    "TriggerStatus": {
+      "description": "`enabled` triggers start runs; `disabled` ones do not until enabled; `archived` is final.",
+      "enum": [
+        "enabled",
+        "disabled",
+        "archived"
+      ],
+      "type": "string"
+    },
+    "WorkflowPlanId": {
+      "description": "Opaque workflow plan identifier.",
+      "maxLength": 68,
+      "pattern": "^wfp_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "WorkflowTriggerId": {
+      "description": "Opaque workflow trigger identifier.",
+      "maxLength": 68,
+      "pattern": "^wft_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "description": "A trigger operation: `operation` picks it; reads list, show and validate; side effects create, update, enable, disable and archive.",
+  "oneOf": [
+    {
+      "additionalProperties": false,
+      "description": "List triggers, most recently changed first.",
+      "properties": {
+        "cursor": {
+          "$ref": "#/$defs/Cursor"
+        },
+        "limit": {
+          "$ref": "#/$defs/PageLimit"
+        },
+        "operation": {
+          "const": "list"
+        },
+        "planId": {
+          "$ref": "#/$defs/WorkflowPlanId",
+          "description": "Only this plan's triggers."
+        },
+        "status": {
+          "$ref": "#/$defs/TriggerStatus",
+          "description": "Only triggers in this state."
+        }
+      },
+      "required": [
+        "operation"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "Read one trigger.",
+      "properties": {
+        "operation": {
+          "const": "show"
+        },
+        "triggerId": {
+          "$ref": "#/$defs/WorkflowTriggerId"
+        }
+      },
+      "required": [
+        "operation",
+        "triggerId"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "Check a trigger definition against its plan without saving it.",
+      "properties": {
+        "everyMinutes": {
+          "$ref": "#/$defs/RepeatMinutes",
+          "description": "For a scheduled trigger: fire again every this many minutes (default: once)."
+        },
+        "kind": {
+          "$ref": "#/$defs/TriggerKind"
+        },
+        "operation": {
+          "const": "validate"
+        },
+        "planId": {
+          "$ref": "#/$defs/WorkflowPlanId"
+        },
+        "startAt": {
+          "$ref": "#/$defs/Timestamp",
+          "description": "For a scheduled trigger: its first firing (in the future)."
+        }
+      },
+      "required": [
+        "operation",
+        "planId",
+        "kind"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "Create an enabled trigger for an active plan.",
+      "properties": {
+        "everyMinutes": {
+          "$ref": "#/$defs/RepeatMinutes",
+          "description": "For a scheduled trigger: fire again every this many minutes (default: once)."
+        },
+        "kind": {
+          "$ref": "#/$defs/TriggerKind"
+        },
+        "name": {
+          "$ref": "#/$defs/Name"
+        },
+        "operation": {
+          "const": "create"
+        },
+        "planId": {
+          "$ref": "#/$defs/WorkflowPlanId"
+        },
+        "requestId": {
+          "$ref": "#/$defs/RequestId"
+        },
+        "startAt": {
+          "$ref": "#/$defs/Timestamp",
+          "description": "For a scheduled trigger: its first firing (in the future)."
+        }
+      },
+      "required": [
+        "operation",
+        "planId",
+        "name",
+        "kind"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "Change a trigger that is not archived: its name or (scheduled) its schedule.",
+      "properties": {
+        "everyMinutes": {
+          "$ref": "#/$defs/RepeatMinutes",
+          "description": "For a scheduled trigger: fire again every this many minutes (default: once)."
+        },
+        "expectedRevision": {
+          "description": "Apply only if it is still at this revision.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "name": {
+          "$ref": "#/$defs/Name"
+        },
+        "operation": {
+          "const": "update"
+        },
+        "requestId": {
+          "$ref": "#/$defs/RequestId"
+        },
+        "startAt": {
+          "$ref": "#/$defs/Timestamp",
+          "description": "For a scheduled trigger: its first firing (in the future)."
+        },
+        "triggerId": {
+          "$ref": "#/$defs/WorkflowTriggerId"
+        }
+      },
+      "required": [
+        "operation",
+        "triggerId"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "Enable a disabled trigger.",
+      "properties": {
+        "operation": {
+          "const": "enable"
+        },
+        "requestId": {
+          "$ref": "#/$defs/RequestId"
+        },
+        "triggerId": {
+          "$ref": "#/$defs/WorkflowTriggerId"
+        }
+      },
+      "required": [
+        "operation",
+        "triggerId"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "Disable an enabled trigger: it starts no runs until enabled again.",
+      "properties": {
+        "operation": {
+          "const": "disable"
+        },
+        "requestId": {
+          "$ref": "#/$defs/RequestId"
+        },
+        "triggerId": {
+          "$ref": "#/$defs/WorkflowTriggerId"
+        }
+      },
+      "required": [
+        "operation",
+        "triggerId"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "Archive a trigger; archiving is final.",
+      "properties": {
+        "operation": {
+          "const": "archive"
+        },
+        "requestId": {
+          "$ref": "#/$defs/RequestId"
+        },
+        "triggerId": {
+          "$ref": "#/$defs/WorkflowTriggerId"
+        }
+      },
+      "required": [
+        "operation",
+        "triggerId"
+      ],
+      "type": "object"
+    }
+  ],
+  "title": "WorkflowTriggerInput"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "RepeatMinutes": {
+      "description": "Repeat interval in minutes (5 to 10080, one week).",
+      "maximum": 10080,
+      "minimum": 5,
+      "type": "integer"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    },
+    "TriggerKind": {
+      "description": "`manual`: runs start with `run start`; `scheduled`: the server starts a run at `nextFireAt` (and `run start` works too).",
+      "enum": [
+        "manual",
+        "scheduled"
+      ],
+      "type": "string"
+    },
+    "TriggerStatus": {
+      "description": "`enabled` triggers start runs; `disabled` ones do not until enabled; `archived` is final.",
+      "enum": [
+        "enabled",
+        "disabled",
+        "archived"
+      ],
+      "type": "string"
+    },
+    "ValidationProblem": {
+      "additionalProperties": false,
+      "description": "One reason a definition would be refused.",
+      "properties": {
+        "message": {
+          "description": "What is wrong.",
+          "maxLength": 1024,
+          "type": "string"
+        },
+        "path": {
+          "description": "JSON pointer of the offending value in the request.",
+          "maxLength": 256,
+          "type": "string"
+        }
+      },
+      "required": [
+        "path",
+        "message"
+      ],
+      "type": "object"
+    },
+    "ValidationReport": {
+      "description": "Problems found, at most 32; empty when the definition would be accepted.",
+      "items": {
+        "$ref": "#/$defs/ValidationProblem"
+      },
+      "maxItems": 32,
+      "type": "array"
+    },
+    "WorkflowPlanId": {
+      "description": "Opaque workflow plan identifier.",
+      "maxLength": 68,
+      "pattern": "^wfp_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "WorkflowTrigger": {
+      "additionalProperties": false,
+      "description": "What starts runs of a plan.",
+      "properties": {
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "createdByAgentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "everyMinutes": {
+          "$ref": "#/$defs/RepeatMinutes",
+          "description": "A scheduled trigger's repeat interval; absent for one firing."
+        },
+        "id": {
+          "$ref": "#/$defs/WorkflowTriggerId"
+        },
+        "kind": {
+          "$ref": "#/$defs/TriggerKind"
+        },
+        "name": {
+          "$ref": "#/$defs/Name"
+        },
+        "nextFireAt": {
+          "$ref": "#/$defs/Timestamp",
+          "description": "When a scheduled trigger fires next; absent when it will not."
+        },
+        "planId": {
+          "$ref": "#/$defs/WorkflowPlanId"
+        },
+        "revision": {
+          "description": "Monotonic revision, incremented by every change.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "startAt": {
+          "$ref": "#/$defs/Timestamp",
+          "description": "A scheduled trigger's first firing."
+        },
+        "status": {
+          "$ref": "#/$defs/TriggerStatus"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "planId",
+        "name",
+        "kind",
+        "status",
+        "revision",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "WorkflowTriggerId": {
+      "description": "Opaque workflow trigger identifier.",
+      "maxLength": 68,
+      "pattern": "^wft_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "description": "The result of the trigger operation named by `operation`.",
+  "oneOf": [
+    {
+      "additionalProperties": false,
+      "description": "One page of triggers, most recently changed first.",
+      "properties": {
+        "hasMore": {
+          "description": "True when another page exists.",
+          "type": "boolean"
+        },
+        "nextCursor": {
+          "$ref": "#/$defs/Cursor"
+        },
+        "operation": {
+          "const": "list"
+        },
+        "triggers": {
+          "items": {
+            "$ref": "#/$defs/WorkflowTrigger"
+          },
+          "maxItems": 100,
+          "type": "array"
+        }
+      },
+      "required": [
+        "operation",
+        "triggers",
+        "hasMore"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "The trigger.",
+      "properties": {
+        "operation": {
+          "const": "show"
+        },
+        "trigger": {
+          "$ref": "#/$defs/WorkflowTrigger"
+        }
+      },
+      "required": [
+        "operation",
+        "trigger"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "Whether the trigger would be accepted.",
+      "properties": {
+        "operation": {
+          "const": "validate"
+        },
+        "problems": {
+          "$ref": "#/$defs/ValidationReport"
+        },
+        "valid": {
+          "description": "True when `problems` is empty.",
+          "type": "boolean"
+        }
+      },
+      "required": [
+        "operation",
+        "valid",
+        "problems"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "The created trigger.",
+      "properties": {
+        "operation": {
+          "const": "create"
+        },
+        "trigger": {
+          "$ref": "#/$defs/WorkflowTrigger"
+        }
+      },
+      "required": [
+        "operation",
+        "trigger"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "The trigger after the change.",
+      "properties": {
+        "operation": {
+          "const": "update"
+        },
+        "trigger": {
+          "$ref": "#/$defs/WorkflowTrigger"
+        }
+      },
+      "required": [
+        "operation",
+        "trigger"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "The enabled trigger.",
+      "properties": {
+        "operation": {
+          "const": "enable"
+        },
+        "trigger": {
+          "$ref": "#/$defs/WorkflowTrigger"
+        }
+      },
+      "required": [
+        "operation",
+        "trigger"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "The disabled trigger.",
+      "properties": {
+        "operation": {
+          "const": "disable"
+        },
+        "trigger": {
+          "$ref": "#/$defs/WorkflowTrigger"
+        }
+      },
+      "required": [
+        "operation",
+        "trigger"
+      ],
+      "type": "object"
+    },
+    {
+      "additionalProperties": false,
+      "description": "The archived trigger.",
+      "properties": {
+        "operation": {
+          "const": "archive"
+        },
+        "trigger": {
+          "$ref": "#/$defs/WorkflowTrigger"
+        }
+      },
+      "required": [
+        "operation",
+        "trigger"
+      ],
+      "type": "object"
+    }
+  ],
+  "title": "WorkflowTriggerOutput"
+}
+"##,
+        help: r#"Triggers: manual or scheduled starters of a plan's runs
+
+Usage: agentteam exec workflow trigger [JSON | -]
+
+Operations (chosen by `operation`):
+  list      read         cursor    optional: cursor, limit, planId, status
+  show      read         bounded   required: triggerId
+  validate  read         narrow    required: kind, planId; optional: everyMinutes, startAt
+  create    write        mutation  required: kind, name, planId; optional: everyMinutes, requestId, startAt
+  update    write        mutation  required: triggerId; optional: everyMinutes, expectedRevision, name, requestId, startAt
+  enable    write        mutation  required: triggerId; optional: requestId
+  disable   write        mutation  required: triggerId; optional: requestId
+  archive   destructive  mutation  required: triggerId; optional: requestId
+
+Schemas: agentteam exec workflow trigger --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Examples:
+  agentteam exec workflow trigger '{"operation":"list","planId":"wfp_01JD7M9Q2R","status":"enabled"}'
+  agentteam exec workflow trigger '{"operation":"show","triggerId":"wft_01JD7MA3C4"}'
+  agentteam exec workflow trigger '{"everyMinutes":1440,"kind":"scheduled","operation":"validate","planId":"wfp_01JD7M9Q2R","startAt":"2026-12-01T09:00:00Z"}'
+  agentteam exec workflow trigger '{"kind":"manual","name":"On demand","operation":"create","planId":"wfp_01JD7M9Q2R","requestId":"req-trigger-create-01"}'
+  agentteam exec workflow trigger '{"name":"Nightly","operation":"update","requestId":"req-trigger-update-01","triggerId":"wft_01JD7MA3C4"}'
+  agentteam exec workflow trigger '{"operation":"enable","requestId":"req-trigger-enable-01","triggerId":"wft_01JD7MA3C4"}'
+  agentteam exec workflow trigger '{"operation":"disable","requestId":"req-trigger-disable-01","triggerId":"wft_01JD7MA3C4"}'
+  agentteam exec workflow trigger '{"operation":"archive","requestId":"req-trigger-archive-01","triggerId":"wft_01JD7MA3C4"}'
+"#,
+    },
+    ActionDescriptor {
+        id: ActionId::WorkspaceGet,
+        domain: r#"workspace"#,
+        action: r#"get"#,
+        summary: r#"Read the workspace this agent works in"#,
+        owner: DomainOwner::Server,
+        risk: Risk::Read,
+        result_policy: ResultPolicy::Bounded,
+        hint: Some(r#"the workspace record is larger than the result budget"#),
+        next: Some(r#"nothing smaller exists; report this to the operator"#),
+        prompt_inline: false,
+        example: r#"{}"#,
+        input_type: r#"WorkspaceGetInput"#,
+        output_type: r#"WorkspaceGetOutput"#,
+        input_properties: &[],
+        retrieval: None,
+        discriminator: None,
+        operations: &[],
+        input_schema: r#"{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "Read the workspace this agent works in.",
+  "properties": {},
+  "required": [],
+  "title": "WorkspaceGetInput",
+  "type": "object"
+}
+"#,
+        output_schema: r##"{
+  "$defs": {
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    },
+    "Workspace": {
+      "additionalProperties": false,
+      "description": "The workspace an agent works in.",
+      "properties": {
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "id": {
+          "description": "Opaque workspace identifier (the `serverId` of the runtime's routes).",
+          "maxLength": 68,
+          "pattern": "^wsp_[0-9A-Za-z]{8,64}$",
+          "type": "string"
+        },
+        "name": {
+          "$ref": "#/$defs/Name"
+        }
+      },
+      "required": [
+        "id",
+        "name",
+        "createdAt"
+      ],
+      "type": "object"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "The workspace.",
+  "properties": {
+    "workspace": {
+      "$ref": "#/$defs/Workspace"
+    }
+  },
+  "required": [
+    "workspace"
+  ],
+  "title": "WorkspaceGetOutput",
+  "type": "object"
+}
+"##,
+        help: r#"Read the workspace this agent works in
+
+Usage: agentteam exec workspace get [JSON | -]
+
+Input: {} (no fields)
+
+Risk: read; over-budget results: bounded
+Schemas: agentteam exec workspace get --input-schema | --output-schema; errors: agentteam exec --error-schema
+
+Example:
+  agentteam exec workspace get '{}'
+"#,
+    },
 ];
 /// `agentteam exec --help`.
 pub const ROOT_HELP: &str = r#"Run a built-in AgentTeam action through the daemon that launched this runtime
@@ -6571,11 +10635,15 @@ Usage: agentteam exec <domain> <action> [JSON | -]
 
 Domains:
   agent              This desktop's agent profiles: runtime, provider and model settings (secrets never shown).
+  approval           Decisions asked of the workspace's humans: request, read, list.
+  profile            This agent's own public profile: display name, description, status.
   project            Workspace projects: create, read, update, archive.
   review             Reviews left in a thread.
   scheduled-message  Messages posted later, once or repeatedly, to an explicit thread or channel.
   task               Tasks of a thread or channel: create, read, claim, complete, cancel.
   team               Teams of humans and agents in the workspace.
+  workflow           Workflows: versioned plans, their triggers, runs and run steps (each action takes an `operation`).
+  workspace          The workspace this agent works in.
 
 Input: one JSON value inline, or `-` to read it from stdin; an action whose input accepts `{}` may omit it.
 Output: one JSON envelope on stdout, {"ok":true,"data":...} or {"ok":false,"error":{...}}.

@@ -2,6 +2,41 @@
 
 impl ActionHandler for ServerClient {
     type Context = CallContext;
+    async fn approval_get(
+        &self,
+        ctx: &CallContext,
+        input: types::ApprovalGetInput,
+    ) -> ActionResult<types::ApprovalGetOutput> {
+        self.call(ctx, ActionId::ApprovalGet, &input).await
+    }
+    async fn approval_list(
+        &self,
+        ctx: &CallContext,
+        input: types::ApprovalListInput,
+    ) -> ActionResult<types::ApprovalListOutput> {
+        self.call(ctx, ActionId::ApprovalList, &input).await
+    }
+    async fn approval_request(
+        &self,
+        ctx: &CallContext,
+        input: types::ApprovalRequestInput,
+    ) -> ActionResult<types::ApprovalRequestOutput> {
+        self.call(ctx, ActionId::ApprovalRequest, &input).await
+    }
+    async fn profile_get(
+        &self,
+        ctx: &CallContext,
+        input: types::ProfileGetInput,
+    ) -> ActionResult<types::ProfileGetOutput> {
+        self.call(ctx, ActionId::ProfileGet, &input).await
+    }
+    async fn profile_update(
+        &self,
+        ctx: &CallContext,
+        input: types::ProfileUpdateInput,
+    ) -> ActionResult<types::ProfileUpdateOutput> {
+        self.call(ctx, ActionId::ProfileUpdate, &input).await
+    }
     async fn project_archive(
         &self,
         ctx: &CallContext,
@@ -162,5 +197,40 @@ impl ActionHandler for ServerClient {
         input: types::TeamListInput,
     ) -> ActionResult<types::TeamListOutput> {
         self.call(ctx, ActionId::TeamList, &input).await
+    }
+    async fn workflow_plan(
+        &self,
+        ctx: &CallContext,
+        input: types::WorkflowPlanInput,
+    ) -> ActionResult<types::WorkflowPlanOutput> {
+        self.call(ctx, ActionId::WorkflowPlan, &input).await
+    }
+    async fn workflow_run(
+        &self,
+        ctx: &CallContext,
+        input: types::WorkflowRunInput,
+    ) -> ActionResult<types::WorkflowRunOutput> {
+        self.call(ctx, ActionId::WorkflowRun, &input).await
+    }
+    async fn workflow_step(
+        &self,
+        ctx: &CallContext,
+        input: types::WorkflowStepInput,
+    ) -> ActionResult<types::WorkflowStepOutput> {
+        self.call(ctx, ActionId::WorkflowStep, &input).await
+    }
+    async fn workflow_trigger(
+        &self,
+        ctx: &CallContext,
+        input: types::WorkflowTriggerInput,
+    ) -> ActionResult<types::WorkflowTriggerOutput> {
+        self.call(ctx, ActionId::WorkflowTrigger, &input).await
+    }
+    async fn workspace_get(
+        &self,
+        ctx: &CallContext,
+        input: types::WorkspaceGetInput,
+    ) -> ActionResult<types::WorkspaceGetOutput> {
+        self.call(ctx, ActionId::WorkspaceGet, &input).await
     }
 }

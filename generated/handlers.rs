@@ -7,6 +7,46 @@
 pub trait ActionHandler: Send + Sync {
     /// What the transport hands to every call: the authorized caller and request metadata.
     type Context: Send + Sync;
+    /// `approval.get`: Read one approval by id.
+    fn approval_get(
+        &self,
+        ctx: &Self::Context,
+        input: types::ApprovalGetInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::ApprovalGetOutput>,
+    > + Send;
+    /// `approval.list`: List the workspace's approvals, most recently changed first.
+    fn approval_list(
+        &self,
+        ctx: &Self::Context,
+        input: types::ApprovalListInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::ApprovalListOutput>,
+    > + Send;
+    /// `approval.request`: Ask the workspace's humans to approve or reject something.
+    fn approval_request(
+        &self,
+        ctx: &Self::Context,
+        input: types::ApprovalRequestInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::ApprovalRequestOutput>,
+    > + Send;
+    /// `profile.get`: Read this agent's own public profile.
+    fn profile_get(
+        &self,
+        ctx: &Self::Context,
+        input: types::ProfileGetInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::ProfileGetOutput>,
+    > + Send;
+    /// `profile.update`: Change this agent's display name, description or status.
+    fn profile_update(
+        &self,
+        ctx: &Self::Context,
+        input: types::ProfileUpdateInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::ProfileUpdateOutput>,
+    > + Send;
     /// `project.archive`: Archive a project.
     fn project_archive(
         &self,
@@ -183,6 +223,46 @@ pub trait ActionHandler: Send + Sync {
         ctx: &Self::Context,
         input: types::TeamListInput,
     ) -> impl ::std::future::Future<Output = ActionResult<types::TeamListOutput>> + Send;
+    /// `workflow.plan`: Plans: versioned step definitions; publishing freezes a version.
+    fn workflow_plan(
+        &self,
+        ctx: &Self::Context,
+        input: types::WorkflowPlanInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::WorkflowPlanOutput>,
+    > + Send;
+    /// `workflow.run`: Runs: executions of a published plan version, with their logs.
+    fn workflow_run(
+        &self,
+        ctx: &Self::Context,
+        input: types::WorkflowRunInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::WorkflowRunOutput>,
+    > + Send;
+    /// `workflow.step`: Run steps: read them, and complete, fail, pause or park the current one.
+    fn workflow_step(
+        &self,
+        ctx: &Self::Context,
+        input: types::WorkflowStepInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::WorkflowStepOutput>,
+    > + Send;
+    /// `workflow.trigger`: Triggers: manual or scheduled starters of a plan's runs.
+    fn workflow_trigger(
+        &self,
+        ctx: &Self::Context,
+        input: types::WorkflowTriggerInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::WorkflowTriggerOutput>,
+    > + Send;
+    /// `workspace.get`: Read the workspace this agent works in.
+    fn workspace_get(
+        &self,
+        ctx: &Self::Context,
+        input: types::WorkspaceGetInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::WorkspaceGetOutput>,
+    > + Send;
 }
 /// Decodes validated JSON into the action's typed input, calls its `ActionHandler` method, and
 /// encodes the typed output. An action of another owner is `DispatchError::NotOwned`.
@@ -194,6 +274,51 @@ pub async fn dispatch<H: ActionHandler>(
 ) -> Result<::serde_json::Value, DispatchError> {
     #[allow(unreachable_patterns, unused_variables)]
     match id {
+        ActionId::ApprovalGet => {
+            let input: types::ApprovalGetInput = ::serde_json::from_value(input)
+                .map_err(DispatchError::Decode)?;
+            let output = handler
+                .approval_get(ctx, input)
+                .await
+                .map_err(DispatchError::Action)?;
+            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+        }
+        ActionId::ApprovalList => {
+            let input: types::ApprovalListInput = ::serde_json::from_value(input)
+                .map_err(DispatchError::Decode)?;
+            let output = handler
+                .approval_list(ctx, input)
+                .await
+                .map_err(DispatchError::Action)?;
+            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+        }
+        ActionId::ApprovalRequest => {
+            let input: types::ApprovalRequestInput = ::serde_json::from_value(input)
+                .map_err(DispatchError::Decode)?;
+            let output = handler
+                .approval_request(ctx, input)
+                .await
+                .map_err(DispatchError::Action)?;
+            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+        }
+        ActionId::ProfileGet => {
+            let input: types::ProfileGetInput = ::serde_json::from_value(input)
+                .map_err(DispatchError::Decode)?;
+            let output = handler
+                .profile_get(ctx, input)
+                .await
+                .map_err(DispatchError::Action)?;
+            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+        }
+        ActionId::ProfileUpdate => {
+            let input: types::ProfileUpdateInput = ::serde_json::from_value(input)
+                .map_err(DispatchError::Decode)?;
+            let output = handler
+                .profile_update(ctx, input)
+                .await
+                .map_err(DispatchError::Action)?;
+            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+        }
         ActionId::ProjectArchive => {
             let input: types::ProjectArchiveInput = ::serde_json::from_value(input)
                 .map_err(DispatchError::Decode)?;
@@ -401,6 +526,51 @@ pub async fn dispatch<H: ActionHandler>(
                 .map_err(DispatchError::Decode)?;
             let output = handler
                 .team_list(ctx, input)
+                .await
+                .map_err(DispatchError::Action)?;
+            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+        }
+        ActionId::WorkflowPlan => {
+            let input: types::WorkflowPlanInput = ::serde_json::from_value(input)
+                .map_err(DispatchError::Decode)?;
+            let output = handler
+                .workflow_plan(ctx, input)
+                .await
+                .map_err(DispatchError::Action)?;
+            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+        }
+        ActionId::WorkflowRun => {
+            let input: types::WorkflowRunInput = ::serde_json::from_value(input)
+                .map_err(DispatchError::Decode)?;
+            let output = handler
+                .workflow_run(ctx, input)
+                .await
+                .map_err(DispatchError::Action)?;
+            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+        }
+        ActionId::WorkflowStep => {
+            let input: types::WorkflowStepInput = ::serde_json::from_value(input)
+                .map_err(DispatchError::Decode)?;
+            let output = handler
+                .workflow_step(ctx, input)
+                .await
+                .map_err(DispatchError::Action)?;
+            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+        }
+        ActionId::WorkflowTrigger => {
+            let input: types::WorkflowTriggerInput = ::serde_json::from_value(input)
+                .map_err(DispatchError::Decode)?;
+            let output = handler
+                .workflow_trigger(ctx, input)
+                .await
+                .map_err(DispatchError::Action)?;
+            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+        }
+        ActionId::WorkspaceGet => {
+            let input: types::WorkspaceGetInput = ::serde_json::from_value(input)
+                .map_err(DispatchError::Decode)?;
+            let output = handler
+                .workspace_get(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
             ::serde_json::to_value(output).map_err(DispatchError::Encode)

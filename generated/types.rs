@@ -413,6 +413,256 @@ impl ::std::convert::TryFrom<::std::string::String> for AgentUpdateInputClearIte
 pub struct AgentUpdateOutput {
     pub agent: AgentProfile,
 }
+///A request for a human's decision.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Approval {
+    ///The decider's comment.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub comment: ::std::option::Option<LongText>,
+    #[serde(rename = "createdAt")]
+    pub created_at: Timestamp,
+    #[serde(
+        rename = "decidedAt",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub decided_at: ::std::option::Option<Timestamp>,
+    #[serde(
+        rename = "decidedByHumanId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub decided_by_human_id: ::std::option::Option<HumanId>,
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub details: ::std::option::Option<LongText>,
+    pub id: ApprovalId,
+    #[serde(
+        rename = "requestedByAgentId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub requested_by_agent_id: ::std::option::Option<AgentId>,
+    ///Monotonic revision, incremented by every change.
+    pub revision: ::std::num::NonZeroU64,
+    ///The run whose step waits on it.
+    #[serde(rename = "runId", skip_serializing_if = "::std::option::Option::is_none")]
+    pub run_id: ::std::option::Option<WorkflowRunId>,
+    pub status: ApprovalStatus,
+    ///The step that waits on it.
+    #[serde(rename = "stepId", skip_serializing_if = "::std::option::Option::is_none")]
+    pub step_id: ::std::option::Option<WorkflowStepId>,
+    pub title: Name,
+    #[serde(rename = "updatedAt")]
+    pub updated_at: Timestamp,
+}
+///Read one approval by id.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalGetInput {
+    #[serde(rename = "approvalId")]
+    pub approval_id: ApprovalId,
+}
+///The approval.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(transparent)]
+pub struct ApprovalGetOutput(pub ApprovalResult);
+impl ::std::ops::Deref for ApprovalGetOutput {
+    type Target = ApprovalResult;
+    fn deref(&self) -> &ApprovalResult {
+        &self.0
+    }
+}
+impl ::std::convert::From<ApprovalGetOutput> for ApprovalResult {
+    fn from(value: ApprovalGetOutput) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<ApprovalResult> for ApprovalGetOutput {
+    fn from(value: ApprovalResult) -> Self {
+        Self(value)
+    }
+}
+///Opaque approval identifier.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct ApprovalId(::std::string::String);
+impl ::std::ops::Deref for ApprovalId {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<ApprovalId> for ::std::string::String {
+    fn from(value: ApprovalId) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for ApprovalId {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 68usize {
+            return Err("longer than 68 characters".into());
+        }
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        { ::regress::Regex::new("^apr_[0-9A-Za-z]{8,64}$").unwrap() });
+        if PATTERN.find(value).is_none() {
+            return Err("doesn't match pattern \"^apr_[0-9A-Za-z]{8,64}$\"".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for ApprovalId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for ApprovalId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for ApprovalId {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///List the workspace's approvals, most recently changed first.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalListInput {
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub cursor: ::std::option::Option<Cursor>,
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub limit: ::std::option::Option<PageLimit>,
+    ///Only approvals in this state (default: every state).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub status: ::std::option::Option<ApprovalStatus>,
+}
+///One page of approvals ordered by `updatedAt` descending, then `id` descending.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalListOutput {
+    pub approvals: ::std::vec::Vec<Approval>,
+    ///True when another page exists.
+    #[serde(rename = "hasMore")]
+    pub has_more: bool,
+    #[serde(
+        rename = "nextCursor",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub next_cursor: ::std::option::Option<Cursor>,
+}
+///Ask the workspace's humans for a decision.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalRequestInput {
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub details: ::std::option::Option<LongText>,
+    #[serde(
+        rename = "requestId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub request_id: ::std::option::Option<RequestId>,
+    pub title: Name,
+}
+///The pending approval.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(transparent)]
+pub struct ApprovalRequestOutput(pub ApprovalResult);
+impl ::std::ops::Deref for ApprovalRequestOutput {
+    type Target = ApprovalResult;
+    fn deref(&self) -> &ApprovalResult {
+        &self.0
+    }
+}
+impl ::std::convert::From<ApprovalRequestOutput> for ApprovalResult {
+    fn from(value: ApprovalRequestOutput) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<ApprovalResult> for ApprovalRequestOutput {
+    fn from(value: ApprovalResult) -> Self {
+        Self(value)
+    }
+}
+///The approval after the action.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ApprovalResult {
+    pub approval: Approval,
+}
+///`pending` until a human decides; `approved` and `rejected` are final.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd
+)]
+pub enum ApprovalStatus {
+    #[serde(rename = "pending")]
+    Pending,
+    #[serde(rename = "approved")]
+    Approved,
+    #[serde(rename = "rejected")]
+    Rejected,
+}
+impl ::std::fmt::Display for ApprovalStatus {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Pending => f.write_str("pending"),
+            Self::Approved => f.write_str("approved"),
+            Self::Rejected => f.write_str("rejected"),
+        }
+    }
+}
+impl ::std::str::FromStr for ApprovalStatus {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "pending" => Ok(Self::Pending),
+            "approved" => Ok(Self::Approved),
+            "rejected" => Ok(Self::Rejected),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for ApprovalStatus {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for ApprovalStatus {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
 ///Opaque attachment identifier, as listed on a message.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
 #[serde(transparent)]
@@ -2184,6 +2434,60 @@ impl<'de> ::serde::Deserialize<'de> for KnowledgeSourceId {
             })
     }
 }
+///Log text of at most 16000 characters, kept verbatim.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct LogText(::std::string::String);
+impl ::std::ops::Deref for LogText {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<LogText> for ::std::string::String {
+    fn from(value: LogText) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for LogText {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 16000usize {
+            return Err("longer than 16000 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for LogText {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for LogText {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for LogText {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
 ///Free text of at most 8000 characters.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
 #[serde(transparent)]
@@ -2978,6 +3282,192 @@ impl ::std::convert::TryFrom<String> for PageLimit {
         value.parse()
     }
 }
+///One step of a plan version, run in list order.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PlanStepDefinition {
+    ///What to do in this step (for an approval: what is asked).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub instructions: ::std::option::Option<LongText>,
+    pub key: StepKey,
+    pub kind: StepKind,
+    pub title: Name,
+}
+///A plan's steps, 1 to 50, each key used once.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(transparent)]
+pub struct PlanSteps(pub ::std::vec::Vec<PlanStepDefinition>);
+impl ::std::ops::Deref for PlanSteps {
+    type Target = ::std::vec::Vec<PlanStepDefinition>;
+    fn deref(&self) -> &::std::vec::Vec<PlanStepDefinition> {
+        &self.0
+    }
+}
+impl ::std::convert::From<PlanSteps> for ::std::vec::Vec<PlanStepDefinition> {
+    fn from(value: PlanSteps) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::vec::Vec<PlanStepDefinition>> for PlanSteps {
+    fn from(value: ::std::vec::Vec<PlanStepDefinition>) -> Self {
+        Self(value)
+    }
+}
+///`draft` while it may change; `published` once frozen.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd
+)]
+pub enum PlanVersionState {
+    #[serde(rename = "draft")]
+    Draft,
+    #[serde(rename = "published")]
+    Published,
+}
+impl ::std::fmt::Display for PlanVersionState {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Draft => f.write_str("draft"),
+            Self::Published => f.write_str("published"),
+        }
+    }
+}
+impl ::std::str::FromStr for PlanVersionState {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "draft" => Ok(Self::Draft),
+            "published" => Ok(Self::Published),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for PlanVersionState {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for PlanVersionState {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+///Read this agent's own public profile.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileGetInput {}
+///The profile.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileGetOutput {
+    pub profile: PublicProfile,
+}
+///The agent's availability as others see it.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd
+)]
+pub enum ProfileStatus {
+    #[serde(rename = "available")]
+    Available,
+    #[serde(rename = "busy")]
+    Busy,
+    #[serde(rename = "away")]
+    Away,
+}
+impl ::std::fmt::Display for ProfileStatus {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Available => f.write_str("available"),
+            Self::Busy => f.write_str("busy"),
+            Self::Away => f.write_str("away"),
+        }
+    }
+}
+impl ::std::str::FromStr for ProfileStatus {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "available" => Ok(Self::Available),
+            "busy" => Ok(Self::Busy),
+            "away" => Ok(Self::Away),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for ProfileStatus {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for ProfileStatus {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+///Change this agent's own public profile; the only way its display name and description change.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileUpdateInput {
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub description: ::std::option::Option<LongText>,
+    #[serde(
+        rename = "displayName",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub display_name: ::std::option::Option<Name>,
+    ///Apply only if it is still at this revision.
+    #[serde(
+        rename = "expectedRevision",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub expected_revision: ::std::option::Option<::std::num::NonZeroU64>,
+    #[serde(
+        rename = "requestId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub request_id: ::std::option::Option<RequestId>,
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub status: ::std::option::Option<ProfileStatus>,
+}
+///The profile after the change.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileUpdateOutput {
+    pub profile: PublicProfile,
+}
 ///A workspace project.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -3337,6 +3827,24 @@ impl<'de> ::serde::Deserialize<'de> for ProviderName {
                 <D::Error as ::serde::de::Error>::custom(e.to_string())
             })
     }
+}
+///An agent's public profile: what the workspace sees of it.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct PublicProfile {
+    #[serde(rename = "agentId")]
+    pub agent_id: AgentId,
+    ///What the agent does, in its own words.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub description: ::std::option::Option<LongText>,
+    #[serde(rename = "displayName")]
+    pub display_name: Name,
+    pub handle: Handle,
+    ///Monotonic revision, incremented by every change.
+    pub revision: ::std::num::NonZeroU64,
+    pub status: ProfileStatus,
+    #[serde(rename = "updatedAt")]
+    pub updated_at: Timestamp,
 }
 ///One reaction on a message, with how many members left it.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
@@ -4424,6 +4932,120 @@ impl<'de> ::serde::Deserialize<'de> for ScheduledRunId {
             })
     }
 }
+///A step's key, unique within its plan version: lowercase letters, digits and hyphens.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct StepKey(::std::string::String);
+impl ::std::ops::Deref for StepKey {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<StepKey> for ::std::string::String {
+    fn from(value: StepKey) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for StepKey {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 40usize {
+            return Err("longer than 40 characters".into());
+        }
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        { ::regress::Regex::new("^[a-z][a-z0-9-]{0,39}$").unwrap() });
+        if PATTERN.find(value).is_none() {
+            return Err("doesn't match pattern \"^[a-z][a-z0-9-]{0,39}$\"".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for StepKey {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for StepKey {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for StepKey {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///`task`: an agent completes it; `approval`: it waits on an approval a human decides.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd
+)]
+pub enum StepKind {
+    #[serde(rename = "task")]
+    Task,
+    #[serde(rename = "approval")]
+    Approval,
+}
+impl ::std::fmt::Display for StepKind {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Task => f.write_str("task"),
+            Self::Approval => f.write_str("approval"),
+        }
+    }
+}
+impl ::std::str::FromStr for StepKind {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "task" => Ok(Self::Task),
+            "approval" => Ok(Self::Approval),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for StepKind {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for StepKind {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
 ///A task as the server stores it.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -5106,6 +5728,1623 @@ impl ::std::convert::TryFrom<String> for Timestamp {
     type Error = <::chrono::DateTime<::chrono::offset::Utc> as ::std::str::FromStr>::Err;
     fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
         value.parse()
+    }
+}
+///`manual`: runs start with `run start`; `scheduled`: the server starts a run at `nextFireAt` (and `run start` works too).
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd
+)]
+pub enum TriggerKind {
+    #[serde(rename = "manual")]
+    Manual,
+    #[serde(rename = "scheduled")]
+    Scheduled,
+}
+impl ::std::fmt::Display for TriggerKind {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Manual => f.write_str("manual"),
+            Self::Scheduled => f.write_str("scheduled"),
+        }
+    }
+}
+impl ::std::str::FromStr for TriggerKind {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "manual" => Ok(Self::Manual),
+            "scheduled" => Ok(Self::Scheduled),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for TriggerKind {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for TriggerKind {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+///`enabled` triggers start runs; `disabled` ones do not until enabled; `archived` is final.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd
+)]
+pub enum TriggerStatus {
+    #[serde(rename = "enabled")]
+    Enabled,
+    #[serde(rename = "disabled")]
+    Disabled,
+    #[serde(rename = "archived")]
+    Archived,
+}
+impl ::std::fmt::Display for TriggerStatus {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Enabled => f.write_str("enabled"),
+            Self::Disabled => f.write_str("disabled"),
+            Self::Archived => f.write_str("archived"),
+        }
+    }
+}
+impl ::std::str::FromStr for TriggerStatus {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "enabled" => Ok(Self::Enabled),
+            "disabled" => Ok(Self::Disabled),
+            "archived" => Ok(Self::Archived),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for TriggerStatus {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for TriggerStatus {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+///One reason a definition would be refused.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ValidationProblem {
+    ///What is wrong.
+    pub message: ValidationProblemMessage,
+    ///JSON pointer of the offending value in the request.
+    pub path: ValidationProblemPath,
+}
+///What is wrong.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct ValidationProblemMessage(::std::string::String);
+impl ::std::ops::Deref for ValidationProblemMessage {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<ValidationProblemMessage> for ::std::string::String {
+    fn from(value: ValidationProblemMessage) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for ValidationProblemMessage {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 1024usize {
+            return Err("longer than 1024 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for ValidationProblemMessage {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for ValidationProblemMessage {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for ValidationProblemMessage {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///JSON pointer of the offending value in the request.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct ValidationProblemPath(::std::string::String);
+impl ::std::ops::Deref for ValidationProblemPath {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<ValidationProblemPath> for ::std::string::String {
+    fn from(value: ValidationProblemPath) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for ValidationProblemPath {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 256usize {
+            return Err("longer than 256 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for ValidationProblemPath {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for ValidationProblemPath {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for ValidationProblemPath {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///Problems found, at most 32; empty when the definition would be accepted.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(transparent)]
+pub struct ValidationReport(pub ::std::vec::Vec<ValidationProblem>);
+impl ::std::ops::Deref for ValidationReport {
+    type Target = ::std::vec::Vec<ValidationProblem>;
+    fn deref(&self) -> &::std::vec::Vec<ValidationProblem> {
+        &self.0
+    }
+}
+impl ::std::convert::From<ValidationReport> for ::std::vec::Vec<ValidationProblem> {
+    fn from(value: ValidationReport) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<::std::vec::Vec<ValidationProblem>> for ValidationReport {
+    fn from(value: ::std::vec::Vec<ValidationProblem>) -> Self {
+        Self(value)
+    }
+}
+///One entry of a run's log.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowLogEntry {
+    pub at: Timestamp,
+    pub event: WorkflowLogEvent,
+    ///The entry's position in the run's log, from 1, without gaps.
+    pub seq: ::std::num::NonZeroU64,
+    #[serde(rename = "stepKey", skip_serializing_if = "::std::option::Option::is_none")]
+    pub step_key: ::std::option::Option<StepKey>,
+    ///Log text: a `step.log` entry holds up to 4000 characters of the text a step was completed or failed with (longer text continues in the next entries, in order).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub text: ::std::option::Option<WorkflowLogEntryText>,
+}
+///Log text: a `step.log` entry holds up to 4000 characters of the text a step was completed or failed with (longer text continues in the next entries, in order).
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct WorkflowLogEntryText(::std::string::String);
+impl ::std::ops::Deref for WorkflowLogEntryText {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<WorkflowLogEntryText> for ::std::string::String {
+    fn from(value: WorkflowLogEntryText) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for WorkflowLogEntryText {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 4000usize {
+            return Err("longer than 4000 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for WorkflowLogEntryText {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for WorkflowLogEntryText {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for WorkflowLogEntryText {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///What a log entry records.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd
+)]
+pub enum WorkflowLogEvent {
+    #[serde(rename = "run.started")]
+    RunStarted,
+    #[serde(rename = "run.completed")]
+    RunCompleted,
+    #[serde(rename = "run.failed")]
+    RunFailed,
+    #[serde(rename = "run.cancelled")]
+    RunCancelled,
+    #[serde(rename = "step.started")]
+    StepStarted,
+    #[serde(rename = "step.completed")]
+    StepCompleted,
+    #[serde(rename = "step.failed")]
+    StepFailed,
+    #[serde(rename = "step.paused")]
+    StepPaused,
+    #[serde(rename = "step.parked")]
+    StepParked,
+    #[serde(rename = "step.waiting")]
+    StepWaiting,
+    #[serde(rename = "step.log")]
+    StepLog,
+    #[serde(rename = "approval.decided")]
+    ApprovalDecided,
+}
+impl ::std::fmt::Display for WorkflowLogEvent {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::RunStarted => f.write_str("run.started"),
+            Self::RunCompleted => f.write_str("run.completed"),
+            Self::RunFailed => f.write_str("run.failed"),
+            Self::RunCancelled => f.write_str("run.cancelled"),
+            Self::StepStarted => f.write_str("step.started"),
+            Self::StepCompleted => f.write_str("step.completed"),
+            Self::StepFailed => f.write_str("step.failed"),
+            Self::StepPaused => f.write_str("step.paused"),
+            Self::StepParked => f.write_str("step.parked"),
+            Self::StepWaiting => f.write_str("step.waiting"),
+            Self::StepLog => f.write_str("step.log"),
+            Self::ApprovalDecided => f.write_str("approval.decided"),
+        }
+    }
+}
+impl ::std::str::FromStr for WorkflowLogEvent {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "run.started" => Ok(Self::RunStarted),
+            "run.completed" => Ok(Self::RunCompleted),
+            "run.failed" => Ok(Self::RunFailed),
+            "run.cancelled" => Ok(Self::RunCancelled),
+            "step.started" => Ok(Self::StepStarted),
+            "step.completed" => Ok(Self::StepCompleted),
+            "step.failed" => Ok(Self::StepFailed),
+            "step.paused" => Ok(Self::StepPaused),
+            "step.parked" => Ok(Self::StepParked),
+            "step.waiting" => Ok(Self::StepWaiting),
+            "step.log" => Ok(Self::StepLog),
+            "approval.decided" => Ok(Self::ApprovalDecided),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for WorkflowLogEvent {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for WorkflowLogEvent {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+///A workflow plan: versioned step definitions.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowPlan {
+    #[serde(rename = "createdAt")]
+    pub created_at: Timestamp,
+    #[serde(
+        rename = "createdByAgentId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub created_by_agent_id: ::std::option::Option<AgentId>,
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub description: ::std::option::Option<LongText>,
+    pub id: WorkflowPlanId,
+    ///The newest version: a draft until published.
+    #[serde(rename = "latestVersion")]
+    pub latest_version: ::std::num::NonZeroU64,
+    pub name: Name,
+    ///The newest published (frozen) version, which new runs use; absent until the first publish.
+    #[serde(
+        rename = "publishedVersion",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub published_version: ::std::option::Option<::std::num::NonZeroU64>,
+    ///Monotonic revision, incremented by every change.
+    pub revision: ::std::num::NonZeroU64,
+    pub status: WorkflowPlanStatus,
+    #[serde(rename = "updatedAt")]
+    pub updated_at: Timestamp,
+}
+///Opaque workflow plan identifier.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct WorkflowPlanId(::std::string::String);
+impl ::std::ops::Deref for WorkflowPlanId {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<WorkflowPlanId> for ::std::string::String {
+    fn from(value: WorkflowPlanId) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for WorkflowPlanId {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 68usize {
+            return Err("longer than 68 characters".into());
+        }
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        { ::regress::Regex::new("^wfp_[0-9A-Za-z]{8,64}$").unwrap() });
+        if PATTERN.find(value).is_none() {
+            return Err("doesn't match pattern \"^wfp_[0-9A-Za-z]{8,64}$\"".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for WorkflowPlanId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for WorkflowPlanId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for WorkflowPlanId {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///A plan operation: `operation` picks it; reads list, show, version and validate; side effects create, update, archive and publish.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(tag = "operation", deny_unknown_fields)]
+pub enum WorkflowPlanInput {
+    ///List the workspace's plans, most recently changed first.
+    #[serde(rename = "list")]
+    List {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        cursor: ::std::option::Option<Cursor>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        limit: ::std::option::Option<PageLimit>,
+        ///Only plans in this state (default: every state).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        status: ::std::option::Option<WorkflowPlanStatus>,
+    },
+    ///Read a plan and its latest version.
+    #[serde(rename = "show")]
+    Show { #[serde(rename = "planId")] plan_id: WorkflowPlanId },
+    ///Read one version of a plan.
+    #[serde(rename = "version")]
+    Version {
+        #[serde(rename = "planId")]
+        plan_id: WorkflowPlanId,
+        ///The version number.
+        version: ::std::num::NonZeroU64,
+    },
+    ///Check step definitions without saving them.
+    #[serde(rename = "validate")]
+    Validate {
+        ///The steps to check, in run order.
+        steps: ::std::vec::Vec<PlanStepDefinition>,
+    },
+    ///Create a plan whose version 1 is a draft of these steps.
+    #[serde(rename = "create")]
+    Create {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        description: ::std::option::Option<LongText>,
+        name: Name,
+        #[serde(
+            rename = "requestId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        request_id: ::std::option::Option<RequestId>,
+        steps: PlanSteps,
+    },
+    ///Change an active plan: its name, description, or steps (which go into the draft version, a new one after a publish).
+    #[serde(rename = "update")]
+    Update {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        description: ::std::option::Option<LongText>,
+        ///Apply only if it is still at this revision.
+        #[serde(
+            rename = "expectedRevision",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        expected_revision: ::std::option::Option<::std::num::NonZeroU64>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        name: ::std::option::Option<Name>,
+        #[serde(rename = "planId")]
+        plan_id: WorkflowPlanId,
+        #[serde(
+            rename = "requestId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        request_id: ::std::option::Option<RequestId>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        steps: ::std::option::Option<PlanSteps>,
+    },
+    ///Archive a plan: it no longer changes, publishes or starts runs.
+    #[serde(rename = "archive")]
+    Archive {
+        #[serde(rename = "planId")]
+        plan_id: WorkflowPlanId,
+        #[serde(
+            rename = "requestId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        request_id: ::std::option::Option<RequestId>,
+    },
+    ///Freeze the plan's draft version; new runs use it.
+    #[serde(rename = "publish")]
+    Publish {
+        #[serde(rename = "planId")]
+        plan_id: WorkflowPlanId,
+        #[serde(
+            rename = "requestId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        request_id: ::std::option::Option<RequestId>,
+    },
+}
+///The result of the plan operation named by `operation`.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(tag = "operation", deny_unknown_fields)]
+pub enum WorkflowPlanOutput {
+    ///One page of plans, most recently changed first.
+    #[serde(rename = "list")]
+    List {
+        ///True when another page exists.
+        #[serde(rename = "hasMore")]
+        has_more: bool,
+        #[serde(
+            rename = "nextCursor",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        next_cursor: ::std::option::Option<Cursor>,
+        plans: ::std::vec::Vec<WorkflowPlan>,
+    },
+    ///The plan and its latest version.
+    #[serde(rename = "show")]
+    Show { latest: WorkflowPlanVersion, plan: WorkflowPlan },
+    ///The requested version.
+    #[serde(rename = "version")]
+    Version { version: WorkflowPlanVersion },
+    ///Whether the steps would be accepted.
+    #[serde(rename = "validate")]
+    Validate {
+        problems: ValidationReport,
+        ///True when `problems` is empty.
+        valid: bool,
+    },
+    ///The created plan.
+    #[serde(rename = "create")]
+    Create { plan: WorkflowPlan },
+    ///The plan after the change.
+    #[serde(rename = "update")]
+    Update { plan: WorkflowPlan },
+    ///The archived plan.
+    #[serde(rename = "archive")]
+    Archive { plan: WorkflowPlan },
+    ///The plan with its newly published version.
+    #[serde(rename = "publish")]
+    Publish { plan: WorkflowPlan },
+}
+///`active` until archived; archiving is final.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd
+)]
+pub enum WorkflowPlanStatus {
+    #[serde(rename = "active")]
+    Active,
+    #[serde(rename = "archived")]
+    Archived,
+}
+impl ::std::fmt::Display for WorkflowPlanStatus {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Active => f.write_str("active"),
+            Self::Archived => f.write_str("archived"),
+        }
+    }
+}
+impl ::std::str::FromStr for WorkflowPlanStatus {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "active" => Ok(Self::Active),
+            "archived" => Ok(Self::Archived),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for WorkflowPlanStatus {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for WorkflowPlanStatus {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+///One version of a plan's steps.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowPlanVersion {
+    #[serde(rename = "createdAt")]
+    pub created_at: Timestamp,
+    #[serde(rename = "planId")]
+    pub plan_id: WorkflowPlanId,
+    ///When it was frozen.
+    #[serde(
+        rename = "publishedAt",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub published_at: ::std::option::Option<Timestamp>,
+    pub state: PlanVersionState,
+    pub steps: PlanSteps,
+    ///The version number, from 1.
+    pub version: ::std::num::NonZeroU64,
+}
+///One execution of a published plan version.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowRun {
+    #[serde(
+        rename = "cancelReason",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub cancel_reason: ::std::option::Option<LongText>,
+    #[serde(rename = "createdAt")]
+    pub created_at: Timestamp,
+    ///The step the run is at; absent once it ended.
+    #[serde(
+        rename = "currentStepKey",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub current_step_key: ::std::option::Option<StepKey>,
+    ///When it completed, failed or was cancelled.
+    #[serde(
+        rename = "finishedAt",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub finished_at: ::std::option::Option<Timestamp>,
+    pub id: WorkflowRunId,
+    #[serde(rename = "planId")]
+    pub plan_id: WorkflowPlanId,
+    ///The published version the run executes.
+    #[serde(rename = "planVersion")]
+    pub plan_version: ::std::num::NonZeroU64,
+    ///Monotonic revision, incremented by every change.
+    pub revision: ::std::num::NonZeroU64,
+    ///The agent that started it; absent when its trigger's schedule did.
+    #[serde(
+        rename = "startedByAgentId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub started_by_agent_id: ::std::option::Option<AgentId>,
+    pub status: WorkflowRunStatus,
+    #[serde(rename = "triggerId")]
+    pub trigger_id: WorkflowTriggerId,
+    #[serde(rename = "updatedAt")]
+    pub updated_at: Timestamp,
+}
+///Opaque workflow run identifier.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct WorkflowRunId(::std::string::String);
+impl ::std::ops::Deref for WorkflowRunId {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<WorkflowRunId> for ::std::string::String {
+    fn from(value: WorkflowRunId) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for WorkflowRunId {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 68usize {
+            return Err("longer than 68 characters".into());
+        }
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        { ::regress::Regex::new("^wfr_[0-9A-Za-z]{8,64}$").unwrap() });
+        if PATTERN.find(value).is_none() {
+            return Err("doesn't match pattern \"^wfr_[0-9A-Za-z]{8,64}$\"".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for WorkflowRunId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for WorkflowRunId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for WorkflowRunId {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///A run operation: `operation` picks it; reads list, show and logs; side effects start and cancel.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(tag = "operation", deny_unknown_fields)]
+pub enum WorkflowRunInput {
+    ///List runs, most recently changed first.
+    #[serde(rename = "list")]
+    List {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        cursor: ::std::option::Option<Cursor>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        limit: ::std::option::Option<PageLimit>,
+        ///Only this plan's runs.
+        #[serde(
+            rename = "planId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        plan_id: ::std::option::Option<WorkflowPlanId>,
+        ///Only runs in this state.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        status: ::std::option::Option<WorkflowRunStatus>,
+    },
+    ///Read a run and its steps.
+    #[serde(rename = "show")]
+    Show { #[serde(rename = "runId")] run_id: WorkflowRunId },
+    ///Read one section of a run's log (sections fit the result budget; continue with `nextSection`).
+    #[serde(rename = "logs")]
+    Logs {
+        #[serde(rename = "runId")]
+        run_id: WorkflowRunId,
+        ///The section to read, from 0 (default 0).
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        section: ::std::option::Option<i64>,
+    },
+    ///Start a run of the plan's published version through an enabled trigger.
+    #[serde(rename = "start")]
+    Start {
+        #[serde(
+            rename = "requestId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        request_id: ::std::option::Option<RequestId>,
+        #[serde(rename = "triggerId")]
+        trigger_id: WorkflowTriggerId,
+    },
+    ///Cancel a run that has not ended.
+    #[serde(rename = "cancel")]
+    Cancel {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        reason: ::std::option::Option<LongText>,
+        #[serde(
+            rename = "requestId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        request_id: ::std::option::Option<RequestId>,
+        #[serde(rename = "runId")]
+        run_id: WorkflowRunId,
+    },
+}
+///The result of the run operation named by `operation`.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(tag = "operation", deny_unknown_fields)]
+pub enum WorkflowRunOutput {
+    ///One page of runs, most recently changed first.
+    #[serde(rename = "list")]
+    List {
+        ///True when another page exists.
+        #[serde(rename = "hasMore")]
+        has_more: bool,
+        #[serde(
+            rename = "nextCursor",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        next_cursor: ::std::option::Option<Cursor>,
+        runs: ::std::vec::Vec<WorkflowRun>,
+    },
+    ///The run and its steps in run order.
+    #[serde(rename = "show")]
+    Show { run: WorkflowRun, steps: ::std::vec::Vec<WorkflowStep> },
+    ///One section of the run's log, entries in order.
+    #[serde(rename = "logs")]
+    Logs {
+        entries: ::std::vec::Vec<WorkflowLogEntry>,
+        ///True when a later section exists.
+        #[serde(rename = "hasMore")]
+        has_more: bool,
+        ///The section to read next, when `hasMore`.
+        #[serde(
+            rename = "nextSection",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        next_section: ::std::option::Option<::std::num::NonZeroU64>,
+        #[serde(rename = "runId")]
+        run_id: WorkflowRunId,
+        ///The section returned.
+        section: u64,
+    },
+    ///The started run.
+    #[serde(rename = "start")]
+    Start { run: WorkflowRun },
+    ///The cancelled run.
+    #[serde(rename = "cancel")]
+    Cancel { run: WorkflowRun },
+}
+///`running` while its current step can progress; `waiting` while that step waits on an approval or is parked; `completed`, `failed` and `cancelled` are final.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd
+)]
+pub enum WorkflowRunStatus {
+    #[serde(rename = "running")]
+    Running,
+    #[serde(rename = "waiting")]
+    Waiting,
+    #[serde(rename = "completed")]
+    Completed,
+    #[serde(rename = "failed")]
+    Failed,
+    #[serde(rename = "cancelled")]
+    Cancelled,
+}
+impl ::std::fmt::Display for WorkflowRunStatus {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Running => f.write_str("running"),
+            Self::Waiting => f.write_str("waiting"),
+            Self::Completed => f.write_str("completed"),
+            Self::Failed => f.write_str("failed"),
+            Self::Cancelled => f.write_str("cancelled"),
+        }
+    }
+}
+impl ::std::str::FromStr for WorkflowRunStatus {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "running" => Ok(Self::Running),
+            "waiting" => Ok(Self::Waiting),
+            "completed" => Ok(Self::Completed),
+            "failed" => Ok(Self::Failed),
+            "cancelled" => Ok(Self::Cancelled),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for WorkflowRunStatus {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for WorkflowRunStatus {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+///One step of a run.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowStep {
+    ///The approval an `approval` step waits on, once reached.
+    #[serde(
+        rename = "approvalId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub approval_id: ::std::option::Option<ApprovalId>,
+    #[serde(rename = "createdAt")]
+    pub created_at: Timestamp,
+    pub id: WorkflowStepId,
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub instructions: ::std::option::Option<LongText>,
+    pub key: StepKey,
+    pub kind: StepKind,
+    ///What completing it produced.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub output: ::std::option::Option<LongText>,
+    ///The step's place in the run, from 0.
+    pub position: u64,
+    ///Why it was failed, paused or parked.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub reason: ::std::option::Option<LongText>,
+    ///Monotonic revision, incremented by every change.
+    pub revision: ::std::num::NonZeroU64,
+    #[serde(rename = "runId")]
+    pub run_id: WorkflowRunId,
+    pub status: WorkflowStepStatus,
+    pub title: Name,
+    #[serde(rename = "updatedAt")]
+    pub updated_at: Timestamp,
+}
+///Opaque workflow run step identifier.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct WorkflowStepId(::std::string::String);
+impl ::std::ops::Deref for WorkflowStepId {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<WorkflowStepId> for ::std::string::String {
+    fn from(value: WorkflowStepId) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for WorkflowStepId {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 68usize {
+            return Err("longer than 68 characters".into());
+        }
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        { ::regress::Regex::new("^wfs_[0-9A-Za-z]{8,64}$").unwrap() });
+        if PATTERN.find(value).is_none() {
+            return Err("doesn't match pattern \"^wfs_[0-9A-Za-z]{8,64}$\"".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for WorkflowStepId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for WorkflowStepId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for WorkflowStepId {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///A step operation: `operation` picks it; reads list and get; side effects complete, fail, pause and park.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(tag = "operation", deny_unknown_fields)]
+pub enum WorkflowStepInput {
+    ///List a run's steps, most recently changed first.
+    #[serde(rename = "list")]
+    List {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        cursor: ::std::option::Option<Cursor>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        limit: ::std::option::Option<PageLimit>,
+        #[serde(rename = "runId")]
+        run_id: WorkflowRunId,
+        ///Only steps in this state.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        status: ::std::option::Option<WorkflowStepStatus>,
+    },
+    ///Read one step.
+    #[serde(rename = "get")]
+    Get { #[serde(rename = "stepId")] step_id: WorkflowStepId },
+    ///Complete the run's active or paused task step; the run moves to its next step.
+    #[serde(rename = "complete")]
+    Complete {
+        ///Text appended to the run's log for this step.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        log: ::std::option::Option<LogText>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        output: ::std::option::Option<LongText>,
+        #[serde(
+            rename = "requestId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        request_id: ::std::option::Option<RequestId>,
+        #[serde(rename = "stepId")]
+        step_id: WorkflowStepId,
+    },
+    ///Fail the run's current step; the run fails.
+    #[serde(rename = "fail")]
+    Fail {
+        ///Text appended to the run's log for this step.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        log: ::std::option::Option<LogText>,
+        reason: LongText,
+        #[serde(
+            rename = "requestId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        request_id: ::std::option::Option<RequestId>,
+        #[serde(rename = "stepId")]
+        step_id: WorkflowStepId,
+    },
+    ///Pause the run's active task step; it can still be completed.
+    #[serde(rename = "pause")]
+    Pause {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        reason: ::std::option::Option<LongText>,
+        #[serde(
+            rename = "requestId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        request_id: ::std::option::Option<RequestId>,
+        #[serde(rename = "stepId")]
+        step_id: WorkflowStepId,
+    },
+    ///Set the run's active or paused task step aside: the run waits, and only failing the step moves on.
+    #[serde(rename = "park")]
+    Park {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        reason: ::std::option::Option<LongText>,
+        #[serde(
+            rename = "requestId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        request_id: ::std::option::Option<RequestId>,
+        #[serde(rename = "stepId")]
+        step_id: WorkflowStepId,
+    },
+}
+///The result of the step operation named by `operation`.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(tag = "operation", deny_unknown_fields)]
+pub enum WorkflowStepOutput {
+    ///One page of steps, most recently changed first.
+    #[serde(rename = "list")]
+    List {
+        ///True when another page exists.
+        #[serde(rename = "hasMore")]
+        has_more: bool,
+        #[serde(
+            rename = "nextCursor",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        next_cursor: ::std::option::Option<Cursor>,
+        steps: ::std::vec::Vec<WorkflowStep>,
+    },
+    ///The step.
+    #[serde(rename = "get")]
+    Get { step: WorkflowStep },
+    ///The completed step.
+    #[serde(rename = "complete")]
+    Complete { step: WorkflowStep },
+    ///The failed step.
+    #[serde(rename = "fail")]
+    Fail { step: WorkflowStep },
+    ///The paused step.
+    #[serde(rename = "pause")]
+    Pause { step: WorkflowStep },
+    ///The parked step.
+    #[serde(rename = "park")]
+    Park { step: WorkflowStep },
+}
+///`pending` until the run reaches it; then `active`, `paused` (still completable), `parked` (set aside: only failing it moves on) or `waiting` (on its approval); `completed`, `failed` and `cancelled` are final.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd
+)]
+pub enum WorkflowStepStatus {
+    #[serde(rename = "pending")]
+    Pending,
+    #[serde(rename = "active")]
+    Active,
+    #[serde(rename = "paused")]
+    Paused,
+    #[serde(rename = "parked")]
+    Parked,
+    #[serde(rename = "waiting")]
+    Waiting,
+    #[serde(rename = "completed")]
+    Completed,
+    #[serde(rename = "failed")]
+    Failed,
+    #[serde(rename = "cancelled")]
+    Cancelled,
+}
+impl ::std::fmt::Display for WorkflowStepStatus {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Pending => f.write_str("pending"),
+            Self::Active => f.write_str("active"),
+            Self::Paused => f.write_str("paused"),
+            Self::Parked => f.write_str("parked"),
+            Self::Waiting => f.write_str("waiting"),
+            Self::Completed => f.write_str("completed"),
+            Self::Failed => f.write_str("failed"),
+            Self::Cancelled => f.write_str("cancelled"),
+        }
+    }
+}
+impl ::std::str::FromStr for WorkflowStepStatus {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "pending" => Ok(Self::Pending),
+            "active" => Ok(Self::Active),
+            "paused" => Ok(Self::Paused),
+            "parked" => Ok(Self::Parked),
+            "waiting" => Ok(Self::Waiting),
+            "completed" => Ok(Self::Completed),
+            "failed" => Ok(Self::Failed),
+            "cancelled" => Ok(Self::Cancelled),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for WorkflowStepStatus {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for WorkflowStepStatus {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+///What starts runs of a plan.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WorkflowTrigger {
+    #[serde(rename = "createdAt")]
+    pub created_at: Timestamp,
+    #[serde(
+        rename = "createdByAgentId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub created_by_agent_id: ::std::option::Option<AgentId>,
+    ///A scheduled trigger's repeat interval; absent for one firing.
+    #[serde(
+        rename = "everyMinutes",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub every_minutes: ::std::option::Option<RepeatMinutes>,
+    pub id: WorkflowTriggerId,
+    pub kind: TriggerKind,
+    pub name: Name,
+    ///When a scheduled trigger fires next; absent when it will not.
+    #[serde(
+        rename = "nextFireAt",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub next_fire_at: ::std::option::Option<Timestamp>,
+    #[serde(rename = "planId")]
+    pub plan_id: WorkflowPlanId,
+    ///Monotonic revision, incremented by every change.
+    pub revision: ::std::num::NonZeroU64,
+    ///A scheduled trigger's first firing.
+    #[serde(rename = "startAt", skip_serializing_if = "::std::option::Option::is_none")]
+    pub start_at: ::std::option::Option<Timestamp>,
+    pub status: TriggerStatus,
+    #[serde(rename = "updatedAt")]
+    pub updated_at: Timestamp,
+}
+///Opaque workflow trigger identifier.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct WorkflowTriggerId(::std::string::String);
+impl ::std::ops::Deref for WorkflowTriggerId {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<WorkflowTriggerId> for ::std::string::String {
+    fn from(value: WorkflowTriggerId) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for WorkflowTriggerId {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 68usize {
+            return Err("longer than 68 characters".into());
+        }
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        { ::regress::Regex::new("^wft_[0-9A-Za-z]{8,64}$").unwrap() });
+        if PATTERN.find(value).is_none() {
+            return Err("doesn't match pattern \"^wft_[0-9A-Za-z]{8,64}$\"".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for WorkflowTriggerId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for WorkflowTriggerId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for WorkflowTriggerId {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///A trigger operation: `operation` picks it; reads list, show and validate; side effects create, update, enable, disable and archive.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(tag = "operation", deny_unknown_fields)]
+pub enum WorkflowTriggerInput {
+    ///List triggers, most recently changed first.
+    #[serde(rename = "list")]
+    List {
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        cursor: ::std::option::Option<Cursor>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        limit: ::std::option::Option<PageLimit>,
+        ///Only this plan's triggers.
+        #[serde(
+            rename = "planId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        plan_id: ::std::option::Option<WorkflowPlanId>,
+        ///Only triggers in this state.
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        status: ::std::option::Option<TriggerStatus>,
+    },
+    ///Read one trigger.
+    #[serde(rename = "show")]
+    Show { #[serde(rename = "triggerId")] trigger_id: WorkflowTriggerId },
+    ///Check a trigger definition against its plan without saving it.
+    #[serde(rename = "validate")]
+    Validate {
+        ///For a scheduled trigger: fire again every this many minutes (default: once).
+        #[serde(
+            rename = "everyMinutes",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        every_minutes: ::std::option::Option<RepeatMinutes>,
+        kind: TriggerKind,
+        #[serde(rename = "planId")]
+        plan_id: WorkflowPlanId,
+        ///For a scheduled trigger: its first firing (in the future).
+        #[serde(
+            rename = "startAt",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        start_at: ::std::option::Option<Timestamp>,
+    },
+    ///Create an enabled trigger for an active plan.
+    #[serde(rename = "create")]
+    Create {
+        ///For a scheduled trigger: fire again every this many minutes (default: once).
+        #[serde(
+            rename = "everyMinutes",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        every_minutes: ::std::option::Option<RepeatMinutes>,
+        kind: TriggerKind,
+        name: Name,
+        #[serde(rename = "planId")]
+        plan_id: WorkflowPlanId,
+        #[serde(
+            rename = "requestId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        request_id: ::std::option::Option<RequestId>,
+        ///For a scheduled trigger: its first firing (in the future).
+        #[serde(
+            rename = "startAt",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        start_at: ::std::option::Option<Timestamp>,
+    },
+    ///Change a trigger that is not archived: its name or (scheduled) its schedule.
+    #[serde(rename = "update")]
+    Update {
+        ///For a scheduled trigger: fire again every this many minutes (default: once).
+        #[serde(
+            rename = "everyMinutes",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        every_minutes: ::std::option::Option<RepeatMinutes>,
+        ///Apply only if it is still at this revision.
+        #[serde(
+            rename = "expectedRevision",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        expected_revision: ::std::option::Option<::std::num::NonZeroU64>,
+        #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+        name: ::std::option::Option<Name>,
+        #[serde(
+            rename = "requestId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        request_id: ::std::option::Option<RequestId>,
+        ///For a scheduled trigger: its first firing (in the future).
+        #[serde(
+            rename = "startAt",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        start_at: ::std::option::Option<Timestamp>,
+        #[serde(rename = "triggerId")]
+        trigger_id: WorkflowTriggerId,
+    },
+    ///Enable a disabled trigger.
+    #[serde(rename = "enable")]
+    Enable {
+        #[serde(
+            rename = "requestId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        request_id: ::std::option::Option<RequestId>,
+        #[serde(rename = "triggerId")]
+        trigger_id: WorkflowTriggerId,
+    },
+    ///Disable an enabled trigger: it starts no runs until enabled again.
+    #[serde(rename = "disable")]
+    Disable {
+        #[serde(
+            rename = "requestId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        request_id: ::std::option::Option<RequestId>,
+        #[serde(rename = "triggerId")]
+        trigger_id: WorkflowTriggerId,
+    },
+    ///Archive a trigger; archiving is final.
+    #[serde(rename = "archive")]
+    Archive {
+        #[serde(
+            rename = "requestId",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        request_id: ::std::option::Option<RequestId>,
+        #[serde(rename = "triggerId")]
+        trigger_id: WorkflowTriggerId,
+    },
+}
+///The result of the trigger operation named by `operation`.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(tag = "operation", deny_unknown_fields)]
+pub enum WorkflowTriggerOutput {
+    ///One page of triggers, most recently changed first.
+    #[serde(rename = "list")]
+    List {
+        ///True when another page exists.
+        #[serde(rename = "hasMore")]
+        has_more: bool,
+        #[serde(
+            rename = "nextCursor",
+            skip_serializing_if = "::std::option::Option::is_none"
+        )]
+        next_cursor: ::std::option::Option<Cursor>,
+        triggers: ::std::vec::Vec<WorkflowTrigger>,
+    },
+    ///The trigger.
+    #[serde(rename = "show")]
+    Show { trigger: WorkflowTrigger },
+    ///Whether the trigger would be accepted.
+    #[serde(rename = "validate")]
+    Validate {
+        problems: ValidationReport,
+        ///True when `problems` is empty.
+        valid: bool,
+    },
+    ///The created trigger.
+    #[serde(rename = "create")]
+    Create { trigger: WorkflowTrigger },
+    ///The trigger after the change.
+    #[serde(rename = "update")]
+    Update { trigger: WorkflowTrigger },
+    ///The enabled trigger.
+    #[serde(rename = "enable")]
+    Enable { trigger: WorkflowTrigger },
+    ///The disabled trigger.
+    #[serde(rename = "disable")]
+    Disable { trigger: WorkflowTrigger },
+    ///The archived trigger.
+    #[serde(rename = "archive")]
+    Archive { trigger: WorkflowTrigger },
+}
+///The workspace an agent works in.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Workspace {
+    #[serde(rename = "createdAt")]
+    pub created_at: Timestamp,
+    ///Opaque workspace identifier (the `serverId` of the runtime's routes).
+    pub id: WorkspaceId,
+    pub name: Name,
+}
+///Read the workspace this agent works in.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceGetInput {}
+///The workspace.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceGetOutput {
+    pub workspace: Workspace,
+}
+///Opaque workspace identifier (the `serverId` of the runtime's routes).
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct WorkspaceId(::std::string::String);
+impl ::std::ops::Deref for WorkspaceId {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<WorkspaceId> for ::std::string::String {
+    fn from(value: WorkspaceId) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for WorkspaceId {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 68usize {
+            return Err("longer than 68 characters".into());
+        }
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        { ::regress::Regex::new("^wsp_[0-9A-Za-z]{8,64}$").unwrap() });
+        if PATTERN.find(value).is_none() {
+            return Err("doesn't match pattern \"^wsp_[0-9A-Za-z]{8,64}$\"".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for WorkspaceId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for WorkspaceId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for WorkspaceId {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
     }
 }
 /// Error types.

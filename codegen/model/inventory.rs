@@ -1,8 +1,9 @@
 //! The Exec half of `schema/`: the action inventory joined with each action's schema pair.
 //!
 //! Checks, each in its own function: domain rows, action rows (names, policy, summary,
-//! example), the join with `schema/exec/<domain>/<action>.{input,output}.json` both ways, and
-//! the one-transport rule against MCP tool families.
+//! example; an operation union's rows against the operation matrix), the join with
+//! `schema/exec/<domain>/<action>.{input,output}.json` both ways, and the one-transport rule
+//! against MCP tool families.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -11,8 +12,8 @@ use serde_json::Value;
 
 use super::loader::{Loader, SchemaPair};
 use super::{
-    Action, Domain, DomainOwner, INVENTORY_FILE, MCP_DIR, ResultPolicy, Risk, Subject,
-    check_policy, collides, is_name,
+    Action, Domain, DomainOwner, INVENTORY_FILE, MCP_DIR, Operation, ResultPolicy, Risk, Subject,
+    check_policy, collides, is_name, operations,
 };
 use crate::codegen::pascal_case;
 
@@ -39,14 +40,36 @@ pub(super) struct ActionRow {
     domain: String,
     action: String,
     summary: String,
-    risk: Risk,
-    result_policy: ResultPolicy,
+    /// Absent on an operation union: each operation states its own.
+    #[serde(default)]
+    risk: Option<Risk>,
+    #[serde(default)]
+    result_policy: Option<ResultPolicy>,
     #[serde(default)]
     hint: Option<String>,
     #[serde(default)]
     next: Option<String>,
     #[serde(default)]
     prompt_inline: bool,
+    example: Value,
+    /// An operation union: the input property naming the operation, and one row per operation.
+    #[serde(default)]
+    discriminator: Option<String>,
+    #[serde(default)]
+    operations: Option<Vec<OperationRow>>,
+}
+
+/// One operation of an operation-union action.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub(super) struct OperationRow {
+    operation: String,
+    risk: Risk,
+    result_policy: ResultPolicy,
+    #[serde(default)]
+    hint: Option<String>,
+    #[serde(default)]
+    next: Option<String>,
     example: Value,
 }
 
@@ -151,15 +174,7 @@ fn join_row(
             ),
         );
     }
-    check_policy(
-        loader,
-        INVENTORY_FILE,
-        &pointer,
-        Subject::Action(&key),
-        row.risk.is_mutation(),
-        row.result_policy,
-        [&row.hint, &row.next],
-    );
+    let (risk, result_policy, operations) = row_policy(loader, &pointer, &key, row);
     if row.summary.trim().is_empty() || row.summary.ends_with('.') || row.summary.contains('\n') {
         loader.diag(
             INVENTORY_FILE,
@@ -215,16 +230,179 @@ fn join_row(
         action: row.action.clone(),
         summary: row.summary.clone(),
         owner,
-        risk: row.risk,
-        result_policy: row.result_policy,
+        risk,
+        result_policy,
         hint: row.hint.clone(),
         next: row.next.clone(),
         prompt_inline: row.prompt_inline,
         example: row.example.clone(),
+        discriminator: row.discriminator.clone(),
+        operations,
         input_type,
         output_type,
         inventory_index: index,
     }
+}
+
+/// A row's risk and result policy: its own, or (for an operation union) each operation's, checked
+/// against the operation matrix. Returns the row-level summary and the operations.
+fn row_policy(
+    loader: &mut Loader<'_>,
+    pointer: &str,
+    key: &str,
+    row: &ActionRow,
+) -> (Risk, ResultPolicy, Vec<Operation>) {
+    let union = operations::find(&row.domain, &row.action);
+    let Some(rows) = &row.operations else {
+        if union.is_some() {
+            loader.diag(
+                INVENTORY_FILE,
+                pointer,
+                format!("action `{key}` is in the operation matrix: its row needs `discriminator` and one `operations` row per operation"),
+            );
+        }
+        if row.discriminator.is_some() {
+            loader.diag(
+                INVENTORY_FILE,
+                pointer,
+                format!("action `{key}` has a `discriminator` but no `operations`"),
+            );
+        }
+        let (Some(risk), Some(policy)) = (row.risk, row.result_policy) else {
+            loader.diag(
+                INVENTORY_FILE,
+                pointer,
+                format!("action `{key}` needs `risk` and `resultPolicy`"),
+            );
+            return (Risk::Read, ResultPolicy::Bounded, Vec::new());
+        };
+        check_policy(
+            loader,
+            INVENTORY_FILE,
+            pointer,
+            Subject::Action(key),
+            risk.is_mutation(),
+            policy,
+            [&row.hint, &row.next],
+        );
+        return (risk, policy, Vec::new());
+    };
+    if row.risk.is_some() || row.result_policy.is_some() || row.hint.is_some() || row.next.is_some()
+    {
+        loader.diag(
+            INVENTORY_FILE,
+            pointer,
+            format!("action `{key}` is an operation union: `risk`, `resultPolicy`, `hint` and `next` belong to each operation, not the row"),
+        );
+    }
+    let Some(union) = union else {
+        loader.diag(
+            INVENTORY_FILE,
+            pointer,
+            format!(
+                "action `{key}` lists operations, but the operation matrix has no entry for it"
+            ),
+        );
+        return (Risk::Read, ResultPolicy::Bounded, Vec::new());
+    };
+    if row.discriminator.as_deref() != Some(union.discriminator) {
+        loader.diag(
+            INVENTORY_FILE,
+            pointer,
+            format!(
+                "action `{key}`: `discriminator` must be `{}`",
+                union.discriminator
+            ),
+        );
+    }
+    let mut operations = Vec::new();
+    for (index, op) in rows.iter().enumerate() {
+        let op_pointer = format!("{pointer}/operations/{index}");
+        let op_key = format!("{} {} {}", row.domain, row.action, op.operation);
+        match union.is_read(&op.operation) {
+            None => loader.diag(
+                INVENTORY_FILE,
+                &op_pointer,
+                format!(
+                    "action `{key}` lists operation `{}`, which the operation matrix does not have",
+                    op.operation
+                ),
+            ),
+            Some(read) if read == op.risk.is_mutation() => loader.diag(
+                INVENTORY_FILE,
+                &op_pointer,
+                format!(
+                    "operation `{op_key}` is {} in the operation matrix, but its row says `{}`",
+                    if read { "a read" } else { "a side effect" },
+                    op.risk.as_str()
+                ),
+            ),
+            Some(_) => {}
+        }
+        check_policy(
+            loader,
+            INVENTORY_FILE,
+            &op_pointer,
+            Subject::Operation(&op_key),
+            op.risk.is_mutation(),
+            op.result_policy,
+            [&op.hint, &op.next],
+        );
+        if op.example.get(union.discriminator).and_then(Value::as_str)
+            != Some(op.operation.as_str())
+        {
+            loader.diag(
+                INVENTORY_FILE,
+                &op_pointer,
+                format!(
+                    "operation `{op_key}`: its example must be an object whose `{}` is `{}`",
+                    union.discriminator, op.operation
+                ),
+            );
+        }
+        if operations
+            .iter()
+            .any(|o: &Operation| o.name == op.operation)
+        {
+            loader.diag(
+                INVENTORY_FILE,
+                &op_pointer,
+                format!("operation `{op_key}` is listed twice"),
+            );
+        }
+        operations.push(Operation {
+            name: op.operation.clone(),
+            risk: op.risk,
+            result_policy: op.result_policy,
+            hint: op.hint.clone(),
+            next: op.next.clone(),
+            example: op.example.clone(),
+        });
+    }
+    for name in union.all() {
+        if !rows.iter().any(|op| op.operation == name) {
+            loader.diag(
+                INVENTORY_FILE,
+                pointer,
+                format!("action `{key}` lacks operation `{name}` of the operation matrix"),
+            );
+        }
+    }
+    // The matrix's order: reads, then side effects.
+    operations.sort_by_key(|op| union.all().position(|name| name == op.name));
+    let risk = operations
+        .iter()
+        .map(|op| op.risk)
+        .max()
+        .unwrap_or(Risk::Read);
+    let policy = if risk.is_mutation() {
+        ResultPolicy::Mutation
+    } else {
+        operations
+            .first()
+            .map_or(ResultPolicy::Bounded, |op| op.result_policy)
+    };
+    (risk, policy, operations)
 }
 
 /// A schema pair without an inventory row.

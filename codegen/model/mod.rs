@@ -10,12 +10,14 @@
 //!
 //! - `loader`: reading files and hoisting definitions;
 //! - `inventory`: the Exec action inventory joined with its schema pairs;
+//! - `operations`: the closed operation matrix of the operation-union actions, and its checks;
 //! - `tools`: the MCP tool files and the result budget.
 //!
 //! The rules every action and tool obey alike (names, the read/mutation result policy) live here.
 
 mod inventory;
 mod loader;
+pub mod operations;
 mod tools;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -76,6 +78,18 @@ pub struct Domain {
     pub owner: DomainOwner,
 }
 
+/// One operation of an operation-union action (its input's discriminator names it).
+#[derive(Debug, Clone)]
+pub struct Operation {
+    pub name: String,
+    pub risk: Risk,
+    pub result_policy: ResultPolicy,
+    pub hint: Option<String>,
+    pub next: Option<String>,
+    /// The operation's canonical example input, discriminator included.
+    pub example: Value,
+}
+
 /// One built-in action: its inventory row joined with its hoisted schema pair.
 #[derive(Debug, Clone)]
 pub struct Action {
@@ -84,12 +98,21 @@ pub struct Action {
     pub summary: String,
     /// Its domain's owner.
     pub owner: DomainOwner,
+    /// For an operation union: the most severe of its operations' risks (what help and the
+    /// catalog show beside the per-operation rows); everything that acts on a request resolves
+    /// the operation's own.
     pub risk: Risk,
+    /// For an operation union: `mutation` when any operation has side effects.
     pub result_policy: ResultPolicy,
     pub hint: Option<String>,
     pub next: Option<String>,
     pub prompt_inline: bool,
     pub example: Value,
+    /// The input property that names the operation, for an operation union.
+    pub discriminator: Option<String>,
+    /// The operations of an operation union, in the matrix's order (reads, then side effects);
+    /// empty for any other action.
+    pub operations: Vec<Operation>,
     /// Global definition name of the input root, e.g. `TaskCreateInput`.
     pub input_type: String,
     /// Global definition name of the output root, e.g. `TaskCreateOutput`.
@@ -159,6 +182,7 @@ impl Model {
             Some(inventory) => inventory::join(&mut loader, inventory, &pairs, &tool_names),
             None => (Vec::new(), Vec::new()),
         };
+        operations::check_schemas(&mut loader, &actions);
         let mut tools: Vec<McpTool> = tool_names
             .iter()
             .filter_map(|stem| tools::load(&mut loader, stem))
@@ -234,11 +258,13 @@ impl Model {
     }
 }
 
-/// What a result policy rule is about: an inventory row or an MCP tool.
+/// What a result policy rule is about: an inventory row, one operation of a row, or an MCP tool.
 #[derive(Debug, Clone, Copy)]
 enum Subject<'a> {
     /// `domain.action`.
     Action(&'a str),
+    /// `domain action operation`.
+    Operation(&'a str),
     /// The tool's name.
     Tool(&'a str),
 }
@@ -247,13 +273,14 @@ impl<'a> Subject<'a> {
     fn noun(self) -> &'static str {
         match self {
             Subject::Action(_) => "action",
+            Subject::Operation(_) => "operation",
             Subject::Tool(_) => "tool",
         }
     }
 
     fn key(self) -> &'a str {
         match self {
-            Subject::Action(key) | Subject::Tool(key) => key,
+            Subject::Action(key) | Subject::Operation(key) | Subject::Tool(key) => key,
         }
     }
 }

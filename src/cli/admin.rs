@@ -124,6 +124,38 @@ pub enum AdminCommand {
         #[arg(long = "member")]
         members: Vec<String>,
     },
+    /// List a workspace's approvals, most recently changed first (one page)
+    Approvals {
+        #[command(flatten)]
+        connection: Connection,
+        #[arg(long)]
+        workspace: String,
+        /// Only approvals in this state
+        #[arg(long, value_parser = ["pending", "approved", "rejected"])]
+        status: Option<String>,
+        /// Page size, 1 to 100 (default 20)
+        #[arg(long)]
+        limit: Option<u32>,
+        /// The previous page's `nextCursor`
+        #[arg(long)]
+        cursor: Option<String>,
+    },
+    /// Approve or reject a pending approval as a human of the workspace (once)
+    Decide {
+        #[command(flatten)]
+        connection: Connection,
+        #[arg(long)]
+        workspace: String,
+        #[arg(long)]
+        approval: String,
+        /// The deciding human's id
+        #[arg(long)]
+        human: String,
+        #[arg(long, value_parser = ["approve", "reject"])]
+        decision: String,
+        #[arg(long)]
+        comment: Option<String>,
+    },
     /// Post a message as a human in a channel (or dm, by its id) or one of its threads
     Message {
         #[command(flatten)]
@@ -237,6 +269,31 @@ pub fn run(command: AdminCommand) -> Exit {
             connection,
             format!("/admin/workspaces/{workspace}/teams"),
             json!({"handle": handle, "displayName": display_name, "members": members}),
+            None,
+        ),
+        AdminCommand::Approvals {
+            connection,
+            workspace,
+            status,
+            limit,
+            cursor,
+        } => (
+            connection,
+            format!("/admin/workspaces/{workspace}/approvals/list"),
+            json!({"status": status, "limit": limit, "cursor": cursor}),
+            None,
+        ),
+        AdminCommand::Decide {
+            connection,
+            workspace,
+            approval,
+            human,
+            decision,
+            comment,
+        } => (
+            connection,
+            format!("/admin/workspaces/{workspace}/approvals/{approval}/decision"),
+            json!({"humanId": human, "decision": decision, "comment": comment}),
             None,
         ),
         AdminCommand::Message {

@@ -7,16 +7,22 @@ pub fn run(json: bool) -> Exit {
     if json {
         return print(CATALOG_JSON);
     }
+    // One row per action, or per operation of an operation union (`plan list`).
     let headers = ["DOMAIN", "ACTION", "RISK", "POLICY", "SUMMARY"];
-    let rows: Vec<[&str; 5]> = ACTIONS
+    let rows: Vec<[String; 5]> = ACTIONS
         .iter()
-        .map(|a| {
+        .flat_map(|a| a.each_operation())
+        .map(|e| {
+            let action = match e.operation {
+                Some(op) => format!("{} {}", e.descriptor.action, op.name),
+                None => e.descriptor.action.to_string(),
+            };
             [
-                a.domain,
-                a.action,
-                a.risk.as_str(),
-                a.result_policy.as_str(),
-                a.summary,
+                e.descriptor.domain.to_string(),
+                action,
+                e.risk().as_str().to_string(),
+                e.result_policy().as_str().to_string(),
+                e.descriptor.summary.to_string(),
             ]
         })
         .collect();
@@ -27,7 +33,7 @@ pub fn run(json: bool) -> Exit {
         }
     }
     let mut out = String::new();
-    for row in std::iter::once(headers).chain(rows) {
+    for row in std::iter::once(headers.map(str::to_string)).chain(rows) {
         let line: Vec<String> = row
             .iter()
             .zip(widths)

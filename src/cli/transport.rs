@@ -96,7 +96,7 @@ pub fn read_input(
 /// transport error message.
 pub fn post(
     base_url: &str,
-    descriptor: &ActionDescriptor,
+    descriptor: &'static ActionDescriptor,
     token: &str,
     input: &Value,
     catalog: &Validators,
@@ -132,9 +132,10 @@ pub fn post(
         .map_err(|_| format!("the daemon answered {status} without a JSON envelope"))?;
     match envelope.get("ok").and_then(Value::as_bool) {
         Some(true) if status.is_success() => Ok((envelope, true)),
-        Some(false) if !status.is_success() => {
-            Ok((budget::reproject(envelope, descriptor, catalog), false))
-        }
+        Some(false) if !status.is_success() => Ok((
+            budget::reproject(envelope, descriptor.effective(input), catalog),
+            false,
+        )),
         _ => Err(format!(
             "the daemon answered {status} with an unexpected body"
         )),

@@ -6,13 +6,15 @@
 //! with `metadata.mutation_applied = true` and a closed receipt built only from allow-listed
 //! selectors (the resource's `<name>Id`), its revision, the idempotency key, and a retrieval
 //! command rebuilt from the catalog's `retrieval` action and validated against its input schema.
+//! For an operation union (a `workflow` action) all of this is the operation's: its risk, its
+//! continuation, and a retrieval through the union's read operation.
 //!
 //! The CLI re-projects what the daemon sent through [`reproject`]: only that closed contract
 //! survives, and the retrieval command is rebuilt locally, never trusted from the wire.
 
 use serde_json::{Map, Value, json};
 
-use super::catalog::ActionDescriptor;
+use super::catalog::Effective;
 use super::error::{ActionError, ErrorCode};
 use super::validate::Validators;
 
@@ -23,7 +25,7 @@ pub const RESULT_BUDGET: usize = 64 * 1024;
 /// the budget.
 pub fn fit(
     catalog: &Validators,
-    descriptor: &ActionDescriptor,
+    descriptor: Effective,
     data: Value,
     idempotency_key: Option<&str>,
 ) -> Result<String, ActionError> {
@@ -44,19 +46,19 @@ pub fn fit(
 /// The refusal of an over-budget result of `size` bytes.
 pub fn over_budget(
     catalog: &Validators,
-    descriptor: &ActionDescriptor,
+    descriptor: Effective,
     data: &Value,
     size: usize,
     idempotency_key: Option<&str>,
 ) -> ActionError {
-    let name = format!("{} {}", descriptor.domain, descriptor.action);
-    if !descriptor.risk.is_mutation() {
+    let name = descriptor.name();
+    if !descriptor.risk().is_mutation() {
         let mut error = ActionError::new(
             ErrorCode::ResultBudgetExceeded,
             format!("the result of `{name}` is {size} bytes, over the {RESULT_BUDGET}-byte budget"),
         );
-        error.hint = descriptor.hint.map(str::to_string);
-        error.next = descriptor.next.map(str::to_string);
+        error.hint = descriptor.hint().map(str::to_string);
+        error.next = descriptor.next().map(str::to_string);
         return error;
     }
     let receipt = receipt(catalog, descriptor, data, idempotency_key);
@@ -74,31 +76,38 @@ pub fn over_budget(
 
 /// The refusal when a result could not be serialized: never a receipt (nothing trustworthy to
 /// build it from) and never replay advice.
-pub fn unserializable(descriptor: &ActionDescriptor) -> ActionError {
-    let name = format!("{} {}", descriptor.domain, descriptor.action);
+pub fn unserializable(descriptor: Effective) -> ActionError {
+    let name = descriptor.name();
     let mut error = ActionError::new(
         ErrorCode::ResultBudgetExceeded,
         format!("the result of `{name}` could not be encoded"),
     );
-    if !descriptor.risk.is_mutation() {
-        error.hint = descriptor.hint.map(str::to_string);
-        error.next = descriptor.next.map(str::to_string);
+    if !descriptor.risk().is_mutation() {
+        error.hint = descriptor.hint().map(str::to_string);
+        error.next = descriptor.next().map(str::to_string);
     }
     error
 }
 
-/// The closed receipt of an applied mutation whose `data` is `{"<resource>": {"id": …, "revision": …}}`.
+/// The closed receipt of an applied mutation whose `data` is `{"<resource>": {"id": …, "revision": …}}`
+/// (beside the discriminator, for an operation).
 pub fn receipt(
     catalog: &Validators,
-    descriptor: &ActionDescriptor,
+    descriptor: Effective,
     data: &Value,
     idempotency_key: Option<&str>,
 ) -> Value {
     let mut receipt = Map::new();
+    let discriminator = descriptor.descriptor.discriminator;
     let resource = data
         .as_object()
-        .filter(|o| o.len() == 1)
-        .and_then(|o| o.iter().next())
+        .map(|o| {
+            o.iter()
+                .filter(|(k, _)| Some(k.as_str()) != discriminator)
+                .collect::<Vec<_>>()
+        })
+        .filter(|fields| fields.len() == 1)
+        .and_then(|fields| fields.into_iter().next())
         .filter(|(_, v)| v.is_object());
     if let Some((name, resource)) = resource
         && let Some(id) = resource.get("id").and_then(Value::as_str)
@@ -119,15 +128,20 @@ pub fn receipt(
 }
 
 /// `agentteam exec <domain> <read> '{"<selector>":"<id>"}'`, where `<read>` is the catalog's
-/// retrieval action of the mutation `descriptor`, if it accepts exactly this input.
+/// retrieval action (and operation) of the mutation `descriptor`, if it accepts exactly this
+/// input.
 pub fn retrieval(
     catalog: &Validators,
-    descriptor: &ActionDescriptor,
+    descriptor: Effective,
     selector: &str,
     id: &str,
 ) -> Option<String> {
-    let read = descriptor.retrieval?.descriptor();
-    let input = json!({ selector: id });
+    let retrieval = descriptor.retrieval()?;
+    let read = retrieval.action.descriptor();
+    let mut input = json!({ selector: id });
+    if let (Some(operation), Some(field)) = (retrieval.operation, read.discriminator) {
+        input[field] = json!(operation);
+    }
     catalog.validate_input(read.id, &input).ok()?;
     Some(format!(
         "agentteam exec {} {} '{input}'",
@@ -138,16 +152,13 @@ pub fn retrieval(
 /// Keeps only the closed error metadata contract: `mutation_applied` and a receipt whose
 /// selectors, revision and idempotency key are well formed, with the retrieval command rebuilt
 /// from the catalog instead of trusted from the wire. Anything else is dropped.
-pub fn reproject(
-    mut envelope: Value,
-    descriptor: &ActionDescriptor,
-    catalog: &Validators,
-) -> Value {
+pub fn reproject(mut envelope: Value, descriptor: Effective, catalog: &Validators) -> Value {
     let Some(metadata) = envelope.pointer_mut("/error/metadata").map(Value::take) else {
         return envelope;
     };
     let mut projected = Map::new();
-    if metadata.get("mutation_applied") == Some(&Value::Bool(true)) && descriptor.risk.is_mutation()
+    if metadata.get("mutation_applied") == Some(&Value::Bool(true))
+        && descriptor.risk().is_mutation()
     {
         projected.insert("mutation_applied".into(), Value::Bool(true));
         if let Some(receipt) = metadata.get("mutation_receipt").and_then(Value::as_object) {
@@ -170,7 +181,7 @@ pub fn reproject(
 
 fn reproject_receipt(
     receipt: &Map<String, Value>,
-    descriptor: &ActionDescriptor,
+    descriptor: Effective,
     catalog: &Validators,
 ) -> Map<String, Value> {
     let mut out = Map::new();
@@ -223,7 +234,7 @@ mod tests {
     #[test]
     fn exactly_64_kib_is_returned_unchanged_and_one_byte_more_is_refused() {
         let catalog = Validators::new().unwrap();
-        let list = ActionId::TaskList.descriptor();
+        let list = ActionId::TaskList.descriptor().as_whole();
         let at_budget = data_of_envelope_size(RESULT_BUDGET);
         assert_eq!(
             serde_json::to_string(&json!({"ok": true, "data": at_budget}))
@@ -238,7 +249,7 @@ mod tests {
         assert_eq!(error.code, ErrorCode::ResultBudgetExceeded);
         assert_eq!(
             (error.hint.as_deref(), error.next.as_deref()),
-            (list.hint, list.next)
+            (list.hint(), list.next())
         );
         assert!(error.metadata.is_none(), "a read has no receipt");
         assert_eq!(
@@ -250,7 +261,7 @@ mod tests {
     #[test]
     fn a_mutation_receipt_is_closed_and_its_retrieval_validated() {
         let catalog = Validators::new().unwrap();
-        let complete = ActionId::TaskComplete.descriptor();
+        let complete = ActionId::TaskComplete.descriptor().as_whole();
         let data = json!({ "task": { "id": "task_01JD7M4B2C", "revision": 4, "description": "private text", "title": "t" } });
         let receipt = receipt(&catalog, complete, &data, Some("req-00000001"));
         assert_eq!(
@@ -273,7 +284,7 @@ mod tests {
 
     #[test]
     fn an_unserializable_mutation_result_carries_no_receipt_and_no_replay_advice() {
-        let error = unserializable(ActionId::TaskComplete.descriptor());
+        let error = unserializable(ActionId::TaskComplete.descriptor().as_whole());
         assert_eq!(error.code, ErrorCode::ResultBudgetExceeded);
         assert!(
             error.metadata.is_none() && error.next.is_none() && error.hint.is_none(),
@@ -284,7 +295,7 @@ mod tests {
     #[test]
     fn reprojection_keeps_only_the_closed_contract_and_rebuilds_the_retrieval() {
         let catalog = Validators::new().unwrap();
-        let descriptor = ActionId::TaskComplete.descriptor();
+        let descriptor = ActionId::TaskComplete.descriptor().as_whole();
         let envelope = json!({"ok": false, "error": {"code": "result_budget_exceeded", "message": "m", "metadata": {
             "mutation_applied": true,
             "extra": "dropped",
@@ -314,7 +325,7 @@ mod tests {
     #[test]
     fn malformed_or_oversized_metadata_is_dropped() {
         let catalog = Validators::new().unwrap();
-        let descriptor = ActionId::TaskComplete.descriptor();
+        let descriptor = ActionId::TaskComplete.descriptor().as_whole();
         let bad = json!({"ok": false, "error": {"code": "result_budget_exceeded", "message": "m", "metadata": {
             "mutation_applied": "yes",
             "mutation_receipt": {"selectors": {"taskId": "x".repeat(500)}}
@@ -324,7 +335,7 @@ mod tests {
                 .get("metadata")
                 .is_none()
         );
-        let read = ActionId::TaskGet.descriptor();
+        let read = ActionId::TaskGet.descriptor().as_whole();
         let claimed = json!({"ok": false, "error": {"code": "result_budget_exceeded", "message": "m", "metadata": {"mutation_applied": true}}});
         assert!(
             reproject(claimed, read, &catalog)["error"]

@@ -19,6 +19,10 @@ pub struct DomainDescriptor {
 }
 
 /// One built-in action, as the inventory row and its schema pair describe it.
+///
+/// Its risk, result policy and continuations are private: an operation union (a `workflow`
+/// action) has them per operation, so whatever acts on a request reads them through
+/// [`ActionDescriptor::effective`], which resolves the operation the input names.
 #[derive(Debug)]
 pub struct ActionDescriptor {
     pub id: ActionId,
@@ -28,12 +32,14 @@ pub struct ActionDescriptor {
     pub summary: &'static str,
     /// Who answers this action (its domain's owner).
     pub owner: DomainOwner,
-    pub risk: Risk,
-    pub result_policy: ResultPolicy,
+    /// For an operation union: the most severe of its operations'.
+    risk: Risk,
+    /// For an operation union: `mutation` when any operation has side effects.
+    result_policy: ResultPolicy,
     /// Why an over-budget result was refused (required for read actions).
-    pub hint: Option<&'static str>,
+    hint: Option<&'static str>,
     /// The request to make instead of an over-budget one (required for read actions).
-    pub next: Option<&'static str>,
+    next: Option<&'static str>,
     /// Whether the prompt summary shows the example inline.
     pub prompt_inline: bool,
     /// The canonical example input, compact JSON.
@@ -46,13 +52,86 @@ pub struct ActionDescriptor {
     pub input_properties: &'static [&'static str],
     /// For a mutation whose output is one resource: the read action that returns that resource
     /// by its `<resource>Id` (a receipt's retrieval path).
-    pub retrieval: Option<ActionId>,
+    retrieval: Option<Retrieval>,
+    /// For an operation union: the input property that names the operation.
+    pub discriminator: Option<&'static str>,
+    /// For an operation union: its operations, reads first; empty otherwise.
+    pub operations: &'static [OperationDescriptor],
     /// Self-contained JSON Schema 2020-12 of the input (no external `$ref`).
     pub input_schema: &'static str,
     /// Self-contained JSON Schema 2020-12 of the output.
     pub output_schema: &'static str,
     /// `agentteam exec <domain> <action> --help`.
     pub help: &'static str,
+}
+
+/// One operation of an operation-union action.
+#[derive(Debug)]
+pub struct OperationDescriptor {
+    pub name: &'static str,
+    pub risk: Risk,
+    pub result_policy: ResultPolicy,
+    pub hint: Option<&'static str>,
+    pub next: Option<&'static str>,
+    /// The operation's canonical example input, compact JSON.
+    pub example: &'static str,
+    retrieval: Option<Retrieval>,
+}
+
+/// The read that returns what a mutation changed: an action, and for an operation union the read
+/// operation, called with the resource's `<resource>Id`.
+#[derive(Debug, Clone, Copy)]
+pub struct Retrieval {
+    pub action: ActionId,
+    pub operation: Option<&'static str>,
+}
+
+/// What one request asks of an action: the action, and for an operation union the operation its
+/// discriminator names. Every rule that depends on risk reads it from here.
+#[derive(Debug, Clone, Copy)]
+pub struct Effective {
+    pub descriptor: &'static ActionDescriptor,
+    /// `None` for an ordinary action (and for an operation union whose input names no known
+    /// operation, which validation refuses first; the action's most severe risk applies).
+    pub operation: Option<&'static OperationDescriptor>,
+}
+
+impl Effective {
+    pub fn risk(self) -> Risk {
+        self.operation.map_or(self.descriptor.risk, |op| op.risk)
+    }
+
+    pub fn result_policy(self) -> ResultPolicy {
+        self.operation
+            .map_or(self.descriptor.result_policy, |op| op.result_policy)
+    }
+
+    pub fn hint(self) -> Option<&'static str> {
+        self.operation.map_or(self.descriptor.hint, |op| op.hint)
+    }
+
+    pub fn next(self) -> Option<&'static str> {
+        self.operation.map_or(self.descriptor.next, |op| op.next)
+    }
+
+    pub fn retrieval(self) -> Option<Retrieval> {
+        match self.operation {
+            Some(op) => op.retrieval,
+            None if self.descriptor.operations.is_empty() => self.descriptor.retrieval,
+            None => None,
+        }
+    }
+
+    /// `task create`, or `workflow plan publish` for an operation.
+    pub fn name(self) -> String {
+        match self.operation {
+            Some(op) => format!(
+                "{} {} {}",
+                self.descriptor.domain, self.descriptor.action, op.name
+            ),
+            None => format!("{} {}", self.descriptor.domain, self.descriptor.action),
+        }
+    }
 }
 
 /// One MCP tool, as `schema/mcp/<name>.json` describes it.
@@ -100,6 +179,44 @@ pub const PROMPT_SUMMARY: &str = include_str!(concat!(env!("OUT_DIR"), "/prompt.
 /// Every domain and action with risk, policy and example, for programs.
 pub const CATALOG_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/catalog.json"));
 
+impl ActionDescriptor {
+    /// What `input` asks of this action: for an operation union, the operation its discriminator
+    /// names.
+    pub fn effective(&'static self, input: &serde_json::Value) -> Effective {
+        let operation = self.discriminator.and_then(|field| {
+            let name = input.get(field)?.as_str()?;
+            self.operations.iter().find(|op| op.name == name)
+        });
+        Effective {
+            descriptor: self,
+            operation,
+        }
+    }
+
+    /// This action as a whole, for an ordinary action; for an operation union, its most severe
+    /// operation (listings and help).
+    pub fn as_whole(&'static self) -> Effective {
+        Effective {
+            descriptor: self,
+            operation: None,
+        }
+    }
+
+    /// Each operation of an operation union as an [`Effective`]; an ordinary action once.
+    pub fn each_operation(&'static self) -> Vec<Effective> {
+        if self.operations.is_empty() {
+            return vec![self.as_whole()];
+        }
+        self.operations
+            .iter()
+            .map(|op| Effective {
+                descriptor: self,
+                operation: Some(op),
+            })
+            .collect()
+    }
+}
+
 impl ActionId {
     /// The descriptor of this action.
     pub fn descriptor(self) -> &'static ActionDescriptor {
@@ -139,7 +256,7 @@ pub fn builtin_digest() -> &'static str {
         use sha2::{Digest, Sha256};
         let mut hash = Sha256::new();
         for action in ACTIONS {
-            let fields = [
+            let mut fields = vec![
                 action.domain,
                 action.action,
                 action.summary,
@@ -151,6 +268,16 @@ pub fn builtin_digest() -> &'static str {
                 action.input_schema,
                 action.output_schema,
             ];
+            for op in action.operations {
+                fields.extend([
+                    op.name,
+                    op.risk.as_str(),
+                    op.result_policy.as_str(),
+                    op.hint.unwrap_or(""),
+                    op.next.unwrap_or(""),
+                    op.example,
+                ]);
+            }
             for field in fields {
                 // Length-prefixed, so no two descriptor lists hash alike by shifting text.
                 hash.update((field.len() as u64).to_be_bytes());

@@ -16,8 +16,8 @@ pub mod types;
 pub mod validate;
 
 pub use catalog::{
-    ACTIONS, ActionDescriptor, ActionId, DOMAINS, DomainDescriptor, DomainOwner, ResultPolicy,
-    Risk, TOOLS, ToolDescriptor, ToolId, ToolOwner,
+    ACTIONS, ActionDescriptor, ActionId, DOMAINS, DomainDescriptor, DomainOwner, Effective,
+    OperationDescriptor, ResultPolicy, Retrieval, Risk, TOOLS, ToolDescriptor, ToolId, ToolOwner,
 };
 pub use error::{ActionError, ActionResult, DispatchError};
 pub use handlers::{

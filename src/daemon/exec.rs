@@ -29,7 +29,7 @@ use super::auth::Scope;
 use super::replay::Claim;
 use super::state::DaemonState;
 use crate::client::CallContext;
-use crate::contract::catalog::{ActionDescriptor, builtin_digest, find_action};
+use crate::contract::catalog::{Effective, builtin_digest, find_action};
 use crate::contract::error::ErrorCode;
 use crate::contract::{ActionError, DispatchError, DomainOwner, budget, dispatch, dispatch_daemon};
 use crate::wire;
@@ -95,8 +95,10 @@ pub async fn action(
     if let Err(error) = state.validators.validate_input(descriptor.id, &input) {
         return wire::error_response(&error);
     }
-    // 5. One agreed, well-formed idempotency selector for a mutation.
-    let idempotency_key = if descriptor.risk.is_mutation() {
+    // 5. One agreed, well-formed idempotency selector for a mutation (the operation's risk, for an
+    // operation union).
+    let effective = descriptor.effective(&input);
+    let idempotency_key = if effective.risk().is_mutation() {
         match resolve_selector(&headers, &input) {
             Ok(key) => key,
             Err(error) => return wire::error_response(&error),
@@ -119,7 +121,7 @@ pub async fn action(
                 };
                 let result =
                     dispatch(state.server_client.as_ref(), &ctx, descriptor.id, input).await;
-                answer(&state, descriptor, result, idempotency_key.as_deref())
+                answer(&state, effective, result, idempotency_key.as_deref())
             }
             DomainOwner::Daemon => {
                 let caller = DaemonCaller {
@@ -129,7 +131,7 @@ pub async fn action(
                 daemon_owned(
                     &state,
                     &caller,
-                    descriptor,
+                    effective,
                     input,
                     idempotency_key.as_deref(),
                 )
@@ -152,18 +154,19 @@ pub async fn action(
 /// one classification of every failure.
 fn answer(
     state: &DaemonState,
-    descriptor: &'static ActionDescriptor,
+    effective: Effective,
     result: Result<serde_json::Value, DispatchError>,
     idempotency_key: Option<&str>,
 ) -> (u16, String) {
+    let descriptor = effective.descriptor;
     let result = match result {
-        Ok(data) => budget::fit(&state.validators, descriptor, data, idempotency_key),
+        Ok(data) => budget::fit(&state.validators, effective, data, idempotency_key),
         Err(DispatchError::Action(error)) => Err(error),
         Err(DispatchError::Decode(cause)) => {
             tracing::debug!(action = %descriptor.id.key(), error = %cause, "validated input does not fit the typed request");
             Err(ActionError::unrepresentable_input())
         }
-        Err(DispatchError::Encode(_)) => Err(budget::unserializable(descriptor)),
+        Err(DispatchError::Encode(_)) => Err(budget::unserializable(effective)),
         Err(DispatchError::NotOwned(id)) => {
             tracing::error!(incident_id = wire::observe::incident_id().unwrap_or_default(), action = %id.key(), "an action was dispatched to another owner");
             Err(ActionError::new(
@@ -183,13 +186,14 @@ fn answer(
 async fn daemon_owned(
     state: &DaemonState,
     caller: &DaemonCaller,
-    descriptor: &'static ActionDescriptor,
+    effective: Effective,
     input: serde_json::Value,
     idempotency_key: Option<&str>,
 ) -> (u16, String) {
+    let descriptor = effective.descriptor;
     let run = |input| async {
         let result = dispatch_daemon(state.agents.as_ref(), caller, descriptor.id, input).await;
-        answer(state, descriptor, result, idempotency_key)
+        answer(state, effective, result, idempotency_key)
     };
     let Some(key) = idempotency_key else {
         return run(input).await;

@@ -4,8 +4,10 @@
 //! `POST /admin/workspaces`, then under `/admin/workspaces/{workspaceId}`: `humans`, `agents`,
 //! `devices` (returns the device credential once), `channels`, `channels/{channelId}/threads`,
 //! `channels/{channelId}/members`, `dms` (the direct conversation of two members, created once),
-//! `teams`, and `messages` (a human posts in a channel, dm or thread they belong to, optionally with
-//! attachments). `GET /admin/stats` reads counters.
+//! `teams`, `messages` (a human posts in a channel, dm or thread they belong to, optionally with
+//! attachments), `approvals/list` (a page of the workspace's approvals) and
+//! `approvals/{approvalId}/decision` (a human approves or rejects; a waiting workflow step moves
+//! on). `GET /admin/stats` reads counters.
 //!
 //! Each handler takes an [`OperatorJson`] (the operator is authenticated, then the body is read
 //! and decoded) and returns a [`Data`] or a [`Refusal`]. Request fields use the contract's types,
@@ -64,6 +66,14 @@ pub fn routes() -> Router<AppState> {
         .route(
             "/admin/workspaces/{workspaceId}/messages",
             post(post_message),
+        )
+        .route(
+            "/admin/workspaces/{workspaceId}/approvals/list",
+            post(list_approvals),
+        )
+        .route(
+            "/admin/workspaces/{workspaceId}/approvals/{approvalId}/decision",
+            post(decide_approval),
         )
 }
 
@@ -195,6 +205,33 @@ struct NewAttachmentBody {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 struct NewDm {
     member_ids: [String; 2],
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ApprovalPage {
+    #[serde(default)]
+    status: Option<t::ApprovalStatus>,
+    #[serde(default)]
+    limit: Option<t::PageLimit>,
+    #[serde(default)]
+    cursor: Option<t::Cursor>,
+}
+
+#[derive(Deserialize, Clone, Copy, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+enum Decision {
+    Approve,
+    Reject,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ApprovalDecision {
+    human_id: String,
+    decision: Decision,
+    #[serde(default)]
+    comment: Option<t::LongText>,
 }
 
 /// Free text must say something: whitespace alone is refused.
@@ -650,4 +687,88 @@ async fn add_channel_member(
 /// `GET /admin/stats`: counters an operator (or a test) reads.
 async fn stats(State(state): State<AppState>, _: OperatorAuth) -> Answer {
     Ok(Data(json!({ "runtimeRequests": state.dispatched() })))
+}
+
+/// `POST …/approvals/list`: one page of the workspace's approvals, newest change first; the
+/// cursor is bound to the operator, the workspace and the status filter.
+async fn list_approvals(
+    State(state): State<AppState>,
+    Path(workspace_id): Path<String>,
+    OperatorJson(ApprovalPage {
+        status,
+        limit,
+        cursor,
+    }): OperatorJson<ApprovalPage>,
+) -> Answer {
+    let operator = super::actions::Caller {
+        workspace_id: workspace_id.clone(),
+        agent_id: "operator".into(),
+        now_ms: state.clock.now_ms(),
+    };
+    let filter =
+        super::actions::page::Filter::new(&operator, "admin.approvals").with("status", status);
+    let after = super::actions::page::decode_position(&state, cursor.as_ref(), &filter)?;
+    let found = state
+        .store
+        .list_approvals(
+            &workspace_id,
+            status.map(|s| s.to_string()).as_deref(),
+            after.as_ref(),
+            super::actions::page::limit(limit),
+        )
+        .await
+        .map_err(internal)?;
+    let next_cursor = found
+        .next
+        .map(|p| super::actions::page::encode_position(&state, &filter, &p))
+        .transpose()?;
+    let mut data = json!({ "approvals": found.items, "hasMore": next_cursor.is_some() });
+    if let Some(cursor) = next_cursor {
+        data["nextCursor"] = json!(cursor);
+    }
+    Ok(Data(data))
+}
+
+/// `POST …/approvals/{approvalId}/decision`: a human of the workspace approves or rejects a
+/// pending approval, once; the workflow step waiting on it moves on in the same transaction.
+async fn decide_approval(
+    State(state): State<AppState>,
+    Path((workspace_id, approval_id)): Path<(String, String)>,
+    OperatorJson(ApprovalDecision {
+        human_id,
+        decision,
+        comment,
+    }): OperatorJson<ApprovalDecision>,
+) -> Answer {
+    let decided = state
+        .store
+        .decide_approval(
+            &workspace_id,
+            &approval_id,
+            &human_id,
+            decision == Decision::Approve,
+            comment.as_deref().map(String::as_str),
+            state.clock.now_ms(),
+        )
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| {
+            ActionError::new(
+                ErrorCode::NotFound,
+                format!("no approval `{approval_id}` in this workspace"),
+            )
+        })?;
+    match decided {
+        Ok(approval) => Ok(Data(json!({ "approval": approval }))),
+        Err(super::store::DecideRefusal::Decided(status)) => Err(ActionError::new(
+            ErrorCode::InvalidState,
+            format!("approval `{approval_id}` was already decided: {status}"),
+        )
+        .into()),
+        Err(super::store::DecideRefusal::UnknownHuman) => Err(ActionError::new(
+            ErrorCode::NotFound,
+            format!("no human `{human_id}` in this workspace"),
+        )
+        .into()),
+    }
 }

@@ -5,13 +5,14 @@
 //! (workspace, agent ownership, and each locator's membership). An operator API sets up
 //! workspaces, humans, agents, devices, channels and threads.
 
-mod actions;
+pub(crate) mod actions;
 mod admin_api;
 mod auth;
 pub mod cursor;
 mod legacy;
 mod runtime_api;
 pub mod store;
+pub mod workflow;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -107,11 +108,13 @@ impl AppState {
     }
 
     /// One scheduler pass at the clock's now: due scheduled messages become runs, pending runs
-    /// are posted, and expired idempotency records are pruned. `agentteam server` runs it every
+    /// are posted, due scheduled workflow triggers start their runs, and expired idempotency
+    /// records are pruned. `agentteam server` runs it every
     /// [`SCHEDULER_TICK`]; tests call it.
     pub async fn run_scheduler_pass(&self) -> Result<store::PassReport, StoreError> {
         let now_ms = self.clock.now_ms();
         let mut report = self.store.run_due_schedules(now_ms).await?;
+        report.runs_started = self.store.fire_due_triggers(now_ms).await?;
         report.keys_pruned = self
             .store
             .prune_idempotency(now_ms - runtime_api::IDEMPOTENCY_RETENTION_MS)
@@ -135,7 +138,7 @@ pub async fn run_scheduler(state: AppState, stop: tokio_util::sync::Cancellation
         }
         match state.run_scheduler_pass().await {
             Ok(report)
-                if report.runs_created + report.sent + report.failed > 0
+                if report.runs_created + report.sent + report.failed + report.runs_started > 0
                     || report.keys_pruned > 0 =>
             {
                 tracing::info!(
@@ -143,6 +146,7 @@ pub async fn run_scheduler(state: AppState, stop: tokio_util::sync::Cancellation
                     sent = report.sent,
                     failed = report.failed,
                     keys_pruned = report.keys_pruned,
+                    workflow_runs_started = report.runs_started,
                     "scheduler pass"
                 );
             }

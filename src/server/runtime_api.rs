@@ -53,9 +53,10 @@ impl Operation {
         }
     }
 
-    fn is_mutation(self) -> bool {
+    /// Whether `input` asks for a side effect (per operation, for an operation union).
+    fn is_mutation(self, input: &serde_json::Value) -> bool {
         match self {
-            Operation::Action(id) => id.descriptor().risk.is_mutation(),
+            Operation::Action(id) => id.descriptor().effective(input).risk().is_mutation(),
             Operation::Tool(id) => !id.descriptor().read_only,
         }
     }
@@ -154,7 +155,7 @@ async fn run(
         }
         Operation::Tool(id) => state.catalog.validate_tool_input(id, &input)?,
     }
-    let selector = if op.is_mutation() {
+    let selector = if op.is_mutation(&input) {
         resolve_selector(headers, &input)?
     } else {
         None

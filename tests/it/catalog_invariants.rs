@@ -87,22 +87,23 @@ fn summaries_are_one_line_without_period() {
 
 #[test]
 fn read_actions_have_continuations_and_no_mutation_policy() {
-    for action in ACTIONS {
-        let key = format!("{}.{}", action.domain, action.action);
-        match action.risk {
+    // Per operation, for an operation union.
+    for effective in ACTIONS.iter().flat_map(|a| a.each_operation()) {
+        let key = effective.name();
+        match effective.risk() {
             Risk::Read => {
                 assert!(
-                    action.hint.is_some_and(|h| !h.is_empty()),
+                    effective.hint().is_some_and(|h| !h.is_empty()),
                     "{key} lacks hint"
                 );
                 assert!(
-                    action.next.is_some_and(|n| !n.is_empty()),
+                    effective.next().is_some_and(|n| !n.is_empty()),
                     "{key} lacks next"
                 );
-                assert_ne!(action.result_policy, ResultPolicy::Mutation, "{key}");
+                assert_ne!(effective.result_policy(), ResultPolicy::Mutation, "{key}");
             }
             Risk::Write | Risk::Destructive => {
-                assert_eq!(action.result_policy, ResultPolicy::Mutation, "{key}")
+                assert_eq!(effective.result_policy(), ResultPolicy::Mutation, "{key}")
             }
         }
     }
@@ -124,7 +125,25 @@ fn openapi_has_one_post_path_per_action_and_nothing_else() {
             operation["operationId"],
             format!("{}.{}", action.domain, action.action)
         );
-        assert_eq!(operation["x-agentteam-risk"], action.risk.as_str());
+        assert_eq!(
+            operation["x-agentteam-risk"],
+            action.as_whole().risk().as_str()
+        );
+        // An operation union also states each operation's own risk and policy.
+        let operations: Vec<Value> = action
+            .operations
+            .iter()
+            .map(|op| {
+                serde_json::json!({"operation": op.name, "risk": op.risk.as_str(), "resultPolicy": op.result_policy.as_str()})
+            })
+            .collect();
+        assert_eq!(
+            operation
+                .pointer("/x-agentteam-operations/operations")
+                .cloned()
+                .unwrap_or(Value::Array(vec![])),
+            Value::Array(operations)
+        );
         let input_ref = operation["requestBody"]["content"]["application/json"]["schema"]["$ref"]
             .as_str()
             .unwrap();

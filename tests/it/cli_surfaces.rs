@@ -42,17 +42,26 @@ fn domain_help_snapshots() {
 }
 
 #[test]
-fn action_help_snapshots_each_with_exactly_one_example() {
+fn action_help_snapshots_each_with_one_example_per_operation() {
     for action in ACTIONS {
         let help = check_ok(&["exec", action.domain, action.action, "--help"]);
         let command = format!("agentteam exec {} {} '", action.domain, action.action);
         assert_eq!(
             help.matches(&command).count(),
-            1,
-            "{}.{} help must show exactly one example:\n{help}",
+            action.operations.len().max(1),
+            "{}.{} help must show exactly one example (one per operation of a union):\n{help}",
             action.domain,
             action.action
         );
+        for op in action.operations {
+            assert!(
+                help.contains(op.example),
+                "{}.{} help lacks the example of `{}`",
+                action.domain,
+                action.action,
+                op.name
+            );
+        }
         insta::assert_snapshot!(
             format!("exec_action_help_{}_{}", action.domain, action.action),
             help
@@ -170,22 +179,39 @@ fn catalog_json_is_byte_identical_to_generated() {
 }
 
 #[test]
-fn catalog_table_lists_every_action_with_risk_and_policy() {
+fn catalog_table_lists_every_action_and_operation_with_risk_and_policy() {
     let table = check_ok(&["catalog"]);
-    assert_eq!(table.lines().count(), ACTIONS.len() + 1);
-    for action in ACTIONS {
+    let rows: Vec<_> = ACTIONS.iter().flat_map(|a| a.each_operation()).collect();
+    assert!(
+        rows.len() > ACTIONS.len(),
+        "operation unions have a row each"
+    );
+    assert_eq!(table.lines().count(), rows.len() + 1);
+    for effective in rows {
+        let mut name = vec![effective.descriptor.domain, effective.descriptor.action];
+        name.extend(effective.operation.map(|op| op.name));
         let row = table
             .lines()
             .find(|line| {
                 line.split_whitespace()
-                    .take(2)
-                    .eq([action.domain, action.action])
+                    .take(name.len())
+                    .eq(name.iter().copied())
+                    && !line.split_whitespace().nth(name.len()).is_some_and(|next| {
+                        effective
+                            .descriptor
+                            .operations
+                            .iter()
+                            .any(|op| op.name == next)
+                    })
             })
-            .unwrap_or_else(|| panic!("no row for {}.{}", action.domain, action.action));
+            .unwrap_or_else(|| panic!("no row for {}", effective.name()));
         let cells: Vec<&str> = row.split_whitespace().collect();
         assert_eq!(
-            &cells[2..4],
-            [action.risk.as_str(), action.result_policy.as_str()]
+            &cells[name.len()..name.len() + 2],
+            [
+                effective.risk().as_str(),
+                effective.result_policy().as_str()
+            ]
         );
     }
 }

@@ -14,6 +14,7 @@ mod fixture_build;
 mod generated_fresh;
 mod mcp;
 mod openapi_fuzz;
+mod operation_matrix;
 mod pg_replicas;
 mod review_findings;
 mod schema_lint;
@@ -25,6 +26,7 @@ mod server_domains;
 mod server_durability;
 mod server_idempotency;
 mod server_pagination;
+mod server_workflow;
 mod support;
 mod tidy;
 

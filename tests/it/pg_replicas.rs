@@ -548,3 +548,98 @@ async fn the_postgres_schema_matches_sqlites_table_for_table() {
     assert!(!sqlite_indexes.is_empty());
     assert_eq!(pg_indexes, sqlite_indexes);
 }
+
+#[tokio::test]
+async fn scheduled_workflow_triggers_due_at_once_each_start_one_run_across_replicas() {
+    const TRIGGERS: usize = 300;
+    let database = fresh_pg_database().await;
+    let first = TestServer::start_on(&database).await;
+    let second = TestServer::start_on(&database).await;
+    let w = first.workspace("acme").await;
+    let store: &Store = first.state.store();
+    let now = first.state.clock().now_ms();
+    let steps: agentteam::contract::types::PlanSteps =
+        serde_json::from_value(json!([{"key": "a", "title": "A", "kind": "task"}])).unwrap();
+    let plan = store
+        .insert_plan(&w.workspace_id, "nightly", None, &steps, &w.agent_id, now)
+        .await
+        .unwrap();
+    store
+        .change_plan(&w.workspace_id, plan.id.as_str(), now, |current, _| {
+            Ok::<_, ()>(agentteam::server::store::PlanChange {
+                name: current.name.to_string(),
+                description: None,
+                status: "active".into(),
+                steps: None,
+                publish: true,
+            })
+        })
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    // All due a second ago, once each.
+    futures_util::stream::iter(0..TRIGGERS)
+        .map(|i| {
+            let (w, plan) = (&w, &plan);
+            async move {
+                store
+                    .insert_trigger(
+                        &w.workspace_id,
+                        plan.id.as_str(),
+                        &agentteam::server::store::TriggerChange {
+                            name: format!("t{i}"),
+                            status: "enabled".into(),
+                            start_at: Some(now - 1_000),
+                            every_minutes: None,
+                            next_fire_at: Some(now - 1_000),
+                        },
+                        "scheduled",
+                        &w.agent_id,
+                        now - 2_000,
+                    )
+                    .await
+                    .unwrap();
+            }
+        })
+        .buffer_unordered(8)
+        .collect::<Vec<()>>()
+        .await;
+
+    // Two replicas (two pools), three passes each at once, until nothing is due.
+    let mut db = connect(&database).await;
+    let passes: Vec<_> = [&first, &second]
+        .into_iter()
+        .flat_map(|server| (0..3).map(move |_| server.state.clone()))
+        .map(|state| {
+            tokio::spawn(async move {
+                let mut started = 0;
+                for _ in 0..50 {
+                    started += state.run_scheduler_pass().await.unwrap().runs_started;
+                }
+                started
+            })
+        })
+        .collect();
+    let mut started = 0;
+    let mut passes_that_started = 0;
+    for pass in futures_util::future::join_all(passes).await {
+        let count = pass.unwrap();
+        started += count;
+        passes_that_started += usize::from(count > 0);
+    }
+    let (runs, distinct): (i64, i64) =
+        sqlx::query_as("SELECT COUNT(*), COUNT(DISTINCT trigger_id) FROM workflow_runs")
+            .fetch_one(&mut db)
+            .await
+            .unwrap();
+    assert_eq!((runs, distinct), (TRIGGERS as i64, TRIGGERS as i64));
+    assert_eq!(started, TRIGGERS);
+    assert!(passes_that_started >= 2, "the passes competed");
+    let (left,): (i64,) =
+        sqlx::query_as("SELECT COUNT(*) FROM workflow_triggers WHERE next_fire_at IS NOT NULL")
+            .fetch_one(&mut db)
+            .await
+            .unwrap();
+    assert_eq!(left, 0);
+}

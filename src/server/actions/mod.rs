@@ -2,13 +2,16 @@
 //! Every locator in a request is resolved against the caller's workspace and membership here; a
 //! locator the agent cannot see is `not_found`, whether it exists elsewhere or not.
 
+mod approval;
 mod messages;
-mod page;
+pub(crate) mod page;
+mod profile;
 mod project;
 mod review;
 mod schedule;
 mod task;
 mod team;
+mod workflow;
 
 use crate::contract::error::ErrorCode;
 use crate::contract::types as t;
@@ -101,6 +104,77 @@ pub(crate) fn not_found(what: &str, id: &str) -> ActionError {
 
 impl ActionHandler for ServerActions<'_> {
     type Context = Caller;
+
+    async fn approval_get(
+        &self,
+        caller: &Caller,
+        input: t::ApprovalGetInput,
+    ) -> ActionResult<t::ApprovalGetOutput> {
+        approval::get(self.state, caller, input).await
+    }
+    async fn approval_list(
+        &self,
+        caller: &Caller,
+        input: t::ApprovalListInput,
+    ) -> ActionResult<t::ApprovalListOutput> {
+        approval::list(self.state, caller, input).await
+    }
+    async fn approval_request(
+        &self,
+        caller: &Caller,
+        input: t::ApprovalRequestInput,
+    ) -> ActionResult<t::ApprovalRequestOutput> {
+        approval::request(self.state, caller, input).await
+    }
+    async fn profile_get(
+        &self,
+        caller: &Caller,
+        input: t::ProfileGetInput,
+    ) -> ActionResult<t::ProfileGetOutput> {
+        profile::get(self.state, caller, input).await
+    }
+    async fn profile_update(
+        &self,
+        caller: &Caller,
+        input: t::ProfileUpdateInput,
+    ) -> ActionResult<t::ProfileUpdateOutput> {
+        profile::update(self.state, caller, input).await
+    }
+    async fn workflow_plan(
+        &self,
+        caller: &Caller,
+        input: t::WorkflowPlanInput,
+    ) -> ActionResult<t::WorkflowPlanOutput> {
+        workflow::plan(self.state, caller, input).await
+    }
+    async fn workflow_run(
+        &self,
+        caller: &Caller,
+        input: t::WorkflowRunInput,
+    ) -> ActionResult<t::WorkflowRunOutput> {
+        workflow::run(self.state, caller, input).await
+    }
+    async fn workflow_step(
+        &self,
+        caller: &Caller,
+        input: t::WorkflowStepInput,
+    ) -> ActionResult<t::WorkflowStepOutput> {
+        workflow::step(self.state, caller, input).await
+    }
+    async fn workflow_trigger(
+        &self,
+        caller: &Caller,
+        input: t::WorkflowTriggerInput,
+    ) -> ActionResult<t::WorkflowTriggerOutput> {
+        workflow::trigger(self.state, caller, input).await
+    }
+    async fn workspace_get(
+        &self,
+        caller: &Caller,
+        input: t::WorkspaceGetInput,
+    ) -> ActionResult<t::WorkspaceGetOutput> {
+        profile::workspace(self.state, caller, input).await
+    }
 
     async fn project_archive(
         &self,

@@ -196,6 +196,126 @@ pub const MIGRATIONS: &[&str] = &[
     r#"
     CREATE INDEX runs_pending ON scheduled_runs (created_at, id) WHERE status = 'pending';
     "#,
+    // 5: public agent profiles, workflows (plans and their versions, triggers, runs, steps, run
+    // logs) and approvals.
+    r#"
+    ALTER TABLE agents ADD COLUMN description TEXT;
+    ALTER TABLE agents ADD COLUMN profile_status TEXT NOT NULL DEFAULT 'available' CHECK (profile_status IN ('available', 'busy', 'away'));
+    ALTER TABLE agents ADD COLUMN profile_revision BIGINT NOT NULL DEFAULT 1;
+    ALTER TABLE agents ADD COLUMN profile_updated_at BIGINT;
+    CREATE TABLE workflow_plans (
+        id TEXT PRIMARY KEY,
+        workspace_id TEXT NOT NULL REFERENCES workspaces(id),
+        name TEXT NOT NULL,
+        description TEXT,
+        status TEXT NOT NULL CHECK (status IN ('active', 'archived')),
+        latest_version BIGINT NOT NULL,
+        published_version BIGINT,
+        created_by_agent_id TEXT REFERENCES agents(id),
+        revision BIGINT NOT NULL,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL
+    );
+    CREATE INDEX workflow_plans_by_update ON workflow_plans (workspace_id, updated_at DESC, id DESC);
+    CREATE INDEX workflow_plans_by_status ON workflow_plans (workspace_id, status, updated_at DESC, id DESC);
+    CREATE TABLE workflow_plan_versions (
+        plan_id TEXT NOT NULL REFERENCES workflow_plans(id),
+        version BIGINT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('draft', 'published')),
+        steps TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        published_at BIGINT,
+        PRIMARY KEY (plan_id, version)
+    );
+    CREATE TABLE workflow_triggers (
+        id TEXT PRIMARY KEY,
+        workspace_id TEXT NOT NULL REFERENCES workspaces(id),
+        plan_id TEXT NOT NULL REFERENCES workflow_plans(id),
+        name TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('manual', 'scheduled')),
+        status TEXT NOT NULL CHECK (status IN ('enabled', 'disabled', 'archived')),
+        start_at BIGINT,
+        every_minutes BIGINT,
+        next_fire_at BIGINT,
+        created_by_agent_id TEXT REFERENCES agents(id),
+        revision BIGINT NOT NULL,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL
+    );
+    CREATE INDEX workflow_triggers_by_update ON workflow_triggers (workspace_id, updated_at DESC, id DESC);
+    CREATE INDEX workflow_triggers_by_plan ON workflow_triggers (plan_id, updated_at DESC, id DESC);
+    CREATE INDEX workflow_triggers_due ON workflow_triggers (next_fire_at, id) WHERE status = 'enabled' AND next_fire_at IS NOT NULL;
+    CREATE TABLE workflow_runs (
+        id TEXT PRIMARY KEY,
+        workspace_id TEXT NOT NULL REFERENCES workspaces(id),
+        plan_id TEXT NOT NULL REFERENCES workflow_plans(id),
+        plan_version BIGINT NOT NULL,
+        trigger_id TEXT NOT NULL REFERENCES workflow_triggers(id),
+        fire_at BIGINT,
+        status TEXT NOT NULL CHECK (status IN ('running', 'waiting', 'completed', 'failed', 'cancelled')),
+        current_step_key TEXT,
+        started_by_agent_id TEXT REFERENCES agents(id),
+        cancel_reason TEXT,
+        log_entries BIGINT NOT NULL,
+        log_section BIGINT NOT NULL,
+        log_section_bytes BIGINT NOT NULL,
+        revision BIGINT NOT NULL,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        finished_at BIGINT,
+        UNIQUE (trigger_id, fire_at)
+    );
+    CREATE INDEX workflow_runs_by_update ON workflow_runs (workspace_id, updated_at DESC, id DESC);
+    CREATE INDEX workflow_runs_by_plan ON workflow_runs (plan_id, updated_at DESC, id DESC);
+    CREATE INDEX workflow_runs_by_status ON workflow_runs (workspace_id, status, updated_at DESC, id DESC);
+    CREATE TABLE workflow_steps (
+        id TEXT PRIMARY KEY,
+        run_id TEXT NOT NULL REFERENCES workflow_runs(id),
+        position BIGINT NOT NULL,
+        step_key TEXT NOT NULL,
+        title TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('task', 'approval')),
+        instructions TEXT,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'active', 'paused', 'parked', 'waiting', 'completed', 'failed', 'cancelled')),
+        approval_id TEXT,
+        output TEXT,
+        reason TEXT,
+        revision BIGINT NOT NULL,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        UNIQUE (run_id, position)
+    );
+    CREATE INDEX workflow_steps_by_update ON workflow_steps (run_id, updated_at DESC, id DESC);
+    CREATE TABLE workflow_log (
+        run_id TEXT NOT NULL REFERENCES workflow_runs(id),
+        seq BIGINT NOT NULL,
+        section BIGINT NOT NULL,
+        at BIGINT NOT NULL,
+        event TEXT NOT NULL,
+        step_key TEXT,
+        text TEXT,
+        PRIMARY KEY (run_id, seq)
+    );
+    CREATE INDEX workflow_log_by_section ON workflow_log (run_id, section, seq);
+    CREATE TABLE approvals (
+        id TEXT PRIMARY KEY,
+        workspace_id TEXT NOT NULL REFERENCES workspaces(id),
+        title TEXT NOT NULL,
+        details TEXT,
+        status TEXT NOT NULL CHECK (status IN ('pending', 'approved', 'rejected')),
+        requested_by_agent_id TEXT REFERENCES agents(id),
+        run_id TEXT REFERENCES workflow_runs(id),
+        step_id TEXT REFERENCES workflow_steps(id),
+        decided_by_human_id TEXT REFERENCES humans(id),
+        comment TEXT,
+        decided_at BIGINT,
+        revision BIGINT NOT NULL,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL
+    );
+    CREATE INDEX approvals_by_update ON approvals (workspace_id, updated_at DESC, id DESC);
+    CREATE INDEX approvals_by_status ON approvals (workspace_id, status, updated_at DESC, id DESC);
+    "#,
 ];
 
 /// The same migrations for PostgreSQL, entry for entry (their versions are the same): `BLOB` is
@@ -389,6 +509,126 @@ pub const PG_MIGRATIONS: &[&str] = &[
     // 4: the scheduler's pending runs, found without scanning the whole run history.
     r#"
     CREATE INDEX runs_pending ON scheduled_runs (created_at, id) WHERE status = 'pending';
+    "#,
+    // 5: public agent profiles, workflows (plans and their versions, triggers, runs, steps, run
+    // logs) and approvals.
+    r#"
+    ALTER TABLE agents ADD COLUMN description TEXT COLLATE "C";
+    ALTER TABLE agents ADD COLUMN profile_status TEXT COLLATE "C" NOT NULL DEFAULT 'available' CHECK (profile_status IN ('available', 'busy', 'away'));
+    ALTER TABLE agents ADD COLUMN profile_revision BIGINT NOT NULL DEFAULT 1;
+    ALTER TABLE agents ADD COLUMN profile_updated_at BIGINT;
+    CREATE TABLE workflow_plans (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        workspace_id TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id),
+        name TEXT COLLATE "C" NOT NULL,
+        description TEXT COLLATE "C",
+        status TEXT COLLATE "C" NOT NULL CHECK (status IN ('active', 'archived')),
+        latest_version BIGINT NOT NULL,
+        published_version BIGINT,
+        created_by_agent_id TEXT COLLATE "C" REFERENCES agents(id),
+        revision BIGINT NOT NULL,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL
+    );
+    CREATE INDEX workflow_plans_by_update ON workflow_plans (workspace_id, updated_at DESC, id DESC);
+    CREATE INDEX workflow_plans_by_status ON workflow_plans (workspace_id, status, updated_at DESC, id DESC);
+    CREATE TABLE workflow_plan_versions (
+        plan_id TEXT COLLATE "C" NOT NULL REFERENCES workflow_plans(id),
+        version BIGINT NOT NULL,
+        state TEXT COLLATE "C" NOT NULL CHECK (state IN ('draft', 'published')),
+        steps TEXT COLLATE "C" NOT NULL,
+        created_at BIGINT NOT NULL,
+        published_at BIGINT,
+        PRIMARY KEY (plan_id, version)
+    );
+    CREATE TABLE workflow_triggers (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        workspace_id TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id),
+        plan_id TEXT COLLATE "C" NOT NULL REFERENCES workflow_plans(id),
+        name TEXT COLLATE "C" NOT NULL,
+        kind TEXT COLLATE "C" NOT NULL CHECK (kind IN ('manual', 'scheduled')),
+        status TEXT COLLATE "C" NOT NULL CHECK (status IN ('enabled', 'disabled', 'archived')),
+        start_at BIGINT,
+        every_minutes BIGINT,
+        next_fire_at BIGINT,
+        created_by_agent_id TEXT COLLATE "C" REFERENCES agents(id),
+        revision BIGINT NOT NULL,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL
+    );
+    CREATE INDEX workflow_triggers_by_update ON workflow_triggers (workspace_id, updated_at DESC, id DESC);
+    CREATE INDEX workflow_triggers_by_plan ON workflow_triggers (plan_id, updated_at DESC, id DESC);
+    CREATE INDEX workflow_triggers_due ON workflow_triggers (next_fire_at, id) WHERE status = 'enabled' AND next_fire_at IS NOT NULL;
+    CREATE TABLE workflow_runs (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        workspace_id TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id),
+        plan_id TEXT COLLATE "C" NOT NULL REFERENCES workflow_plans(id),
+        plan_version BIGINT NOT NULL,
+        trigger_id TEXT COLLATE "C" NOT NULL REFERENCES workflow_triggers(id),
+        fire_at BIGINT,
+        status TEXT COLLATE "C" NOT NULL CHECK (status IN ('running', 'waiting', 'completed', 'failed', 'cancelled')),
+        current_step_key TEXT COLLATE "C",
+        started_by_agent_id TEXT COLLATE "C" REFERENCES agents(id),
+        cancel_reason TEXT COLLATE "C",
+        log_entries BIGINT NOT NULL,
+        log_section BIGINT NOT NULL,
+        log_section_bytes BIGINT NOT NULL,
+        revision BIGINT NOT NULL,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        finished_at BIGINT,
+        UNIQUE (trigger_id, fire_at)
+    );
+    CREATE INDEX workflow_runs_by_update ON workflow_runs (workspace_id, updated_at DESC, id DESC);
+    CREATE INDEX workflow_runs_by_plan ON workflow_runs (plan_id, updated_at DESC, id DESC);
+    CREATE INDEX workflow_runs_by_status ON workflow_runs (workspace_id, status, updated_at DESC, id DESC);
+    CREATE TABLE workflow_steps (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        run_id TEXT COLLATE "C" NOT NULL REFERENCES workflow_runs(id),
+        position BIGINT NOT NULL,
+        step_key TEXT COLLATE "C" NOT NULL,
+        title TEXT COLLATE "C" NOT NULL,
+        kind TEXT COLLATE "C" NOT NULL CHECK (kind IN ('task', 'approval')),
+        instructions TEXT COLLATE "C",
+        status TEXT COLLATE "C" NOT NULL CHECK (status IN ('pending', 'active', 'paused', 'parked', 'waiting', 'completed', 'failed', 'cancelled')),
+        approval_id TEXT COLLATE "C",
+        output TEXT COLLATE "C",
+        reason TEXT COLLATE "C",
+        revision BIGINT NOT NULL,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        UNIQUE (run_id, position)
+    );
+    CREATE INDEX workflow_steps_by_update ON workflow_steps (run_id, updated_at DESC, id DESC);
+    CREATE TABLE workflow_log (
+        run_id TEXT COLLATE "C" NOT NULL REFERENCES workflow_runs(id),
+        seq BIGINT NOT NULL,
+        section BIGINT NOT NULL,
+        at BIGINT NOT NULL,
+        event TEXT COLLATE "C" NOT NULL,
+        step_key TEXT COLLATE "C",
+        text TEXT COLLATE "C",
+        PRIMARY KEY (run_id, seq)
+    );
+    CREATE INDEX workflow_log_by_section ON workflow_log (run_id, section, seq);
+    CREATE TABLE approvals (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        workspace_id TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id),
+        title TEXT COLLATE "C" NOT NULL,
+        details TEXT COLLATE "C",
+        status TEXT COLLATE "C" NOT NULL CHECK (status IN ('pending', 'approved', 'rejected')),
+        requested_by_agent_id TEXT COLLATE "C" REFERENCES agents(id),
+        run_id TEXT COLLATE "C" REFERENCES workflow_runs(id),
+        step_id TEXT COLLATE "C" REFERENCES workflow_steps(id),
+        decided_by_human_id TEXT COLLATE "C" REFERENCES humans(id),
+        comment TEXT COLLATE "C",
+        decided_at BIGINT,
+        revision BIGINT NOT NULL,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL
+    );
+    CREATE INDEX approvals_by_update ON approvals (workspace_id, updated_at DESC, id DESC);
+    CREATE INDEX approvals_by_status ON approvals (workspace_id, status, updated_at DESC, id DESC);
     "#,
 ];
 

@@ -4,6 +4,7 @@
 //! `synchronous=FULL`, one writer connection, a read pool), or PostgreSQL for several stateless
 //! server replicas behind one database. Every method is written once and expanded per backend.
 
+mod approvals;
 mod db;
 mod idempotency;
 mod messages;
@@ -14,6 +15,7 @@ mod schedules;
 mod tasks;
 mod teams;
 mod tenancy;
+mod workflows;
 
 use std::str::FromStr;
 
@@ -27,7 +29,11 @@ pub use messages::{MAX_ATTACHMENTS, NewAttachment};
 pub use migrations::SCHEMA_VERSION;
 pub use schedules::{NewSchedule, PassReport};
 pub use teams::TeamPosition;
-pub use tenancy::{DeviceIdentity, MemberKind, Membership};
+pub use tenancy::{DeviceIdentity, MemberKind, Membership, ProfileChange};
+pub use workflows::{
+    DecideRefusal, PlanChange, StartRefusal, TriggerChange, TriggerRecord, run_contract,
+    step_contract,
+};
 
 /// A handle on the database; cheap to clone.
 #[derive(Clone)]

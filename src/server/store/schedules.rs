@@ -46,6 +46,8 @@ pub struct PassReport {
     pub failed: usize,
     /// Expired idempotency records deleted (filled in by the server's pass).
     pub keys_pruned: u64,
+    /// Workflow runs scheduled triggers started (filled in by the server's pass).
+    pub runs_started: usize,
 }
 
 impl Store {
@@ -241,6 +243,7 @@ impl Store {
             sent,
             failed,
             keys_pruned: 0,
+            runs_started: 0,
         })
     }
 

@@ -414,3 +414,126 @@ impl Store {
         })
     }
 }
+
+/// What a profile change writes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProfileChange {
+    pub display_name: String,
+    pub description: Option<String>,
+    /// `available`, `busy` or `away`.
+    pub status: String,
+}
+
+macro_rules! profile_columns {
+    () => {
+        "g.id, g.handle, g.display_name, g.description, g.profile_status, g.profile_revision, COALESCE(g.profile_updated_at, g.created_at)"
+    };
+}
+
+fn profile_row(
+    row: &impl super::Columns,
+) -> Result<crate::contract::types::PublicProfile, StoreError> {
+    let mut value = serde_json::json!({
+        "agentId": row.column::<String>(0)?,
+        "handle": row.column::<String>(1)?,
+        "displayName": row.column::<String>(2)?,
+        "status": row.column::<String>(4)?,
+        "revision": row.column::<i64>(5)?,
+        "updatedAt": super::rfc3339(row.column(6)?),
+    });
+    if let Some(description) = row.column::<Option<String>>(3)? {
+        value["description"] = serde_json::Value::from(description);
+    }
+    serde_json::from_value(value).map_err(|_| StoreError::Corrupt { column: "agents" })
+}
+
+impl Store {
+    /// The workspace `workspace_id`: `(name, created_at)`.
+    pub async fn workspace(&self, workspace_id: &str) -> Result<Option<(String, i64)>, StoreError> {
+        on_backend!(self, |writer, reader, pg| {
+            Ok(sqlx::query_as::<_, (String, i64)>(
+                "SELECT name, created_at FROM workspaces WHERE id = $1",
+            )
+            .bind(workspace_id)
+            .fetch_optional(reader)
+            .await?)
+        })
+    }
+
+    /// The public profile of the workspace's agent `agent_id`.
+    pub async fn profile(
+        &self,
+        workspace_id: &str,
+        agent_id: &str,
+    ) -> Result<Option<crate::contract::types::PublicProfile>, StoreError> {
+        on_backend!(self, |writer, reader, pg| {
+            let row = sqlx::query(concat!(
+                "SELECT ",
+                profile_columns!(),
+                " FROM agents g WHERE g.id = $1 AND g.workspace_id = $2"
+            ))
+            .bind(agent_id)
+            .bind(workspace_id)
+            .fetch_optional(reader)
+            .await?;
+            row.as_ref().map(profile_row).transpose()
+        })
+    }
+
+    /// Reads the agent's profile, lets `change` decide, writes it with `revision + 1`; one
+    /// transaction. The only writer of an agent's display name and description after creation.
+    pub async fn change_profile<E>(
+        &self,
+        workspace_id: &str,
+        agent_id: &str,
+        now_ms: i64,
+        change: impl FnOnce(&crate::contract::types::PublicProfile) -> Result<ProfileChange, E>,
+    ) -> Result<Option<Result<crate::contract::types::PublicProfile, E>>, StoreError> {
+        on_backend!(self, |writer, reader, pg| {
+            let mut tx = writer.begin().await?;
+            let row = sqlx::query(if pg {
+                concat!(
+                    "SELECT ",
+                    profile_columns!(),
+                    " FROM agents g WHERE g.id = $1 AND g.workspace_id = $2 FOR UPDATE"
+                )
+            } else {
+                concat!(
+                    "SELECT ",
+                    profile_columns!(),
+                    " FROM agents g WHERE g.id = $1 AND g.workspace_id = $2"
+                )
+            })
+            .bind(agent_id)
+            .bind(workspace_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            let Some(row) = row else { return Ok(None) };
+            let current = profile_row(&row)?;
+            let changed = match change(&current) {
+                Ok(changed) => changed,
+                Err(refusal) => return Ok(Some(Err(refusal))),
+            };
+            sqlx::query(
+                "UPDATE agents SET display_name = $2, description = $3, profile_status = $4, profile_revision = profile_revision + 1, profile_updated_at = $5 WHERE id = $1",
+            )
+            .bind(agent_id)
+            .bind(&changed.display_name)
+            .bind(changed.description.as_deref())
+            .bind(&changed.status)
+            .bind(now_ms)
+            .execute(&mut *tx)
+            .await?;
+            let row = sqlx::query(concat!(
+                "SELECT ",
+                profile_columns!(),
+                " FROM agents g WHERE g.id = $1"
+            ))
+            .bind(agent_id)
+            .fetch_one(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(Some(Ok(profile_row(&row)?)))
+        })
+    }
+}

@@ -1,0 +1,138 @@
+//! Approvals: decisions asked of a workspace's humans, by an agent directly or by a workflow step
+//! the run reached. Deciding one (`Store::decide_approval`, in `workflows.rs`) also moves the run
+//! whose step waits on it.
+
+use serde_json::{Value, json};
+
+use super::{Columns, Page, Position, Store, StoreError, new_id, on_backend, rfc3339};
+use crate::contract::types::Approval;
+
+macro_rules! approval_columns {
+    () => {
+        "a.id, a.title, a.details, a.status, a.requested_by_agent_id, a.run_id, a.step_id, a.decided_by_human_id, a.comment, a.decided_at, a.revision, a.created_at, a.updated_at"
+    };
+}
+pub(super) use approval_columns;
+
+/// A stored approval and its keyset position (`updatedAt`, `id`).
+pub(super) fn approval_row(row: &impl Columns) -> Result<(Approval, Position), StoreError> {
+    let id: String = row.column(0)?;
+    let updated_at: i64 = row.column(12)?;
+    let mut value = json!({
+        "id": id,
+        "title": row.column::<String>(1)?,
+        "status": row.column::<String>(3)?,
+        "revision": row.column::<i64>(10)?,
+        "createdAt": rfc3339(row.column(11)?),
+        "updatedAt": rfc3339(updated_at),
+    });
+    let optional = [
+        ("details", row.column::<Option<String>>(2)?),
+        ("requestedByAgentId", row.column::<Option<String>>(4)?),
+        ("runId", row.column::<Option<String>>(5)?),
+        ("stepId", row.column::<Option<String>>(6)?),
+        ("decidedByHumanId", row.column::<Option<String>>(7)?),
+        ("comment", row.column::<Option<String>>(8)?),
+        ("decidedAt", row.column::<Option<i64>>(9)?.map(rfc3339)),
+    ];
+    for (key, text) in optional {
+        if let Some(text) = text {
+            value[key] = Value::from(text);
+        }
+    }
+    let approval = serde_json::from_value(value).map_err(|_| StoreError::Corrupt {
+        column: "approvals",
+    })?;
+    Ok((
+        approval,
+        Position {
+            at_ms: updated_at,
+            id,
+        },
+    ))
+}
+
+impl Store {
+    /// A pending approval `agent_id` asks for.
+    pub async fn insert_approval(
+        &self,
+        workspace_id: &str,
+        title: &str,
+        details: Option<&str>,
+        agent_id: &str,
+        now_ms: i64,
+    ) -> Result<Approval, StoreError> {
+        on_backend!(self, |writer, reader, pg| {
+            let id = new_id("apr", now_ms);
+            sqlx::query(
+                "INSERT INTO approvals (id, workspace_id, title, details, status, requested_by_agent_id, revision, created_at, updated_at) \
+                 VALUES ($1, $2, $3, $4, 'pending', $5, 1, $6, $6)",
+            )
+            .bind(&id)
+            .bind(workspace_id)
+            .bind(title)
+            .bind(details)
+            .bind(agent_id)
+            .bind(now_ms)
+            .execute(writer)
+            .await?;
+            let row = sqlx::query(concat!(
+                "SELECT ",
+                approval_columns!(),
+                " FROM approvals a WHERE a.id = $1"
+            ))
+            .bind(&id)
+            .fetch_one(writer)
+            .await?;
+            Ok(approval_row(&row)?.0)
+        })
+    }
+
+    /// The workspace's approval `approval_id`.
+    pub async fn approval(
+        &self,
+        workspace_id: &str,
+        approval_id: &str,
+    ) -> Result<Option<Approval>, StoreError> {
+        on_backend!(self, |writer, reader, pg| {
+            let row = sqlx::query(concat!(
+                "SELECT ",
+                approval_columns!(),
+                " FROM approvals a WHERE a.id = $1 AND a.workspace_id = $2"
+            ))
+            .bind(approval_id)
+            .bind(workspace_id)
+            .fetch_optional(reader)
+            .await?;
+            row.map(|row| approval_row(&row).map(|r| r.0)).transpose()
+        })
+    }
+
+    /// The workspace's approvals `updatedAt DESC, id DESC`, optionally in one status.
+    pub async fn list_approvals(
+        &self,
+        workspace_id: &str,
+        status: Option<&str>,
+        after: Option<&Position>,
+        limit: usize,
+    ) -> Result<Page<Approval>, StoreError> {
+        let (after_ms, after_id) = match after {
+            Some(p) => (p.at_ms, p.id.clone()),
+            None => (i64::MAX, "\u{10FFFF}".to_string()),
+        };
+        on_backend!(self, |writer, reader, pg| {
+            let rows = match status {
+                Some(status) => sqlx::query(concat!("SELECT ", approval_columns!(),
+                    " FROM approvals a WHERE a.workspace_id = $1 AND a.status = $2 AND (a.updated_at, a.id) < ($3, $4) ORDER BY a.updated_at DESC, a.id DESC LIMIT $5"))
+                    .bind(workspace_id).bind(status).bind(after_ms).bind(&after_id).bind((limit + 1) as i64)
+                    .fetch_all(reader).await?,
+                None => sqlx::query(concat!("SELECT ", approval_columns!(),
+                    " FROM approvals a WHERE a.workspace_id = $1 AND (a.updated_at, a.id) < ($2, $3) ORDER BY a.updated_at DESC, a.id DESC LIMIT $4"))
+                    .bind(workspace_id).bind(after_ms).bind(&after_id).bind((limit + 1) as i64)
+                    .fetch_all(reader).await?,
+            };
+            let rows: Vec<_> = rows.iter().map(approval_row).collect::<Result<_, _>>()?;
+            Ok(Page::from_rows(rows, limit))
+        })
+    }
+}
