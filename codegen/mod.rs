@@ -104,6 +104,16 @@ pub fn generate(schema_dir: &Path) -> Result<(Model, Vec<Artifact>), Vec<Diagnos
             name: "prompt.md",
             contents: text::prompt_summary(&model),
         },
+        Artifact {
+            name: "extensions.json",
+            contents: pretty_json(&serde_json::Value::Array(
+                model
+                    .extensions
+                    .iter()
+                    .map(|e| e.definition.clone())
+                    .collect(),
+            )),
+        },
     ];
     Ok((model, artifacts))
 }

@@ -10700,7 +10700,7 @@ pub const ERROR_SCHEMA: &str = r##"{
       "type": "object"
     },
     "ErrorCode": {
-      "description": "The closed set of error codes. `invalid_request`: the body is not one JSON value; `validation_failed`: the value breaks the action's input schema (see `details`); `unknown_action`: no such domain or action; `forbidden`: the credential is missing, invalid, expired, revoked or bound elsewhere; `not_found`: a locator names nothing this agent can see; `invalid_state`: the resource's state forbids the transition; `revision_mismatch`: `expectedRevision` is stale; `admission_limited`: too many requests in flight, retry later; `unsupported_media_type`: the body is not declared `application/json`; `payload_too_large`: the body exceeds 1 MiB; `request_timeout`: the body was not received within 5 seconds; `idempotency_key_reused`: the `requestId` was used with another payload; `idempotency_in_progress`: the first request with this `requestId` is still running; `result_budget_exceeded`: the result exceeds 64 KiB (see `hint` and `next`); `catalog_mismatch`: the calling `agentteam` was built from another action catalog than the daemon's; `upstream_unavailable`, `upstream_timeout`, `upstream_failed`: the product owner behind the bridge could not answer; `internal_error`: a defect, reported with its `incidentId`.",
+      "description": "The closed set of error codes. `invalid_request`: the body is not one JSON value; `validation_failed`: the value breaks the action's input schema (see `details`); `unknown_action`: no such domain or action; `forbidden`: the credential is missing, invalid, expired, revoked or bound elsewhere; `not_found`: a locator names nothing this agent can see; `invalid_state`: the resource's state forbids the transition; `revision_mismatch`: `expectedRevision` is stale; `admission_limited`: too many requests in flight, retry later; `unsupported_media_type`: the body is not declared `application/json`; `payload_too_large`: the body exceeds 1 MiB; `request_timeout`: the body was not received within 5 seconds; `idempotency_key_reused`: the `requestId` was used with another payload; `idempotency_in_progress`: the first request with this `requestId` is still running; `result_budget_exceeded`: the result exceeds 64 KiB (see `hint` and `next`); `catalog_mismatch`: the calling `agentteam` was built from another action catalog than the daemon's; `upstream_unavailable`, `upstream_timeout`, `upstream_failed`: the product owner behind the bridge could not answer; `extension_stale`: the extension definition this runtime was launched with is no longer current (restart the runtime); `app_unauthorized`: the extension's app is not installed in the workspace, this agent is not allowed to use it, its credential was revoked, or the provider refused the credential; `provider_error`: the provider answered with an error or an answer that is not the expected shape; `provider_timeout`: the provider did not answer in time; `internal_error`: a defect, reported with its `incidentId`.",
       "enum": [
         "invalid_request",
         "validation_failed",
@@ -10720,7 +10720,11 @@ pub const ERROR_SCHEMA: &str = r##"{
         "upstream_unavailable",
         "upstream_timeout",
         "upstream_failed",
-        "internal_error"
+        "internal_error",
+        "extension_stale",
+        "app_unauthorized",
+        "provider_error",
+        "provider_timeout"
       ],
       "type": "string"
     },

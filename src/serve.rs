@@ -7,12 +7,24 @@
 //! (re-armed while a keep-alive connection waits for its next request), `TCP_NODELAY`, a cap on
 //! open connections, and a graceful drain on shutdown (the listener closes at once, so a new
 //! connection is refused rather than left in the backlog).
+//!
+//! A response sent before its request body was read to the end (a refusal before the body, a
+//! body over its bound or too slow) says `Connection: close`: hyper will not read the rest, so
+//! the connection ends, and a client must not pool it for its next request.
 
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
+use axum::body::{Body, HttpBody};
+use axum::extract::Request;
+use axum::http::{HeaderValue, header};
+use axum::middleware::Next;
+use axum::response::Response;
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -46,6 +58,7 @@ pub async fn serve(
     });
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let tracker = TaskTracker::new();
+    let app = app.layer(axum::middleware::from_fn(close_unread));
 
     loop {
         let permit = tokio::select! {
@@ -114,5 +127,55 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
             _ = terminate.recv() => {}
             _ = interrupt.recv() => {}
         }
+    }
+}
+
+/// Marks the response `Connection: close` when the handler answered before the request body
+/// ended.
+async fn close_unread(request: Request, next: Next) -> Response {
+    let done = Arc::new(AtomicBool::new(request.body().is_end_stream()));
+    let tracked = done.clone();
+    let request = request.map(|inner| {
+        Body::new(Tracked {
+            inner,
+            done: tracked,
+        })
+    });
+    let mut response = next.run(request).await;
+    if !done.load(Ordering::Acquire) {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+/// A request body that records reaching its end.
+struct Tracked {
+    inner: Body,
+    done: Arc<AtomicBool>,
+}
+
+impl HttpBody for Tracked {
+    type Data = axum::body::Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<hyper::body::Frame<Self::Data>, Self::Error>>> {
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if matches!(polled, Poll::Ready(None)) || self.inner.is_end_stream() {
+            self.done.store(true, Ordering::Release);
+        }
+        polled
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        self.inner.size_hint()
     }
 }

@@ -11,10 +11,12 @@
 //! - `loader`: reading files and hoisting definitions;
 //! - `inventory`: the Exec action inventory joined with its schema pairs;
 //! - `operations`: the closed operation matrix of the operation-union actions, and its checks;
-//! - `tools`: the MCP tool files and the result budget.
+//! - `tools`: the MCP tool files and the result budget;
+//! - `extensions`: the seed extension definitions the server's extension host serves.
 //!
 //! The rules every action and tool obey alike (names, the read/mutation result policy) live here.
 
+pub mod extensions;
 mod inventory;
 mod loader;
 pub mod operations;
@@ -25,7 +27,7 @@ use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
-pub use super::kinds::{DomainOwner, ResultPolicy, Risk, ToolOwner};
+pub use super::kinds::{DomainOwner, ResultPolicy, Risk, ToolOwner, collides, is_name};
 use super::{Diagnostic, pascal_case};
 use loader::Loader;
 
@@ -157,6 +159,8 @@ pub struct Model {
     /// MCP tools sorted by name (the `tools/list` order).
     pub mcp_tools: Vec<McpTool>,
     pub mcp_budget: McpBudget,
+    /// The seed extension definitions, sorted by name.
+    pub extensions: Vec<extensions::Extension>,
 }
 
 impl Model {
@@ -188,6 +192,7 @@ impl Model {
             .filter_map(|stem| tools::load(&mut loader, stem))
             .collect();
         let budget = tools::load_budget(&mut loader);
+        let seeds = extensions::load(&mut loader, &domains, &tools);
         let defs = std::mem::take(&mut loader.defs);
         loader.check_refs(&defs);
         drop(loader);
@@ -204,6 +209,7 @@ impl Model {
             error_type,
             mcp_tools: tools,
             mcp_budget: budget.expect("no diagnostics means the budget loaded"),
+            extensions: seeds,
         })
     }
 
@@ -330,28 +336,6 @@ fn check_policy(
             }
         }
     }
-}
-
-/// Whether the MCP tool `tool` belongs to the family of the Exec domain `domain`: with `-` and `_`
-/// read as one separator, the tool is the domain's name or starts with it plus a separator
-/// (`scheduled_message_x` belongs to `scheduled-message`; `message_send` to `message`).
-pub fn collides(tool: &str, domain: &str) -> bool {
-    let family = domain.replace('-', "_");
-    tool.replace('-', "_")
-        .strip_prefix(&family)
-        .is_some_and(|rest| rest.is_empty() || rest.starts_with('_'))
-}
-
-/// `^[a-z][a-z0-9-]*$`, no trailing or doubled hyphen.
-pub fn is_name(name: &str) -> bool {
-    let mut chars = name.chars();
-    matches!(chars.next(), Some('a'..='z'))
-        && name
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !name.ends_with('-')
-        && !name.contains("--")
-        && name.len() <= 32
 }
 
 /// `^[a-z][a-z0-9_]*$` of at most [`MAX_TOOL_NAME`] characters, no trailing or doubled `_`.

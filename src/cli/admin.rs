@@ -32,6 +32,62 @@ pub struct Connection {
 }
 
 #[derive(Debug, Subcommand)]
+pub enum ExtensionCommand {
+    /// Record a definition (a JSON file) as its extension's next version
+    Publish {
+        #[command(flatten)]
+        connection: Connection,
+        /// The definition, in the shape of `schema/extensions/*.json`
+        #[arg(long)]
+        file: PathBuf,
+    },
+    /// List every extension's current version and digest
+    List {
+        #[command(flatten)]
+        connection: Connection,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AppCommand {
+    /// Install (or reinstall) an extension's app with its provider URL and credential
+    Install {
+        #[command(flatten)]
+        connection: Connection,
+        #[arg(long)]
+        workspace: String,
+        #[arg(long)]
+        extension: String,
+        /// The provider's API root (`https://api.github.com`, `https://gitea.example/`)
+        #[arg(long)]
+        base_url: String,
+        /// A file (owner-only) holding the provider credential; it stays on the server
+        #[arg(long)]
+        credential_file: PathBuf,
+    },
+    /// Allow an agent of the workspace to use the installed app
+    Allow {
+        #[command(flatten)]
+        connection: Connection,
+        #[arg(long)]
+        workspace: String,
+        #[arg(long)]
+        extension: String,
+        #[arg(long)]
+        agent: String,
+    },
+    /// Revoke the app: its credential is deleted and calls are refused until it is installed again
+    Revoke {
+        #[command(flatten)]
+        connection: Connection,
+        #[arg(long)]
+        workspace: String,
+        #[arg(long)]
+        extension: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 pub enum AdminCommand {
     /// Create a workspace
     Workspace {
@@ -155,6 +211,16 @@ pub enum AdminCommand {
         decision: String,
         #[arg(long)]
         comment: Option<String>,
+    },
+    /// Publish and list app-hosted extension definitions
+    Extension {
+        #[command(subcommand)]
+        command: ExtensionCommand,
+    },
+    /// Install an extension's app in a workspace, allow agents to use it, revoke it
+    App {
+        #[command(subcommand)]
+        command: AppCommand,
     },
     /// Post a message as a human in a channel (or dm, by its id) or one of its threads
     Message {
@@ -294,6 +360,95 @@ pub fn run(command: AdminCommand) -> Exit {
             connection,
             format!("/admin/workspaces/{workspace}/approvals/{approval}/decision"),
             json!({"humanId": human, "decision": decision, "comment": comment}),
+            None,
+        ),
+        AdminCommand::Extension {
+            command: ExtensionCommand::Publish { connection, file },
+        } => {
+            let definition =
+                match std::fs::read(&file)
+                    .map_err(|e| e.to_string())
+                    .and_then(|bytes| {
+                        crate::contract::json::parse_strict(&bytes).map_err(|e| e.to_string())
+                    }) {
+                    Ok(definition) => definition,
+                    Err(e) => {
+                        return usage_error(
+                            &format!("cannot read the definition `{}`: {e}", file.display()),
+                            &[],
+                        );
+                    }
+                };
+            (
+                connection,
+                "/admin/extensions".to_string(),
+                json!({ "definition": definition }),
+                None,
+            )
+        }
+        AdminCommand::Extension {
+            command: ExtensionCommand::List { connection },
+        } => (
+            connection,
+            "/admin/extensions/list".to_string(),
+            json!({}),
+            None,
+        ),
+        AdminCommand::App {
+            command:
+                AppCommand::Install {
+                    connection,
+                    workspace,
+                    extension,
+                    base_url,
+                    credential_file,
+                },
+        } => {
+            // Read from an owner-only file: a credential is never an argument.
+            let credential = match crate::private_file::read_private(&credential_file) {
+                Ok(text) => text.trim_end_matches('\n').to_string(),
+                Err(e) => {
+                    return usage_error(
+                        &format!(
+                            "cannot read the credential file `{}`: {e}",
+                            credential_file.display()
+                        ),
+                        &[],
+                    );
+                }
+            };
+            (
+                connection,
+                format!("/admin/workspaces/{workspace}/apps"),
+                json!({ "extension": extension, "baseUrl": base_url, "credential": credential }),
+                None,
+            )
+        }
+        AdminCommand::App {
+            command:
+                AppCommand::Allow {
+                    connection,
+                    workspace,
+                    extension,
+                    agent,
+                },
+        } => (
+            connection,
+            format!("/admin/workspaces/{workspace}/apps/{extension}/grants"),
+            json!({ "agentId": agent }),
+            None,
+        ),
+        AdminCommand::App {
+            command:
+                AppCommand::Revoke {
+                    connection,
+                    workspace,
+                    extension,
+                },
+        } => (
+            connection,
+            format!("/admin/workspaces/{workspace}/apps/{extension}/revoke"),
+            json!({}),
             None,
         ),
         AdminCommand::Message {

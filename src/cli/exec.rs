@@ -11,12 +11,17 @@
 //! agentteam exec <domain> <action> --help | --input-schema | --output-schema
 //! agentteam exec <domain> <action> [JSON | -]
 //! ```
+//!
+//! Inside a runtime, `<domain>` may also be an extension the daemon pinned for this launch: its
+//! descriptors come from the launch's catalog file beside the token file, and help, schemas and
+//! validation work for it exactly as for a built-in.
 
 use super::output::{Exit, print, usage_error};
 use super::runtime_url::{self, Bridge};
 use super::transport;
 use crate::contract::Validators;
 use crate::contract::catalog::{self, ActionDescriptor, DOMAINS, ERROR_SCHEMA, ROOT_HELP};
+use crate::contract::extension::{self as ext, ExtensionAction, Known};
 
 /// The variables a daemon-launched runtime receives; without both, execution fails closed.
 pub const BASE_URL_VAR: &str = "AGENTTEAM_EXEC_BASE_URL";
@@ -37,7 +42,15 @@ pub fn run(args: &[String]) -> Exit {
         [flag, ..] if flag.starts_with('-') => unknown_flag(flag, "agentteam exec --help"),
         [domain, rest @ ..] => {
             let Some(domain) = catalog::find_domain(domain) else {
-                let names: Vec<&str> = DOMAINS.iter().map(|d| d.name).collect();
+                let extensions = std::env::var_os(TOKEN_FILE_VAR)
+                    .filter(|v| !v.is_empty())
+                    .map(|file| transport::launch_extensions(std::path::Path::new(&file)))
+                    .unwrap_or_default();
+                if let Some(extension) = extensions.iter().find(|e| e.definition.name == *domain) {
+                    return extension_command(extension, rest);
+                }
+                let mut names: Vec<&str> = DOMAINS.iter().map(|d| d.name).collect();
+                names.extend(extensions.iter().map(|e| e.definition.name.as_str()));
                 return unknown_name("domain", domain, &names, "agentteam exec --help");
             };
             match rest {
@@ -87,16 +100,104 @@ pub fn run(args: &[String]) -> Exit {
     }
 }
 
-/// Execution is registered only for daemon-launched runtimes, which receive both variables.
-fn execute(descriptor: &'static ActionDescriptor, input: Option<&str>) -> Exit {
+/// `agentteam exec <extension> …`: the same grammar as a built-in domain's.
+fn extension_command(extension: &Known, rest: &[&str]) -> Exit {
+    let definition = &extension.definition;
+    let name = definition.name.as_str();
+    match rest {
+        [] => {
+            eprint!("{}", ext::domain_help(definition));
+            usage_error(&format!("missing action for domain `{name}`"), &[])
+        }
+        ["--help" | "-h"] => print(&ext::domain_help(definition)),
+        [flag, ..] if flag.starts_with('-') => {
+            unknown_flag(flag, &format!("agentteam exec {name} --help"))
+        }
+        [action, rest @ ..] => {
+            let Some(declared) = definition.actions.iter().find(|a| a.action == *action) else {
+                let names: Vec<&str> = definition
+                    .actions
+                    .iter()
+                    .map(|a| a.action.as_str())
+                    .collect();
+                return unknown_name(
+                    &format!("action of domain `{name}`"),
+                    action,
+                    &names,
+                    &format!("agentteam exec {name} --help"),
+                );
+            };
+            let help_command = format!("agentteam exec {name} {} --help", declared.action);
+            match rest {
+                ["--help" | "-h"] => print(&ext::action_help(definition, declared)),
+                ["--input-schema"] => print(&ext::standalone(&declared.input)),
+                ["--output-schema"] => print(&ext::standalone(&declared.output)),
+                [flag] if flag.starts_with('-') && *flag != "-" => {
+                    unknown_flag(flag, &help_command)
+                }
+                [] => execute_extension(extension, declared, None),
+                [input] => execute_extension(extension, declared, Some(input)),
+                [_, extra, ..] => usage_error(
+                    &format!(
+                        "unexpected argument `{extra}`: pass the whole input as one JSON value"
+                    ),
+                    &[format!("run `{help_command}`")],
+                ),
+            }
+        }
+    }
+}
+
+fn execute_extension(extension: &Known, action: &ExtensionAction, input: Option<&str>) -> Exit {
+    let (base_url, token) = match runtime_credentials() {
+        Ok(found) => found,
+        Err(exit) => return exit,
+    };
+    let name = format!("{} {}", extension.definition.name, action.action);
+    let input = match transport::read_input_with(
+        &name,
+        |empty| extension.validate_input(action, empty).is_ok(),
+        input,
+    ) {
+        Ok(input) => input,
+        Err(message) => {
+            return usage_error(&message, &[format!("run `agentteam exec {name} --help`")]);
+        }
+    };
+    if let Err(error) = extension.validate_input(action, &input) {
+        return print_envelope(&error.envelope(), Exit::ActionFailed);
+    }
+    let rule = extension.rule(action);
+    match transport::post_with(
+        &base_url,
+        (&extension.definition.name, &action.action),
+        &token,
+        &input,
+        &rule,
+    ) {
+        Ok((envelope, ok)) => print_envelope(
+            &envelope,
+            if ok {
+                Exit::Success
+            } else {
+                Exit::ActionFailed
+            },
+        ),
+        Err(message) => usage_error(&message, &[]),
+    }
+}
+
+/// The daemon's Exec route and this runtime's token, from the two variables a daemon-launched
+/// runtime receives; without both, execution fails closed.
+fn runtime_credentials() -> Result<(String, String), Exit> {
     let var = |name: &str| std::env::var_os(name).filter(|v| !v.is_empty());
     let (Some(base_url), Some(token_file)) = (var(BASE_URL_VAR), var(TOKEN_FILE_VAR)) else {
-        return usage_error(
+        return Err(usage_error(
             "agentteam exec runs actions only inside a runtime launched by the agentteam daemon",
             &[format!(
                 "{BASE_URL_VAR} and {TOKEN_FILE_VAR} are set by `agentteam run`; help and schemas work anywhere"
             )],
-        );
+        ));
     };
     // The bearer goes only to the daemon's canonical loopback route: checked before the token
     // file is read.
@@ -107,15 +208,24 @@ fn execute(descriptor: &'static ActionDescriptor, input: Option<&str>) -> Exit {
     {
         Ok(url) => url.url,
         Err(why) => {
-            return usage_error(
+            return Err(usage_error(
                 &format!("{BASE_URL_VAR} is not the daemon's Exec route: {why}"),
                 &["run `agentteam exec` inside a runtime launched by `agentteam run`".into()],
-            );
+            ));
         }
     };
     // Exactly one read of the declared file; no fallback to any other credential source.
     let Ok(token) = transport::read_token_file(std::path::Path::new(&token_file)) else {
-        return usage_error(transport::TOKEN_FILE_REFUSED, &[]);
+        return Err(usage_error(transport::TOKEN_FILE_REFUSED, &[]));
+    };
+    Ok((base_url, token))
+}
+
+/// Execution is registered only for daemon-launched runtimes, which receive both variables.
+fn execute(descriptor: &'static ActionDescriptor, input: Option<&str>) -> Exit {
+    let (base_url, token) = match runtime_credentials() {
+        Ok(found) => found,
+        Err(exit) => return exit,
     };
     // Only the schemas this call uses are compiled: a one-shot process should not pay for all.
     let catalog = Validators::lazy();

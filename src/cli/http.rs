@@ -114,6 +114,16 @@ pub fn refusal(peer: Peer, envelope: &Value) -> Exit {
     let error = &envelope["error"];
     let text = |field: &str| error[field].as_str().map(str::to_string);
     let mut hints = Vec::new();
+    // Each offending value, as the envelope names it (at most its 32 details).
+    for detail in error["details"].as_array().into_iter().flatten().take(32) {
+        let path = detail["path"].as_str().unwrap_or("");
+        let message = detail["message"].as_str().unwrap_or("");
+        hints.push(if path.is_empty() {
+            message.to_string()
+        } else {
+            format!("{path}: {message}")
+        });
+    }
     hints.extend(text("hint"));
     hints.extend(text("next"));
     if let Some(incident) = text("incidentId") {

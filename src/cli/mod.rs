@@ -12,10 +12,9 @@ mod http;
 mod output;
 mod runtime_url;
 mod server;
+mod status;
 mod transport;
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
@@ -63,6 +62,25 @@ enum Command {
     },
     /// Run the desktop daemon (with the embedded server unless `--server-url` is given)
     Daemon(daemon::DaemonArgs),
+    /// Show what the local daemon runs, and the extension definitions it pinned
+    Status {
+        #[command(flatten)]
+        state: daemon::StateDir,
+        /// Print the daemon's answer as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the extension definitions the local daemon pinned and the ones it left out
+    Extensions {
+        #[command(flatten)]
+        state: daemon::StateDir,
+        /// Fetch and verify the definitions again first (new launches use them)
+        #[arg(long)]
+        reload: bool,
+        /// Print the report as JSON
+        #[arg(long)]
+        json: bool,
+    },
     /// Manage the local daemon's agent profiles
     Agent {
         #[command(flatten)]
@@ -78,19 +96,7 @@ enum Command {
         args: daemon::RunArgs,
     },
     /// Run the reference AgentTeam Server (the product owner behind the bridge)
-    Server {
-        /// Address to listen on
-        #[arg(long, default_value = "127.0.0.1:7780")]
-        listen: SocketAddr,
-        /// Database URL: `sqlite:///PATH/server.db`, or `postgres://USER@HOST:PORT/DB` for
-        /// replicas (its password comes from PGPASSFILE, ~/.pgpass or PGPASSWORD, never the URL)
-        #[arg(long)]
-        database: String,
-        /// The operator token file: SQLite writes a fresh token there at every start (default:
-        /// `operator.token` beside the database); PostgreSQL replicas share it (required)
-        #[arg(long)]
-        operator_token_file: Option<PathBuf>,
-    },
+    Server(server::ServerArgs),
 }
 
 /// Parses the process arguments and runs the command.
@@ -102,7 +108,7 @@ pub fn main() -> ExitCode {
         Command::Catalog { json } => catalog::run(json),
         Command::Prompt { runtime } => output::print(&format!(
             "{}\n{}",
-            crate::contract::catalog::PROMPT_SUMMARY,
+            prompt_summary(&catalog::launch_extensions()),
             crate::contract::skill::skill_doc(&runtime.naming())
         )),
         Command::Admin { command } => admin::run(command),
@@ -113,14 +119,52 @@ pub fn main() -> ExitCode {
             daemon::run_daemon(args, scrubbed)
         }
         Command::Agent { state, command } => agent::run(state, command),
+        Command::Status { state, json } => status::status(state, json),
+        Command::Extensions {
+            state,
+            reload,
+            json,
+        } => status::extensions(state, reload, json),
         Command::Run { state, args } => daemon::run_runtime(state, args),
-        Command::Server {
-            listen,
-            database,
-            operator_token_file,
-        } => server::run(listen, database, operator_token_file),
+        Command::Server(args) => server::run(args),
     };
     exit.into()
+}
+
+/// The Exec prompt summary, with the domains of the extensions pinned for this runtime listed
+/// beside the built-in ones.
+fn prompt_summary(extensions: &[crate::contract::extension::Known]) -> String {
+    let summary = crate::contract::catalog::PROMPT_SUMMARY;
+    if extensions.is_empty() {
+        return summary.to_string();
+    }
+    let lines: String = extensions
+        .iter()
+        .map(|e| {
+            let names: Vec<&str> = e
+                .definition
+                .actions
+                .iter()
+                .map(|a| a.action.as_str())
+                .collect();
+            format!(
+                "- `{}`: {} Actions: {}.\n",
+                e.definition.name,
+                e.definition.summary,
+                names.join(", ")
+            )
+        })
+        .collect();
+    // After the last built-in domain line.
+    match summary.find("\n\nCommon ") {
+        Some(end) => format!(
+            "{}\n{}{}",
+            &summary[..end],
+            lines.trim_end(),
+            &summary[end..]
+        ),
+        None => format!("{summary}{lines}"),
+    }
 }
 
 /// Structured logs to stderr; `RUST_LOG` overrides the default `agentteam=info`.

@@ -2,14 +2,80 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use super::output::Exit;
+use crate::server::provider::ProviderConfig;
 use crate::server::{AppState, ServerConfig, router};
+
+/// Options of `agentteam server`.
+#[derive(Debug, clap::Args)]
+pub struct ServerArgs {
+    /// Address to listen on
+    #[arg(long, default_value = "127.0.0.1:7780")]
+    listen: SocketAddr,
+    /// Database URL: `sqlite:///PATH/server.db`, or `postgres://USER@HOST:PORT/DB` for
+    /// replicas (its password comes from PGPASSFILE, ~/.pgpass or PGPASSWORD, never the URL)
+    #[arg(long)]
+    database: String,
+    /// The operator token file: SQLite writes a fresh token there at every start (default:
+    /// `operator.token` beside the database); PostgreSQL replicas share it (required)
+    #[arg(long)]
+    operator_token_file: Option<PathBuf>,
+    /// How long one request to an extension's provider may take, in milliseconds
+    #[arg(long, default_value_t = 10_000)]
+    provider_timeout_ms: u64,
+    /// Read a watched pull request again when its last read is older than this, in seconds
+    #[arg(long, default_value_t = 60)]
+    provider_refresh_secs: u64,
+    /// A proxy to reach providers through (the environment's proxy variables are never used)
+    #[arg(long, value_name = "URL")]
+    provider_proxy: Option<String>,
+    /// PEM certificates a provider's TLS chain may end in, beside the platform's roots
+    #[arg(long, value_name = "PATH")]
+    provider_ca_file: Option<PathBuf>,
+}
 
 /// Starts the server, prints `listening on http://ADDR` on stdout once it accepts connections,
 /// and serves until SIGINT or SIGTERM.
-pub fn run(listen: SocketAddr, database: String, operator_token_file: Option<PathBuf>) -> Exit {
+pub fn run(args: ServerArgs) -> Exit {
+    let ServerArgs {
+        listen,
+        database,
+        operator_token_file,
+        provider_timeout_ms,
+        provider_refresh_secs,
+        provider_proxy,
+        provider_ca_file,
+    } = args;
     super::init_tracing();
+    if provider_timeout_ms == 0 {
+        return super::output::usage_error("`--provider-timeout-ms` must be positive", &[]);
+    }
+    let proxy = match provider_proxy.as_deref().map(reqwest::Url::parse) {
+        None => None,
+        Some(Ok(url)) if matches!(url.scheme(), "http" | "https" | "socks5") => Some(url),
+        Some(_) => {
+            return super::output::usage_error(
+                "`--provider-proxy` must be an `http://`, `https://` or `socks5://` URL",
+                &[],
+            );
+        }
+    };
+    let roots = match &provider_ca_file {
+        None => Vec::new(),
+        Some(path) => match crate::client::http::load_roots(path) {
+            Ok(roots) => roots,
+            Err(e) => {
+                return super::output::usage_error(&format!("`--provider-ca-file`: {e}"), &[]);
+            }
+        },
+    };
+    let provider = ProviderConfig {
+        timeout: Duration::from_millis(provider_timeout_ms),
+        min_refresh: Duration::from_secs(provider_refresh_secs),
+        remote: crate::client::http::Remote { proxy, roots },
+    };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -40,7 +106,11 @@ pub fn run(listen: SocketAddr, database: String, operator_token_file: Option<Pat
         None => default_token_file(&database),
     };
     runtime.block_on(async move {
-        let config = ServerConfig { database_url: database, operator_token_file };
+        let config = ServerConfig {
+            database_url: database,
+            operator_token_file,
+            provider,
+        };
         let state = match AppState::open(&config).await {
             Ok(state) => state,
             Err(e) => return super::report(&e),

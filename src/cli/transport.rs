@@ -19,6 +19,41 @@ use crate::wire::MAX_BODY_BYTES;
 pub const TOKEN_FILE_REFUSED: &str = "the runtime credential file is missing, unreadable or invalid; agentteam exec does not fall back to any other credential";
 /// A token file larger than this is refused.
 pub const MAX_TOKEN_FILE_BYTES: u64 = 4096;
+/// The launch's catalog file is read up to this size (64 definitions of at most 256 KiB).
+pub const MAX_CATALOG_FILE_BYTES: u64 = 17 * 1024 * 1024;
+
+/// The extensions the daemon pinned for this launch, from the catalog file beside the token
+/// file (owner-only, written at activation); none outside a runtime or if it is unusable.
+pub fn launch_extensions(token_file: &Path) -> Vec<crate::contract::extension::Known> {
+    let Some(path) = token_file.parent().map(|dir| dir.join("catalog.json")) else {
+        return Vec::new();
+    };
+    let read = || -> Option<String> {
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(
+                (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32,
+            )
+            .open(&path)
+            .ok()?;
+        let metadata = file.metadata().ok()?;
+        let private = metadata.is_file()
+            && metadata.uid() == rustix::process::geteuid().as_raw()
+            && metadata.mode() & 0o077 == 0;
+        if !private {
+            return None;
+        }
+        let mut text = String::new();
+        file.by_ref()
+            .take(MAX_CATALOG_FILE_BYTES)
+            .read_to_string(&mut text)
+            .ok()?;
+        Some(text)
+    };
+    read()
+        .map(|text| crate::contract::extension::read_cli_catalog(&text))
+        .unwrap_or_default()
+}
 
 /// Why the token file was refused (never shown: the caller prints one fixed message).
 #[derive(Debug)]
@@ -65,6 +100,19 @@ pub fn read_input(
     catalog: &Validators,
     input: Option<&str>,
 ) -> Result<Value, String> {
+    read_input_with(
+        &format!("{} {}", descriptor.domain, descriptor.action),
+        |empty| catalog.validate_input(descriptor.id, empty).is_ok(),
+        input,
+    )
+}
+
+/// [`read_input`] for any action `name` (`github watch`), `accepts` saying whether `{}` is valid.
+pub fn read_input_with(
+    name: &str,
+    accepts: impl Fn(&Value) -> bool,
+    input: Option<&str>,
+) -> Result<Value, String> {
     let text = match input {
         Some("-") => {
             let mut bytes = Vec::new();
@@ -80,12 +128,12 @@ pub fn read_input(
         Some(inline) => inline.as_bytes().to_vec(),
         None => {
             let empty = json!({});
-            return match catalog.validate_input(descriptor.id, &empty) {
-                Ok(()) => Ok(empty),
-                Err(_) => Err(format!(
-                    "`{} {}` needs an input: pass one JSON value, or `-` to read it from stdin",
-                    descriptor.domain, descriptor.action
-                )),
+            return if accepts(&empty) {
+                Ok(empty)
+            } else {
+                Err(format!(
+                    "`{name}` needs an input: pass one JSON value, or `-` to read it from stdin"
+                ))
             };
         }
     };
@@ -101,12 +149,27 @@ pub fn post(
     input: &Value,
     catalog: &Validators,
 ) -> Result<(Value, bool), String> {
-    let url = format!(
-        "{}/{}/{}",
-        base_url.trim_end_matches('/'),
-        descriptor.domain,
-        descriptor.action
-    );
+    post_with(
+        base_url,
+        (descriptor.domain, descriptor.action),
+        token,
+        input,
+        &budget::Builtin {
+            catalog,
+            descriptor: descriptor.effective(input),
+        },
+    )
+}
+
+/// [`post`] for any action (an extension's too), re-projecting a refusal under `rule`.
+pub fn post_with(
+    base_url: &str,
+    (domain, action): (&str, &str),
+    token: &str,
+    input: &Value,
+    rule: &impl budget::Rule,
+) -> Result<(Value, bool), String> {
+    let url = format!("{}/{domain}/{action}", base_url.trim_end_matches('/'));
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -132,10 +195,7 @@ pub fn post(
         .map_err(|_| format!("the daemon answered {status} without a JSON envelope"))?;
     match envelope.get("ok").and_then(Value::as_bool) {
         Some(true) if status.is_success() => Ok((envelope, true)),
-        Some(false) if !status.is_success() => Ok((
-            budget::reproject(envelope, descriptor.effective(input), catalog),
-            false,
-        )),
+        Some(false) if !status.is_success() => Ok((budget::reproject_with(envelope, rule), false)),
         _ => Err(format!(
             "the daemon answered {status} with an unexpected body"
         )),

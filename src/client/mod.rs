@@ -111,17 +111,59 @@ impl ServerClient {
         self.post(ctx, url, arguments).await
     }
 
+    /// Calls action `action` of the extension `name` with `input`, under the definition digest
+    /// and catalog version the runtime was launched with.
+    pub async fn call_extension(
+        &self,
+        ctx: &CallContext,
+        name: &str,
+        action: &str,
+        input: &Value,
+        pin: (&str, u64),
+    ) -> ActionResult<Value> {
+        let url = format!(
+            "{}/runtime/servers/{}/agents/{}/ext/{name}/{action}",
+            self.base_url, ctx.server_id, ctx.agent_id
+        );
+        let (digest, catalog_version) = pin;
+        let request = self
+            .http
+            .post(url)
+            .header(crate::wire::EXTENSION_DIGEST_HEADER, digest)
+            .header(
+                crate::wire::EXTENSION_CATALOG_VERSION_HEADER,
+                catalog_version.to_string(),
+            );
+        self.send(ctx, request.json(input)).await
+    }
+
+    /// The current definitions of the apps installed in workspace `server_id`, with their
+    /// recorded digests (`GET /runtime/servers/{serverId}/extensions`).
+    pub async fn extensions(&self, server_id: &str) -> ActionResult<Value> {
+        let url = format!("{}/runtime/servers/{server_id}/extensions", self.base_url);
+        let ctx = CallContext {
+            server_id: server_id.to_string(),
+            agent_id: String::new(),
+            idempotency_key: None,
+        };
+        self.send(&ctx, self.http.get(url)).await
+    }
+
     async fn post<I: Serialize + Sync>(
         &self,
         ctx: &CallContext,
         url: String,
         input: &I,
     ) -> ActionResult<Value> {
-        let mut request = self
-            .http
-            .post(url)
-            .bearer_auth(&self.credential)
-            .json(input);
+        self.send(ctx, self.http.post(url).json(input)).await
+    }
+
+    async fn send(
+        &self,
+        ctx: &CallContext,
+        request: reqwest::RequestBuilder,
+    ) -> ActionResult<Value> {
+        let mut request = request.bearer_auth(&self.credential);
         if let Some(key) = &ctx.idempotency_key {
             request = request
                 .header("Idempotency-Key", format!("\"{key}\""))
@@ -136,6 +178,20 @@ impl ServerClient {
             }
             Err(http::ReadError::Transport(error)) => return Err(classify(error)),
         };
+        // A provider's failure behind an extension is the contract's own answer, not the
+        // server's: it passes through like any refusal.
+        if status.is_server_error()
+            && let Ok(envelope) = serde_json::from_slice::<Value>(&bytes)
+            && matches!(
+                envelope
+                    .pointer("/error/code")
+                    .and_then(Value::as_str)
+                    .and_then(|c| c.parse::<ErrorCode>().ok()),
+                Some(ErrorCode::ProviderError | ErrorCode::ProviderTimeout)
+            )
+        {
+            return Err(reproject_error(&envelope["error"]));
+        }
         if status.is_server_error() {
             // The server's incident id joins its log to ours; it is not passed on to the runtime.
             let server_incident = serde_json::from_slice::<Value>(&bytes)

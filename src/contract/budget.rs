@@ -7,7 +7,8 @@
 //! selectors (the resource's `<name>Id`), its revision, the idempotency key, and a retrieval
 //! command rebuilt from the catalog's `retrieval` action and validated against its input schema.
 //! For an operation union (a `workflow` action) all of this is the operation's: its risk, its
-//! continuation, and a retrieval through the union's read operation.
+//! continuation, and a retrieval through the union's read operation. An extension action follows
+//! the same rules through its pinned definition: every function takes a [`Rule`].
 //!
 //! The CLI re-projects what the daemon sent through [`reproject`]: only that closed contract
 //! survives, and the retrieval command is rebuilt locally, never trusted from the wire.
@@ -21,6 +22,56 @@ use super::validate::Validators;
 /// 64 KiB.
 pub const RESULT_BUDGET: usize = 64 * 1024;
 
+/// What the budget needs to know about the action (or operation) that produced a result.
+pub trait Rule {
+    /// `task create`, `workflow plan publish`, `github watch`.
+    fn name(&self) -> String;
+    fn is_mutation(&self) -> bool;
+    /// Why an over-budget read was refused.
+    fn hint(&self) -> Option<&str>;
+    /// What to request instead of an over-budget read.
+    fn next(&self) -> Option<&str>;
+    /// A property of the result beside its resource (an operation union's discriminator).
+    fn discriminator(&self) -> Option<&str> {
+        None
+    }
+    /// The command that reads back the resource whose `selector` is `id`, if the action has a
+    /// read that accepts exactly that input.
+    fn retrieval(&self, selector: &str, id: &str) -> Option<String>;
+}
+
+/// A built-in action or operation, with the validators its retrieval input is checked against.
+pub struct Builtin<'a> {
+    pub catalog: &'a Validators,
+    pub descriptor: Effective,
+}
+
+impl Rule for Builtin<'_> {
+    fn name(&self) -> String {
+        self.descriptor.name()
+    }
+
+    fn is_mutation(&self) -> bool {
+        self.descriptor.risk().is_mutation()
+    }
+
+    fn hint(&self) -> Option<&str> {
+        self.descriptor.hint()
+    }
+
+    fn next(&self) -> Option<&str> {
+        self.descriptor.next()
+    }
+
+    fn discriminator(&self) -> Option<&str> {
+        self.descriptor.descriptor.discriminator
+    }
+
+    fn retrieval(&self, selector: &str, id: &str) -> Option<String> {
+        retrieval(self.catalog, self.descriptor, selector, id)
+    }
+}
+
 /// The serialized success envelope of `data` (no trailing newline), or the refusal when it is over
 /// the budget.
 pub fn fit(
@@ -29,18 +80,28 @@ pub fn fit(
     data: Value,
     idempotency_key: Option<&str>,
 ) -> Result<String, ActionError> {
+    fit_with(
+        &Builtin {
+            catalog,
+            descriptor,
+        },
+        data,
+        idempotency_key,
+    )
+}
+
+/// [`fit`] under any [`Rule`].
+pub fn fit_with(
+    rule: &impl Rule,
+    data: Value,
+    idempotency_key: Option<&str>,
+) -> Result<String, ActionError> {
     let envelope = json!({ "ok": true, "data": data });
     let text = serde_json::to_string(&envelope).expect("a Value always serializes");
     if text.len() <= RESULT_BUDGET {
         return Ok(text);
     }
-    Err(over_budget(
-        catalog,
-        descriptor,
-        &envelope["data"],
-        text.len(),
-        idempotency_key,
-    ))
+    Err(refuse(rule, &envelope["data"], text.len(), idempotency_key))
 }
 
 /// The refusal of an over-budget result of `size` bytes.
@@ -51,17 +112,35 @@ pub fn over_budget(
     size: usize,
     idempotency_key: Option<&str>,
 ) -> ActionError {
-    let name = descriptor.name();
-    if !descriptor.risk().is_mutation() {
+    refuse(
+        &Builtin {
+            catalog,
+            descriptor,
+        },
+        data,
+        size,
+        idempotency_key,
+    )
+}
+
+/// [`over_budget`] under any [`Rule`].
+pub fn refuse(
+    rule: &impl Rule,
+    data: &Value,
+    size: usize,
+    idempotency_key: Option<&str>,
+) -> ActionError {
+    let name = rule.name();
+    if !rule.is_mutation() {
         let mut error = ActionError::new(
             ErrorCode::ResultBudgetExceeded,
             format!("the result of `{name}` is {size} bytes, over the {RESULT_BUDGET}-byte budget"),
         );
-        error.hint = descriptor.hint().map(str::to_string);
-        error.next = descriptor.next().map(str::to_string);
+        error.hint = rule.hint().map(str::to_string);
+        error.next = rule.next().map(str::to_string);
         return error;
     }
-    let receipt = receipt(catalog, descriptor, data, idempotency_key);
+    let receipt = receipt_with(rule, data, idempotency_key);
     let mut error = ActionError::new(ErrorCode::ResultBudgetExceeded, format!("`{name}` was applied, but its result is {size} bytes, over the {RESULT_BUDGET}-byte budget"))
         .with_hint("the change is committed; do not repeat it");
     error.next = receipt
@@ -76,15 +155,14 @@ pub fn over_budget(
 
 /// The refusal when a result could not be serialized: never a receipt (nothing trustworthy to
 /// build it from) and never replay advice.
-pub fn unserializable(descriptor: Effective) -> ActionError {
-    let name = descriptor.name();
+pub fn unserializable(rule: &impl Rule) -> ActionError {
     let mut error = ActionError::new(
         ErrorCode::ResultBudgetExceeded,
-        format!("the result of `{name}` could not be encoded"),
+        format!("the result of `{}` could not be encoded", rule.name()),
     );
-    if !descriptor.risk().is_mutation() {
-        error.hint = descriptor.hint().map(str::to_string);
-        error.next = descriptor.next().map(str::to_string);
+    if !rule.is_mutation() {
+        error.hint = rule.hint().map(str::to_string);
+        error.next = rule.next().map(str::to_string);
     }
     error
 }
@@ -97,8 +175,20 @@ pub fn receipt(
     data: &Value,
     idempotency_key: Option<&str>,
 ) -> Value {
+    receipt_with(
+        &Builtin {
+            catalog,
+            descriptor,
+        },
+        data,
+        idempotency_key,
+    )
+}
+
+/// [`receipt`] under any [`Rule`].
+pub fn receipt_with(rule: &impl Rule, data: &Value, idempotency_key: Option<&str>) -> Value {
     let mut receipt = Map::new();
-    let discriminator = descriptor.descriptor.discriminator;
+    let discriminator = rule.discriminator();
     let resource = data
         .as_object()
         .map(|o| {
@@ -117,7 +207,7 @@ pub fn receipt(
         if let Some(revision) = resource.get("revision").and_then(Value::as_u64) {
             receipt.insert("revision".into(), json!(revision));
         }
-        if let Some(retrieval) = retrieval(catalog, descriptor, &selector, id) {
+        if let Some(retrieval) = rule.retrieval(&selector, id) {
             receipt.insert("retrieval".into(), json!(retrieval));
         }
     }
@@ -152,19 +242,28 @@ pub fn retrieval(
 /// Keeps only the closed error metadata contract: `mutation_applied` and a receipt whose
 /// selectors, revision and idempotency key are well formed, with the retrieval command rebuilt
 /// from the catalog instead of trusted from the wire. Anything else is dropped.
-pub fn reproject(mut envelope: Value, descriptor: Effective, catalog: &Validators) -> Value {
+pub fn reproject(envelope: Value, descriptor: Effective, catalog: &Validators) -> Value {
+    reproject_with(
+        envelope,
+        &Builtin {
+            catalog,
+            descriptor,
+        },
+    )
+}
+
+/// [`reproject`] under any [`Rule`].
+pub fn reproject_with(mut envelope: Value, rule: &impl Rule) -> Value {
     let Some(metadata) = envelope.pointer_mut("/error/metadata").map(Value::take) else {
         return envelope;
     };
     let mut projected = Map::new();
-    if metadata.get("mutation_applied") == Some(&Value::Bool(true))
-        && descriptor.risk().is_mutation()
-    {
+    if metadata.get("mutation_applied") == Some(&Value::Bool(true)) && rule.is_mutation() {
         projected.insert("mutation_applied".into(), Value::Bool(true));
         if let Some(receipt) = metadata.get("mutation_receipt").and_then(Value::as_object) {
             projected.insert(
                 "mutation_receipt".into(),
-                Value::Object(reproject_receipt(receipt, descriptor, catalog)),
+                Value::Object(reproject_receipt(receipt, rule)),
             );
         }
     }
@@ -179,11 +278,7 @@ pub fn reproject(mut envelope: Value, descriptor: Effective, catalog: &Validator
     envelope
 }
 
-fn reproject_receipt(
-    receipt: &Map<String, Value>,
-    descriptor: Effective,
-    catalog: &Validators,
-) -> Map<String, Value> {
+fn reproject_receipt(receipt: &Map<String, Value>, rule: &impl Rule) -> Map<String, Value> {
     let mut out = Map::new();
     let selectors = receipt
         .get("selectors")
@@ -198,7 +293,7 @@ fn reproject_receipt(
         && id.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
     {
         out.insert("selectors".into(), json!({ selector: id }));
-        if let Some(retrieval) = retrieval(catalog, descriptor, selector, id) {
+        if let Some(retrieval) = rule.retrieval(selector, id) {
             out.insert("retrieval".into(), json!(retrieval));
         }
     }
@@ -284,7 +379,11 @@ mod tests {
 
     #[test]
     fn an_unserializable_mutation_result_carries_no_receipt_and_no_replay_advice() {
-        let error = unserializable(ActionId::TaskComplete.descriptor().as_whole());
+        let catalog = Validators::lazy();
+        let error = unserializable(&Builtin {
+            catalog: &catalog,
+            descriptor: ActionId::TaskComplete.descriptor().as_whole(),
+        });
         assert_eq!(error.code, ErrorCode::ResultBudgetExceeded);
         assert!(
             error.metadata.is_none() && error.next.is_none() && error.hint.is_none(),

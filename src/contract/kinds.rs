@@ -96,3 +96,25 @@ impl ToolOwner {
         }
     }
 }
+
+/// Whether the MCP tool `tool` belongs to the family of the Exec domain `domain`: with `-` and `_`
+/// read as one separator, the tool is the domain's name or starts with it plus a separator
+/// (`scheduled_message_x` belongs to `scheduled-message`; `message_send` to `message`).
+pub fn collides(tool: &str, domain: &str) -> bool {
+    let family = domain.replace('-', "_");
+    tool.replace('-', "_")
+        .strip_prefix(&family)
+        .is_some_and(|rest| rest.is_empty() || rest.starts_with('_'))
+}
+
+/// `^[a-z][a-z0-9-]*$`, no trailing or doubled hyphen.
+pub fn is_name(name: &str) -> bool {
+    let mut chars = name.chars();
+    matches!(chars.next(), Some('a'..='z'))
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.ends_with('-')
+        && !name.contains("--")
+        && name.len() <= 32
+}

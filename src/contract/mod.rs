@@ -6,6 +6,7 @@
 pub mod budget;
 pub mod catalog;
 pub mod error;
+pub mod extension;
 pub mod handlers;
 pub mod json;
 pub mod kinds;

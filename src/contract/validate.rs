@@ -170,7 +170,7 @@ fn compile(
         .map_err(|e| error(e.to_string()))
 }
 
-fn collect(validator: &jsonschema::Validator, value: &Value) -> Vec<ValidationDetail> {
+pub(crate) fn collect(validator: &jsonschema::Validator, value: &Value) -> Vec<ValidationDetail> {
     let mut details = Vec::new();
     for e in validator.iter_errors(value) {
         // An unknown field is named by its own path, not its parent's.

@@ -82,7 +82,16 @@ pub async fn status(State(state): State<DaemonState>, _: AdminAuth) -> Answer {
         "execRequests": load(&counters.exec_requests),
         "mcpRequests": load(&counters.mcp_requests),
         "acquiredRequests": state.authorizations.acquired(),
+        "extensions": super::extensions::report(&state.extensions.current()),
     })))
+}
+
+/// `POST /api/admin/extensions/reload`: fetches, verifies and pins the installed extension
+/// definitions again; the next launches bind them (running runtimes keep theirs).
+pub async fn reload_extensions(State(state): State<DaemonState>, _: AdminAuth) -> Answer {
+    let snapshot = state.extensions.reload().await;
+    state.dispatcher.set_catalog(snapshot.catalog.clone());
+    Ok(Data(super::extensions::report(&snapshot)))
 }
 
 /// `GET /api/admin/agents?limit&cursor&runtimeFamily&provider`: a page of profiles (the human CLI

@@ -120,6 +120,7 @@ pub async fn run(
             let server_config = crate::server::ServerConfig {
                 database_url: format!("sqlite://{}", config.state_dir.join("server.db").display()),
                 operator_token_file: config.state_dir.join("operator.token"),
+                provider: crate::server::provider::ProviderConfig::default(),
             };
             let state = crate::server::AppState::open(&server_config)
                 .await
@@ -193,6 +194,17 @@ pub async fn run(
         Ok(removed) => tracing::info!(removed, "removed agent profiles the server no longer knows"),
         Err(error) => tracing::warn!(%error, "cannot check the agent profiles against the server"),
     }
+    let server_client = Arc::new(crate::client::ServerClient::new(
+        &server_url,
+        identity_credential,
+        remote,
+    ));
+    // The extension snapshot new launches bind: fetched, verified and pinned before the first.
+    let extensions = Arc::new(super::extensions::Extensions::new(
+        server_client.clone(),
+        identity.workspace_id.clone(),
+    ));
+    dispatcher.set_catalog(extensions.reload().await.catalog.clone());
     let state = DaemonState {
         dispatcher: dispatcher.clone(),
         authorizations: store,
@@ -201,11 +213,8 @@ pub async fn run(
         identity,
         operator,
         admin_hash: Sha256::digest(admin_token.as_bytes()).into(),
-        server_client: Arc::new(crate::client::ServerClient::new(
-            &server_url,
-            identity_credential,
-            remote,
-        )),
+        server_client,
+        extensions,
         validators: Arc::new(
             crate::contract::Validators::new().map_err(|e| DaemonError::State(e.to_string()))?,
         ),

@@ -59,6 +59,15 @@ pub async fn action(
         Err(denied) => return wire::error_response(&denied.error()),
     };
     let Some(descriptor) = find_action(&domain, &action) else {
+        // An extension the runtime's catalog pinned: the same steps, then the forwarder.
+        if let Some(pinned) = authorization.catalog.extension(&domain).cloned() {
+            let call = ExtensionCall {
+                server_id,
+                agent_id,
+                action,
+            };
+            return extension_action(&state, &authorization, &headers, body, &pinned, call).await;
+        }
         let shown = |s: &str| s.chars().take(32).collect::<String>();
         return wire::error_response(
             &ActionError::new(
@@ -150,6 +159,83 @@ pub async fn action(
     wire::raw_json_response(status, body)
 }
 
+/// Which extension action a request names, on whose behalf.
+struct ExtensionCall {
+    server_id: String,
+    agent_id: String,
+    action: String,
+}
+
+/// Steps 2–6 for an action of an extension pinned in the authorization's catalog: the catalog
+/// digest, the body, the pinned input schema, the selector of a side effect, then the forwarder
+/// with the pin; every step fenced against revocation like a built-in's.
+async fn extension_action(
+    state: &DaemonState,
+    authorization: &super::auth::Authorization,
+    headers: &HeaderMap,
+    body: Body,
+    pinned: &crate::contract::extension::Pinned,
+    call: ExtensionCall,
+) -> Response {
+    if let Some(digest) = headers.get(wire::CATALOG_DIGEST_HEADER)
+        && digest.as_bytes() != builtin_digest().as_bytes()
+    {
+        return wire::error_response(&ActionError::new(
+            ErrorCode::CatalogMismatch,
+            "this `agentteam` was built from another action catalog than the daemon's",
+        ));
+    }
+    let Some(declared) = pinned.action(&call.action) else {
+        return wire::error_response(
+            &ActionError::new(
+                ErrorCode::UnknownAction,
+                format!(
+                    "unknown action: `{} {}`",
+                    pinned.name(),
+                    call.action.chars().take(32).collect::<String>()
+                ),
+            )
+            .with_next(format!(
+                "run `agentteam exec {} --help` for its actions",
+                pinned.name()
+            )),
+        );
+    };
+    let cancel = authorization.cancel.clone();
+    let input = match wire::body::read_json(headers, body, Some(&cancel)).await {
+        Ok(input) => input,
+        Err(BodyFailure::Revoked) => return wire::error_response(&forbidden()),
+        Err(failure) => return wire::error_response(&failure.error()),
+    };
+    if let Err(error) = pinned.validate_input(&call.action, &input) {
+        return wire::error_response(&error);
+    }
+    let idempotency_key = if declared.risk.is_mutation() {
+        match resolve_selector(headers, &input) {
+            Ok(key) => key,
+            Err(error) => return wire::error_response(&error),
+        }
+    } else {
+        None
+    };
+    if cancel.is_cancelled() {
+        return wire::error_response(&forbidden());
+    }
+    let ctx = CallContext {
+        server_id: call.server_id,
+        agent_id: call.agent_id,
+        idempotency_key,
+    };
+    let (status, body) = tokio::select! {
+        answer = super::extensions::call(&state.server_client, &ctx, pinned, &call.action, input) => answer,
+        () = cancel.cancelled() => return wire::error_response(&forbidden()),
+    };
+    if cancel.is_cancelled() || authorization.is_revoked() {
+        return wire::error_response(&forbidden());
+    }
+    wire::raw_json_response(status, body)
+}
+
 /// The wire answer `(status, body)` of a dispatch result: the result budget on a success, the
 /// one classification of every failure.
 fn answer(
@@ -166,7 +252,10 @@ fn answer(
             tracing::debug!(action = %descriptor.id.key(), error = %cause, "validated input does not fit the typed request");
             Err(ActionError::unrepresentable_input())
         }
-        Err(DispatchError::Encode(_)) => Err(budget::unserializable(effective)),
+        Err(DispatchError::Encode(_)) => Err(budget::unserializable(&budget::Builtin {
+            catalog: &state.validators,
+            descriptor: effective,
+        })),
         Err(DispatchError::NotOwned(id)) => {
             tracing::error!(incident_id = wire::observe::incident_id().unwrap_or_default(), action = %id.key(), "an action was dispatched to another owner");
             Err(ActionError::new(

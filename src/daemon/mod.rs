@@ -22,6 +22,7 @@ pub mod app;
 pub mod auth;
 pub mod error;
 pub mod exec;
+pub mod extensions;
 pub mod identity;
 pub mod mcp;
 pub mod replay;

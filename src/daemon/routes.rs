@@ -36,6 +36,10 @@ pub fn router(state: DaemonState) -> Router {
         .merge(mcp::route::routes(state.clone()))
         .route("/api/admin/status", get(admin::status))
         .route(
+            "/api/admin/extensions/reload",
+            post(admin::reload_extensions),
+        )
+        .route(
             "/api/admin/agents",
             get(admin::list_agents).post(admin::add_agent),
         )

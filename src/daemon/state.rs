@@ -27,6 +27,8 @@ pub struct DaemonState {
     pub admin_hash: [u8; 32],
     /// The typed client of the server's runtime action API, acting as this daemon's device.
     pub server_client: Arc<ServerClient>,
+    /// The verified, pinned extension definitions new launches bind.
+    pub extensions: Arc<super::extensions::Extensions>,
     /// Every action's and tool's compiled schemas.
     pub validators: Arc<Validators>,
     pub counters: Arc<Counters>,

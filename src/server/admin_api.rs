@@ -7,7 +7,11 @@
 //! `teams`, `messages` (a human posts in a channel, dm or thread they belong to, optionally with
 //! attachments), `approvals/list` (a page of the workspace's approvals) and
 //! `approvals/{approvalId}/decision` (a human approves or rejects; a waiting workflow step moves
-//! on). `GET /admin/stats` reads counters.
+//! on). Extensions: `POST /admin/extensions` publishes a definition's next version,
+//! `/admin/extensions/list` lists the current ones; under a workspace, `apps` installs an
+//! extension's app with its provider base URL and credential (kept server-side, never echoed),
+//! `apps/{extension}/grants` allows an agent to use it, `apps/{extension}/revoke` deletes the
+//! credential. `GET /admin/stats` reads counters.
 //!
 //! Each handler takes an [`OperatorJson`] (the operator is authenticated, then the body is read
 //! and decoded) and returns a [`Data`] or a [`Refusal`]. Request fields use the contract's types,
@@ -74,6 +78,17 @@ pub fn routes() -> Router<AppState> {
         .route(
             "/admin/workspaces/{workspaceId}/approvals/{approvalId}/decision",
             post(decide_approval),
+        )
+        .route("/admin/extensions", post(publish_extension))
+        .route("/admin/extensions/list", post(list_extensions))
+        .route("/admin/workspaces/{workspaceId}/apps", post(install_app))
+        .route(
+            "/admin/workspaces/{workspaceId}/apps/{extension}/grants",
+            post(grant_app),
+        )
+        .route(
+            "/admin/workspaces/{workspaceId}/apps/{extension}/revoke",
+            post(revoke_app),
         )
 }
 
@@ -233,6 +248,33 @@ struct ApprovalDecision {
     #[serde(default)]
     comment: Option<t::LongText>,
 }
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NewExtensionVersion {
+    definition: serde_json::Value,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Nothing {}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NewApp {
+    extension: String,
+    base_url: String,
+    credential: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NewGrant {
+    agent_id: String,
+}
+
+/// The longest app credential the server stores.
+const MAX_CREDENTIAL_BYTES: usize = 4096;
 
 /// Free text must say something: whitespace alone is refused.
 fn not_blank(field: &str, value: &str) -> ActionResult<()> {
@@ -771,4 +813,157 @@ async fn decide_approval(
         )
         .into()),
     }
+}
+
+/// `POST /admin/extensions`: records the definition as its extension's next version (the first
+/// for a new name) with its digest, and advances the catalog version.
+async fn publish_extension(
+    State(state): State<AppState>,
+    OperatorJson(NewExtensionVersion { definition }): OperatorJson<NewExtensionVersion>,
+) -> Answer {
+    let (checked, digest) = super::extensions::check_publish(&definition).map_err(|problems| {
+        ActionError::new(
+            ErrorCode::ValidationFailed,
+            format!("the definition breaks {} rule(s)", problems.len()),
+        )
+        .with_details(
+            problems
+                .into_iter()
+                .take(32)
+                .map(|message| crate::contract::error::ErrorDetail {
+                    path: "/definition".into(),
+                    message: message.chars().take(512).collect(),
+                })
+                .collect(),
+        )
+    })?;
+    let recorded = state
+        .store
+        .publish_extension(
+            &checked.name,
+            checked.provider.as_str(),
+            &definition,
+            &digest,
+            false,
+            state.clock.now_ms(),
+        )
+        .await
+        .map_err(internal)?
+        .expect("a publish that is not a seed always records");
+    tracing::info!(extension = %recorded.name, version = recorded.version, digest = %recorded.digest, catalog_version = recorded.catalog_version, "extension published");
+    Ok(Data(json!({
+        "name": recorded.name,
+        "version": recorded.version,
+        "digest": recorded.digest,
+        "catalogVersion": recorded.catalog_version,
+    })))
+}
+
+/// `POST /admin/extensions/list`: every extension's current version.
+async fn list_extensions(
+    State(state): State<AppState>,
+    OperatorJson(Nothing {}): OperatorJson<Nothing>,
+) -> Answer {
+    let current = state.store.current_extensions().await.map_err(internal)?;
+    Ok(Data(json!({
+        "extensions": current.iter().map(|(recorded, provider)| json!({
+            "name": recorded.name,
+            "provider": provider,
+            "version": recorded.version,
+            "digest": recorded.digest,
+            "catalogVersion": recorded.catalog_version,
+        })).collect::<Vec<_>>(),
+    })))
+}
+
+/// `POST …/apps`: installs (or reinstalls) an extension's app in the workspace.
+async fn install_app(
+    State(state): State<AppState>,
+    Path(workspace_id): Path<String>,
+    OperatorJson(NewApp {
+        extension,
+        base_url,
+        credential,
+    }): OperatorJson<NewApp>,
+) -> Answer {
+    known_workspace(&state, &workspace_id).await?;
+    let base_url = super::provider::check_base_url(&base_url)
+        .map_err(|why| ActionError::new(ErrorCode::ValidationFailed, why))?;
+    let credential_ok = !credential.is_empty()
+        && credential.len() <= MAX_CREDENTIAL_BYTES
+        && credential.bytes().all(|b| b.is_ascii_graphic());
+    if !credential_ok {
+        return Err(ActionError::new(
+            ErrorCode::ValidationFailed,
+            format!("`credential` must be 1 to {MAX_CREDENTIAL_BYTES} printable ASCII characters without spaces"),
+        )
+        .into());
+    }
+    let installed = state
+        .store
+        .install_app(
+            &workspace_id,
+            &extension,
+            &base_url,
+            &credential,
+            state.clock.now_ms(),
+        )
+        .await
+        .map_err(internal)?;
+    if !installed {
+        return Err(ActionError::new(
+            ErrorCode::NotFound,
+            format!(
+                "no extension `{}`",
+                extension.chars().take(64).collect::<String>()
+            ),
+        )
+        .into());
+    }
+    Ok(Data(
+        json!({ "extension": extension, "baseUrl": base_url, "status": "installed" }),
+    ))
+}
+
+/// `POST …/apps/{extension}/grants`: allows an agent of the workspace to use the app.
+async fn grant_app(
+    State(state): State<AppState>,
+    Path((workspace_id, extension)): Path<(String, String)>,
+    OperatorJson(NewGrant { agent_id }): OperatorJson<NewGrant>,
+) -> Answer {
+    let granted = state
+        .store
+        .grant_app(&workspace_id, &extension, &agent_id, state.clock.now_ms())
+        .await
+        .map_err(internal)?;
+    if !granted {
+        return Err(ActionError::new(
+            ErrorCode::NotFound,
+            format!("the `{extension}` app is not installed in this workspace, or it has no agent `{agent_id}`"),
+        )
+        .into());
+    }
+    Ok(Data(json!({ "extension": extension, "agentId": agent_id })))
+}
+
+/// `POST …/apps/{extension}/revoke`: deletes the app's credential; calls are refused until it is
+/// installed again.
+async fn revoke_app(
+    State(state): State<AppState>,
+    Path((workspace_id, extension)): Path<(String, String)>,
+    OperatorJson(Nothing {}): OperatorJson<Nothing>,
+) -> Answer {
+    let revoked = state
+        .store
+        .revoke_app(&workspace_id, &extension, state.clock.now_ms())
+        .await
+        .map_err(internal)?;
+    if !revoked {
+        return Err(ActionError::new(
+            ErrorCode::NotFound,
+            format!("the `{extension}` app is not installed in this workspace"),
+        )
+        .into());
+    }
+    Ok(Data(json!({ "extension": extension, "status": "revoked" })))
 }

@@ -9,7 +9,9 @@ pub(crate) mod actions;
 mod admin_api;
 mod auth;
 pub mod cursor;
+mod extensions;
 mod legacy;
+pub mod provider;
 mod runtime_api;
 pub mod store;
 pub mod workflow;
@@ -38,6 +40,8 @@ pub struct ServerConfig {
     /// previous one stops working); on PostgreSQL the replicas share it: the first creates it,
     /// the others read it.
     pub operator_token_file: PathBuf,
+    /// How the extension host reaches providers.
+    pub provider: provider::ProviderConfig,
 }
 
 /// Everything a request handler needs; cheap to clone.
@@ -50,6 +54,14 @@ pub struct AppState {
     pub(crate) clock: Arc<Clock>,
     /// Runtime action requests that passed authentication and reached a handler.
     pub(crate) dispatched: Arc<std::sync::atomic::AtomicU64>,
+    pub(crate) provider: provider::ProviderClient,
+    pub(crate) provider_config: Arc<provider::ProviderConfig>,
+    /// Verified extension definitions by digest (bounded: cleared when full).
+    pub(crate) pinned: Arc<
+        std::sync::Mutex<
+            std::collections::BTreeMap<String, Arc<crate::contract::extension::Pinned>>,
+        >,
+    >,
 }
 
 /// Why the server could not start.
@@ -82,14 +94,19 @@ impl AppState {
             path: config.operator_token_file.display().to_string(),
             source,
         })?;
-        Ok(AppState {
+        let state = AppState {
             store,
             catalog,
             cursors,
             operator: Arc::new(operator),
             clock: Arc::new(Clock::default()),
             dispatched: Arc::new(std::sync::atomic::AtomicU64::new(0)),
-        })
+            provider: provider::ProviderClient::new(&config.provider),
+            provider_config: Arc::new(config.provider.clone()),
+            pinned: Arc::default(),
+        };
+        extensions::seed(&state).await?;
+        Ok(state)
     }
 
     /// The store, for orderly shutdown.
@@ -115,6 +132,7 @@ impl AppState {
         let now_ms = self.clock.now_ms();
         let mut report = self.store.run_due_schedules(now_ms).await?;
         report.runs_started = self.store.fire_due_triggers(now_ms).await?;
+        report.watches_refreshed = extensions::refresh_stale(self, now_ms).await?;
         report.keys_pruned = self
             .store
             .prune_idempotency(now_ms - runtime_api::IDEMPOTENCY_RETENTION_MS)
@@ -138,7 +156,12 @@ pub async fn run_scheduler(state: AppState, stop: tokio_util::sync::Cancellation
         }
         match state.run_scheduler_pass().await {
             Ok(report)
-                if report.runs_created + report.sent + report.failed + report.runs_started > 0
+                if report.runs_created
+                    + report.sent
+                    + report.failed
+                    + report.runs_started
+                    + report.watches_refreshed
+                    > 0
                     || report.keys_pruned > 0 =>
             {
                 tracing::info!(
@@ -147,6 +170,7 @@ pub async fn run_scheduler(state: AppState, stop: tokio_util::sync::Cancellation
                     failed = report.failed,
                     keys_pruned = report.keys_pruned,
                     workflow_runs_started = report.runs_started,
+                    watches_refreshed = report.watches_refreshed,
                     "scheduler pass"
                 );
             }
@@ -160,6 +184,7 @@ pub async fn run_scheduler(state: AppState, stop: tokio_util::sync::Cancellation
 pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(runtime_api::routes())
+        .merge(extensions::routes())
         .merge(admin_api::routes())
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(

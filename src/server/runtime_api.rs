@@ -133,18 +133,7 @@ async fn run(
     body: Body,
     op: Operation,
 ) -> Result<Response, ActionError> {
-    let credential = wire::bearer(headers).ok_or_else(forbidden)?;
-    let (device, owns_agent) = auth::authenticate_device(&state.store, credential, agent_id)
-        .await
-        .map_err(internal)?
-        .ok_or_else(forbidden)?;
-    if device.workspace_id != server_id || !owns_agent {
-        return Err(forbidden());
-    }
-
-    state
-        .dispatched
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let caller = authenticate(state, server_id, agent_id, headers).await?;
     let mut input = wire::body::read_json(headers, body, None)
         .await
         .map_err(|failure| failure.error())?;
@@ -160,26 +149,65 @@ async fn run(
     } else {
         None
     };
+    once(state, &caller, &op.key(), selector, &input, || {
+        execute(state, &caller, op, input.clone())
+    })
+    .await
+}
 
-    let caller = Caller {
+/// The caller of a runtime route: the device credential authenticated and bound to the path's
+/// workspace and agent (its human owns the agent), with one uniform 403 for every failure, before
+/// the body is read. Counts the request as dispatched.
+pub(super) async fn authenticate(
+    state: &AppState,
+    server_id: &str,
+    agent_id: &str,
+    headers: &HeaderMap,
+) -> Result<Caller, ActionError> {
+    let credential = wire::bearer(headers).ok_or_else(forbidden)?;
+    let (device, owns_agent) = auth::authenticate_device(&state.store, credential, agent_id)
+        .await
+        .map_err(internal)?
+        .ok_or_else(forbidden)?;
+    if device.workspace_id != server_id || !owns_agent {
+        return Err(forbidden());
+    }
+    state
+        .dispatched
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Ok(Caller {
         workspace_id: server_id.to_string(),
         agent_id: agent_id.to_string(),
         now_ms: state.clock.now_ms(),
-    };
+    })
+}
+
+/// Runs `execute` and answers with its envelope; with an idempotency `selector`, at most once
+/// per `(agent, action, selector)`: a repeat replays the first answer, another payload is
+/// `idempotency_key_reused`, a repeat while the first runs is `idempotency_in_progress`.
+pub(super) async fn once<F, Fut>(
+    state: &AppState,
+    caller: &Caller,
+    action: &str,
+    selector: Option<String>,
+    input: &serde_json::Value,
+    execute: F,
+) -> Result<Response, ActionError>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<serde_json::Value, ActionError>>,
+{
     let Some(key) = selector else {
-        let (status, body) = wire::render(&execute(state, &caller, op, input).await);
+        let (status, body) = wire::render(&execute().await);
         return Ok(wire::raw_json_response(status, body));
     };
-
     // The selector is scoped by agent and action; the fingerprint is the canonical input.
-    let action = op.key();
-    let fingerprint =
-        Sha256::digest(serde_json::to_vec(&input).expect("a Value always serializes"));
+    let fingerprint = Sha256::digest(serde_json::to_vec(input).expect("a Value always serializes"));
     let claim = state
         .store
         .claim_idempotent(
-            agent_id,
-            &action,
+            &caller.agent_id,
+            action,
             &key,
             &fingerprint,
             caller.now_ms,
@@ -189,10 +217,10 @@ async fn run(
         .map_err(internal)?;
     match claim {
         Claim::Acquired => {
-            let (status, body) = wire::render(&execute(state, &caller, op, input).await);
+            let (status, body) = wire::render(&execute().await);
             state
                 .store
-                .finish_idempotent(agent_id, &action, &key, status, &body)
+                .finish_idempotent(&caller.agent_id, action, &key, status, &body)
                 .await
                 .map_err(internal)?;
             Ok(wire::raw_json_response(status, body))

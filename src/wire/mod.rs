@@ -18,6 +18,11 @@ use crate::contract::{ActionError, error::ErrorCode};
 /// (`sha256:<hex>`), so the daemon refuses a binary built from another catalog.
 pub const CATALOG_DIGEST_HEADER: &str = "agentteam-catalog-digest";
 
+/// The headers on which the daemon forwards an extension call with the definition digest and
+/// catalog version the runtime was launched with (never taken from the runtime's request).
+pub const EXTENSION_DIGEST_HEADER: &str = "agentteam-extension-digest";
+pub const EXTENSION_CATALOG_VERSION_HEADER: &str = "agentteam-extension-catalog-version";
+
 /// Request bodies larger than this are refused (spec: the 1 MiB body cap).
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
@@ -32,15 +37,17 @@ pub fn status_for(code: ErrorCode) -> StatusCode {
         | ErrorCode::RevisionMismatch
         | ErrorCode::AdmissionLimited
         | ErrorCode::IdempotencyInProgress
-        | ErrorCode::CatalogMismatch => StatusCode::CONFLICT,
+        | ErrorCode::CatalogMismatch
+        | ErrorCode::ExtensionStale => StatusCode::CONFLICT,
+        ErrorCode::AppUnauthorized => StatusCode::FORBIDDEN,
         ErrorCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
         ErrorCode::PayloadTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
         ErrorCode::IdempotencyKeyReused | ErrorCode::ResultBudgetExceeded => {
             StatusCode::UNPROCESSABLE_ENTITY
         }
-        ErrorCode::UpstreamFailed => StatusCode::BAD_GATEWAY,
+        ErrorCode::UpstreamFailed | ErrorCode::ProviderError => StatusCode::BAD_GATEWAY,
         ErrorCode::UpstreamUnavailable => StatusCode::SERVICE_UNAVAILABLE,
-        ErrorCode::UpstreamTimeout => StatusCode::GATEWAY_TIMEOUT,
+        ErrorCode::UpstreamTimeout | ErrorCode::ProviderTimeout => StatusCode::GATEWAY_TIMEOUT,
         ErrorCode::InternalError => StatusCode::INTERNAL_SERVER_ERROR,
     }
 }

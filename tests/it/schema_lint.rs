@@ -30,12 +30,20 @@ fn every_schema_file_is_valid_2020_12_and_lint_clean() {
             continue;
         }
         let value: Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
-        // An MCP tool file is a definition holding two schemas; the budget file holds none.
+        // An MCP tool file is a definition holding two schemas; the budget file holds none; an
+        // extension definition holds two per action.
         let schemas = if file.parent().unwrap().ends_with("mcp") {
             if file.ends_with("result-budget.json") {
                 continue;
             }
             vec![value["inputSchema"].clone(), value["outputSchema"].clone()]
+        } else if file.parent().unwrap().ends_with("extensions") {
+            value["actions"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .flat_map(|action| [action["input"].clone(), action["output"].clone()])
+                .collect()
         } else {
             vec![value]
         };

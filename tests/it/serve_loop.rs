@@ -40,3 +40,40 @@ async fn idle_and_slowloris_connections_are_closed_after_the_header_timeout() {
         );
     }
 }
+
+#[tokio::test]
+async fn an_answer_before_the_body_ended_closes_the_connection_and_others_keep_it() {
+    let server = TestServer::start().await;
+    let address = server.base_url.trim_start_matches("http://").to_string();
+    // The head of one response on a fresh connection.
+    let head = |bearer: String, body: &'static str| {
+        let address = address.clone();
+        async move {
+            let mut stream = TcpStream::connect(&address).await.unwrap();
+            let request = format!(
+                "POST /admin/workspaces HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {bearer}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            );
+            stream.write_all(request.as_bytes()).await.unwrap();
+            let mut bytes = Vec::new();
+            let mut buffer = [0u8; 4096];
+            while !bytes.windows(4).any(|w| w == b"\r\n\r\n") {
+                let read = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buffer))
+                    .await
+                    .unwrap()
+                    .unwrap();
+                assert!(read > 0, "closed before the response head");
+                bytes.extend_from_slice(&buffer[..read]);
+            }
+            String::from_utf8_lossy(&bytes).to_lowercase()
+        }
+    };
+    // Refused before its body is read: the client must not reuse the connection.
+    let refused = head("ato_wrong".into(), r#"{"name": "acme"}"#).await;
+    assert!(refused.starts_with("http/1.1 403"), "{refused}");
+    assert!(refused.contains("connection: close"), "{refused}");
+    // Read to the end and answered: the connection stays open for the next request.
+    let answered = head(server.operator_token.clone(), r#"{"name": "acme"}"#).await;
+    assert!(answered.starts_with("http/1.1 200"), "{answered}");
+    assert!(!answered.contains("connection: close"), "{answered}");
+}

@@ -183,6 +183,7 @@ impl TestServer {
         let config = agentteam::server::ServerConfig {
             database_url,
             operator_token_file: dir.path().join("operator.token"),
+            provider: agentteam::server::provider::ProviderConfig::default(),
         };
         let state = agentteam::server::AppState::open(&config).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -653,9 +654,20 @@ pub async fn spawn_server_on(
     token_file: &Path,
     log: Option<&Path>,
 ) -> (tokio::process::Child, String, String) {
+    spawn_server_with(database, token_file, log, &[]).await
+}
+
+/// [`spawn_server_on`] with extra `agentteam server` arguments.
+pub async fn spawn_server_with(
+    database: &str,
+    token_file: &Path,
+    log: Option<&Path>,
+    extra: &[&str],
+) -> (tokio::process::Child, String, String) {
     use tokio::io::AsyncBufReadExt;
     let mut child = tokio::process::Command::new(bin())
         .args(["server", "--listen", "127.0.0.1:0"])
+        .args(extra)
         .arg("--database")
         .arg(database)
         .arg("--operator-token-file")

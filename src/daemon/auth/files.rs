@@ -18,6 +18,8 @@ use rand::Rng;
 pub const TOKEN_FILE: &str = "token";
 /// The file name of the MCP token inside an authorization's directory.
 pub const MCP_TOKEN_FILE: &str = "mcp-token";
+/// The launch's catalog for `agentteam exec` (pinned extensions), beside the token file.
+pub const CATALOG_FILE: &str = "catalog.json";
 const LOCK_FILE: &str = "lock";
 /// Serializes the instance sweeps of daemons sharing one credential base.
 const SWEEP_LOCK_FILE: &str = ".sweep.lock";

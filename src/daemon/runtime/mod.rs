@@ -186,7 +186,8 @@ pub struct Dispatcher {
     daemon_base_url: String,
     /// The daemon's own executable, linked as `agentteam` into every launch's bin directory.
     executable: PathBuf,
-    catalog: Arc<RuntimeCatalog>,
+    /// The catalog new launches bind (built-ins plus the pinned extensions).
+    catalog: std::sync::RwLock<Arc<RuntimeCatalog>>,
     config: RuntimeConfig,
     clock: Arc<Clock>,
     tracker: TaskTracker,
@@ -219,13 +220,18 @@ impl Dispatcher {
             instance_dir,
             daemon_base_url,
             executable,
-            catalog: Arc::new(RuntimeCatalog::builtin()),
+            catalog: std::sync::RwLock::new(Arc::new(RuntimeCatalog::builtin())),
             config,
             clock,
             tracker: TaskTracker::new(),
             shutdown: CancellationToken::new(),
             sessions: Mutex::new(BTreeMap::new()),
         }
+    }
+
+    /// The catalog the next launches bind; running runtimes keep theirs.
+    pub fn set_catalog(&self, catalog: Arc<RuntimeCatalog>) {
+        *self.catalog.write().expect("not poisoned") = catalog;
     }
 
     /// Leases in any phase (active, activating, or cleaning up).
@@ -370,6 +376,8 @@ impl Dispatcher {
             agent_id,
             options,
         } = request;
+        // The snapshot taken at activation is the runtime's for its whole life.
+        let catalog = self.catalog.read().expect("not poisoned").clone();
         let binding = Binding {
             server_id: server_id.clone(),
             agent_id: agent_id.clone(),
@@ -377,9 +385,9 @@ impl Dispatcher {
             run_id: files::random_name("run"),
             workdir: options.workdir.display().to_string(),
             process_generation: generation,
-            catalog_digest: self.catalog.digest.clone(),
+            catalog_digest: catalog.digest.clone(),
         };
-        let authorization = self.store.create(binding, self.catalog.clone());
+        let authorization = self.store.create(binding, catalog.clone());
 
         // Pre-publication activation: directory, first generation, files, the canonical binary.
         // Any failure aborts the launch with the same end-of-life path a running process takes.
@@ -391,6 +399,7 @@ impl Dispatcher {
             }
         };
         let activated = publish_generation(&self.store, &authorization, &dir).and_then(|issued| {
+            crate::private_file::create_new(&dir.join(files::CATALOG_FILE), &catalog.cli_file)?;
             link_executable(&dir, &self.executable)?;
             Ok(issued)
         });

@@ -316,6 +316,67 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX approvals_by_update ON approvals (workspace_id, updated_at DESC, id DESC);
     CREATE INDEX approvals_by_status ON approvals (workspace_id, status, updated_at DESC, id DESC);
     "#,
+    // 6: app-hosted extensions (recorded definition versions and the catalog version), app
+    // installations and grants per workspace, and pull request watches.
+    r#"
+    CREATE TABLE extension_catalog (
+        id BIGINT PRIMARY KEY CHECK (id = 1),
+        version BIGINT NOT NULL
+    );
+    INSERT INTO extension_catalog (id, version) VALUES (1, 0);
+    CREATE TABLE extensions (
+        name TEXT PRIMARY KEY,
+        current_version BIGINT NOT NULL
+    );
+    CREATE TABLE extension_versions (
+        name TEXT NOT NULL REFERENCES extensions(name),
+        version BIGINT NOT NULL,
+        provider TEXT NOT NULL,
+        definition TEXT NOT NULL,
+        digest TEXT NOT NULL,
+        catalog_version BIGINT NOT NULL,
+        published_at BIGINT NOT NULL,
+        PRIMARY KEY (name, version)
+    );
+    CREATE TABLE app_installations (
+        workspace_id TEXT NOT NULL REFERENCES workspaces(id),
+        extension TEXT NOT NULL REFERENCES extensions(name),
+        base_url TEXT NOT NULL,
+        credential TEXT,
+        status TEXT NOT NULL CHECK (status IN ('installed', 'revoked')),
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        PRIMARY KEY (workspace_id, extension)
+    );
+    CREATE TABLE app_grants (
+        workspace_id TEXT NOT NULL,
+        extension TEXT NOT NULL,
+        agent_id TEXT NOT NULL REFERENCES agents(id),
+        created_at BIGINT NOT NULL,
+        PRIMARY KEY (workspace_id, extension, agent_id)
+    );
+    CREATE TABLE pr_watches (
+        id TEXT PRIMARY KEY,
+        workspace_id TEXT NOT NULL REFERENCES workspaces(id),
+        extension TEXT NOT NULL REFERENCES extensions(name),
+        repository TEXT NOT NULL,
+        number BIGINT NOT NULL,
+        title TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('open', 'closed', 'merged')),
+        head_sha TEXT NOT NULL,
+        url TEXT NOT NULL,
+        provider_updated_at BIGINT,
+        last_refreshed_at BIGINT NOT NULL,
+        refresh_claimed_until BIGINT,
+        created_by_agent_id TEXT REFERENCES agents(id),
+        revision BIGINT NOT NULL,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        UNIQUE (workspace_id, extension, repository, number)
+    );
+    CREATE INDEX pr_watches_by_update ON pr_watches (workspace_id, extension, updated_at DESC, id DESC);
+    CREATE INDEX pr_watches_by_refresh ON pr_watches (last_refreshed_at, id);
+    "#,
 ];
 
 /// The same migrations for PostgreSQL, entry for entry (their versions are the same): `BLOB` is
@@ -629,6 +690,67 @@ pub const PG_MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX approvals_by_update ON approvals (workspace_id, updated_at DESC, id DESC);
     CREATE INDEX approvals_by_status ON approvals (workspace_id, status, updated_at DESC, id DESC);
+    "#,
+    // 6: app-hosted extensions (recorded definition versions and the catalog version), app
+    // installations and grants per workspace, and pull request watches.
+    r#"
+    CREATE TABLE extension_catalog (
+        id BIGINT PRIMARY KEY CHECK (id = 1),
+        version BIGINT NOT NULL
+    );
+    INSERT INTO extension_catalog (id, version) VALUES (1, 0);
+    CREATE TABLE extensions (
+        name TEXT COLLATE "C" PRIMARY KEY,
+        current_version BIGINT NOT NULL
+    );
+    CREATE TABLE extension_versions (
+        name TEXT COLLATE "C" NOT NULL REFERENCES extensions(name),
+        version BIGINT NOT NULL,
+        provider TEXT COLLATE "C" NOT NULL,
+        definition TEXT COLLATE "C" NOT NULL,
+        digest TEXT COLLATE "C" NOT NULL,
+        catalog_version BIGINT NOT NULL,
+        published_at BIGINT NOT NULL,
+        PRIMARY KEY (name, version)
+    );
+    CREATE TABLE app_installations (
+        workspace_id TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id),
+        extension TEXT COLLATE "C" NOT NULL REFERENCES extensions(name),
+        base_url TEXT COLLATE "C" NOT NULL,
+        credential TEXT COLLATE "C",
+        status TEXT COLLATE "C" NOT NULL CHECK (status IN ('installed', 'revoked')),
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        PRIMARY KEY (workspace_id, extension)
+    );
+    CREATE TABLE app_grants (
+        workspace_id TEXT COLLATE "C" NOT NULL,
+        extension TEXT COLLATE "C" NOT NULL,
+        agent_id TEXT COLLATE "C" NOT NULL REFERENCES agents(id),
+        created_at BIGINT NOT NULL,
+        PRIMARY KEY (workspace_id, extension, agent_id)
+    );
+    CREATE TABLE pr_watches (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        workspace_id TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id),
+        extension TEXT COLLATE "C" NOT NULL REFERENCES extensions(name),
+        repository TEXT COLLATE "C" NOT NULL,
+        number BIGINT NOT NULL,
+        title TEXT COLLATE "C" NOT NULL,
+        state TEXT COLLATE "C" NOT NULL CHECK (state IN ('open', 'closed', 'merged')),
+        head_sha TEXT COLLATE "C" NOT NULL,
+        url TEXT COLLATE "C" NOT NULL,
+        provider_updated_at BIGINT,
+        last_refreshed_at BIGINT NOT NULL,
+        refresh_claimed_until BIGINT,
+        created_by_agent_id TEXT COLLATE "C" REFERENCES agents(id),
+        revision BIGINT NOT NULL,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        UNIQUE (workspace_id, extension, repository, number)
+    );
+    CREATE INDEX pr_watches_by_update ON pr_watches (workspace_id, extension, updated_at DESC, id DESC);
+    CREATE INDEX pr_watches_by_refresh ON pr_watches (last_refreshed_at, id);
     "#,
 ];
 

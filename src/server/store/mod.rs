@@ -6,6 +6,7 @@
 
 mod approvals;
 mod db;
+mod extensions;
 mod idempotency;
 mod messages;
 mod migrations;
@@ -24,6 +25,7 @@ use rand::Rng;
 pub use crate::clock::Clock;
 pub use db::is_postgres;
 pub(crate) use db::{Columns, on_backend};
+pub use extensions::{AppAccess, MAX_REFRESH_CLAIM, PullState, WatchRecord};
 pub use idempotency::{Claim, MAX_PRUNED_PER_PASS, RUNNING_LEASE_MS};
 pub use messages::{MAX_ATTACHMENTS, NewAttachment};
 pub use migrations::SCHEMA_VERSION;

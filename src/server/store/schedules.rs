@@ -48,6 +48,8 @@ pub struct PassReport {
     pub keys_pruned: u64,
     /// Workflow runs scheduled triggers started (filled in by the server's pass).
     pub runs_started: usize,
+    /// Pull request watches read again from their provider (filled in by the server's pass).
+    pub watches_refreshed: usize,
 }
 
 impl Store {
@@ -244,6 +246,7 @@ impl Store {
             failed,
             keys_pruned: 0,
             runs_started: 0,
+            watches_refreshed: 0,
         })
     }
 
