@@ -944,3 +944,104 @@ async fn the_installation_credential_never_reaches_anything_shown() {
     // It did reach the provider, and only there.
     assert!(stub.authorizations().iter().any(|a| a.ends_with(MARKER)));
 }
+
+#[tokio::test]
+async fn watches_are_read_again_only_after_the_interval_on_get_and_in_the_scheduler_pass() {
+    let stub = ProviderStub::start(MARKER).await;
+    stub.set_pull("o/r", 3, "Three", "open", false, "3333333");
+    let server = crate::support::TestServer::start().await;
+    let w = server.workspace("acme").await;
+    server
+        .admin(
+            &format!("/admin/workspaces/{}/apps", w.workspace_id),
+            json!({"extension": "github", "baseUrl": stub.url, "credential": MARKER}),
+        )
+        .await;
+    server
+        .admin(
+            &format!("/admin/workspaces/{}/apps/github/grants", w.workspace_id),
+            json!({"agentId": w.agent_id}),
+        )
+        .await;
+    let listed = server.admin("/admin/extensions/list", json!({})).await;
+    let github = listed["extensions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "github")
+        .unwrap()
+        .clone();
+    let call = |action: &'static str, input: Value| {
+        let (server, w, github) = (&server, &w, github.clone());
+        async move {
+            let response = server
+                .client
+                .post(format!(
+                    "{}/runtime/servers/{}/agents/{}/ext/github/{action}",
+                    server.base_url, w.workspace_id, w.agent_id
+                ))
+                .bearer_auth(&w.device_credential)
+                .header(
+                    "agentteam-extension-digest",
+                    github["digest"].as_str().unwrap(),
+                )
+                .header(
+                    "agentteam-extension-catalog-version",
+                    github["catalogVersion"].to_string(),
+                )
+                .json(&input)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 200);
+            response.json::<Value>().await.unwrap()["data"].clone()
+        }
+    };
+    let reads = || stub.authorizations().len();
+    let watched = call("watch", json!({"repository": "o/r", "number": 3})).await;
+    let id = watched["watch"]["id"].as_str().unwrap().to_string();
+    assert_eq!(reads(), 1);
+    call("get", json!({"watchId": id})).await;
+    assert_eq!(reads(), 1, "a fresh watch is not read again");
+    server.state.clock().advance(Duration::from_secs(61));
+    stub.set_pull("o/r", 3, "Three", "closed", false, "3333333");
+    let got = call("get", json!({"watchId": id})).await;
+    assert_eq!(
+        (reads(), got["watch"]["state"].as_str()),
+        (2, Some("closed"))
+    );
+
+    // The scheduler pass reads stale watches in the background, each once.
+    assert_eq!(
+        server
+            .state
+            .run_scheduler_pass()
+            .await
+            .unwrap()
+            .watches_refreshed,
+        0
+    );
+    server.state.clock().advance(Duration::from_secs(61));
+    stub.set_pull("o/r", 3, "Three", "closed", true, "3333333");
+    assert_eq!(
+        server
+            .state
+            .run_scheduler_pass()
+            .await
+            .unwrap()
+            .watches_refreshed,
+        1
+    );
+    assert_eq!(
+        server
+            .state
+            .run_scheduler_pass()
+            .await
+            .unwrap()
+            .watches_refreshed,
+        0
+    );
+    assert_eq!(reads(), 3);
+    let listed = call("list", json!({})).await;
+    assert_eq!(listed["watches"][0]["state"], "merged");
+}
