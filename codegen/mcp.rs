@@ -71,7 +71,7 @@ pub fn render_catalog(model: &Model) -> String {
         };
         out.push_str(&format!(
             "    ToolDescriptor {{ id: ToolId::{stem}, name: {name}, description: {description}, read_only: {read_only}, \
-             owner: ToolOwner::{owner}, result_policy: ResultPolicy::{policy}, hint: {hint}, next: {next}, \
+             owner: ToolOwner::{owner}, result_policy: ResultPolicy::{policy}, hint: {hint}, next: {next}, skill: {skill}, \
              input_schema: {input}, output_schema: {output} }},\n",
             stem = tool.rust_stem(),
             name = rust_str(&tool.name),
@@ -81,6 +81,11 @@ pub fn render_catalog(model: &Model) -> String {
             policy = pascal_case(tool.result_policy.as_str()),
             hint = option(&tool.hint),
             next = option(&tool.next),
+            skill = tool
+                .skill
+                .as_ref()
+                .map(|(name, text)| format!("Some(Skill {{ name: {}, text: {} }})", rust_str(name), rust_str(text)))
+                .unwrap_or_else(|| "None".into()),
             input = rust_str(&pretty_json(&wire_schema(model, &tool.input_type))),
             output = rust_str(&pretty_json(&wire_schema(model, &tool.output_type))),
         ));

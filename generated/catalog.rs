@@ -10691,6 +10691,9 @@ pub const ERROR_SCHEMA: &str = r##"{
           "description": "The request to make instead.",
           "maxLength": 1024,
           "type": "string"
+        },
+        "stage": {
+          "$ref": "#/$defs/KnowledgeStage"
         }
       },
       "required": [
@@ -10761,6 +10764,16 @@ pub const ERROR_SCHEMA: &str = r##"{
         }
       },
       "type": "object"
+    },
+    "KnowledgeStage": {
+      "description": "Only on a failure of the MCP knowledge tools (`kb_search`, `kb_fetch`): the hop that failed. `route_missing`: the call has no route to the knowledge owner (no current Human-initiated turn is bound to this runtime, or the AgentTeam Server cannot be reached, refuses this daemon or does not serve the route); `request_validation`: the arguments or the turn's fields are malformed; `target_scope_resolution`: AgentTeam Core refused the turn's target (another workspace, another scope type, a message outside the target or not written by a human, a target the agent cannot read, a task without a thread); `upstream`: the knowledge owner failed or refused.",
+      "enum": [
+        "route_missing",
+        "request_validation",
+        "target_scope_resolution",
+        "upstream"
+      ],
+      "type": "string"
     },
     "MutationReceipt": {
       "additionalProperties": false,
@@ -10849,6 +10862,7 @@ pub static TOOLS: &[ToolDescriptor] = &[
         next: Some(
             r#"call `attachment_read` again with a smaller `maxBytes`, then continue from `nextOffset`"#,
         ),
+        skill: None,
         input_schema: r##"{
   "$defs": {
     "AttachmentId": {
@@ -10969,12 +10983,13 @@ pub static TOOLS: &[ToolDescriptor] = &[
     ToolDescriptor {
         id: ToolId::KbFetch,
         name: r#"kb_fetch"#,
-        description: r#"Fetch one section of a knowledge document found with `kb_search`. Continue with `nextSection` until it is absent."#,
+        description: r#"Read a document found with `kb_search`, one section (up to 8,000 characters) at a time; continue with `section` set to `nextSection` until it is absent. Checked again against the turn you are answering, like `kb_search`."#,
         read_only: true,
         owner: ToolOwner::Knowledge,
         result_policy: ResultPolicy::Section,
         hint: Some(r#"the section is too large for one result"#),
         next: Some(r#"call `kb_fetch` again for the next section with `section`"#),
+        skill: None,
         input_schema: r#"{
   "$schema": "https://json-schema.org/draft/2020-12/schema",
   "additionalProperties": false,
@@ -10986,7 +11001,8 @@ pub static TOOLS: &[ToolDescriptor] = &[
       "type": "string"
     },
     "section": {
-      "description": "Section to fetch (default 0).",
+      "description": "Section to fetch, from 0 (default 0).",
+      "maximum": 1000000,
       "minimum": 0,
       "type": "integer"
     }
@@ -11002,7 +11018,8 @@ pub static TOOLS: &[ToolDescriptor] = &[
   "additionalProperties": false,
   "properties": {
     "content": {
-      "description": "The section's text.",
+      "description": "The section's text, verbatim.",
+      "maxLength": 8000,
       "type": "string"
     },
     "documentId": {
@@ -11040,7 +11057,7 @@ pub static TOOLS: &[ToolDescriptor] = &[
     ToolDescriptor {
         id: ToolId::KbSearch,
         name: r#"kb_search"#,
-        description: r#"Search the knowledge bases the current conversation may read. Results are bound to the Human message you are answering and reauthorized on every call."#,
+        description: r#"Full-text search of the knowledge sources granted to the conversation of the Human message you are answering (its channel, dm, thread or task). Every call is checked again on the server against that turn; you never pass the conversation. Returns the best documents with a snippet; read one with `kb_fetch`."#,
         read_only: true,
         owner: ToolOwner::Knowledge,
         result_policy: ResultPolicy::Narrow,
@@ -11048,6 +11065,7 @@ pub static TOOLS: &[ToolDescriptor] = &[
         next: Some(
             r#"call `kb_search` again with a smaller `limit` or a more specific `query`"#,
         ),
+        skill: None,
         input_schema: r#"{
   "$schema": "https://json-schema.org/draft/2020-12/schema",
   "additionalProperties": false,
@@ -11059,7 +11077,7 @@ pub static TOOLS: &[ToolDescriptor] = &[
       "type": "integer"
     },
     "query": {
-      "description": "What to look for.",
+      "description": "Words to find; a document that has more of them, or rarer ones, ranks higher.",
       "maxLength": 500,
       "minLength": 1,
       "type": "string"
@@ -11086,8 +11104,13 @@ pub static TOOLS: &[ToolDescriptor] = &[
             "minLength": 1,
             "type": "string"
           },
+          "score": {
+            "description": "Relevance: higher is better; comparable within one result only.",
+            "minimum": 0,
+            "type": "number"
+          },
           "snippet": {
-            "description": "The matching text, shortened.",
+            "description": "The best matching passage, with the matched words in [brackets].",
             "maxLength": 600,
             "type": "string"
           },
@@ -11100,7 +11123,8 @@ pub static TOOLS: &[ToolDescriptor] = &[
         "required": [
           "documentId",
           "title",
-          "snippet"
+          "snippet",
+          "score"
         ],
         "type": "object"
       },
@@ -11118,7 +11142,7 @@ pub static TOOLS: &[ToolDescriptor] = &[
     ToolDescriptor {
         id: ToolId::MemorySearch,
         name: r#"memory_search"#,
-        description: r#"Search your managed memory by full text. Returns locators (file and line) with a short snippet; open the file for the full text."#,
+        description: r#"Search the Markdown files of your managed memory directory (`$AGENTTEAM_MEMORY_DIR`) by full text. Returns locators only: the file path relative to that directory, the section heading and its line range, and a score; open the file to read the lines. A file written a moment ago is already searchable."#,
         read_only: true,
         owner: ToolOwner::Memory,
         result_policy: ResultPolicy::Narrow,
@@ -11126,6 +11150,15 @@ pub static TOOLS: &[ToolDescriptor] = &[
         next: Some(
             r#"call `memory_search` again with a smaller `limit` or a more specific `query`"#,
         ),
+        skill: Some(Skill {
+            name: r#"memory-maintenance"#,
+            text: r#"Your memory directory (`$AGENTTEAM_MEMORY_DIR`) holds Markdown files that persist across sessions, and `memory_search` finds them by their words.
+- Write one topic per file, named after it (`deploy-process.md`, `people/ada.md`), and start each topic with a `#` heading: results point at headings and line ranges, so good headings make good results.
+- Record what you will need again: decisions and why, conventions, where things live, what failed. Keep it short; link to the source instead of copying long text.
+- Before writing, search: update the existing section instead of adding a duplicate.
+- Remove or correct what became wrong; a stale memory misleads the next session.
+- Never store secrets (tokens, passwords, keys) in memory files."#,
+        }),
         input_schema: r#"{
   "$schema": "https://json-schema.org/draft/2020-12/schema",
   "additionalProperties": false,
@@ -11137,7 +11170,7 @@ pub static TOOLS: &[ToolDescriptor] = &[
       "type": "integer"
     },
     "query": {
-      "description": "Words to find.",
+      "description": "Words to find; sections with more of them, or rarer ones, rank higher.",
       "maxLength": 500,
       "minLength": 1,
       "type": "string"
@@ -11154,31 +11187,43 @@ pub static TOOLS: &[ToolDescriptor] = &[
   "additionalProperties": false,
   "properties": {
     "matches": {
-      "description": "Matches, best first.",
+      "description": "Matching sections, best first.",
       "items": {
         "additionalProperties": false,
         "properties": {
-          "line": {
-            "description": "1-based line of the match.",
+          "heading": {
+            "description": "The section's heading (empty before the first heading).",
+            "maxLength": 200,
+            "type": "string"
+          },
+          "lineEnd": {
+            "description": "The section's last line, 1-based, inclusive.",
+            "minimum": 1,
+            "type": "integer"
+          },
+          "lineStart": {
+            "description": "The section's first line, 1-based.",
             "minimum": 1,
             "type": "integer"
           },
           "path": {
-            "description": "File path inside the memory clone.",
+            "description": "The file, relative to the memory directory.",
             "maxLength": 512,
             "minLength": 1,
             "type": "string"
           },
-          "snippet": {
-            "description": "The matching text, shortened.",
-            "maxLength": 400,
-            "type": "string"
+          "score": {
+            "description": "Relevance: higher is better; comparable within one result only.",
+            "minimum": 0,
+            "type": "number"
           }
         },
         "required": [
           "path",
-          "line",
-          "snippet"
+          "heading",
+          "lineStart",
+          "lineEnd",
+          "score"
         ],
         "type": "object"
       },
@@ -11204,6 +11249,7 @@ pub static TOOLS: &[ToolDescriptor] = &[
         next: Some(
             r#"call `message_history_read` again with a smaller `limit`, then continue with `nextCursor`"#,
         ),
+        skill: None,
         input_schema: r##"{
   "$defs": {
     "ConversationTarget": {
@@ -11438,6 +11484,7 @@ pub static TOOLS: &[ToolDescriptor] = &[
         result_policy: ResultPolicy::Mutation,
         hint: None,
         next: None,
+        skill: None,
         input_schema: r##"{
   "$defs": {
     "ConversationTarget": {
@@ -11656,6 +11703,7 @@ pub static TOOLS: &[ToolDescriptor] = &[
         result_policy: ResultPolicy::Mutation,
         hint: None,
         next: None,
+        skill: None,
         input_schema: r##"{
   "$defs": {
     "Emoji": {
@@ -11761,6 +11809,7 @@ pub static TOOLS: &[ToolDescriptor] = &[
         result_policy: ResultPolicy::Mutation,
         hint: None,
         next: None,
+        skill: None,
         input_schema: r##"{
   "$defs": {
     "Emoji": {

@@ -1267,6 +1267,8 @@ pub struct ErrorBody {
     ///The request to make instead.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub next: ::std::option::Option<ErrorBodyNext>,
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub stage: ::std::option::Option<KnowledgeStage>,
 }
 ///Why this happened, when it is not obvious from the message.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -1944,9 +1946,9 @@ pub struct KbFetchInput {
     ///A `documentId` from `kb_search`.
     #[serde(rename = "documentId")]
     pub document_id: KbFetchInputDocumentId,
-    ///Section to fetch (default 0).
+    ///Section to fetch, from 0 (default 0).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
-    pub section: ::std::option::Option<u64>,
+    pub section: ::std::option::Option<i64>,
 }
 ///A `documentId` from `kb_search`.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -2009,8 +2011,8 @@ impl<'de> ::serde::Deserialize<'de> for KbFetchInputDocumentId {
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct KbFetchOutput {
-    ///The section's text.
-    pub content: ::std::string::String,
+    ///The section's text, verbatim.
+    pub content: KbFetchOutputContent,
     ///The document.
     #[serde(rename = "documentId")]
     pub document_id: KbFetchOutputDocumentId,
@@ -2024,6 +2026,60 @@ pub struct KbFetchOutput {
     pub section: u64,
     ///The document's title.
     pub title: KbFetchOutputTitle,
+}
+///The section's text, verbatim.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct KbFetchOutputContent(::std::string::String);
+impl ::std::ops::Deref for KbFetchOutputContent {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<KbFetchOutputContent> for ::std::string::String {
+    fn from(value: KbFetchOutputContent) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for KbFetchOutputContent {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 8000usize {
+            return Err("longer than 8000 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for KbFetchOutputContent {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for KbFetchOutputContent {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for KbFetchOutputContent {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
 }
 ///The document.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -2143,10 +2199,10 @@ pub struct KbSearchInput {
     ///Most documents to return (default 5, at most 20).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub limit: ::std::option::Option<::std::num::NonZeroU64>,
-    ///What to look for.
+    ///Words to find; a document that has more of them, or rarer ones, ranks higher.
     pub query: KbSearchInputQuery,
 }
-///What to look for.
+///Words to find; a document that has more of them, or rarer ones, ranks higher.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
 #[serde(transparent)]
 pub struct KbSearchInputQuery(::std::string::String);
@@ -2217,7 +2273,9 @@ pub struct KbSearchOutputDocumentsItem {
     ///Pass it to `kb_fetch`.
     #[serde(rename = "documentId")]
     pub document_id: KbSearchOutputDocumentsItemDocumentId,
-    ///The matching text, shortened.
+    ///Relevance: higher is better; comparable within one result only.
+    pub score: f64,
+    ///The best matching passage, with the matched words in [brackets].
     pub snippet: KbSearchOutputDocumentsItemSnippet,
     ///The document's title.
     pub title: KbSearchOutputDocumentsItemTitle,
@@ -2281,7 +2339,7 @@ impl<'de> ::serde::Deserialize<'de> for KbSearchOutputDocumentsItemDocumentId {
             })
     }
 }
-///The matching text, shortened.
+///The best matching passage, with the matched words in [brackets].
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
 #[serde(transparent)]
 pub struct KbSearchOutputDocumentsItemSnippet(::std::string::String);
@@ -2450,6 +2508,69 @@ impl<'de> ::serde::Deserialize<'de> for KnowledgeSourceId {
             })
     }
 }
+///Only on a failure of the MCP knowledge tools (`kb_search`, `kb_fetch`): the hop that failed. `route_missing`: the call has no route to the knowledge owner (no current Human-initiated turn is bound to this runtime, or the AgentTeam Server cannot be reached, refuses this daemon or does not serve the route); `request_validation`: the arguments or the turn's fields are malformed; `target_scope_resolution`: AgentTeam Core refused the turn's target (another workspace, another scope type, a message outside the target or not written by a human, a target the agent cannot read, a task without a thread); `upstream`: the knowledge owner failed or refused.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd
+)]
+pub enum KnowledgeStage {
+    #[serde(rename = "route_missing")]
+    RouteMissing,
+    #[serde(rename = "request_validation")]
+    RequestValidation,
+    #[serde(rename = "target_scope_resolution")]
+    TargetScopeResolution,
+    #[serde(rename = "upstream")]
+    Upstream,
+}
+impl ::std::fmt::Display for KnowledgeStage {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::RouteMissing => f.write_str("route_missing"),
+            Self::RequestValidation => f.write_str("request_validation"),
+            Self::TargetScopeResolution => f.write_str("target_scope_resolution"),
+            Self::Upstream => f.write_str("upstream"),
+        }
+    }
+}
+impl ::std::str::FromStr for KnowledgeStage {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "route_missing" => Ok(Self::RouteMissing),
+            "request_validation" => Ok(Self::RequestValidation),
+            "target_scope_resolution" => Ok(Self::TargetScopeResolution),
+            "upstream" => Ok(Self::Upstream),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for KnowledgeStage {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for KnowledgeStage {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
 ///Log text of at most 16000 characters, kept verbatim.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
 #[serde(transparent)]
@@ -2565,10 +2686,10 @@ pub struct MemorySearchInput {
     ///Most matches to return (default 10, at most 50).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub limit: ::std::option::Option<::std::num::NonZeroU64>,
-    ///Words to find.
+    ///Words to find; sections with more of them, or rarer ones, rank higher.
     pub query: MemorySearchInputQuery,
 }
-///Words to find.
+///Words to find; sections with more of them, or rarer ones, rank higher.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
 #[serde(transparent)]
 pub struct MemorySearchInputQuery(::std::string::String);
@@ -2629,21 +2750,83 @@ impl<'de> ::serde::Deserialize<'de> for MemorySearchInputQuery {
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct MemorySearchOutput {
-    ///Matches, best first.
+    ///Matching sections, best first.
     pub matches: ::std::vec::Vec<MemorySearchOutputMatchesItem>,
 }
 ///`MemorySearchOutputMatchesItem`
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct MemorySearchOutputMatchesItem {
-    ///1-based line of the match.
-    pub line: ::std::num::NonZeroU64,
-    ///File path inside the memory clone.
+    ///The section's heading (empty before the first heading).
+    pub heading: MemorySearchOutputMatchesItemHeading,
+    ///The section's last line, 1-based, inclusive.
+    #[serde(rename = "lineEnd")]
+    pub line_end: ::std::num::NonZeroU64,
+    ///The section's first line, 1-based.
+    #[serde(rename = "lineStart")]
+    pub line_start: ::std::num::NonZeroU64,
+    ///The file, relative to the memory directory.
     pub path: MemorySearchOutputMatchesItemPath,
-    ///The matching text, shortened.
-    pub snippet: MemorySearchOutputMatchesItemSnippet,
+    ///Relevance: higher is better; comparable within one result only.
+    pub score: f64,
 }
-///File path inside the memory clone.
+///The section's heading (empty before the first heading).
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct MemorySearchOutputMatchesItemHeading(::std::string::String);
+impl ::std::ops::Deref for MemorySearchOutputMatchesItemHeading {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<MemorySearchOutputMatchesItemHeading>
+for ::std::string::String {
+    fn from(value: MemorySearchOutputMatchesItemHeading) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for MemorySearchOutputMatchesItemHeading {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 200usize {
+            return Err("longer than 200 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for MemorySearchOutputMatchesItemHeading {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String>
+for MemorySearchOutputMatchesItemHeading {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for MemorySearchOutputMatchesItemHeading {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///The file, relative to the memory directory.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
 #[serde(transparent)]
 pub struct MemorySearchOutputMatchesItemPath(::std::string::String);
@@ -2690,62 +2873,6 @@ for MemorySearchOutputMatchesItemPath {
     }
 }
 impl<'de> ::serde::Deserialize<'de> for MemorySearchOutputMatchesItemPath {
-    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
-    where
-        D: ::serde::Deserializer<'de>,
-    {
-        ::std::string::String::deserialize(deserializer)?
-            .parse()
-            .map_err(|e: self::error::ConversionError| {
-                <D::Error as ::serde::de::Error>::custom(e.to_string())
-            })
-    }
-}
-///The matching text, shortened.
-#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
-#[serde(transparent)]
-pub struct MemorySearchOutputMatchesItemSnippet(::std::string::String);
-impl ::std::ops::Deref for MemorySearchOutputMatchesItemSnippet {
-    type Target = ::std::string::String;
-    fn deref(&self) -> &::std::string::String {
-        &self.0
-    }
-}
-impl ::std::convert::From<MemorySearchOutputMatchesItemSnippet>
-for ::std::string::String {
-    fn from(value: MemorySearchOutputMatchesItemSnippet) -> Self {
-        value.0
-    }
-}
-impl ::std::str::FromStr for MemorySearchOutputMatchesItemSnippet {
-    type Err = self::error::ConversionError;
-    fn from_str(
-        value: &str,
-    ) -> ::std::result::Result<Self, self::error::ConversionError> {
-        if value.chars().count() > 400usize {
-            return Err("longer than 400 characters".into());
-        }
-        Ok(Self(value.to_string()))
-    }
-}
-impl ::std::convert::TryFrom<&str> for MemorySearchOutputMatchesItemSnippet {
-    type Error = self::error::ConversionError;
-    fn try_from(
-        value: &str,
-    ) -> ::std::result::Result<Self, self::error::ConversionError> {
-        value.parse()
-    }
-}
-impl ::std::convert::TryFrom<::std::string::String>
-for MemorySearchOutputMatchesItemSnippet {
-    type Error = self::error::ConversionError;
-    fn try_from(
-        value: ::std::string::String,
-    ) -> ::std::result::Result<Self, self::error::ConversionError> {
-        value.parse()
-    }
-}
-impl<'de> ::serde::Deserialize<'de> for MemorySearchOutputMatchesItemSnippet {
     fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
     where
         D: ::serde::Deserializer<'de>,

@@ -14,7 +14,8 @@
 //! - [`wire`]: what every HTTP service shares: envelopes, bodies, bearer, idempotency selectors,
 //!   the request span and incident ids, the `run` frame codec; [`serve`]: the hyper accept loop.
 //! - [`cli`]: the `agentteam` command line, a thin front over the library.
-//! - [`clock`]: the injected wall clock; [`private_file`]: the one writer of owner-only files.
+//! - [`clock`]: the injected wall clock; [`private_file`]: the one writer of owner-only files;
+//!   [`search`]: the text segmentation both full-text owners share (words, CJK bigrams).
 //!
 //! The contract pipeline is `schema/` → `build.rs` + `codegen/` → `OUT_DIR` (included here) and
 //! `generated/` (the committed mirror, kept fresh by a test). ARCHITECTURE.md has the codemap.
@@ -25,6 +26,7 @@ pub mod clock;
 pub mod contract;
 pub mod daemon;
 pub mod private_file;
+pub mod search;
 pub mod serve;
 pub mod server;
 pub mod wire;

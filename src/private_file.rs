@@ -16,6 +16,11 @@ use rand::Rng;
 
 /// Atomically replaces `path` with `contents` (mode 0600).
 pub fn replace(path: &Path, contents: &str) -> io::Result<()> {
+    replace_bytes(path, contents.as_bytes())
+}
+
+/// [`replace`] for binary contents.
+pub fn replace_bytes(path: &Path, contents: &[u8]) -> io::Result<()> {
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())
@@ -25,7 +30,7 @@ pub fn replace(path: &Path, contents: &str) -> io::Result<()> {
     let tmp = dir.join(format!(".tmp-{}", hex::encode(suffix)));
     let result = (|| {
         let mut file = open_new(&tmp)?;
-        file.write_all(contents.as_bytes())?;
+        file.write_all(contents)?;
         file.sync_all()?;
         fs::rename(&tmp, path)?;
         File::open(dir)?.sync_all()

@@ -52,6 +52,8 @@ pub struct McpTool {
     pub result_policy: ResultPolicy,
     pub hint: Option<String>,
     pub next: Option<String>,
+    /// A runtime skill injected with the tool: `(name, guidance text)`.
+    pub skill: Option<(String, String)>,
     /// Global definition name of the arguments, e.g. `MessageSendInput`.
     pub input_type: String,
     /// Global definition name of the structured result, e.g. `MessageSendOutput`.

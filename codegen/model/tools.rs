@@ -29,8 +29,18 @@ struct ToolFile {
     next: Option<String>,
     input_schema: Value,
     output_schema: Value,
+    /// Guidance injected together with the tool (a runtime skill).
+    #[serde(default)]
+    skill: Option<SkillFile>,
     #[serde(rename = "$defs", default)]
     _defs: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct SkillFile {
+    name: String,
+    text: String,
 }
 
 #[derive(Debug, Deserialize)]
@@ -123,6 +133,15 @@ pub(super) fn load(loader: &mut Loader<'_>, stem: &str) -> Option<McpTool> {
         tool.result_policy,
         [&tool.hint, &tool.next],
     );
+    if let Some(skill) = &tool.skill
+        && (!super::is_name(&skill.name) || skill.text.trim().is_empty())
+    {
+        loader.diag(
+            &file,
+            "/skill",
+            "a skill has a name matching ^[a-z][a-z0-9-]*$ and a text",
+        );
+    }
     let stem_type = pascal_case(stem);
     let input_type = format!("{stem_type}Input");
     let output_type = format!("{stem_type}Output");
@@ -146,6 +165,7 @@ pub(super) fn load(loader: &mut Loader<'_>, stem: &str) -> Option<McpTool> {
         result_policy: tool.result_policy,
         hint: tool.hint,
         next: tool.next,
+        skill: tool.skill.map(|s| (s.name, s.text)),
         input_type,
         output_type,
     })

@@ -7,29 +7,12 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Subcommand};
+use clap::Subcommand;
 use serde_json::{Value, json};
 
 use super::http::{self, Peer};
+use super::operator::Connection;
 use super::output::{Exit, print, usage_error};
-
-/// Where the server is and how to prove you operate it.
-#[derive(Debug, Args)]
-pub struct Connection {
-    /// The server's base URL: `https://HOST`, or `http://` to loopback
-    #[arg(
-        long,
-        env = "AGENTTEAM_SERVER_URL",
-        default_value = "http://127.0.0.1:7780"
-    )]
-    server_url: String,
-    /// PEM certificates the server's TLS chain may end in, beside the platform's roots
-    #[arg(long, value_name = "PATH")]
-    server_ca_file: Option<PathBuf>,
-    /// The operator token file the server wrote at start
-    #[arg(long)]
-    operator_token_file: PathBuf,
-}
 
 #[derive(Debug, Subcommand)]
 pub enum ExtensionCommand {
@@ -217,6 +200,11 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: ExtensionCommand,
     },
+    /// The knowledge base: sources, their grants, documents
+    Kb {
+        #[command(subcommand)]
+        command: super::kb::KbCommand,
+    },
     /// Install an extension's app in a workspace, allow agents to use it, revoke it
     App {
         #[command(subcommand)]
@@ -242,6 +230,7 @@ pub enum AdminCommand {
 
 pub fn run(command: AdminCommand) -> Exit {
     let (connection, path, body, credential_file) = match command {
+        AdminCommand::Kb { command } => return super::kb::run(command),
         AdminCommand::Workspace { connection, name } => (
             connection,
             "/admin/workspaces".to_string(),
@@ -465,33 +454,12 @@ pub fn run(command: AdminCommand) -> Exit {
             None,
         ),
     };
-    if let Err(e) = crate::client::http::server_url(&connection.server_url) {
-        return usage_error(&format!("`--server-url`: {e}"), &[]);
-    }
-    let remote = crate::client::http::Remote {
-        proxy: None,
-        roots: match &connection.server_ca_file {
-            None => Vec::new(),
-            Some(path) => match crate::client::http::load_roots(path) {
-                Ok(roots) => roots,
-                Err(e) => return usage_error(&format!("`--server-ca-file`: {e}"), &[]),
-            },
-        },
-    };
-    let token = match std::fs::read_to_string(&connection.operator_token_file) {
-        Ok(token) => token.trim().to_string(),
-        Err(e) => {
-            return usage_error(
-                &format!(
-                    "cannot read the operator token file `{}`: {e}",
-                    connection.operator_token_file.display()
-                ),
-                &[],
-            );
-        }
+    let (base, token, remote) = match connection.open() {
+        Ok(opened) => opened,
+        Err(exit) => return exit,
     };
     let body = strip_nulls(body);
-    let url = format!("{}{path}", connection.server_url.trim_end_matches('/'));
+    let url = format!("{base}{path}");
     let mut data = match http::call(
         Peer::Server(&remote),
         reqwest::Method::POST,

@@ -73,6 +73,13 @@ pub struct RunArgs {
     /// Replace the session's live runtime: it is stopped and its credential revoked first
     #[arg(long, requires = "session")]
     replace: bool,
+    /// The Human-initiated turn the runtime starts on: its target (`channel:<id>`, `dm:<id>`,
+    /// `thread:<id>` or `task:<id>`); `kb_search` and `kb_fetch` need one
+    #[arg(long, value_name = "TARGET", requires = "turn_message")]
+    turn_target: Option<String>,
+    /// The id of the human message that started that turn
+    #[arg(long, value_name = "MESSAGE_ID", requires = "turn_target")]
+    turn_message: Option<String>,
     /// The runtime command and its arguments
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -196,8 +203,17 @@ pub fn run_runtime(state: StateDir, args: RunArgs) -> Exit {
         workdir,
         session,
         replace,
+        turn_target,
+        turn_message,
         command,
     } = args;
+    let turn = match (turn_target, turn_message) {
+        (Some(target), Some(message)) => match crate::wire::turn::Turn::new(&target, &message) {
+            Ok(turn) => Some(turn),
+            Err(message) => return usage_error(&message, &[]),
+        },
+        _ => None,
+    };
     let workdir = match workdir
         .map(Ok)
         .unwrap_or_else(std::env::current_dir)
@@ -227,6 +243,7 @@ pub fn run_runtime(state: StateDir, args: RunArgs) -> Exit {
         env,
         session,
         replace,
+        turn,
     };
     if let Err(message) = options.check() {
         return usage_error(&message, &[]);

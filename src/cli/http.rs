@@ -60,53 +60,83 @@ pub fn call(
     bearer: &str,
     body: Option<&Value>,
 ) -> Result<Value, Exit> {
-    let answer = block_on(async {
-        let mut request = crate::client::http::builder(peer.remote())
-            .build()
-            .expect("a plain HTTP client builds")
-            .request(method, url)
-            .bearer_auth(bearer);
-        if let Some(body) = body {
-            request = request.json(body);
+    Session::new(peer).call(method, url, bearer, body)
+}
+
+/// Many requests to one peer over one pooled client (an import of many documents).
+pub struct Session<'a> {
+    peer: Peer<'a>,
+    runtime: tokio::runtime::Runtime,
+    http: reqwest::Client,
+}
+
+impl<'a> Session<'a> {
+    pub fn new(peer: Peer<'a>) -> Session<'a> {
+        Session {
+            peer,
+            runtime: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("a current-thread runtime builds"),
+            http: crate::client::http::builder(peer.remote())
+                .build()
+                .expect("a plain HTTP client builds"),
         }
-        let response = request
-            .send()
-            .await
-            .map_err(|e| Err(crate::client::http::why_unreachable(&e)))?;
-        let status = response.status();
-        let bytes = read_bounded(response, MAX_RESPONSE_BYTES)
-            .await
-            .map_err(Ok)?;
-        Ok::<_, Result<crate::client::http::ReadError, &'static str>>((status, bytes))
-    });
-    let (status, bytes) = match answer {
-        Ok(answer) => answer,
-        Err(Err(why)) => {
-            return Err(usage_error(
-                &format!("cannot reach the {} at `{url}`: {why}", peer.name()),
-                &[peer.unreachable_hint().to_string()],
-            ));
-        }
-        Err(Ok(error)) => {
-            return Err(usage_error(
-                &format!("the {} answered, but {error}", peer.name()),
-                &[],
-            ));
-        }
-    };
-    let envelope: Value = serde_json::from_slice(&bytes).map_err(|_| {
-        usage_error(
-            &format!(
-                "the {} answered {status} without a JSON envelope",
-                peer.name()
-            ),
-            &[],
-        )
-    })?;
-    if status.is_success() && envelope["ok"] == true {
-        return Ok(envelope["data"].clone());
     }
-    Err(refusal(peer, &envelope))
+
+    /// One request, like [`call`].
+    pub fn call(
+        &self,
+        method: reqwest::Method,
+        url: &str,
+        bearer: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, Exit> {
+        let peer = self.peer;
+        let answer = self.runtime.block_on(async {
+            let mut request = self.http.request(method, url).bearer_auth(bearer);
+            if let Some(body) = body {
+                request = request.json(body);
+            }
+            let response = request
+                .send()
+                .await
+                .map_err(|e| Err(crate::client::http::why_unreachable(&e)))?;
+            let status = response.status();
+            let bytes = read_bounded(response, MAX_RESPONSE_BYTES)
+                .await
+                .map_err(Ok)?;
+            Ok::<_, Result<crate::client::http::ReadError, &'static str>>((status, bytes))
+        });
+        let (status, bytes) = match answer {
+            Ok(answer) => answer,
+            Err(Err(why)) => {
+                return Err(usage_error(
+                    &format!("cannot reach the {} at `{url}`: {why}", peer.name()),
+                    &[peer.unreachable_hint().to_string()],
+                ));
+            }
+            Err(Ok(error)) => {
+                return Err(usage_error(
+                    &format!("the {} answered, but {error}", peer.name()),
+                    &[],
+                ));
+            }
+        };
+        let envelope: Value = serde_json::from_slice(&bytes).map_err(|_| {
+            usage_error(
+                &format!(
+                    "the {} answered {status} without a JSON envelope",
+                    peer.name()
+                ),
+                &[],
+            )
+        })?;
+        if status.is_success() && envelope["ok"] == true {
+            return Ok(envelope["data"].clone());
+        }
+        Err(refusal(peer, &envelope))
+    }
 }
 
 /// Prints a refused call's error envelope for a person, and returns the refusal's exit.

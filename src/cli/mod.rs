@@ -9,6 +9,8 @@ mod catalog;
 mod daemon;
 mod exec;
 mod http;
+mod kb;
+mod operator;
 mod output;
 mod runtime_url;
 mod server;
@@ -88,6 +90,38 @@ enum Command {
         #[command(subcommand)]
         command: agent::AgentCommand,
     },
+    /// List the runtimes the local daemon runs now, with the turn each answers
+    Runs {
+        #[command(flatten)]
+        state: daemon::StateDir,
+        /// Print the runs as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Bind a run to the Human-initiated turn it answers now (`kb_search` and `kb_fetch` use it)
+    Turn {
+        #[command(flatten)]
+        state: daemon::StateDir,
+        /// The run (its id, from `agentteam runs`)
+        run: String,
+        /// The turn's target: `channel:<id>`, `dm:<id>`, `thread:<id>` or `task:<id>`
+        #[arg(
+            long,
+            value_name = "TARGET",
+            requires = "message",
+            required_unless_present = "clear"
+        )]
+        target: Option<String>,
+        /// The id of the human message that started the turn
+        #[arg(long, value_name = "MESSAGE_ID", requires = "target")]
+        message: Option<String>,
+        /// Unbind the run's turn instead
+        #[arg(long, conflicts_with_all = ["target", "message"])]
+        clear: bool,
+        /// Print the daemon's answer as JSON
+        #[arg(long)]
+        json: bool,
+    },
     /// Launch a command as an agent runtime under the local daemon, relaying its output
     Run {
         #[command(flatten)]
@@ -125,6 +159,15 @@ pub fn main() -> ExitCode {
             reload,
             json,
         } => status::extensions(state, reload, json),
+        Command::Runs { state, json } => status::runs(state, json),
+        Command::Turn {
+            state,
+            run,
+            target,
+            message,
+            clear: _,
+            json,
+        } => status::turn(state, &run, target.zip(message), json),
         Command::Run { state, args } => daemon::run_runtime(state, args),
         Command::Server(args) => server::run(args),
     };

@@ -1,6 +1,6 @@
-//! `agentteam status` and `agentteam extensions`: what the local daemon runs and which extension
-//! definitions it pinned (and which it left out, and why). Readable text for a person; `--json`
-//! prints the daemon's answer for a program.
+//! `agentteam status`, `runs`, `turn` and `extensions`: what the local daemon runs, the turn each
+//! run answers, and which extension definitions it pinned (and which it left out, and why).
+//! Readable text for a person; `--json` prints the daemon's answer for a program.
 
 use serde_json::Value;
 
@@ -31,8 +31,109 @@ pub fn status(state: StateDir, json: bool) -> Exit {
         number("mcpRequests"),
         number("acquiredRequests"),
     );
+    let memory = &data["memory"];
+    out.push_str(&format!(
+        "memory     {} files, {} sections indexed for {} agents{}{}\n",
+        memory["files"].as_u64().unwrap_or(0),
+        memory["sections"].as_u64().unwrap_or(0),
+        memory["agents"].as_u64().unwrap_or(0),
+        match memory["building"].as_u64().unwrap_or(0) {
+            0 => String::new(),
+            n => format!(", {n} building"),
+        },
+        if memory["watching"].as_bool().unwrap_or(false) {
+            ""
+        } else {
+            " (no file watcher: every search scans)"
+        },
+    ));
+    if let Some(skipped) = memory["skippedFiles"].as_u64().filter(|n| *n > 0) {
+        out.push_str(&format!(
+            "           {skipped} files left out (over 1 MiB, a path over 512 bytes, or over 50000 files)\n"
+        ));
+    }
     out.push_str(&extensions_text(&data["extensions"]));
     print(&out)
+}
+
+/// `agentteam runs [--json]`.
+pub fn runs(state: StateDir, json: bool) -> Exit {
+    let data = match admin_call(
+        &state.state_dir,
+        reqwest::Method::GET,
+        "/api/admin/runs",
+        None,
+    ) {
+        Ok(data) => data,
+        Err(exit) => return exit,
+    };
+    if json {
+        return print(&format!("{data}\n"));
+    }
+    let runs = data["runs"].as_array().cloned().unwrap_or_default();
+    if runs.is_empty() {
+        return print("no runtime is running\n");
+    }
+    let mut out = String::from(
+        "RUN                       AGENT                     SESSION           PID      TURN\n",
+    );
+    for run in &runs {
+        out.push_str(&format!(
+            "{:<25} {:<25} {:<17} {:<8} {}\n",
+            run["runId"].as_str().unwrap_or("?"),
+            run["agentId"].as_str().unwrap_or("?"),
+            run["session"].as_str().unwrap_or("?"),
+            run["pid"],
+            turn_text(&run["turn"]),
+        ));
+    }
+    print(&out)
+}
+
+/// `agentteam turn RUN (--target T --message M | --clear) [--json]`.
+pub fn turn(state: StateDir, run: &str, turn: Option<(String, String)>, json: bool) -> Exit {
+    let path = format!("/api/admin/runs/{}/turn", percent(run));
+    let answer = match &turn {
+        Some((target, message)) => admin_call(
+            &state.state_dir,
+            reqwest::Method::PUT,
+            &path,
+            Some(serde_json::json!({ "target": target, "messageId": message })),
+        ),
+        None => admin_call(&state.state_dir, reqwest::Method::DELETE, &path, None),
+    };
+    let data = match answer {
+        Ok(data) => data,
+        Err(exit) => return exit,
+    };
+    if json {
+        return print(&format!("{data}\n"));
+    }
+    print(&format!(
+        "run {} now answers {}\n",
+        data["run"]["runId"].as_str().unwrap_or(run),
+        turn_text(&data["run"]["turn"])
+    ))
+}
+
+fn turn_text(turn: &Value) -> String {
+    match (turn["target"].as_str(), turn["messageId"].as_str()) {
+        (Some(target), Some(message)) => format!("{target} (message {message})"),
+        _ => "no turn".to_string(),
+    }
+}
+
+/// A path segment with everything but unreserved characters escaped.
+fn percent(segment: &str) -> String {
+    segment
+        .bytes()
+        .map(|b| match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }
 
 /// `agentteam extensions [--reload] [--json]`.

@@ -111,6 +111,27 @@ impl ServerClient {
         self.post(ctx, url, arguments).await
     }
 
+    /// Calls knowledge tool `tool` (`kb_search` or `kb_fetch`) for the runtime's current `turn`,
+    /// which travels in its own headers: the server revalidates it, it grants nothing by itself.
+    pub async fn call_knowledge(
+        &self,
+        ctx: &CallContext,
+        tool: &str,
+        arguments: &Value,
+        turn: &crate::wire::turn::Turn,
+    ) -> ActionResult<Value> {
+        let url = format!(
+            "{}/runtime/servers/{}/agents/{}/knowledge/{tool}",
+            self.base_url, ctx.server_id, ctx.agent_id
+        );
+        let request = self
+            .http
+            .post(url)
+            .header(crate::wire::turn::TARGET_HEADER, &turn.target)
+            .header(crate::wire::turn::MESSAGE_HEADER, &turn.message_id);
+        self.send(ctx, request.json(arguments)).await
+    }
+
     /// Calls action `action` of the extension `name` with `input`, under the definition digest
     /// and catalog version the runtime was launched with.
     pub async fn call_extension(
@@ -211,10 +232,15 @@ impl ServerClient {
                 status = status.as_u16(),
                 "the AgentTeam Server failed a request"
             );
-            return Err(upstream_failed(&format!(
+            let mut error = upstream_failed(&format!(
                 "the server failed with status {}",
                 status.as_u16()
-            )));
+            ));
+            // A knowledge failure keeps the hop the server named.
+            error.stage = serde_json::from_slice::<Value>(&bytes)
+                .ok()
+                .and_then(|v| serde_json::from_value(v.pointer("/error/stage")?.clone()).ok());
+            return Err(error);
         }
         let envelope: Value = serde_json::from_slice(&bytes)
             .map_err(|_| upstream_failed("the server's answer is not JSON"))?;
@@ -250,6 +276,10 @@ fn reproject_error(error: &Value) -> ActionError {
             .map(|s| s.chars().take(1024).collect::<String>())
     };
     let mut projected = ActionError::new(code, text("message").unwrap_or_default());
+    projected.stage = error
+        .get("stage")
+        .and_then(Value::as_str)
+        .and_then(|s| s.parse().ok());
     projected.hint = text("hint");
     projected.next = text("next");
     projected.details = error

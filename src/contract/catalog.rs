@@ -78,6 +78,13 @@ pub struct OperationDescriptor {
     retrieval: Option<Retrieval>,
 }
 
+/// Guidance for the model that comes with a tool (`memory-maintenance` with `memory_search`).
+#[derive(Debug)]
+pub struct Skill {
+    pub name: &'static str,
+    pub text: &'static str,
+}
+
 /// The read that returns what a mutation changed: an action, and for an operation union the read
 /// operation, called with the resource's `<resource>Id`.
 #[derive(Debug, Clone, Copy)]
@@ -149,6 +156,8 @@ pub struct ToolDescriptor {
     pub hint: Option<&'static str>,
     /// The call to make instead of an over-budget one (required for read-only tools).
     pub next: Option<&'static str>,
+    /// A runtime skill injected together with the tool.
+    pub skill: Option<Skill>,
     /// Self-contained JSON Schema 2020-12 of the arguments.
     pub input_schema: &'static str,
     /// Self-contained JSON Schema 2020-12 of the structured result.

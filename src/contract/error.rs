@@ -5,7 +5,7 @@ use std::fmt;
 
 use serde::Serialize;
 
-pub use super::types::ErrorCode;
+pub use super::types::{ErrorCode, KnowledgeStage};
 
 /// A typed action failure: the `error` object of the error envelope.
 ///
@@ -15,6 +15,9 @@ pub use super::types::ErrorCode;
 #[serde(rename_all = "camelCase")]
 pub struct ActionError {
     pub code: ErrorCode,
+    /// Only on a failure of a knowledge tool: the hop that failed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stage: Option<KnowledgeStage>,
     pub message: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub hint: Option<String>,
@@ -39,6 +42,7 @@ impl ActionError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
         ActionError {
             code,
+            stage: None,
             message: message.into(),
             hint: None,
             next: None,
@@ -54,6 +58,12 @@ impl ActionError {
 
     pub fn with_next(mut self, next: impl Into<String>) -> Self {
         self.next = Some(next.into());
+        self
+    }
+
+    /// The knowledge hop that failed (knowledge tools only).
+    pub fn at_stage(mut self, stage: KnowledgeStage) -> Self {
+        self.stage = Some(stage);
         self
     }
 

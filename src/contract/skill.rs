@@ -68,10 +68,22 @@ pub fn skill_doc_split(namer: &dyn ToolNamer) -> SkillDocParts {
     SkillDocParts { rules, tools }
 }
 
-/// The guidance as one document.
+/// The guidance as one document: the rules, the tools, then the runtime skills that come with
+/// them, from the same inventory.
 pub fn skill_doc(namer: &dyn ToolNamer) -> String {
     let parts = skill_doc_split(namer);
-    format!("{}\nTools:\n{}", parts.rules, parts.tools)
+    let mut doc = format!("{}\nTools:\n{}", parts.rules, parts.tools);
+    for tool in TOOLS {
+        if let Some(skill) = &tool.skill {
+            doc.push_str(&format!(
+                "\n## Runtime skill `{}` (with `{}`)\n\n{}\n",
+                skill.name,
+                namer.model_name(tool.name),
+                skill.text.trim_end()
+            ));
+        }
+    }
+    doc
 }
 
 #[cfg(test)]

@@ -21,6 +21,7 @@ use super::state::DaemonState;
 use crate::contract::error::ErrorCode;
 use crate::contract::types as t;
 use crate::contract::{ActionError, ActionId, ActionResult};
+use crate::wire::turn::Turn;
 use crate::wire::{self, Data, Refusal, frame};
 
 /// The caller presented this start's admin token.
@@ -83,6 +84,7 @@ pub async fn status(State(state): State<DaemonState>, _: AdminAuth) -> Answer {
         "mcpRequests": load(&counters.mcp_requests),
         "acquiredRequests": state.authorizations.acquired(),
         "extensions": super::extensions::report(&state.extensions.current()),
+        "memory": state.memory.report(),
     })))
 }
 
@@ -193,6 +195,42 @@ pub async fn list_runs(State(state): State<DaemonState>, _: AdminAuth) -> Answer
     Ok(Data(json!({ "runs": state.dispatcher.runs() })))
 }
 
+/// `PUT /api/admin/runs/{runId}/turn` with `{"target", "messageId"}`: the run's current turn,
+/// replaced per delivery; its next `kb_search`/`kb_fetch` is bound to it.
+pub async fn set_turn(
+    State(state): State<DaemonState>,
+    Path(run_id): Path<String>,
+    AdminJson(turn): AdminJson<Turn>,
+) -> Answer {
+    turn.check()
+        .map_err(|message| ActionError::new(ErrorCode::ValidationFailed, message))?;
+    bind_turn(&state, &run_id, Some(turn))
+}
+
+/// `DELETE /api/admin/runs/{runId}/turn`: the run answers no turn now (its knowledge calls are
+/// refused at `route_missing` until one is set).
+pub async fn clear_turn(
+    State(state): State<DaemonState>,
+    Path(run_id): Path<String>,
+    _: AdminAuth,
+) -> Answer {
+    bind_turn(&state, &run_id, None)
+}
+
+fn bind_turn(state: &DaemonState, run_id: &str, turn: Option<Turn>) -> Answer {
+    let run = state.dispatcher.set_turn(run_id, turn).ok_or_else(|| {
+        ActionError::new(
+            ErrorCode::NotFound,
+            format!(
+                "no live run `{}`",
+                run_id.chars().take(64).collect::<String>()
+            ),
+        )
+        .with_next("list the live runs with `agentteam runs`")
+    })?;
+    Ok(Data(json!({ "run": run })))
+}
+
 /// `POST /api/admin/runs`: launches a runtime and streams its output as NDJSON frames
 /// (`wire::frame`). Closing the stream stops the runtime.
 pub async fn launch(
@@ -250,9 +288,11 @@ fn launch_refusal(error: &LaunchError) -> ActionError {
         LaunchError::TooManyRuntimes => ErrorCode::AdmissionLimited,
         LaunchError::SessionRunning(_) | LaunchError::SessionBusy(_) => ErrorCode::InvalidState,
         LaunchError::Spawn { .. } => ErrorCode::ValidationFailed,
-        LaunchError::Credential(_) | LaunchError::ShuttingDown => ErrorCode::InternalError,
+        LaunchError::Credential(_) | LaunchError::Memory(_) | LaunchError::ShuttingDown => {
+            ErrorCode::InternalError
+        }
     };
-    if let LaunchError::Credential(_) = error {
+    if let LaunchError::Credential(_) | LaunchError::Memory(_) = error {
         tracing::error!(incident_id = wire::observe::incident_id().unwrap_or_default(), %error, cause = ?std::error::Error::source(error), "launch aborted");
     }
     let message = match error {

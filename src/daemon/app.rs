@@ -171,11 +171,16 @@ pub async fn run(
     ));
     let executable = std::env::current_exe()
         .map_err(|e| state_err("cannot find the daemon's own executable", e))?;
+    let memory = Arc::new(
+        super::memory::Memory::open(&config.state_dir)
+            .map_err(|e| state_err("cannot prepare the memory directories", e))?,
+    );
     let dispatcher = Arc::new(Dispatcher::new(
         store.clone(),
         instance.dir.clone(),
         base_url.clone(),
         executable,
+        memory.clone(),
         config.runtime,
         clock.clone(),
     ));
@@ -205,6 +210,15 @@ pub async fn run(
         identity.workspace_id.clone(),
     ));
     dispatcher.set_catalog(extensions.reload().await.catalog.clone());
+    // Every local agent's memory index starts building now, one at a time, so the first
+    // `memory_search` of a runtime finds it ready.
+    for agent_id in agents.store.ids() {
+        if let Err(error) = memory.directory(&agent_id) {
+            tracing::warn!(agent = %agent_id, %error, "cannot prepare the agent's memory directory");
+        }
+    }
+    let memory_stop = tokio_util::sync::CancellationToken::new();
+    let maintenance = tokio::spawn(memory.clone().maintain(memory_stop.clone()));
     let state = DaemonState {
         dispatcher: dispatcher.clone(),
         authorizations: store,
@@ -215,6 +229,7 @@ pub async fn run(
         admin_hash: Sha256::digest(admin_token.as_bytes()).into(),
         server_client,
         extensions,
+        memory,
         validators: Arc::new(
             crate::contract::Validators::new().map_err(|e| DaemonError::State(e.to_string()))?,
         ),
@@ -238,6 +253,9 @@ pub async fn run(
     };
     crate::serve::serve(listener, routes::router(state), shutdown).await;
     dispatcher.shutdown().await;
+    // The memory indexes' last changes go to their snapshots.
+    memory_stop.cancel();
+    let _ = maintenance.await;
     let _ = std::fs::remove_file(&daemon_file);
     let _ = auth::files::remove_dir(&instance.dir);
     if let Some((stop, server, scheduler, state)) = embedded {

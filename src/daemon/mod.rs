@@ -14,6 +14,8 @@
 //! - [`runtime`]: launches, sessions, rotation and end of life.
 //! - [`agents`]: local agent profiles (the daemon-owned `agent` domain), [`replay`]: idempotent
 //!   replay of daemon-owned mutations; [`identity`]: the daemon's identity on its server.
+//! - [`memory`]: the agents' memory directories and the index behind `memory_search`;
+//!   [`extensions`]: the pinned extension definitions.
 
 pub mod access;
 pub mod admin;
@@ -25,6 +27,7 @@ pub mod exec;
 pub mod extensions;
 pub mod identity;
 pub mod mcp;
+pub mod memory;
 pub mod replay;
 pub mod routes;
 pub mod runtime;

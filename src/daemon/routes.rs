@@ -13,7 +13,7 @@ use axum::extract::Request;
 use axum::http::{HeaderMap, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
-use axum::routing::{get, post};
+use axum::routing::{get, post, put};
 
 use super::state::DaemonState;
 use super::{admin, exec, mcp};
@@ -51,6 +51,10 @@ pub fn router(state: DaemonState) -> Router {
                 .delete(admin::remove_agent),
         )
         .route("/api/admin/runs", get(admin::list_runs).post(admin::launch))
+        .route(
+            "/api/admin/runs/{runId}/turn",
+            put(admin::set_turn).delete(admin::clear_turn),
+        )
         .fallback(|| async {
             wire::error_response(&ActionError::new(ErrorCode::NotFound, "no such route"))
         })

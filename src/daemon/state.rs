@@ -29,6 +29,8 @@ pub struct DaemonState {
     pub server_client: Arc<ServerClient>,
     /// The verified, pinned extension definitions new launches bind.
     pub extensions: Arc<super::extensions::Extensions>,
+    /// The agents' memory directories and their indexes (`memory_search`).
+    pub memory: Arc<super::memory::Memory>,
     /// Every action's and tool's compiled schemas.
     pub validators: Arc<Validators>,
     pub counters: Arc<Counters>,

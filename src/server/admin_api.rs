@@ -11,7 +11,9 @@
 //! `/admin/extensions/list` lists the current ones; under a workspace, `apps` installs an
 //! extension's app with its provider base URL and credential (kept server-side, never echoed),
 //! `apps/{extension}/grants` allows an agent to use it, `apps/{extension}/revoke` deletes the
-//! credential. `GET /admin/stats` reads counters.
+//! credential. Knowledge: `kb/sources` creates a source, `kb/sources/{source}/grants` grants it to
+//! a channel or a team, `kb/sources/{source}/documents` adds (or replaces, by path) a document.
+//! `GET /admin/stats` reads counters.
 //!
 //! Each handler takes an [`OperatorJson`] (the operator is authenticated, then the body is read
 //! and decoded) and returns a [`Data`] or a [`Refusal`]. Request fields use the contract's types,
@@ -78,6 +80,18 @@ pub fn routes() -> Router<AppState> {
         .route(
             "/admin/workspaces/{workspaceId}/approvals/{approvalId}/decision",
             post(decide_approval),
+        )
+        .route(
+            "/admin/workspaces/{workspaceId}/kb/sources",
+            post(create_kb_source),
+        )
+        .route(
+            "/admin/workspaces/{workspaceId}/kb/sources/{sourceId}/grants",
+            post(grant_kb_source),
+        )
+        .route(
+            "/admin/workspaces/{workspaceId}/kb/sources/{sourceId}/documents",
+            post(put_kb_document),
         )
         .route("/admin/extensions", post(publish_extension))
         .route("/admin/extensions/list", post(list_extensions))
@@ -273,8 +287,42 @@ struct NewGrant {
     agent_id: String,
 }
 
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NewKbSource {
+    name: t::Name,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NewKbGrant {
+    #[serde(default)]
+    channel_id: Option<String>,
+    #[serde(default)]
+    team_id: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct NewKbDocument {
+    /// Where the document came from (a relative file path); a second document at the same path
+    /// replaces the first.
+    path: String,
+    #[serde(default)]
+    title: Option<t::Name>,
+    body: String,
+}
+
+/// The longest document path the knowledge base keeps.
+const MAX_KB_PATH: usize = 512;
+
 /// The longest app credential the server stores.
 const MAX_CREDENTIAL_BYTES: usize = 4096;
+
+/// At most 64 characters of a caller's identifier, for a message that names it.
+fn clip(id: &str) -> String {
+    id.chars().take(64).collect()
+}
 
 /// Free text must say something: whitespace alone is refused.
 fn not_blank(field: &str, value: &str) -> ActionResult<()> {
@@ -966,4 +1014,119 @@ async fn revoke_app(
         .into());
     }
     Ok(Data(json!({ "extension": extension, "status": "revoked" })))
+}
+
+/// `POST …/kb/sources`: a knowledge source of the workspace.
+async fn create_kb_source(
+    State(state): State<AppState>,
+    Path(workspace_id): Path<String>,
+    OperatorJson(NewKbSource { name }): OperatorJson<NewKbSource>,
+) -> Answer {
+    known_workspace(&state, &workspace_id).await?;
+    not_blank("name", &name)?;
+    let id = state
+        .store
+        .create_kb_source(&workspace_id, &name, state.clock.now_ms())
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| taken("knowledge source", &name))?;
+    Ok(Data(json!({ "sourceId": id, "name": *name })))
+}
+
+/// `POST …/kb/sources/{sourceId}/grants`: grants the source to one channel (its threads and their
+/// tasks included) or one team (the channels and dms of its members).
+async fn grant_kb_source(
+    State(state): State<AppState>,
+    Path((workspace_id, source_id)): Path<(String, String)>,
+    OperatorJson(grant): OperatorJson<NewKbGrant>,
+) -> Answer {
+    let (kind, grantee) = match (grant.channel_id, grant.team_id) {
+        (Some(channel), None) => ("channel", channel),
+        (None, Some(team)) => ("team", team),
+        _ => {
+            return Err(ActionError::new(
+                ErrorCode::ValidationFailed,
+                "give exactly one of `channelId` and `teamId`",
+            )
+            .into());
+        }
+    };
+    let granted = state
+        .store
+        .grant_kb_source(
+            &workspace_id,
+            &source_id,
+            kind,
+            &grantee,
+            state.clock.now_ms(),
+        )
+        .await
+        .map_err(internal)?;
+    if !granted {
+        return Err(ActionError::new(
+            ErrorCode::NotFound,
+            format!(
+                "no source `{}` and {kind} `{}` in this workspace",
+                clip(&source_id),
+                clip(&grantee)
+            ),
+        )
+        .into());
+    }
+    Ok(Data(
+        json!({ "sourceId": source_id, "grantee": { "kind": kind, "id": grantee } }),
+    ))
+}
+
+/// `POST …/kb/sources/{sourceId}/documents`: adds a document, or replaces the one at its path.
+/// Its title is the given one, else its first `#` heading, else its path's file name.
+async fn put_kb_document(
+    State(state): State<AppState>,
+    Path((workspace_id, source_id)): Path<(String, String)>,
+    OperatorJson(NewKbDocument { path, title, body }): OperatorJson<NewKbDocument>,
+) -> Answer {
+    if path.trim().is_empty() || path.chars().count() > MAX_KB_PATH {
+        return Err(ActionError::new(
+            ErrorCode::ValidationFailed,
+            format!("`path` must be 1 to {MAX_KB_PATH} characters"),
+        )
+        .into());
+    }
+    let title = title
+        .map(|t| t.to_string())
+        .or_else(|| {
+            body.lines()
+                .find_map(|line| line.strip_prefix("# "))
+                .map(|heading| heading.trim().chars().take(200).collect::<String>())
+                .filter(|heading| !heading.is_empty())
+        })
+        .unwrap_or_else(|| {
+            path.rsplit('/')
+                .next()
+                .unwrap_or(&path)
+                .chars()
+                .take(200)
+                .collect()
+        });
+    let (id, created) = state
+        .store
+        .put_kb_document(
+            &workspace_id,
+            &source_id,
+            &path,
+            &title,
+            &body,
+            state.clock.now_ms(),
+        )
+        .await
+        .map_err(internal)?
+        .ok_or_else(|| {
+            ActionError::new(
+                ErrorCode::NotFound,
+                format!("no knowledge source `{}` in this workspace", clip(&source_id)),
+            )
+        })?;
+    Ok(Data(
+        json!({ "documentId": id, "title": title, "created": created }),
+    ))
 }

@@ -10,6 +10,7 @@ mod admin_api;
 mod auth;
 pub mod cursor;
 mod extensions;
+pub mod knowledge;
 mod legacy;
 pub mod provider;
 mod runtime_api;
@@ -185,6 +186,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(runtime_api::routes())
         .merge(extensions::routes())
+        .merge(knowledge::routes())
         .merge(admin_api::routes())
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(

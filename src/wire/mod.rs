@@ -7,6 +7,7 @@ pub mod frame;
 pub mod idempotency;
 pub mod jsonrpc;
 pub mod observe;
+pub mod turn;
 
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};

@@ -276,15 +276,7 @@ fn refs(value: &Value) -> Vec<String> {
 /// The committed OpenAPI document passes an independent validator (`scripts/test` installs it).
 #[test]
 fn openapi_passes_openapi_spec_validator() {
-    let venv = std::env::var_os("AGENTTEAM_TEST_VENV")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target/test-venv"));
-    let validator = venv.join("bin/openapi-spec-validator");
-    assert!(
-        validator.exists(),
-        "{} is missing: run the tests with `scripts/test`, which installs it",
-        validator.display()
-    );
+    let validator = crate::support::venv_tool("openapi-spec-validator");
     let output = std::process::Command::new(&validator)
         .args(["--schema", "3.1", "--validation-errors", "all"])
         .arg(repo_root().join("generated/openapi.json"))

@@ -717,19 +717,18 @@ async fn call_tool_is_the_only_entry_and_fails_as_results() {
             .contains("`channel` id cannot be used with the `thread` kind"),
         "{error}"
     );
-    // Owners that are not connected: classified, naming the owner.
-    for (tool, arguments, owner) in [
-        ("memory_search", json!({"query": "x"}), "memory"),
-        ("kb_search", json!({"query": "x"}), "knowledge"),
-        ("kb_fetch", json!({"documentId": "d"}), "knowledge"),
+    // Knowledge is bound to a Human-initiated turn, and this runtime was launched without one:
+    // classified at `route_missing`. Memory answers from the (empty) memory directory.
+    for (tool, arguments) in [
+        ("kb_search", json!({"query": "x"})),
+        ("kb_fetch", json!({"documentId": "d"})),
     ] {
         let error = call_error(&rt, &daemon, tool, arguments).await;
-        assert_eq!(error["code"], "upstream_unavailable", "{tool}");
-        assert!(
-            error["message"].as_str().unwrap().contains(owner),
-            "{tool}: {error}"
-        );
+        assert_eq!(error["code"], "invalid_state", "{tool}");
+        assert_eq!(error["stage"], "route_missing", "{tool}");
     }
+    let memory = call(&rt, &daemon, "memory_search", json!({"query": "x"})).await;
+    assert_eq!(memory["structuredContent"], json!({"matches": []}));
 
     // A send canonicalizes the target; history reads it back; reactions and attachments work.
     let sent = call(&rt, &daemon, "message_send", json!({"target": format!("  Channel: {} ", target.trim_start_matches("channel:")), "content": "hello"})).await;
@@ -1006,15 +1005,7 @@ async fn the_official_python_sdk_works_in_both_eras() {
     let daemon = TestDaemon::start(&[]).await;
     daemon.add_agent("alpha").await;
     let rt = Runtime::start(&daemon, "alpha").await;
-    let venv = std::env::var_os("AGENTTEAM_TEST_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target/test-venv"));
-    let python = venv.join("bin/python");
-    assert!(
-        python.exists(),
-        "run the tests through scripts/test, which creates {}",
-        venv.display()
-    );
+    let python = crate::support::venv_tool("python");
     // `auto` is what clients default to: it probes `server/discover` and settles on the modern era.
     for (mode, expected) in [("legacy", "2025-11-25"), (MODERN, MODERN), ("auto", MODERN)] {
         let output = tokio::process::Command::new(&python)

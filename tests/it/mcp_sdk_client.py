@@ -2,6 +2,9 @@
 """Drive the daemon's MCP endpoint with the official MCP Python SDK (PyPI `mcp`).
 
 Usage: python mcp_sdk_client.py --url URL --token-file PATH --mode legacy|2026-07-28|auto --target TARGET
+       [--kb-query Q] [--memory-query Q]
+
+With --kb-query: kb_search, then kb_fetch of the first hit. With --memory-query: memory_search.
 
 Prints one JSON summary line on stdout and exits 0; on a failed check prints one
 line to stderr and exits 1. The bearer token is read from --token-file only.
@@ -46,7 +49,9 @@ def text_blocks(result: Any) -> list[str]:
     return [b.text for b in result.content if getattr(b, "type", None) == "text"]
 
 
-async def run(url: str, token: str, mode: str, target: str) -> dict[str, Any]:
+async def run(url: str, token: str, mode: str, target: str,
+              kb_query: str | None, memory_query: str | None) -> dict[str, Any]:
+    extra: dict[str, Any] = {}
     headers = {"Authorization": f"Bearer {token}"}
     timeout = httpx2.Timeout(30.0, read=300.0)
     async with httpx2.AsyncClient(headers=headers, timeout=timeout) as http:
@@ -94,8 +99,30 @@ async def run(url: str, token: str, mode: str, target: str) -> dict[str, Any]:
                 raise CheckFailed(f"no_such_tool did not raise a protocol error (isError={bad.is_error})")
             check(unknown_code == INVALID_PARAMS, f"no_such_tool error code {unknown_code}, want {INVALID_PARAMS}")
 
+            # (e) knowledge: search, then fetch the first hit
+            if kb_query is not None:
+                found = await client.call_tool("kb_search", {"query": kb_query})
+                check(not found.is_error, f"kb_search returned isError: {text_blocks(found)}")
+                docs = (found.structured_content or {}).get("documents")
+                check(isinstance(docs, list) and docs, f"kb_search found nothing: {found.structured_content!r}")
+                first = docs[0]
+                fetched = await client.call_tool("kb_fetch", {"documentId": first["documentId"]})
+                check(not fetched.is_error, f"kb_fetch returned isError: {text_blocks(fetched)}")
+                fsc = fetched.structured_content or {}
+                check(fsc.get("documentId") == first["documentId"], f"kb_fetch answered another document: {fsc!r}")
+                extra.update(kbTitle=first["title"], kbSnippet=first["snippet"], kbContent=fsc.get("content"))
+
+            # (f) memory: locators only
+            if memory_query is not None:
+                found = await client.call_tool("memory_search", {"query": memory_query, "limit": 5})
+                check(not found.is_error, f"memory_search returned isError: {text_blocks(found)}")
+                matches = (found.structured_content or {}).get("matches")
+                check(isinstance(matches, list) and matches, f"memory_search found nothing: {found.structured_content!r}")
+                extra.update(memoryMatches=matches)
+
     return {"mode": mode, "protocolVersion": protocol_version, "tools": names,
-            "sentId": sent_id, "historyCount": len(hsc["messages"]), "unknownToolCode": unknown_code}
+            "sentId": sent_id, "historyCount": len(hsc["messages"]), "unknownToolCode": unknown_code,
+            **extra}
 
 
 def main() -> int:
@@ -104,12 +131,15 @@ def main() -> int:
     ap.add_argument("--token-file", required=True)
     ap.add_argument("--mode", required=True, choices=["legacy", "2026-07-28", "auto"])
     ap.add_argument("--target", required=True)
+    ap.add_argument("--kb-query")
+    ap.add_argument("--memory-query")
     args = ap.parse_args()
     try:
         with open(args.token_file, encoding="utf-8") as f:
             token = f.read().strip()
         check(bool(token), f"token file {args.token_file} is empty")
-        summary = asyncio.run(run(args.url, token, args.mode, args.target))
+        summary = asyncio.run(run(args.url, token, args.mode, args.target,
+                                  args.kb_query, args.memory_query))
     except Exception as exc:  # noqa: BLE001 - any failure becomes one stderr line
         e = leaf(exc)
         if isinstance(e, CheckFailed):

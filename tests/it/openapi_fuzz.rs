@@ -8,15 +8,7 @@ use crate::support::{TestDaemon, repo_root};
 
 #[tokio::test]
 async fn the_exec_api_survives_schemathesis() {
-    let venv = std::env::var_os("AGENTTEAM_TEST_VENV")
-        .map(std::path::PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target/test-venv"));
-    let st = venv.join("bin/st");
-    assert!(
-        st.exists(),
-        "{} is missing: run the tests with `scripts/test`, which installs it",
-        st.display()
-    );
+    let st = crate::support::venv_tool("st");
 
     let daemon = TestDaemon::start(&[]).await;
     daemon.add_agent("fuzz").await;

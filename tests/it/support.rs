@@ -49,6 +49,21 @@ pub fn agentteam(args: &[&str]) -> Run {
         .into()
 }
 
+/// A tool of the Python test venv `scripts/test` creates (`bin/python`, `bin/st`, …); panics
+/// naming the way to get it when it is missing.
+pub fn venv_tool(name: &str) -> PathBuf {
+    let venv = std::env::var_os("AGENTTEAM_TEST_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target/test-venv"));
+    let tool = venv.join("bin").join(name);
+    assert!(
+        tool.exists(),
+        "{} is missing: run the tests with `scripts/test`, which installs it",
+        tool.display()
+    );
+    tool
+}
+
 /// An HTTP client as ours are built (no proxy from the environment, the TLS provider installed,
 /// idle connections closed before the server's keep-alive ends).
 pub fn http_client() -> reqwest::Client {
@@ -568,13 +583,23 @@ impl Launched {
         }
     }
 
-    /// The runtime's next stdout line (bounded wait).
+    /// The runtime's next stdout line (bounded wait). When the runtime ended instead, panics
+    /// with what `agentteam run` said on stderr.
     pub async fn line(&mut self) -> String {
-        tokio::time::timeout(std::time::Duration::from_secs(30), self.lines.next_line())
+        let line = tokio::time::timeout(std::time::Duration::from_secs(30), self.lines.next_line())
             .await
             .expect("the runtime printed in time")
-            .unwrap()
-            .expect("the runtime is still printing")
+            .unwrap();
+        match line {
+            Some(line) => line,
+            None => {
+                let mut stderr = String::new();
+                if let Some(mut pipe) = self.child.stderr.take() {
+                    let _ = tokio::io::AsyncReadExt::read_to_string(&mut pipe, &mut stderr).await;
+                }
+                panic!("the runtime stopped printing; `agentteam run` said: {stderr}")
+            }
+        }
     }
 }
 
@@ -785,6 +810,86 @@ impl TlsFront {
 }
 
 impl Drop for TlsFront {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A TCP relay on `127.0.0.1:0` to a plain HTTP `backend` that keeps every byte its clients
+/// sent, so a test can read the requests one of our components made (headers included). Stops
+/// when dropped.
+pub struct Tap {
+    /// `http://127.0.0.1:PORT`.
+    pub url: String,
+    sent: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Tap {
+    pub async fn start(backend: &str) -> Tap {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let backend = backend
+            .strip_prefix("http://")
+            .expect("an http:// backend")
+            .to_string();
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let sent = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let recorded = sent.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((inbound, _)) = listener.accept().await {
+                let (backend, recorded) = (backend.clone(), recorded.clone());
+                tokio::spawn(async move {
+                    let Ok(outbound) = tokio::net::TcpStream::connect(&backend).await else {
+                        return;
+                    };
+                    let (mut in_read, mut in_write) = inbound.into_split();
+                    let (mut out_read, mut out_write) = outbound.into_split();
+                    let upstream = async move {
+                        let mut buffer = vec![0u8; 16 * 1024];
+                        while let Ok(n) = in_read.read(&mut buffer).await {
+                            if n == 0 {
+                                break;
+                            }
+                            recorded.lock().unwrap().extend_from_slice(&buffer[..n]);
+                            if out_write.write_all(&buffer[..n]).await.is_err() {
+                                break;
+                            }
+                        }
+                        let _ = out_write.shutdown().await;
+                    };
+                    let downstream = async move {
+                        let _ = tokio::io::copy(&mut out_read, &mut in_write).await;
+                        let _ = in_write.shutdown().await;
+                    };
+                    tokio::join!(upstream, downstream);
+                });
+            }
+        });
+        Tap { url, sent, task }
+    }
+
+    /// The head (request line and headers, lowercased) of every request sent so far.
+    pub fn request_heads(&self) -> Vec<String> {
+        let sent = String::from_utf8_lossy(&self.sent.lock().unwrap()).into_owned();
+        let methods = ["GET ", "POST ", "PUT ", "PATCH ", "DELETE "];
+        let mut heads = Vec::new();
+        let mut rest = sent.as_str();
+        while let Some(start) = methods
+            .iter()
+            .filter_map(|m| rest.find(&format!("{m}/")))
+            .min()
+        {
+            let from = &rest[start..];
+            let end = from.find("\r\n\r\n").unwrap_or(from.len());
+            heads.push(from[..end].to_lowercase());
+            rest = &from[end..];
+        }
+        heads
+    }
+}
+
+impl Drop for Tap {
     fn drop(&mut self) {
         self.task.abort();
     }

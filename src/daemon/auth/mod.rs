@@ -24,6 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 pub use crate::contract::RuntimeCatalog;
+use crate::wire::turn::Turn;
 pub use token::Scope;
 use token::{Claims, Malformed, TokenCodec};
 
@@ -55,6 +56,9 @@ pub struct Authorization {
     pub cancel: CancellationToken,
     inflight: Arc<Semaphore>,
     state: Mutex<Generations>,
+    /// The Human-initiated turn this runtime answers now, for the MCP knowledge tools only: set
+    /// at launch, replaced per delivery through the admin API, never read by the Exec path.
+    turn: Mutex<Option<Arc<Turn>>>,
 }
 
 #[derive(Debug, Default)]
@@ -77,6 +81,16 @@ struct LiveGeneration {
 impl Authorization {
     pub fn is_revoked(&self) -> bool {
         self.state.lock().expect("not poisoned").revoked
+    }
+
+    /// The current turn, if one is bound.
+    pub fn turn(&self) -> Option<Arc<Turn>> {
+        self.turn.lock().expect("not poisoned").clone()
+    }
+
+    /// Binds `turn` as the current one (`None` unbinds); the next knowledge call uses it.
+    pub fn set_turn(&self, turn: Option<Turn>) {
+        *self.turn.lock().expect("not poisoned") = turn.map(Arc::new);
     }
 
     /// How many generations of every scope are live (issued, unexpired, not withdrawn).
@@ -177,6 +191,7 @@ impl RuntimeAuthorizationStore {
             cancel: CancellationToken::new(),
             inflight: Arc::new(Semaphore::new(PER_AUTHORIZATION_REQUESTS)),
             state: Mutex::new(Generations::default()),
+            turn: Mutex::new(None),
         });
         self.records
             .lock()

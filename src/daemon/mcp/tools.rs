@@ -1,19 +1,21 @@
 //! `CallTool`, the only execution entry of the `agentteam` namespace, and the MCP result budget.
 //!
 //! A call: validate the arguments against the tool's schema and canonicalize an exact `target`
-//! (failures are `isError` results, so the model can fix its call) → the tool's owner (the
-//! server's runtime API; memory and knowledge owners are not part of this daemon yet, so their
-//! tools answer a classified `upstream_unavailable` result naming the owner) → normalize: the
-//! structured result must match the tool's output schema → one `structuredContent` value plus its
-//! JSON text → the result budget: a result over `MCP_RESULT_BUDGET_BYTES` serialized is replaced by
-//! a `result_budget_exceeded` error result carrying the tool's continuation, never truncated.
+//! (failures are `isError` results, so the model can fix its call) → the tool's owner: the
+//! server's runtime API; the daemon's memory index (`memory_search`); or the server's knowledge
+//! route with the run's current turn (`kb_search`, `kb_fetch`: every failure names its
+//! `KnowledgeStage`, and without a current turn the call stops at `route_missing`) → normalize:
+//! the structured result must match the tool's output schema → one `structuredContent` value plus
+//! its JSON text → the result budget: a result over `MCP_RESULT_BUDGET_BYTES` serialized is
+//! replaced by a `result_budget_exceeded` error result carrying the tool's continuation, never
+//! truncated.
 
 use serde_json::{Value, json};
 
 use super::era::Era;
 use crate::client::CallContext;
 use crate::contract::catalog::MCP_RESULT_BUDGET_BYTES;
-use crate::contract::error::ErrorCode;
+use crate::contract::error::{ErrorCode, KnowledgeStage};
 use crate::contract::target::Target;
 use crate::contract::{ActionError, ToolDescriptor, ToolOwner};
 use crate::daemon::auth::Authorization;
@@ -40,9 +42,52 @@ async fn run(
     state: &DaemonState,
     authorization: &Authorization,
     tool: &'static ToolDescriptor,
+    arguments: Value,
+) -> Result<Value, ActionError> {
+    let knowledge = tool.owner == ToolOwner::Knowledge;
+    let at = |stage: KnowledgeStage| {
+        move |error: ActionError| {
+            if knowledge && error.stage.is_none() {
+                error.at_stage(stage)
+            } else {
+                error
+            }
+        }
+    };
+    let data = owner(state, authorization, tool, arguments)
+        .await
+        .map_err(at(KnowledgeStage::RouteMissing))?;
+    let violations = state.validators.tool_output_violations(tool.id, &data);
+    if let Some(first) = violations.first() {
+        tracing::error!(tool = tool.name, path = %first.path, "the owner's result does not match the tool's output schema");
+        return Err(at(KnowledgeStage::Upstream)(after_apply(
+            tool,
+            ActionError::new(
+                ErrorCode::UpstreamFailed,
+                format!(
+                    "the owner of `{}` answered with a malformed result",
+                    tool.name
+                ),
+            ),
+        )));
+    }
+    Ok(data)
+}
+
+/// Validates the call and asks the tool's owner. A knowledge failure without a stage of its own
+/// did not reach the server's knowledge route: the caller marks it `route_missing`.
+async fn owner(
+    state: &DaemonState,
+    authorization: &Authorization,
+    tool: &'static ToolDescriptor,
     mut arguments: Value,
 ) -> Result<Value, ActionError> {
-    state.validators.validate_tool_input(tool.id, &arguments)?;
+    let validated = state.validators.validate_tool_input(tool.id, &arguments);
+    if tool.owner == ToolOwner::Knowledge {
+        validated.map_err(|error| error.at_stage(KnowledgeStage::RequestValidation))?;
+    } else {
+        validated?;
+    }
     // The exact-target rule: canonical format and local boundary checks here, authorization on
     // the server.
     if let Some(raw) = arguments.get("target").and_then(Value::as_str) {
@@ -54,42 +99,43 @@ async fn run(
     } else {
         resolve_selector(&Default::default(), &arguments)?
     };
-    let data = match tool.owner {
-        ToolOwner::Server => {
-            let ctx = CallContext {
-                server_id: authorization.binding.server_id.clone(),
-                agent_id: authorization.binding.agent_id.clone(),
-                idempotency_key,
-            };
-            let cancel = authorization.cancel.clone();
+    let ctx = CallContext {
+        server_id: authorization.binding.server_id.clone(),
+        agent_id: authorization.binding.agent_id.clone(),
+        idempotency_key,
+    };
+    let cancel = authorization.cancel.clone();
+    let revoked = || {
+        ActionError::new(
+            ErrorCode::Forbidden,
+            "this runtime's credential was revoked",
+        )
+    };
+    match tool.owner {
+        ToolOwner::Server => tokio::select! {
+            data = state.server_client.call_tool_json(&ctx, tool.id, &arguments) => data,
+            () = cancel.cancelled() => Err(revoked()),
+        },
+        ToolOwner::Memory => {
+            let query = arguments["query"].as_str().unwrap_or_default();
+            let limit = arguments.get("limit").and_then(Value::as_u64).unwrap_or(10) as usize;
+            state.memory.search(&ctx.agent_id, query, limit).await
+        }
+        ToolOwner::Knowledge => {
+            let turn = authorization.turn().ok_or_else(|| {
+                ActionError::new(
+                    ErrorCode::InvalidState,
+                    "knowledge retrieval is bound to a Human-initiated turn, and this runtime is answering none",
+                )
+                .with_next("continue without knowledge retrieval; it is available while you answer a human's message")
+                .at_stage(KnowledgeStage::RouteMissing)
+            })?;
             tokio::select! {
-                data = state.server_client.call_tool_json(&ctx, tool.id, &arguments) => data?,
-                () = cancel.cancelled() => return Err(ActionError::new(ErrorCode::Forbidden, "this runtime's credential was revoked")),
+                data = state.server_client.call_knowledge(&ctx, tool.name, &arguments, &turn) => data,
+                () = cancel.cancelled() => Err(revoked()),
             }
         }
-        ToolOwner::Memory => return Err(unavailable(tool, "the managed memory index")),
-        ToolOwner::Knowledge => {
-            return Err(unavailable(
-                tool,
-                "knowledge retrieval (AgentTeam Core and MeshX)",
-            ));
-        }
-    };
-    let violations = state.validators.tool_output_violations(tool.id, &data);
-    if let Some(first) = violations.first() {
-        tracing::error!(tool = tool.name, path = %first.path, "the owner's result does not match the tool's output schema");
-        return Err(after_apply(
-            tool,
-            ActionError::new(
-                ErrorCode::UpstreamFailed,
-                format!(
-                    "the owner of `{}` answered with a malformed result",
-                    tool.name
-                ),
-            ),
-        ));
     }
-    Ok(data)
 }
 
 /// A failure found after the owner answered: a tool with side effects has already acted, and
@@ -103,17 +149,6 @@ fn after_apply(tool: &ToolDescriptor, mut error: ActionError) -> ActionError {
         ));
     }
     error
-}
-
-fn unavailable(tool: &ToolDescriptor, owner: &str) -> ActionError {
-    ActionError::new(
-        ErrorCode::UpstreamUnavailable,
-        format!(
-            "`{}` is unavailable: its owner, {owner}, is not connected to this daemon",
-            tool.name
-        ),
-    )
-    .with_next("continue without it; do not retry this call in this session")
 }
 
 /// A success: the structured value and the same JSON as text.

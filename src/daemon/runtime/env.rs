@@ -1,13 +1,17 @@
 //! Environment hygiene for runtime launches.
 //!
-//! The Exec, Extension and MCP variables are daemon-owned: whatever a shell captured, inherited
+//! The Exec, Extension, MCP and Memory variables are daemon-owned: whatever a shell captured, inherited
 //! or spelled in mixed case is removed (names compared case-insensitively), and a launch gets
 //! only the daemon's fresh pair of paths and URLs. A bearer token is never placed in an
 //! environment variable or in argv.
 
 /// Variable name prefixes the daemon owns, compared after ASCII upper-casing.
-pub const DAEMON_OWNED_PREFIXES: &[&str] =
-    &["AGENTTEAM_EXEC_", "AGENTTEAM_EXTENSION_", "AGENTTEAM_MCP_"];
+pub const DAEMON_OWNED_PREFIXES: &[&str] = &[
+    "AGENTTEAM_EXEC_",
+    "AGENTTEAM_EXTENSION_",
+    "AGENTTEAM_MCP_",
+    "AGENTTEAM_MEMORY_",
+];
 /// The canonical Exec base URL variable.
 pub const EXEC_BASE_URL: &str = "AGENTTEAM_EXEC_BASE_URL";
 /// The canonical Exec token file variable.
@@ -16,6 +20,8 @@ pub const EXEC_TOKEN_FILE: &str = "AGENTTEAM_EXEC_TOKEN_FILE";
 pub const MCP_URL: &str = "AGENTTEAM_MCP_URL";
 /// The launch's MCP-scope token file.
 pub const MCP_TOKEN_FILE: &str = "AGENTTEAM_MCP_TOKEN_FILE";
+/// The agent's managed memory directory (Markdown files `memory_search` finds).
+pub const MEMORY_DIR: &str = "AGENTTEAM_MEMORY_DIR";
 
 /// Hosts a runtime's own HTTP clients must reach directly, never through the user's proxy: the
 /// daemon's loopback bridges (a runtime's MCP client sends its bearer there).
@@ -31,6 +37,8 @@ pub struct LaunchVariables {
     /// The launch's private bin directory, put first on `PATH`: its `agentteam` is the daemon's
     /// own executable (spec: canonical binary path selection).
     pub bin_dir: String,
+    /// The agent's memory directory.
+    pub memory_dir: String,
 }
 
 /// True when `name` is daemon-owned in any spelling (`agentteam_exec_token`, `AgentTeam_Exec_X`).
@@ -73,6 +81,7 @@ pub fn runtime_env(
     env.push((EXEC_TOKEN_FILE.to_string(), fresh.exec_token_file.clone()));
     env.push((MCP_URL.to_string(), fresh.mcp_url.clone()));
     env.push((MCP_TOKEN_FILE.to_string(), fresh.mcp_token_file.clone()));
+    env.push((MEMORY_DIR.to_string(), fresh.memory_dir.clone()));
     env
 }
 
@@ -140,6 +149,7 @@ mod tests {
             mcp_url: "http://127.0.0.1:1/mcp".into(),
             mcp_token_file: "/run/t/mcp-token".into(),
             bin_dir: "/run/t/bin".into(),
+            memory_dir: "/state/memory/agt_1".into(),
         }
     }
 
@@ -149,6 +159,7 @@ mod tests {
             ("PATH".into(), "/bin".into()),
             ("agentteam_exec_token".into(), "x".into()),
             ("AGENTTEAM_EXEC_BASE_URL".into(), "http://evil".into()),
+            ("AgentTeam_Memory_Dir".into(), "/elsewhere".into()),
         ];
         let env = runtime_env(inherited, &fresh());
         let names: Vec<&str> = env.iter().map(|(n, _)| n.as_str()).collect();
@@ -161,9 +172,11 @@ mod tests {
                 EXEC_BASE_URL,
                 EXEC_TOKEN_FILE,
                 MCP_URL,
-                MCP_TOKEN_FILE
+                MCP_TOKEN_FILE,
+                MEMORY_DIR
             ]
         );
+        assert_eq!(env[7].1, "/state/memory/agt_1");
         assert_eq!(
             env[0].1, "/run/t/bin:/bin",
             "the launch's bin dir comes first"

@@ -38,8 +38,10 @@ use tokio_util::task::TaskTracker;
 
 use super::auth::files::{self, MCP_TOKEN_FILE, TOKEN_FILE};
 use super::auth::{Authorization, Binding, RuntimeAuthorizationStore, RuntimeCatalog, Scope};
+use super::memory::Memory;
 use crate::clock::Clock;
 pub use crate::wire::frame::Output;
+use crate::wire::turn::Turn;
 
 /// Active leases + pre-publication activations + leases still retrying cleanup.
 pub const MAX_LEASES: usize = 512;
@@ -87,6 +89,10 @@ pub struct LaunchOptions {
     /// Replace the session's live process instead of refusing the launch.
     #[serde(default)]
     pub replace: bool,
+    /// The Human-initiated turn the runtime starts on (the knowledge tools need one); replaced
+    /// per delivery through `PUT /api/admin/runs/{runId}/turn`.
+    #[serde(default)]
+    pub turn: Option<Turn>,
 }
 
 impl LaunchOptions {
@@ -110,6 +116,9 @@ impl LaunchOptions {
         }
         if !self.workdir.is_absolute() {
             return Err("the working directory must be an absolute path".into());
+        }
+        if let Some(turn) = &self.turn {
+            turn.check()?;
         }
         Ok(())
     }
@@ -142,6 +151,8 @@ pub enum LaunchError {
     SessionBusy(String),
     #[error("cannot prepare the runtime's credential")]
     Credential(#[source] io::Error),
+    #[error("cannot prepare the agent's memory directory")]
+    Memory(#[source] io::Error),
     #[error("cannot start `{program}`")]
     Spawn {
         program: String,
@@ -162,6 +173,8 @@ pub struct RunInfo {
     pub process_generation: u64,
     pub pid: u32,
     pub started_at_ms: i64,
+    /// The turn the runtime answers now, if one is bound.
+    pub turn: Option<Turn>,
 }
 
 /// A session's state in the dispatcher.
@@ -171,6 +184,8 @@ enum Session {
     /// The session's process runs under this lease.
     Live {
         info: RunInfo,
+        /// The launch's authorization, which holds its current turn.
+        authorization: Arc<Authorization>,
         /// Asks the lease to end (replacement).
         stop: CancellationToken,
         /// Becomes `true` once the lease has ended completely and released its slot.
@@ -186,6 +201,8 @@ pub struct Dispatcher {
     daemon_base_url: String,
     /// The daemon's own executable, linked as `agentteam` into every launch's bin directory.
     executable: PathBuf,
+    /// The agents' memory directories (one goes into each launch's environment).
+    memory: Arc<Memory>,
     /// The catalog new launches bind (built-ins plus the pinned extensions).
     catalog: std::sync::RwLock<Arc<RuntimeCatalog>>,
     config: RuntimeConfig,
@@ -211,6 +228,7 @@ impl Dispatcher {
         instance_dir: PathBuf,
         daemon_base_url: String,
         executable: PathBuf,
+        memory: Arc<Memory>,
         config: RuntimeConfig,
         clock: Arc<Clock>,
     ) -> Self {
@@ -220,6 +238,7 @@ impl Dispatcher {
             instance_dir,
             daemon_base_url,
             executable,
+            memory,
             catalog: std::sync::RwLock::new(Arc::new(RuntimeCatalog::builtin())),
             config,
             clock,
@@ -255,12 +274,39 @@ impl Dispatcher {
         let mut runs: Vec<RunInfo> = sessions
             .values()
             .filter_map(|session| match session {
-                Session::Live { info, .. } => Some(info.clone()),
+                Session::Live {
+                    info,
+                    authorization,
+                    ..
+                } => Some(RunInfo {
+                    turn: authorization.turn().map(|turn| (*turn).clone()),
+                    ..info.clone()
+                }),
                 Session::Launching => None,
             })
             .collect();
         runs.sort_by(|a, b| (a.started_at_ms, &a.run_id).cmp(&(b.started_at_ms, &b.run_id)));
         runs
+    }
+
+    /// Binds `turn` (or none) as the current turn of live run `run_id`; its next knowledge call
+    /// uses it. `None` when no live run has that id.
+    pub fn set_turn(&self, run_id: &str, turn: Option<Turn>) -> Option<RunInfo> {
+        let sessions = self.sessions.lock().expect("not poisoned");
+        sessions.values().find_map(|session| match session {
+            Session::Live {
+                info,
+                authorization,
+                ..
+            } if info.run_id == run_id => {
+                authorization.set_turn(turn.clone());
+                Some(RunInfo {
+                    turn: turn.clone(),
+                    ..info.clone()
+                })
+            }
+            _ => None,
+        })
     }
 
     /// The Exec base URL of an agent: the canonical process authorization root.
@@ -300,11 +346,16 @@ impl Dispatcher {
         }
         .await;
         match result {
-            Ok((receiver, info, stop, ended)) => {
-                self.sessions
-                    .lock()
-                    .expect("not poisoned")
-                    .insert(key, Session::Live { info, stop, ended });
+            Ok((receiver, info, authorization, stop, ended)) => {
+                self.sessions.lock().expect("not poisoned").insert(
+                    key,
+                    Session::Live {
+                        info,
+                        authorization,
+                        stop,
+                        ended,
+                    },
+                );
                 Ok(receiver)
             }
             Err(error) => {
@@ -333,8 +384,9 @@ impl Dispatcher {
                 Err(LaunchError::SessionRunning(key.1.clone()))
             }
             Some(Session::Live { .. }) => {
-                let Some(Session::Live { info, stop, ended }) =
-                    sessions.insert(key.clone(), Session::Launching)
+                let Some(Session::Live {
+                    info, stop, ended, ..
+                }) = sessions.insert(key.clone(), Session::Launching)
                 else {
                     unreachable!("matched `Live` above")
                 };
@@ -361,6 +413,7 @@ impl Dispatcher {
         (
             mpsc::Receiver<Output>,
             RunInfo,
+            Arc<Authorization>,
             CancellationToken,
             watch::Receiver<bool>,
         ),
@@ -388,6 +441,14 @@ impl Dispatcher {
             catalog_digest: catalog.digest.clone(),
         };
         let authorization = self.store.create(binding, catalog.clone());
+        authorization.set_turn(options.turn.clone());
+        let memory_dir = match self.memory.directory(&agent_id) {
+            Ok(dir) => dir,
+            Err(e) => {
+                self.abort(&authorization, None, permit).await;
+                return Err(LaunchError::Memory(e));
+            }
+        };
 
         // Pre-publication activation: directory, first generation, files, the canonical binary.
         // Any failure aborts the launch with the same end-of-life path a running process takes.
@@ -419,6 +480,7 @@ impl Dispatcher {
             ),
             mcp_token_file: dir.join(MCP_TOKEN_FILE).display().to_string(),
             bin_dir: dir.join(BIN_DIR).display().to_string(),
+            memory_dir: memory_dir.display().to_string(),
         };
         let env = env::runtime_env(options.env, &fresh);
         let program = options.argv.first().cloned().unwrap_or_default();
@@ -466,12 +528,13 @@ impl Dispatcher {
             process_generation: generation,
             pid,
             started_at_ms: self.clock.now_ms(),
+            turn: None,
         };
         let stop = CancellationToken::new();
         let (ended_sender, ended) = watch::channel(false);
         let lease = Lease {
             dispatcher: self.clone(),
-            authorization,
+            authorization: authorization.clone(),
             dir,
             renew_at_ms: self.renewal_time(issued.expires_at_ms),
             permit,
@@ -488,7 +551,7 @@ impl Dispatcher {
             [stdout, stderr],
             ended_sender,
         ));
-        Ok((receiver, info, stop, ended))
+        Ok((receiver, info, authorization, stop, ended))
     }
 
     /// Revokes every authorization at once and tells every lease to end: the first step of a
@@ -935,11 +998,13 @@ mod tests {
     fn renewal_falls_between_40_and_60_percent_of_the_lifetime() {
         let (store, _) = store_and_authorization();
         let ttl = Duration::from_secs(12 * 60 * 60);
+        let state = tempfile::tempdir().unwrap();
         let dispatcher = Dispatcher::new(
             Arc::new(store),
             std::env::temp_dir(),
             "http://127.0.0.1:1".into(),
             PathBuf::from("/bin/true"),
+            Arc::new(Memory::open(state.path()).unwrap()),
             RuntimeConfig {
                 ttl,
                 tick: Duration::from_secs(5),

@@ -85,7 +85,7 @@ macro_rules! decodable {
         }
     )*};
 }
-decodable!(String, Option<String>, i64, Option<i64>, bool, Vec<u8>);
+decodable!(String, Option<String>, i64, Option<i64>, bool, Vec<u8>, f64);
 
 /// A row of either backend, read by column index.
 pub(crate) trait Columns {

@@ -377,11 +377,56 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX pr_watches_by_update ON pr_watches (workspace_id, extension, updated_at DESC, id DESC);
     CREATE INDEX pr_watches_by_refresh ON pr_watches (last_refreshed_at, id);
     "#,
+    // 7: knowledge sources, their grants to channels and teams, and documents with their
+    // full-text index (FTS5, external content kept in step by triggers).
+    r#"
+    CREATE TABLE kb_sources (
+        id TEXT PRIMARY KEY,
+        workspace_id TEXT NOT NULL REFERENCES workspaces(id),
+        name TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        UNIQUE (workspace_id, name)
+    );
+    CREATE TABLE kb_grants (
+        source_id TEXT NOT NULL REFERENCES kb_sources(id),
+        grantee_kind TEXT NOT NULL CHECK (grantee_kind IN ('channel', 'team')),
+        grantee_id TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        PRIMARY KEY (source_id, grantee_kind, grantee_id)
+    );
+    CREATE INDEX kb_grants_by_grantee ON kb_grants (grantee_kind, grantee_id);
+    CREATE TABLE kb_documents (
+        seq INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        source_id TEXT NOT NULL REFERENCES kb_sources(id),
+        src_tok TEXT NOT NULL,
+        path TEXT NOT NULL,
+        title TEXT NOT NULL,
+        body TEXT NOT NULL,
+        cjk TEXT NOT NULL,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        UNIQUE (source_id, path)
+    );
+    CREATE VIRTUAL TABLE kb_fts USING fts5(title, body, src_tok, cjk, content='kb_documents', content_rowid='seq', tokenize='porter unicode61 remove_diacritics 2');
+    INSERT INTO kb_fts(kb_fts, rank) VALUES ('rank', 'bm25(3.0, 1.0, 0.0, 1.0)');
+    CREATE TRIGGER kb_documents_ai AFTER INSERT ON kb_documents BEGIN
+        INSERT INTO kb_fts(rowid, title, body, src_tok, cjk) VALUES (new.seq, new.title, new.body, new.src_tok, new.cjk);
+    END;
+    CREATE TRIGGER kb_documents_ad AFTER DELETE ON kb_documents BEGIN
+        INSERT INTO kb_fts(kb_fts, rowid, title, body, src_tok, cjk) VALUES ('delete', old.seq, old.title, old.body, old.src_tok, old.cjk);
+    END;
+    CREATE TRIGGER kb_documents_au AFTER UPDATE ON kb_documents BEGIN
+        INSERT INTO kb_fts(kb_fts, rowid, title, body, src_tok, cjk) VALUES ('delete', old.seq, old.title, old.body, old.src_tok, old.cjk);
+        INSERT INTO kb_fts(rowid, title, body, src_tok, cjk) VALUES (new.seq, new.title, new.body, new.src_tok, new.cjk);
+    END;
+    "#,
 ];
 
 /// The same migrations for PostgreSQL, entry for entry (their versions are the same): `BLOB` is
 /// `BYTEA`, and every text column sorts by bytes (`COLLATE "C"`), as SQLite's does, so keyset
-/// order and cursors agree on both backends.
+/// order and cursors agree on both backends. The full-text index of migration 7 is each engine's
+/// own (FTS5 there, `tsvector` + GIN here); the tables hold the same columns.
 pub const PG_MIGRATIONS: &[&str] = &[
     // 1: tenancy, identity, conversation locators, tasks and reviews.
     r#"
@@ -751,6 +796,65 @@ pub const PG_MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX pr_watches_by_update ON pr_watches (workspace_id, extension, updated_at DESC, id DESC);
     CREATE INDEX pr_watches_by_refresh ON pr_watches (last_refreshed_at, id);
+    "#,
+    // 7: knowledge sources, their grants, and documents with their full-text index: a generated
+    // `tsvector` (title weighted over body, the CJK bigram column in the `simple` configuration)
+    // under GIN, and per-lexeme document frequencies kept by a trigger for IDF ranking
+    // (`ts_rank` has none).
+    r#"
+    CREATE TABLE kb_sources (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        workspace_id TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id),
+        name TEXT COLLATE "C" NOT NULL,
+        created_at BIGINT NOT NULL,
+        UNIQUE (workspace_id, name)
+    );
+    CREATE TABLE kb_grants (
+        source_id TEXT COLLATE "C" NOT NULL REFERENCES kb_sources(id),
+        grantee_kind TEXT COLLATE "C" NOT NULL CHECK (grantee_kind IN ('channel', 'team')),
+        grantee_id TEXT COLLATE "C" NOT NULL,
+        created_at BIGINT NOT NULL,
+        PRIMARY KEY (source_id, grantee_kind, grantee_id)
+    );
+    CREATE INDEX kb_grants_by_grantee ON kb_grants (grantee_kind, grantee_id);
+    CREATE TABLE kb_documents (
+        seq BIGSERIAL PRIMARY KEY,
+        id TEXT COLLATE "C" NOT NULL UNIQUE,
+        source_id TEXT COLLATE "C" NOT NULL REFERENCES kb_sources(id),
+        src_tok TEXT COLLATE "C" NOT NULL,
+        path TEXT COLLATE "C" NOT NULL,
+        title TEXT COLLATE "C" NOT NULL,
+        body TEXT COLLATE "C" NOT NULL,
+        cjk TEXT COLLATE "C" NOT NULL,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        tsv tsvector GENERATED ALWAYS AS (
+            setweight(to_tsvector('english'::regconfig, title), 'A')
+            || setweight(to_tsvector('english'::regconfig, body), 'B')
+            || setweight(to_tsvector('simple'::regconfig, cjk), 'B')
+        ) STORED,
+        UNIQUE (source_id, path)
+    );
+    CREATE INDEX kb_documents_tsv ON kb_documents USING gin (tsv);
+    CREATE TABLE kb_lexeme_df (
+        lexeme TEXT COLLATE "C" PRIMARY KEY,
+        df BIGINT NOT NULL
+    );
+    CREATE FUNCTION kb_documents_df() RETURNS trigger LANGUAGE plpgsql AS $fn$
+    BEGIN
+        IF TG_OP IN ('UPDATE', 'DELETE') THEN
+            UPDATE kb_lexeme_df SET df = df - 1 WHERE lexeme = ANY (tsvector_to_array(OLD.tsv));
+        END IF;
+        IF TG_OP IN ('INSERT', 'UPDATE') THEN
+            INSERT INTO kb_lexeme_df (lexeme, df)
+                SELECT l, 1 FROM unnest(tsvector_to_array(NEW.tsv)) AS l ORDER BY l
+                ON CONFLICT (lexeme) DO UPDATE SET df = kb_lexeme_df.df + 1;
+        END IF;
+        RETURN NULL;
+    END
+    $fn$;
+    CREATE TRIGGER kb_documents_df AFTER INSERT OR UPDATE OR DELETE ON kb_documents
+        FOR EACH ROW EXECUTE FUNCTION kb_documents_df();
     "#,
 ];
 
