@@ -963,11 +963,21 @@ async fn server_knowledge_common_words_rank_below_informative_ones() {
     let found = titles(&search("platform", 10).await);
     assert_eq!(found.len(), 7, "{found:?}");
     assert_eq!(found[0], "Platform overview", "{found:?}");
-    let found = titles(&search("platform kafka", 3).await);
+    let answer = search("platform kafka", 3).await;
+    let found = titles(&answer);
     let mut top: Vec<&str> = found[..2].iter().map(String::as_str).collect();
     top.sort();
     assert_eq!(top, ["Brokers", "Streams"], "{found:?}");
     assert_eq!(found.len(), 3, "filled with a common-word match: {found:?}");
+    // The fill is unranked: it scores 0, below every ranked hit, never above one.
+    let scores: Vec<f64> = answer.1["data"]["documents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["score"].as_f64().unwrap())
+        .collect();
+    assert!(scores[0] >= scores[1] && scores[1] > 0.0, "{scores:?}");
+    assert_eq!(scores[2], 0.0, "{scores:?}");
 }
 
 /// `kb_fetch` returns bounded sections with a continuation that reassemble the document; a

@@ -4,10 +4,18 @@
 //! SQLite: an FTS5 table over the documents (external content, kept in step by triggers),
 //! `porter unicode61 remove_diacritics 2`, BM25 with the title weighted 3× the body; the source
 //! filter is a token inside the `MATCH` expression (a plain join plans the FTS scan per allowed
-//! document); a word in more than half the documents is left out of the ranked query (FTS5's
-//! BM25 gives it no weight, and scoring its every match is what makes a common-word query slow). PostgreSQL: a generated `tsvector` under GIN, and a score of IDF-weighted `ts_rank`
-//! from a per-lexeme document-frequency table, since `ts_rank` alone ranks a frequent word as
-//! high as a rare one. CJK text goes to a bigram column on both (`search::cjk_column`).
+//! document).
+//!
+//! PostgreSQL: generated `tsvector` columns under GIN (`tsv` of the whole document, `title_tsv`
+//! of the title alone), scored by IDF-weighted `ts_rank`, with each lexeme's document frequency
+//! (and, under the empty lexeme, the document count) kept by a trigger in `kb_lexeme_df`:
+//! `ts_rank` alone ranks a frequent word as high as a rare one.
+//!
+//! On both, a word in more than half the documents is left out of the ranked query: it carries
+//! (next to) no weight, and scoring its every match is what makes a common-word query slow. It
+//! ranks titles alone when the query has nothing else, and fills the answer, unranked, when the
+//! informative words match too few documents. CJK text goes to a bigram column on both
+//! (`search::cjk_column`).
 
 use super::{Columns, Store, StoreError, new_id, on_backend};
 use crate::search::{self, Query};
@@ -21,6 +29,59 @@ macro_rules! kb_fts_select {
                 CASE WHEN $2 = '' THEN '' ELSE substr(d.body, max(instr(d.body, $2) - 60, 1), 160) END \
          FROM kb_fts JOIN kb_documents d ON d.seq = kb_fts.rowid WHERE kb_fts MATCH $1"
     };
+}
+
+/// The PostgreSQL search: the documents of the sources `$2` (a JSON array) whose `$vector`
+/// (`k.tsv`, or `k.title_tsv` for titles alone) matches one of the lexemes `$1` (a JSON array of
+/// `{lexeme, idf}`), in `$order`, at most `$3`, scored by the IDF-weighted `ts_rank` of each lexeme
+/// in that vector; then, for those rows only, the snippet (`ts_headline` of the lexemes `$4`) and
+/// the CJK needle `$5`'s place and window.
+macro_rules! kb_pg_search {
+    ($vector:literal, $order:literal) => {
+        concat!(
+            "WITH t AS (SELECT x.lexeme, quote_literal(x.lexeme)::tsquery AS tq, x.idf \
+                        FROM json_to_recordset($1::json) AS x(lexeme text, idf float8)), \
+                  q AS (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS tq FROM t), \
+                  top AS (SELECT k.seq, k.id, CAST((SELECT SUM(t.idf * ts_rank(",
+            $vector,
+            ", t.tq)) FROM t) AS float8) AS score \
+                          FROM kb_documents k, q \
+                          WHERE ",
+            $vector,
+            " @@ q.tq AND k.source_id IN (SELECT json_array_elements_text($2::json)) ",
+            $order,
+            " LIMIT $3), \
+                  h AS (SELECT string_agg(quote_literal(value), ' | ')::tsquery AS tq FROM json_array_elements_text($4::json)) \
+             SELECT k.id, k.title, \
+                    ts_headline('english'::regconfig, k.body, h.tq, 'StartSel=[,StopSel=],MaxWords=24,MinWords=8,ShortWord=0,MaxFragments=1,FragmentDelimiter=…'), \
+                    top.score, \
+                    CAST(CASE WHEN $5 = '' THEN 0 ELSE strpos(k.body, $5) END AS BIGINT), \
+                    CASE WHEN $5 = '' THEN '' ELSE substr(k.body, GREATEST(strpos(k.body, $5) - 60, 1), 160) END \
+             FROM top JOIN kb_documents k ON k.seq = top.seq, h \
+             ORDER BY top.score DESC, k.id"
+        )
+    };
+}
+
+/// A search row (id, title, the engine's snippet, score, the CJK needle's place, the window
+/// around it) as a hit.
+fn search_hit(row: &impl Columns, cjk_needle: &str) -> Result<Hit, StoreError> {
+    let snippet: String = row.column(2)?;
+    let score: f64 = row.column(3)?;
+    let cjk_at: i64 = row.column(4)?;
+    let window: String = row.column(5)?;
+    // The engine's snippet, unless the match was a CJK run it cannot highlight.
+    let snippet = if !snippet.contains('[') && cjk_at > 0 {
+        search::snippet_around(&window, cjk_needle, 120).unwrap_or(snippet)
+    } else {
+        snippet
+    };
+    Ok(Hit {
+        id: row.column(0)?,
+        title: row.column(1)?,
+        snippet: snippet.chars().take(600).collect(),
+        score: score.max(0.0),
+    })
 }
 
 /// One search hit.
@@ -226,7 +287,7 @@ impl Store {
         // A CJK run is located in the body for its snippet (neither engine highlights it).
         let cjk_needle = query.cjk.first().cloned().unwrap_or_default();
         on_backend!(self, |writer, reader, pg| {
-            let rows = if pg {
+            let (ranked, fill) = if pg {
                 let words = query.words.join(" ");
                 let bigrams: String = query
                     .cjk
@@ -234,30 +295,88 @@ impl Store {
                     .map(|run| search::bigrams(run).join(" "))
                     .collect::<Vec<_>>()
                     .join(" ");
-                sqlx::query(
-                    "WITH n AS (SELECT GREATEST(COUNT(*), 1)::float8 AS n FROM kb_documents), \
-                     terms AS (SELECT l AS lexeme FROM unnest(tsvector_to_array(to_tsvector('english'::regconfig, $1))) AS l \
-                               UNION SELECT l FROM unnest(tsvector_to_array(to_tsvector('simple'::regconfig, $2))) AS l), \
-                     t AS (SELECT terms.lexeme, quote_literal(terms.lexeme)::tsquery AS tq, \
-                                  ln(1 + (n.n - COALESCE(d.df, 0) + 0.5) / (COALESCE(d.df, 0) + 0.5)) AS idf \
-                           FROM n, terms LEFT JOIN kb_lexeme_df d ON d.lexeme = terms.lexeme), \
-                     q AS (SELECT string_agg(quote_literal(lexeme), ' | ')::tsquery AS tq FROM t) \
-                     SELECT k.id, k.title, \
-                            ts_headline('english'::regconfig, k.body, q.tq, 'StartSel=[,StopSel=],MaxWords=24,MinWords=8,ShortWord=0,MaxFragments=1,FragmentDelimiter=…'), \
-                            CAST((SELECT SUM(t.idf * ts_rank(k.tsv, t.tq)) FROM t) AS float8) AS score, \
-                            CAST(CASE WHEN $3 = '' THEN 0 ELSE strpos(k.body, $3) END AS BIGINT), \
-                            CASE WHEN $3 = '' THEN '' ELSE substr(k.body, GREATEST(strpos(k.body, $3) - 60, 1), 160) END \
-                     FROM kb_documents k, q \
-                     WHERE q.tq IS NOT NULL AND k.tsv @@ q.tq AND k.source_id IN (SELECT json_array_elements_text($4::json)) \
-                     ORDER BY score DESC, k.id LIMIT $5",
+                // The query's lexemes as the index holds them, each with its document
+                // frequency, and the document count (kept under the empty lexeme).
+                let stats: Vec<(String, i64)> = sqlx::query_as(
+                    "WITH terms AS (SELECT l AS lexeme FROM unnest(tsvector_to_array(to_tsvector('english'::regconfig, $1))) AS l \
+                                    UNION SELECT l FROM unnest(tsvector_to_array(to_tsvector('simple'::regconfig, $2))) AS l) \
+                     SELECT terms.lexeme, COALESCE(d.df, 0) FROM terms LEFT JOIN kb_lexeme_df d ON d.lexeme = terms.lexeme \
+                     UNION ALL SELECT '', COALESCE((SELECT df FROM kb_lexeme_df WHERE lexeme = ''), 0)",
                 )
                 .bind(words)
                 .bind(bigrams)
-                .bind(&cjk_needle)
-                .bind(serde_json::to_string(sources).expect("strings serialize"))
-                .bind(limit)
                 .fetch_all(reader)
-                .await?
+                .await?;
+                let total = stats
+                    .iter()
+                    .find(|(lexeme, _)| lexeme.is_empty())
+                    .map_or(0, |(_, count)| *count)
+                    .max(1);
+                let weighted = |lexemes: &[&(String, i64)]| {
+                    let weighted: Vec<serde_json::Value> = lexemes
+                        .iter()
+                        .map(|(lexeme, df)| {
+                            let (n, df) = (total as f64, *df as f64);
+                            serde_json::json!({
+                                "lexeme": lexeme,
+                                "idf": (1.0 + (n - df + 0.5) / (df + 0.5)).ln(),
+                            })
+                        })
+                        .collect();
+                    serde_json::Value::from(weighted).to_string()
+                };
+                let lexemes: Vec<&(String, i64)> = stats
+                    .iter()
+                    .filter(|(lexeme, _)| !lexeme.is_empty())
+                    .collect();
+                let (common, rare): (Vec<_>, Vec<_>) =
+                    lexemes.iter().copied().partition(|(_, df)| *df > total / 2);
+                let highlight = serde_json::Value::from(
+                    lexemes
+                        .iter()
+                        .map(|(lexeme, _)| lexeme.as_str())
+                        .collect::<Vec<_>>(),
+                )
+                .to_string();
+                let sources = serde_json::to_string(sources).expect("strings serialize");
+                // Ranked: the informative lexemes; with none, the common ones in titles only.
+                let ranked = if !rare.is_empty() {
+                    sqlx::query(kb_pg_search!("k.tsv", "ORDER BY score DESC, k.id"))
+                } else if !common.is_empty() {
+                    sqlx::query(kb_pg_search!("k.title_tsv", "ORDER BY score DESC, k.id"))
+                } else {
+                    return Ok(Vec::new());
+                };
+                // The planner costs a sequential scan by the heap alone, but each row it
+                // filters detoasts a `tsvector` of kilobytes: with statistics, it picks that scan
+                // over the GIN index for a lexeme in 1% of 10,000 documents (48 ms against 0.3 ms).
+                let mut tx = reader.begin().await?;
+                sqlx::query("SET LOCAL enable_seqscan = off")
+                    .execute(&mut *tx)
+                    .await?;
+                let rows = ranked
+                    .bind(weighted(if rare.is_empty() { &common } else { &rare }))
+                    .bind(&sources)
+                    .bind(limit)
+                    .bind(&highlight)
+                    .bind(&cjk_needle)
+                    .fetch_all(&mut *tx)
+                    .await?;
+                let fill = if (rows.len() as i64) < limit && !common.is_empty() {
+                    // Unranked: the first documents with a common lexeme.
+                    sqlx::query(kb_pg_search!("k.tsv", ""))
+                        .bind(weighted(&common))
+                        .bind(&sources)
+                        .bind(limit + rows.len() as i64)
+                        .bind(&highlight)
+                        .bind(&cjk_needle)
+                        .fetch_all(&mut *tx)
+                        .await?
+                } else {
+                    Vec::new()
+                };
+                tx.commit().await?;
+                (rows, fill)
             } else {
                 let tokens: Vec<String> = sources.iter().map(|s| source_token(s)).collect();
                 // A word in more than half the documents carries no weight in FTS5's BM25 (its
@@ -299,7 +418,7 @@ impl Store {
                 } else {
                     search::fts5_expression(&rare, &query.cjk, "title body", Some(&tokens))
                 };
-                let mut rows = match ranked {
+                let rows = match ranked {
                     Some(expression) => {
                         sqlx::query(concat!(kb_fts_select!(), " ORDER BY rank LIMIT $3"))
                             .bind(expression)
@@ -310,54 +429,36 @@ impl Store {
                     }
                     None => Vec::new(),
                 };
-                if (rows.len() as i64) < limit
-                    && let Some(expression) =
-                        search::fts5_expression(&common, &[], "title body", Some(&tokens))
+                let fill = match search::fts5_expression(&common, &[], "title body", Some(&tokens))
                 {
                     // Unranked (their BM25 is ~0 anyway): the first documents in index order.
-                    let fill = sqlx::query(concat!(kb_fts_select!(), " LIMIT $3"))
-                        .bind(expression)
-                        .bind(&cjk_needle)
-                        .bind(limit + rows.len() as i64)
-                        .fetch_all(reader)
-                        .await?;
-                    let seen: Vec<String> = rows
-                        .iter()
-                        .map(|row| row.column::<String>(0))
-                        .collect::<Result<_, _>>()?;
-                    for row in fill {
-                        if (rows.len() as i64) >= limit {
-                            break;
-                        }
-                        if !seen.contains(&row.column::<String>(0)?) {
-                            rows.push(row);
-                        }
+                    Some(expression) if (rows.len() as i64) < limit => {
+                        sqlx::query(concat!(kb_fts_select!(), " LIMIT $3"))
+                            .bind(expression)
+                            .bind(&cjk_needle)
+                            .bind(limit + rows.len() as i64)
+                            .fetch_all(reader)
+                            .await?
                     }
-                }
-                rows
+                    _ => Vec::new(),
+                };
+                (rows, fill)
             };
-            let mut hits = rows
-                .iter()
-                .map(|row| {
-                    let snippet: String = row.column(2)?;
-                    let score: f64 = row.column(3)?;
-                    let cjk_at: i64 = row.column(4)?;
-                    let window: String = row.column(5)?;
-                    // The engine's snippet, unless the match was a CJK run it cannot highlight.
-                    let snippet = if !snippet.contains('[') && cjk_at > 0 {
-                        search::snippet_around(&window, &cjk_needle, 120).unwrap_or(snippet)
-                    } else {
-                        snippet
-                    };
-                    Ok(Hit {
-                        id: row.column(0)?,
-                        title: row.column(1)?,
-                        snippet: snippet.chars().take(600).collect(),
-                        score: score.max(0.0),
-                    })
-                })
-                .collect::<Result<Vec<Hit>, StoreError>>()?;
-            hits.sort_by(|a, b| b.score.total_cmp(&a.score));
+            // Ranked hits best first, then the fill's, scored 0: they were not ranked.
+            let hit = |row| search_hit(row, &cjk_needle);
+            let mut hits = ranked.iter().map(hit).collect::<Result<Vec<Hit>, _>>()?;
+            for row in &fill {
+                if hits.len() as i64 >= limit {
+                    break;
+                }
+                let fill_hit = hit(row)?;
+                if hits.iter().all(|ranked| ranked.id != fill_hit.id) {
+                    hits.push(Hit {
+                        score: 0.0,
+                        ..fill_hit
+                    });
+                }
+            }
             Ok(hits)
         })
     }

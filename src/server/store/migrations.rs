@@ -833,9 +833,11 @@ pub const PG_MIGRATIONS: &[&str] = &[
             || setweight(to_tsvector('english'::regconfig, body), 'B')
             || setweight(to_tsvector('simple'::regconfig, cjk), 'B')
         ) STORED,
+        title_tsv tsvector GENERATED ALWAYS AS (to_tsvector('english'::regconfig, title)) STORED,
         UNIQUE (source_id, path)
     );
     CREATE INDEX kb_documents_tsv ON kb_documents USING gin (tsv);
+    CREATE INDEX kb_documents_title ON kb_documents USING gin (title_tsv);
     CREATE TABLE kb_lexeme_df (
         lexeme TEXT COLLATE "C" PRIMARY KEY,
         df BIGINT NOT NULL
@@ -843,11 +845,12 @@ pub const PG_MIGRATIONS: &[&str] = &[
     CREATE FUNCTION kb_documents_df() RETURNS trigger LANGUAGE plpgsql AS $fn$
     BEGIN
         IF TG_OP IN ('UPDATE', 'DELETE') THEN
-            UPDATE kb_lexeme_df SET df = df - 1 WHERE lexeme = ANY (tsvector_to_array(OLD.tsv));
+            UPDATE kb_lexeme_df SET df = df - 1
+                WHERE lexeme = ANY (array_prepend('', tsvector_to_array(OLD.tsv)));
         END IF;
         IF TG_OP IN ('INSERT', 'UPDATE') THEN
             INSERT INTO kb_lexeme_df (lexeme, df)
-                SELECT l, 1 FROM unnest(tsvector_to_array(NEW.tsv)) AS l ORDER BY l
+                SELECT l, 1 FROM unnest(array_prepend('', tsvector_to_array(NEW.tsv))) AS l ORDER BY l
                 ON CONFLICT (lexeme) DO UPDATE SET df = kb_lexeme_df.df + 1;
         END IF;
         RETURN NULL;
