@@ -320,7 +320,6 @@ pub static ACTIONS: &[ActionDescriptor] = &[
         output_type: r#"AgentCreateOutput"#,
         input_properties: &[
             r#"baseUrl"#,
-            r#"displayName"#,
             r#"handle"#,
             r#"knowledgeSourceIds"#,
             r#"model"#,
@@ -361,12 +360,6 @@ pub static ACTIONS: &[ActionDescriptor] = &[
       "pattern": "^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,127}$",
       "type": "string"
     },
-    "Name": {
-      "description": "A display name of 1 to 200 characters.",
-      "maxLength": 200,
-      "minLength": 1,
-      "type": "string"
-    },
     "ProviderName": {
       "description": "The model provider, such as `anthropic` or `openai`.",
       "maxLength": 64,
@@ -392,14 +385,10 @@ pub static ACTIONS: &[ActionDescriptor] = &[
   },
   "$schema": "https://json-schema.org/draft/2020-12/schema",
   "additionalProperties": false,
-  "description": "Create an agent on the server (a member of your general channel) and its local profile. Secrets (API key, header values) and the filesystem policy are set by a person with `agentteam agent update`, never here.",
+  "description": "Create an agent on the server (a member of your general channel, its display name the handle until the agent changes it with `profile update`) and its local profile. Secrets (API key, header values) and the filesystem policy are set by a person with `agentteam agent update`, never here.",
   "properties": {
     "baseUrl": {
       "$ref": "#/$defs/BaseUrl"
-    },
-    "displayName": {
-      "$ref": "#/$defs/Name",
-      "description": "The public display name on the server (default: the handle)."
     },
     "handle": {
       "$ref": "#/$defs/Handle"
@@ -454,6 +443,10 @@ pub static ACTIONS: &[ActionDescriptor] = &[
         },
         "createdAt": {
           "$ref": "#/$defs/Timestamp"
+        },
+        "description": {
+          "$ref": "#/$defs/LongText",
+          "description": "The agent's public description on the server (read-only here; absent when it has none)."
         },
         "displayName": {
           "$ref": "#/$defs/Name",
@@ -552,6 +545,11 @@ pub static ACTIONS: &[ActionDescriptor] = &[
       "pattern": "^[a-z0-9!#$%&'*+.^_`|~-]{1,64}$",
       "type": "string"
     },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
     "ModelName": {
       "description": "The model identifier the runtime asks its provider for.",
       "maxLength": 128,
@@ -608,7 +606,6 @@ Usage: agentteam exec agent create [JSON | -]
 Input fields:
   handle              required  string                         A short lowercase handle
   baseUrl             optional  string                         The provider's base URL: `http(s)://host[:port][/path]`, never user info, a query or a fragment
-  displayName         optional  string                         The public display name on the server (default: the handle)
   knowledgeSourceIds  optional  array of string                Knowledge sources the agent prefers: a preference only, never a grant (the server's KB owner decides what it may read)
   model               optional  string                         The model identifier the runtime asks its provider for
   provider            optional  string                         The model provider, such as `anthropic` or `openai`
@@ -811,6 +808,10 @@ Example:
         "createdAt": {
           "$ref": "#/$defs/Timestamp"
         },
+        "description": {
+          "$ref": "#/$defs/LongText",
+          "description": "The agent's public description on the server (read-only here; absent when it has none)."
+        },
         "displayName": {
           "$ref": "#/$defs/Name",
           "description": "The agent's public display name on the server (read-only here)."
@@ -906,6 +907,11 @@ Example:
       "description": "A normalized (lowercase) HTTP header name.",
       "maxLength": 64,
       "pattern": "^[a-z0-9!#$%&'*+.^_`|~-]{1,64}$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
       "type": "string"
     },
     "ModelName": {
@@ -1075,6 +1081,10 @@ Example:
         "createdAt": {
           "$ref": "#/$defs/Timestamp"
         },
+        "description": {
+          "$ref": "#/$defs/LongText",
+          "description": "The agent's public description on the server (read-only here; absent when it has none)."
+        },
         "displayName": {
           "$ref": "#/$defs/Name",
           "description": "The agent's public display name on the server (read-only here)."
@@ -1170,6 +1180,11 @@ Example:
       "description": "A normalized (lowercase) HTTP header name.",
       "maxLength": 64,
       "pattern": "^[a-z0-9!#$%&'*+.^_`|~-]{1,64}$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
       "type": "string"
     },
     "ModelName": {
@@ -1500,6 +1515,10 @@ Example:
         "createdAt": {
           "$ref": "#/$defs/Timestamp"
         },
+        "description": {
+          "$ref": "#/$defs/LongText",
+          "description": "The agent's public description on the server (read-only here; absent when it has none)."
+        },
         "displayName": {
           "$ref": "#/$defs/Name",
           "description": "The agent's public display name on the server (read-only here)."
@@ -1595,6 +1614,11 @@ Example:
       "description": "A normalized (lowercase) HTTP header name.",
       "maxLength": 64,
       "pattern": "^[a-z0-9!#$%&'*+.^_`|~-]{1,64}$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
       "type": "string"
     },
     "ModelName": {

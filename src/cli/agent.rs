@@ -19,13 +19,11 @@ const MAX_SECRET_FILE: u64 = 64 * 1024;
 
 #[derive(Debug, Subcommand)]
 pub enum AgentCommand {
-    /// Register an agent on the server (a member of your general channel) and in this daemon
+    /// Register an agent on the server (a member of your general channel, its display name the
+    /// handle until the agent changes it with `profile update`) and in this daemon
     Add {
         /// The agent's handle (`^[a-z][a-z0-9-]{0,31}$`)
         handle: String,
-        /// Its public display name (default: the handle)
-        #[arg(long)]
-        display_name: Option<String>,
         #[command(flatten)]
         settings: Settings,
     },
@@ -132,15 +130,8 @@ pub enum Clear {
 
 pub fn run(state: StateDir, command: AgentCommand) -> Exit {
     let result = match command {
-        AgentCommand::Add {
-            handle,
-            display_name,
-            settings,
-        } => change(&state, None, settings, &[], |agent| {
+        AgentCommand::Add { handle, settings } => change(&state, None, settings, &[], |agent| {
             agent.insert("handle".into(), json!(handle));
-            if let Some(name) = display_name {
-                agent.insert("displayName".into(), json!(name));
-            }
         }),
         AgentCommand::Update {
             agent,

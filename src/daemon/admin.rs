@@ -77,7 +77,7 @@ pub async fn status(State(state): State<DaemonState>, _: AdminAuth) -> Answer {
         "workspaceId": state.identity.workspace_id,
         "agents": state.agents.store.len(),
         "profilesCopied": state.agents.store.counters.copied.load(std::sync::atomic::Ordering::Relaxed),
-        "sessionsResolved": state.agents.store.counters.sessions_resolved.load(std::sync::atomic::Ordering::Relaxed),
+        "sessionsResolved": load(&state.dispatcher.session_lookups),
         "leases": state.dispatcher.leases(),
         "authorizations": state.authorizations.registered(),
         "execRequests": load(&counters.exec_requests),

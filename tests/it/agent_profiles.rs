@@ -10,6 +10,7 @@ use std::time::Duration;
 use proptest::prelude::*;
 use reqwest::Method;
 use serde_json::{Value, json};
+use tokio::io::AsyncWriteExt;
 
 use crate::support::{Launched, TestDaemon, bin, secret_shapes};
 
@@ -128,6 +129,7 @@ async fn no_secret_of_a_profile_reaches_a_model_a_log_or_argv() {
         "FRAGMENTMARKERr5t2",
         "kbs_SOURCEMARKERa1b2c3",
         "PATHMARKERj8h4",
+        "sk-STDINMARKERc6v3",
     ];
     let key_file = dir.path().join("key");
     write_private(&key_file, &format!("{}\n", markers[0]));
@@ -185,15 +187,47 @@ async fn no_secret_of_a_profile_reaches_a_model_a_log_or_argv() {
         .await;
     assert_eq!(status, 200, "{body}");
 
+    // A secret may come from stdin (`-`): it replaces the key, and only the secret file has it.
+    let mut update = daemon
+        .cli(&["agent", "update", "marked", "--api-key-file", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = update.stdin.take().unwrap();
+    stdin
+        .write_all(format!("{}\n", markers[7]).as_bytes())
+        .await
+        .unwrap();
+    drop(stdin);
+    let updated = update.wait_with_output().await.unwrap();
+    assert!(
+        updated.status.success(),
+        "{}",
+        String::from_utf8_lossy(&updated.stderr)
+    );
+    let secret_file = daemon
+        .state_dir
+        .join("agents")
+        .join(&marked)
+        .join("secrets.json");
+    let stored = std::fs::read_to_string(&secret_file).unwrap();
+    assert!(stored.contains(markers[7]) && !stored.contains(markers[0]));
+
     let exec = Exec::start(&daemon, "caller").await;
-    let mut seen = vec![body.to_string(), added.to_string()];
+    let mut seen = vec![
+        body.to_string(),
+        added.to_string(),
+        String::from_utf8_lossy(&updated.stdout).into_owned(),
+    ];
     seen.push(exec.cli("list", &json!({})).await);
     seen.push(exec.cli("get", &json!({"agentId": marked})).await);
     seen.push(
         exec.cli("update", &json!({"agentId": marked, "model": "gpt-5-mini"}))
             .await,
     );
-    let listed: Value = serde_json::from_str(&seen[2]).unwrap();
+    let listed: Value = serde_json::from_str(&seen[3]).unwrap();
     let profile = listed["data"]["agents"]
         .as_array()
         .unwrap()
@@ -217,6 +251,31 @@ async fn no_secret_of_a_profile_reaches_a_model_a_log_or_argv() {
         .await
         .unwrap();
     seen.push(String::from_utf8_lossy(&output.stdout).into_owned());
+    // A model cannot set a secret: the Exec input has no field for one, and a base URL with user
+    // info is refused; neither refusal echoes the value.
+    for input in [
+        json!({"handle": "keyed", "apiKey": markers[0]}),
+        json!({"handle": "keyed", "baseUrl": format!("https://ada:{}@llm.example.com/v1", markers[2])}),
+        json!({"agentId": marked, "baseUrl": format!("https://llm.example.com/v1?key={}", markers[3])}),
+    ] {
+        let action = if input.get("agentId").is_some() {
+            "update"
+        } else {
+            "create"
+        };
+        let (status, body) = exec.call(&daemon, action, input).await;
+        assert_eq!(
+            (status, &body["error"]["code"]),
+            (400, &json!("validation_failed")),
+            "{body}"
+        );
+        seen.push(body.to_string());
+    }
+    seen.push(
+        exec.cli("create", &json!({"handle": "second", "model": "gpt-5"}))
+            .await,
+    );
+    seen.push(exec.cli("reload", &json!({})).await);
     let (_, deleted) = exec
         .call(&daemon, "delete", json!({"agentId": marked}))
         .await;
@@ -498,11 +557,36 @@ async fn a_page_copies_only_what_it_returns_at_ten_thousand_profiles() {
         }
     }
     assert_eq!(pages, 500);
+
+    // The default page is 20.
+    let (status, body) = page(&daemon, &exec, json!({})).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["agents"].as_array().unwrap().len(), 20);
+
+    // The bound at its edge: the 10,001st profile is refused, by `agent create` and by a reload
+    // that finds one more on disk; the store keeps its 10,000.
+    let (status, body) = exec
+        .call(&daemon, "create", json!({"handle": "one-too-many"}))
+        .await;
+    assert_eq!(body["error"]["code"], "invalid_state", "{status} {body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("10000 agent profiles"), "{message}");
+    seed_profiles_named(&daemon, "over", 1).await;
+    let (status, body) = exec.call(&daemon, "reload", json!({})).await;
+    assert_eq!(body["error"]["code"], "invalid_state", "{status} {body}");
+    let message = body["error"]["message"].as_str().unwrap();
+    assert!(message.contains("more than 10000"), "{message}");
+    assert_eq!(daemon.admin_get("status").await["agents"], 10_000);
 }
 
 /// Registers `count` agents on the embedded server (operator API, 16 at a time) and writes their
 /// profiles in the store's documented layout, as a daemon would have left them.
 pub(crate) async fn seed_profiles(daemon: &TestDaemon, count: usize) {
+    seed_profiles_named(daemon, "bulk", count).await
+}
+
+/// [`seed_profiles`] with handles `{prefix}00000`, `{prefix}00001`, ….
+async fn seed_profiles_named(daemon: &TestDaemon, prefix: &str, count: usize) {
     let state = &daemon.state_dir;
     let identity: Value =
         serde_json::from_slice(&std::fs::read(state.join("identity.json")).unwrap()).unwrap();
@@ -525,8 +609,8 @@ pub(crate) async fn seed_profiles(daemon: &TestDaemon, count: usize) {
             agents_dir.clone(),
             semaphore.clone().acquire_owned().await.unwrap(),
         );
+        let handle = format!("{prefix}{n:05}");
         tasks.spawn(async move {
-            let handle = format!("bulk{n:05}");
             let response = client
                 .post(format!("{server}/admin/workspaces/{workspace}/agents"))
                 .bearer_auth(&operator)

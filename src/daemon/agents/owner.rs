@@ -9,7 +9,6 @@
 use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use serde_json::json;
 
@@ -114,7 +113,9 @@ impl From<ProfileError> for ActionError {
                 ErrorCode::InvalidState,
                 format!("handle `{handle}` is taken"),
             ),
-            ProfileError::Full => ActionError::new(ErrorCode::InvalidState, error.to_string()),
+            ProfileError::Full | ProfileError::TooMany => {
+                ActionError::new(ErrorCode::InvalidState, error.to_string())
+            }
             ProfileError::Io(cause) => {
                 tracing::error!(incident_id = crate::wire::observe::incident_id().unwrap_or_default(), error = %cause, "the profile store failed");
                 ActionError::new(ErrorCode::InternalError, "the profile store failed")
@@ -218,10 +219,6 @@ impl AgentOwner {
             ),
         };
         let (page, more, read_at) = self.store.page(&filter, after.as_deref(), limit);
-        self.store
-            .counters
-            .sessions_resolved
-            .fetch_add(page.len() as u64, Ordering::Relaxed);
         let next_cursor = match (more, page.last()) {
             (true, Some(last)) => Some(
                 self.cursors
@@ -291,9 +288,8 @@ impl AgentOwner {
                 .map(|id| id.as_str().to_string())
                 .collect(),
             allowed_paths: Vec::new(),
-            display_name: input
-                .display_name
-                .map_or_else(|| handle.clone(), |n| n.to_string()),
+            // The agent's own `profile update` is the only writer of its public profile.
+            display_name: handle.clone(),
             description: None,
             revision: 1,
             created_at_ms: now,

@@ -109,6 +109,7 @@ impl Profile {
             ("provider", &self.provider),
             ("model", &self.model),
             ("baseUrl", &self.base_url),
+            ("description", &self.description),
         ] {
             if let Some(present) = present {
                 value[field] = json!(present);

@@ -46,6 +46,10 @@ pub enum ProfileError {
     HandleTaken(String),
     #[error("this daemon already has {MAX_PROFILES} agent profiles")]
     Full,
+    #[error(
+        "the profile directory holds more than {MAX_PROFILES} agent profiles (the store's bound): remove the extra ones"
+    )]
+    TooMany,
     #[error("cannot write the profile store")]
     Io(#[from] io::Error),
 }
@@ -63,8 +67,6 @@ pub struct LoadReport {
 pub struct ListCounters {
     /// Profiles copied out of the store by list pages.
     pub copied: AtomicU64,
-    /// Live-session lookups made for list pages.
-    pub sessions_resolved: AtomicU64,
 }
 
 /// A profile with its secrets' summary.
@@ -427,6 +429,9 @@ fn load_dir(dir: &Path) -> Result<(Vec<Stored>, LoadReport), ProfileError> {
                 .is_some_and(|n| n.starts_with("agt_"));
         if !is_profile_dir {
             continue;
+        }
+        if profiles.len() == MAX_PROFILES {
+            return Err(ProfileError::TooMany);
         }
         if !path.join(PROFILE_FILE).exists() || !path.join(SECRETS_FILE).exists() {
             delete_profile_dir(&path)?;

@@ -212,6 +212,8 @@ pub struct Dispatcher {
     /// Every session with a launch in progress or a live process, by `(agent id, session)`
     /// (ordered, so one agent's sessions are one range).
     sessions: Mutex<BTreeMap<(String, String), Session>>,
+    /// How many agents' live sessions were looked up (`agent list` resolves only its page's).
+    pub session_lookups: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -245,6 +247,7 @@ impl Dispatcher {
             tracker: TaskTracker::new(),
             shutdown: CancellationToken::new(),
             sessions: Mutex::new(BTreeMap::new()),
+            session_lookups: Default::default(),
         }
     }
 
@@ -260,6 +263,8 @@ impl Dispatcher {
 
     /// How many runtimes of `agent_id` run now (one range of the session map).
     pub fn live_sessions(&self, agent_id: &str) -> usize {
+        self.session_lookups
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let sessions = self.sessions.lock().expect("not poisoned");
         sessions
             .range((agent_id.to_string(), String::new())..)
