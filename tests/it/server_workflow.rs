@@ -1647,3 +1647,152 @@ async fn a_side_effect_over_the_budget_answers_a_receipt_and_replays() {
         "list the run's steps with the `list` operation and a smaller `limit`"
     );
 }
+
+/// The operations the other tests only refuse, each succeeding and saying so: a step paused and
+/// resumed, a run cancelled, a trigger renamed and archived, an approval rejected by a human
+/// (failing its run).
+#[tokio::test]
+async fn pause_cancel_trigger_update_archive_and_a_rejection_each_take_effect() {
+    let server = TestServer::start().await;
+    let w = server.workspace("acme").await;
+    let (_, trigger_id) = published(
+        &server,
+        &w,
+        steps(&[("build", "task"), ("check", "approval"), ("ship", "task")]),
+    )
+    .await;
+
+    // Pause, then complete, the first step; cancel the run at the approval.
+    let (run_id, run_steps) = start(&server, &w, &trigger_id).await;
+    let build = id(&run_steps[0]);
+    let paused = ok(act(
+        &server,
+        &w,
+        "workflow step",
+        json!({"operation": "pause", "stepId": build}),
+    )
+    .await);
+    assert_eq!(paused["step"]["status"], "paused");
+    ok(act(
+        &server,
+        &w,
+        "workflow step",
+        json!({"operation": "complete", "stepId": build}),
+    )
+    .await);
+    let cancelled = ok(act(
+        &server,
+        &w,
+        "workflow run",
+        json!({"operation": "cancel", "runId": run_id}),
+    )
+    .await);
+    assert_eq!(cancelled["run"]["status"], "cancelled", "{cancelled}");
+    let shown = ok(act(
+        &server,
+        &w,
+        "workflow run",
+        json!({"operation": "show", "runId": run_id}),
+    )
+    .await);
+    assert_eq!(shown["run"]["status"], "cancelled");
+    let statuses: Vec<&str> = shown["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|step| step["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(statuses, ["completed", "cancelled", "cancelled"]);
+
+    // A human rejects the next run's approval: the run fails.
+    let (run_id, run_steps) = start(&server, &w, &trigger_id).await;
+    ok(act(
+        &server,
+        &w,
+        "workflow step",
+        json!({"operation": "complete", "stepId": id(&run_steps[0])}),
+    )
+    .await);
+    let waiting = ok(act(
+        &server,
+        &w,
+        "workflow step",
+        json!({"operation": "get", "stepId": id(&run_steps[1])}),
+    )
+    .await);
+    let approval = waiting["step"]["approvalId"].as_str().unwrap().to_string();
+    ok(server
+        .post(
+            &format!(
+                "/admin/workspaces/{}/approvals/{approval}/decision",
+                w.workspace_id
+            ),
+            Some(&server.operator_token),
+            &json!({"humanId": w.human_id, "decision": "reject"}),
+        )
+        .await);
+    let decided = ok(act(&server, &w, "approval get", json!({"approvalId": approval})).await);
+    assert_eq!(decided["approval"]["status"], "rejected", "{decided}");
+    let shown = ok(act(
+        &server,
+        &w,
+        "workflow run",
+        json!({"operation": "show", "runId": run_id}),
+    )
+    .await);
+    assert_eq!(shown["run"]["status"], "failed", "{shown}");
+
+    // Rename the trigger, then archive it: it starts nothing more, and archiving is final.
+    let renamed = ok(act(
+        &server,
+        &w,
+        "workflow trigger",
+        json!({"operation": "update", "triggerId": trigger_id, "name": "nightly"}),
+    )
+    .await);
+    assert_eq!(renamed["trigger"]["name"], "nightly");
+    let archived = ok(act(
+        &server,
+        &w,
+        "workflow trigger",
+        json!({"operation": "archive", "triggerId": trigger_id}),
+    )
+    .await);
+    assert_eq!(archived["trigger"]["status"], "archived");
+    let shown = ok(act(
+        &server,
+        &w,
+        "workflow trigger",
+        json!({"operation": "show", "triggerId": trigger_id}),
+    )
+    .await);
+    assert_eq!(
+        (
+            shown["trigger"]["name"].as_str(),
+            shown["trigger"]["status"].as_str()
+        ),
+        (Some("nightly"), Some("archived"))
+    );
+    refused(
+        act(
+            &server,
+            &w,
+            "workflow run",
+            json!({"operation": "start", "triggerId": trigger_id}),
+        )
+        .await,
+        409,
+        "invalid_state",
+    );
+    refused(
+        act(
+            &server,
+            &w,
+            "workflow trigger",
+            json!({"operation": "update", "triggerId": trigger_id, "name": "again"}),
+        )
+        .await,
+        409,
+        "invalid_state",
+    );
+}
