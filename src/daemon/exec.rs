@@ -58,6 +58,11 @@ pub async fn action(
         Ok(admitted) => admitted,
         Err(denied) => return wire::error_response(&denied.error()),
     };
+    // 2. A caller that states its catalog must be built from the daemon's: a mismatched binary
+    // would validate, help and forward against another contract.
+    if let Some(refusal) = catalog_mismatch(&headers) {
+        return refusal;
+    }
     let Some(descriptor) = find_action(&domain, &action) else {
         // An extension the runtime's catalog pinned: the same steps, then the forwarder.
         if let Some(pinned) = authorization.catalog.extension(&domain).cloned() {
@@ -77,28 +82,12 @@ pub async fn action(
             .with_next("run `agentteam exec --help` for the domains and actions"),
         );
     };
-    // 2. A caller that states its catalog must be built from the daemon's: a mismatched binary
-    // would validate, help and forward against another contract.
-    if let Some(digest) = headers.get(wire::CATALOG_DIGEST_HEADER)
-        && digest.as_bytes() != builtin_digest().as_bytes()
-    {
-        return wire::error_response(
-            &ActionError::new(
-                ErrorCode::CatalogMismatch,
-                "this `agentteam` was built from another action catalog than the daemon's",
-            )
-            .with_next(
-                "call the `agentteam` the daemon put first on the runtime's PATH, or restart the runtime",
-            ),
-        );
-    }
     let cancel = authorization.cancel.clone();
 
     // 3. The body, bounded in size and time, and fenced against revocation.
-    let input = match wire::body::read_json(&headers, body, Some(&cancel)).await {
+    let input = match read_input(&headers, body, &cancel).await {
         Ok(input) => input,
-        Err(BodyFailure::Revoked) => return wire::error_response(&forbidden()),
-        Err(failure) => return wire::error_response(&failure.error()),
+        Err(refusal) => return refusal,
     };
     // 4. The action's schema.
     if let Err(error) = state.validators.validate_input(descriptor.id, &input) {
@@ -159,6 +148,35 @@ pub async fn action(
     wire::raw_json_response(status, body)
 }
 
+/// Step 2: the refusal of a caller whose stated catalog digest is not the daemon's built-in one.
+fn catalog_mismatch(headers: &HeaderMap) -> Option<Response> {
+    let digest = headers.get(wire::CATALOG_DIGEST_HEADER)?;
+    (digest.as_bytes() != builtin_digest().as_bytes()).then(|| {
+        wire::error_response(
+            &ActionError::new(
+                ErrorCode::CatalogMismatch,
+                "this `agentteam` was built from another action catalog than the daemon's",
+            )
+            .with_next(
+                "call the `agentteam` the daemon put first on the runtime's PATH, or restart the runtime",
+            ),
+        )
+    })
+}
+
+/// Step 3: the body as JSON, bounded in size and time, fenced against revocation.
+async fn read_input(
+    headers: &HeaderMap,
+    body: Body,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<serde_json::Value, Response> {
+    match wire::body::read_json(headers, body, Some(cancel)).await {
+        Ok(input) => Ok(input),
+        Err(BodyFailure::Revoked) => Err(wire::error_response(&forbidden())),
+        Err(failure) => Err(wire::error_response(&failure.error())),
+    }
+}
+
 /// Which extension action a request names, on whose behalf.
 struct ExtensionCall {
     server_id: String,
@@ -166,8 +184,8 @@ struct ExtensionCall {
     action: String,
 }
 
-/// Steps 2–6 for an action of an extension pinned in the authorization's catalog: the catalog
-/// digest, the body, the pinned input schema, the selector of a side effect, then the forwarder
+/// Steps 3–6 for an action of an extension pinned in the authorization's catalog: the body, the
+/// pinned input schema, the selector of a side effect, then the forwarder
 /// with the pin; every step fenced against revocation like a built-in's.
 async fn extension_action(
     state: &DaemonState,
@@ -177,14 +195,6 @@ async fn extension_action(
     pinned: &crate::contract::extension::Pinned,
     call: ExtensionCall,
 ) -> Response {
-    if let Some(digest) = headers.get(wire::CATALOG_DIGEST_HEADER)
-        && digest.as_bytes() != builtin_digest().as_bytes()
-    {
-        return wire::error_response(&ActionError::new(
-            ErrorCode::CatalogMismatch,
-            "this `agentteam` was built from another action catalog than the daemon's",
-        ));
-    }
     let Some(declared) = pinned.action(&call.action) else {
         return wire::error_response(
             &ActionError::new(
@@ -202,10 +212,9 @@ async fn extension_action(
         );
     };
     let cancel = authorization.cancel.clone();
-    let input = match wire::body::read_json(headers, body, Some(&cancel)).await {
+    let input = match read_input(headers, body, &cancel).await {
         Ok(input) => input,
-        Err(BodyFailure::Revoked) => return wire::error_response(&forbidden()),
-        Err(failure) => return wire::error_response(&failure.error()),
+        Err(refusal) => return refusal,
     };
     if let Err(error) = pinned.validate_input(&call.action, &input) {
         return wire::error_response(&error);

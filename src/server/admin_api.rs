@@ -1123,7 +1123,10 @@ async fn put_kb_document(
         .ok_or_else(|| {
             ActionError::new(
                 ErrorCode::NotFound,
-                format!("no knowledge source `{}` in this workspace", clip(&source_id)),
+                format!(
+                    "no knowledge source `{}` in this workspace",
+                    clip(&source_id)
+                ),
             )
         })?;
     Ok(Data(

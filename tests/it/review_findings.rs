@@ -370,6 +370,61 @@ async fn a_mismatched_catalog_digest_is_refused_before_the_body() {
     let _ = runtime.child.start_kill();
 }
 
+/// Finding 3, the caller's side: `agentteam exec` sends the digest of its built-in catalog on its
+/// one request (a listener in the daemon's place reads what arrives).
+#[tokio::test]
+async fn agentteam_exec_sends_its_builtin_catalog_digest() {
+    let daemon = TestDaemon::start(&[]).await;
+    daemon.add_agent("worker").await;
+    let mut runtime = daemon.launch(
+        "worker",
+        &[],
+        r#"echo "$AGENTTEAM_EXEC_BASE_URL"; echo "$AGENTTEAM_EXEC_TOKEN_FILE"; exec sleep 60"#,
+    );
+    let base = runtime.line().await;
+    let token_file = runtime.line().await;
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let elsewhere = base.replace(
+        daemon.base_url.trim_start_matches("http://"),
+        &listener.local_addr().unwrap().to_string(),
+    );
+    let mut exec = tokio::process::Command::new(bin())
+        .args(["exec", "team", "list", "{}"])
+        .env_clear()
+        .env("AGENTTEAM_EXEC_BASE_URL", &elsewhere)
+        .env("AGENTTEAM_EXEC_TOKEN_FILE", &token_file)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let (mut stream, _) = listener.accept().await.unwrap();
+    let mut head = Vec::new();
+    while !head.ends_with(b"\r\n\r\n") {
+        let mut byte = [0u8; 1];
+        assert_eq!(
+            stream.read(&mut byte).await.unwrap(),
+            1,
+            "the request ended early"
+        );
+        head.push(byte[0]);
+    }
+    let head = String::from_utf8(head).unwrap().to_ascii_lowercase();
+    let sent: Vec<&str> = head
+        .lines()
+        .filter_map(|line| line.strip_prefix("agentteam-catalog-digest: "))
+        .collect();
+    let expected = agentteam::contract::catalog::builtin_digest();
+    assert!(
+        expected.starts_with("sha256:") && expected.len() == 7 + 64,
+        "{expected}"
+    );
+    assert_eq!(sent, [expected.to_ascii_lowercase().as_str()], "{head}");
+    drop(stream);
+    let _ = exec.wait().await;
+    let _ = runtime.child.start_kill();
+}
+
 /// Finding 7 (and 19 at shutdown): at SIGTERM every runtime's credential is refused within 1 s
 /// and its directory is gone within 2 s, even while a `run` stream is busy and runtimes ignore
 /// SIGTERM; the daemon exits within its drain deadline plus the kill grace, and no runtime

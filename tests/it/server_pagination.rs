@@ -470,7 +470,7 @@ fn cursor_max_length_holds_the_largest_keyset_boundary() {
     };
     let time = 20;
     // The components of each list's position, in the order the server encodes them.
-    let lists: [(&str, Vec<usize>); 7] = [
+    let lists: Vec<(&str, Vec<usize>)> = vec![
         (
             "team.list",
             vec![string("Name"), string("Handle"), string("TeamId")],
@@ -486,8 +486,58 @@ fn cursor_max_length_holds_the_largest_keyset_boundary() {
             "scheduled-message.runs",
             vec![time, string("ScheduledRunId")],
         ),
+        ("approval.list", vec![time, string("ApprovalId")]),
+        ("workflow.plan list", vec![time, string("WorkflowPlanId")]),
+        (
+            "workflow.trigger list",
+            vec![time, string("WorkflowTriggerId")],
+        ),
+        ("workflow.run list", vec![time, string("WorkflowRunId")]),
+        ("workflow.step list", vec![time, string("WorkflowStepId")]),
         ("message_history_read", vec![time, string("MessageId")]),
     ];
+    // Every list the contract has is in the table: an input (or operation) with a `Cursor`.
+    let mut with_cursor = vec!["message_history_read".to_string()];
+    let exec = crate::support::repo_root().join("schema/exec");
+    for domain in std::fs::read_dir(&exec).unwrap() {
+        let domain = domain.unwrap().path();
+        if !domain.is_dir() {
+            continue;
+        }
+        for file in std::fs::read_dir(&domain).unwrap() {
+            let file = file.unwrap().path();
+            let name = file.file_name().unwrap().to_str().unwrap().to_string();
+            let Some(action) = name.strip_suffix(".input.json") else {
+                continue;
+            };
+            let list = format!("{}.{action}", domain.file_name().unwrap().to_str().unwrap());
+            let schema: Value =
+                serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+            let is_cursor = |variant: &Value| {
+                variant["properties"]["cursor"]["$ref"]
+                    .as_str()
+                    .is_some_and(|r| r.ends_with("/Cursor"))
+            };
+            if is_cursor(&schema) {
+                with_cursor.push(list.clone());
+            }
+            for variant in schema["oneOf"].as_array().into_iter().flatten() {
+                if is_cursor(variant) {
+                    let operation = variant["properties"]["operation"]["const"]
+                        .as_str()
+                        .unwrap();
+                    with_cursor.push(format!("{list} {operation}"));
+                }
+            }
+        }
+    }
+    with_cursor.sort();
+    let mut tabled: Vec<String> = lists.iter().map(|(list, _)| list.to_string()).collect();
+    tabled.sort();
+    assert_eq!(
+        tabled, with_cursor,
+        "every list with a `Cursor` has its row here"
+    );
     let cursor_max = max_length("Cursor");
     assert_eq!(cursor_max, agentteam::server::cursor::MAX_CURSOR_LEN);
     for (list, components) in lists {
