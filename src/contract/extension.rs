@@ -295,12 +295,13 @@ impl Recorded {
 }
 
 /// A verified definition: its recorded digest matched its content, and it passed [`check`]. Its
-/// input validators are compiled once.
+/// input and output validators are compiled once.
 #[derive(Debug)]
 pub struct Pinned {
     pub recorded: Recorded,
     pub definition: Definition,
     inputs: BTreeMap<String, jsonschema::Validator>,
+    outputs: BTreeMap<String, jsonschema::Validator>,
     /// For a mutation whose output is one resource: the read action that takes its `<name>Id`.
     retrievals: BTreeMap<String, String>,
 }
@@ -336,16 +337,23 @@ impl Pinned {
                 recorded.name, definition.name
             )));
         }
-        let mut inputs = BTreeMap::new();
+        let (mut inputs, mut outputs) = (BTreeMap::new(), BTreeMap::new());
         for action in &definition.actions {
-            let validator = compile(&action.input).map_err(&reject)?;
-            inputs.insert(action.action.clone(), validator);
+            inputs.insert(
+                action.action.clone(),
+                compile(&action.input).map_err(&reject)?,
+            );
+            outputs.insert(
+                action.action.clone(),
+                compile(&action.output).map_err(&reject)?,
+            );
         }
         let retrievals = retrievals(&definition);
         Ok(Pinned {
             recorded,
             definition,
             inputs,
+            outputs,
             retrievals,
         })
     }
@@ -367,6 +375,37 @@ impl Pinned {
             ));
         };
         validation(validator, input, self.name(), action)
+    }
+
+    /// Checks a result against the pinned output schema of `action`: an answer that does not
+    /// match it is a defect of the host (its normalizer against this version), never shown.
+    pub fn validate_output(&self, action: &str, output: &Value) -> Result<(), ActionError> {
+        let Some(validator) = self.outputs.get(action) else {
+            return Err(ActionError::new(
+                ErrorCode::UnknownAction,
+                format!("unknown action: `{} {action}`", self.name()),
+            ));
+        };
+        let details: Vec<ErrorDetail> = super::validate::collect(validator, output);
+        if let Some(first) = details.first() {
+            tracing::error!(
+                incident_id = crate::wire::observe::incident_id().unwrap_or_default(),
+                extension = self.name(),
+                version = self.recorded.version,
+                action,
+                path = %first.path,
+                "an extension result does not match the pinned output schema"
+            );
+            return Err(ActionError::new(
+                ErrorCode::InternalError,
+                format!(
+                    "the `{}.{action}` result does not match version {} of its output schema",
+                    self.name(),
+                    self.recorded.version
+                ),
+            ));
+        }
+        Ok(())
     }
 
     /// The budget rule of `action`.

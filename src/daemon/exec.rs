@@ -235,12 +235,22 @@ async fn extension_action(
         agent_id: call.agent_id,
         idempotency_key,
     };
+    let seen = state.extensions.current();
     let (status, body) = tokio::select! {
         answer = super::extensions::call(&state.server_client, &ctx, pinned, &call.action, input) => answer,
         () = cancel.cancelled() => return wire::error_response(&forbidden()),
     };
     if cancel.is_cancelled() || authorization.is_revoked() {
         return wire::error_response(&forbidden());
+    }
+    // The server has a newer definition than this runtime's pin: pin it for the next launches
+    // before answering, so the restart the error asks for gets it.
+    if !(200..300).contains(&status)
+        && serde_json::from_str::<serde_json::Value>(&body)
+            .is_ok_and(|answer| answer["error"]["code"] == "extension_stale")
+    {
+        let snapshot = state.extensions.reload_unless_newer_than(&seen).await;
+        state.dispatcher.set_catalog(snapshot.catalog.clone());
     }
     wire::raw_json_response(status, body)
 }

@@ -37,6 +37,8 @@ pub struct Extensions {
     server: Arc<ServerClient>,
     server_id: String,
     current: RwLock<Arc<Snapshot>>,
+    /// One reload at a time, so a burst of stale answers fetches once.
+    reloading: tokio::sync::Mutex<()>,
 }
 
 impl Extensions {
@@ -50,6 +52,7 @@ impl Extensions {
                 rejected: Vec::new(),
                 fetch_error: None,
             })),
+            reloading: tokio::sync::Mutex::new(()),
         }
     }
 
@@ -60,6 +63,22 @@ impl Extensions {
     /// Fetches, verifies and pins the installed definitions; on a failed fetch the previous pins
     /// stay and the failure is reported.
     pub async fn reload(&self) -> Arc<Snapshot> {
+        let _one = self.reloading.lock().await;
+        self.fetch_and_pin().await
+    }
+
+    /// [`Extensions::reload`], unless another reload replaced `seen` meanwhile (then its result
+    /// stands): what a stale answer from the server calls for, however many arrive at once.
+    pub async fn reload_unless_newer_than(&self, seen: &Arc<Snapshot>) -> Arc<Snapshot> {
+        let _one = self.reloading.lock().await;
+        let current = self.current();
+        if !Arc::ptr_eq(&current, seen) {
+            return current;
+        }
+        self.fetch_and_pin().await
+    }
+
+    async fn fetch_and_pin(&self) -> Arc<Snapshot> {
         let fetched = self.server.extensions(&self.server_id).await;
         let snapshot = match fetched {
             Ok(data) => {

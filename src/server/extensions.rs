@@ -234,8 +234,11 @@ async fn run(
         ActionError::new(ErrorCode::InternalError, "the recorded provider is unknown")
     })?;
     let key = format!("ext.{name}.{action}");
-    runtime_api::once(state, &caller, &key, selector, &input, || {
-        execute(state, &caller, name, provider, action, input.clone())
+    runtime_api::once(state, &caller, &key, selector, &input, || async {
+        let data = execute(state, &caller, name, provider, action, input.clone()).await?;
+        // What the runtime gets is what its pinned version promises.
+        pinned.validate_output(action, &data)?;
+        Ok(data)
     })
     .await
 }

@@ -469,15 +469,8 @@ async fn a_running_runtime_keeps_its_pinned_definition_until_it_restarts() {
     // Its other extension is untouched.
     before.ok("gitea", "list", json!({})).await;
 
-    // A new launch (after the daemon reloaded) sees version 2 and works.
-    let report = host.reload().await;
-    assert!(
-        report["pinned"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .any(|p| p["name"] == "github" && p["version"] == 2)
-    );
+    // The stale answer made the daemon pin version 2 (no operator reload): a new launch sees it
+    // and works.
     let after = host.runtime("watcher").await;
     let (_, help, _) = after.agentteam(&["exec", "github", "--help"]).await;
     assert!(
@@ -499,6 +492,51 @@ async fn a_running_runtime_keeps_its_pinned_definition_until_it_restarts() {
             "extension_stale",
         )
         .await;
+
+    // Version 3 promises a field the host's answer does not have: the runtime that pinned it
+    // gets a classified failure (the server's 500, with its incident logged), never an answer its
+    // schema does not describe.
+    definition["summary"] = json!("GitHub pull request watches, version three.");
+    let list = definition["actions"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|a| a["action"] == "list")
+        .unwrap();
+    list["output"]["required"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!("generation"));
+    list["output"]["properties"]["generation"] = json!({"type": "integer"});
+    let file = host.dir.path().join("github-v3.json");
+    std::fs::write(&file, serde_json::to_string_pretty(&definition).unwrap()).unwrap();
+    let published = host.admin_ok(&["extension", "publish", "--file", file.to_str().unwrap()]);
+    assert_eq!(published["version"], 3);
+    after
+        .refused("github", "list", json!({}), "extension_stale")
+        .await;
+    let third = host.runtime("watcher").await;
+    let error = third
+        .refused("github", "list", json!({}), "upstream_failed")
+        .await;
+    let incident = error["incidentId"].as_str().unwrap();
+    let daemon_log = host.daemon.log();
+    let server_incident = daemon_log
+        .lines()
+        .find(|line| line.contains(incident) && line.contains("server_incident_id="))
+        .and_then(|line| line.split("server_incident_id=").nth(1))
+        .and_then(|rest| rest.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no server incident joined to {incident}: {daemon_log}"))
+        .to_string();
+    let server_log = std::fs::read_to_string(&host.server_log).unwrap();
+    assert!(
+        server_log
+            .lines()
+            .any(|line| line.contains(&server_incident)
+                && line.contains("does not match the pinned output schema")
+                && line.contains("version=3")),
+        "{server_log}"
+    );
 }
 
 #[tokio::test]
