@@ -430,9 +430,6 @@ fn load_dir(dir: &Path) -> Result<(Vec<Stored>, LoadReport), ProfileError> {
         if !is_profile_dir {
             continue;
         }
-        if profiles.len() == MAX_PROFILES {
-            return Err(ProfileError::TooMany);
-        }
         if !path.join(PROFILE_FILE).exists() || !path.join(SECRETS_FILE).exists() {
             delete_profile_dir(&path)?;
             report.removed += 1;
@@ -455,6 +452,9 @@ fn load_dir(dir: &Path) -> Result<(Vec<Stored>, LoadReport), ProfileError> {
                 continue;
             }
         };
+        if profiles.len() == MAX_PROFILES {
+            return Err(ProfileError::TooMany);
+        }
         profiles.push(Stored {
             profile,
             secrets: secrets.summary(),
