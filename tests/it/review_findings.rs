@@ -831,7 +831,15 @@ async fn a_daemon_started_in_a_runtime_scrubs_the_inherited_credential_variables
         assert!(line.contains(name), "{name} not scrubbed: {line}");
     }
     assert!(crate::support::secret_shapes(&text).is_empty());
-    let _ = runtime.child.start_kill();
+    // Stop the nested daemon itself (SIGTERM, matched by its unique state dir): it would outlive
+    // the test daemon otherwise. `agentteam run` ends when its runtime does.
+    let stopped = std::process::Command::new("pkill")
+        .args(["-TERM", "-f"])
+        .arg(format!("state-dir {}", dir.path().join("nested").display()))
+        .status()
+        .unwrap();
+    assert!(stopped.success(), "no nested daemon to stop");
+    runtime.child.wait().await.unwrap();
 }
 
 /// Finding 18: the daemon refuses conflicting idempotency selectors (header against body, or two
