@@ -376,13 +376,7 @@ async fn a_mismatched_catalog_digest_is_refused_before_the_body() {
 async fn agentteam_exec_sends_its_builtin_catalog_digest() {
     let daemon = TestDaemon::start(&[]).await;
     daemon.add_agent("worker").await;
-    let mut runtime = daemon.launch(
-        "worker",
-        &[],
-        r#"echo "$AGENTTEAM_EXEC_BASE_URL"; echo "$AGENTTEAM_EXEC_TOKEN_FILE"; exec sleep 60"#,
-    );
-    let base = runtime.line().await;
-    let token_file = runtime.line().await;
+    let (mut runtime, base, token_file) = exec_runtime(&daemon, "worker").await;
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let elsewhere = base.replace(
         daemon.base_url.trim_start_matches("http://"),
