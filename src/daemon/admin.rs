@@ -92,7 +92,6 @@ pub async fn status(State(state): State<DaemonState>, _: AdminAuth) -> Answer {
 /// definitions again; the next launches bind them (running runtimes keep theirs).
 pub async fn reload_extensions(State(state): State<DaemonState>, _: AdminAuth) -> Answer {
     let snapshot = state.extensions.reload().await;
-    state.dispatcher.set_catalog(snapshot.catalog.clone());
     Ok(Data(super::extensions::report(&snapshot)))
 }
 

@@ -175,12 +175,26 @@ pub async fn run(
         super::memory::Memory::open(&config.state_dir)
             .map_err(|e| state_err("cannot prepare the memory directories", e))?,
     );
+    let server_client = Arc::new(crate::client::ServerClient::new(
+        &server_url,
+        identity_credential,
+        remote,
+    ));
+    // The extension snapshot new launches bind: fetched, verified and pinned before the first.
+    let extensions = Arc::new(super::extensions::Extensions::new(
+        server_client.clone(),
+        identity.workspace_id.clone(),
+    ));
+    extensions.reload().await;
     let dispatcher = Arc::new(Dispatcher::new(
         store.clone(),
         instance.dir.clone(),
         base_url.clone(),
-        executable,
-        memory.clone(),
+        super::runtime::Provides {
+            executable,
+            memory: memory.clone(),
+            extensions: extensions.clone(),
+        },
         config.runtime,
         clock.clone(),
     ));
@@ -199,17 +213,6 @@ pub async fn run(
         Ok(removed) => tracing::info!(removed, "removed agent profiles the server no longer knows"),
         Err(error) => tracing::warn!(%error, "cannot check the agent profiles against the server"),
     }
-    let server_client = Arc::new(crate::client::ServerClient::new(
-        &server_url,
-        identity_credential,
-        remote,
-    ));
-    // The extension snapshot new launches bind: fetched, verified and pinned before the first.
-    let extensions = Arc::new(super::extensions::Extensions::new(
-        server_client.clone(),
-        identity.workspace_id.clone(),
-    ));
-    dispatcher.set_catalog(extensions.reload().await.catalog.clone());
     // Every local agent's memory index starts building now, one at a time, so the first
     // `memory_search` of a runtime finds it ready.
     for agent_id in agents.store.ids() {

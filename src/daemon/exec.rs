@@ -249,8 +249,7 @@ async fn extension_action(
         && serde_json::from_str::<serde_json::Value>(&body)
             .is_ok_and(|answer| answer["error"]["code"] == "extension_stale")
     {
-        let snapshot = state.extensions.reload_unless_newer_than(&seen).await;
-        state.dispatcher.set_catalog(snapshot.catalog.clone());
+        state.extensions.reload_unless_newer_than(&seen).await;
     }
     wire::raw_json_response(status, body)
 }

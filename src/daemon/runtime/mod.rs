@@ -37,7 +37,8 @@ use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
 use super::auth::files::{self, MCP_TOKEN_FILE, TOKEN_FILE};
-use super::auth::{Authorization, Binding, RuntimeAuthorizationStore, RuntimeCatalog, Scope};
+use super::auth::{Authorization, Binding, RuntimeAuthorizationStore, Scope};
+use super::extensions::Extensions;
 use super::memory::Memory;
 use crate::clock::Clock;
 pub use crate::wire::frame::Output;
@@ -203,8 +204,9 @@ pub struct Dispatcher {
     executable: PathBuf,
     /// The agents' memory directories (one goes into each launch's environment).
     memory: Arc<Memory>,
-    /// The catalog new launches bind (built-ins plus the pinned extensions).
-    catalog: std::sync::RwLock<Arc<RuntimeCatalog>>,
+    /// The pinned extensions: their current snapshot's catalog (built-ins plus the pinned
+    /// extensions) is what a new launch binds.
+    extensions: Arc<Extensions>,
     config: RuntimeConfig,
     clock: Arc<Clock>,
     tracker: TaskTracker,
@@ -224,16 +226,30 @@ impl std::fmt::Debug for Dispatcher {
     }
 }
 
+/// What every launch is given besides its credentials.
+pub struct Provides {
+    /// The daemon's own executable, linked as `agentteam` into the launch's bin directory.
+    pub executable: PathBuf,
+    /// The agents' memory directories.
+    pub memory: Arc<Memory>,
+    /// The pinned extensions, whose current catalog a launch binds.
+    pub extensions: Arc<Extensions>,
+}
+
 impl Dispatcher {
     pub fn new(
         store: Arc<RuntimeAuthorizationStore>,
         instance_dir: PathBuf,
         daemon_base_url: String,
-        executable: PathBuf,
-        memory: Arc<Memory>,
+        provides: Provides,
         config: RuntimeConfig,
         clock: Arc<Clock>,
     ) -> Self {
+        let Provides {
+            executable,
+            memory,
+            extensions,
+        } = provides;
         Dispatcher {
             store,
             admission: Arc::new(Semaphore::new(MAX_LEASES)),
@@ -241,7 +257,7 @@ impl Dispatcher {
             daemon_base_url,
             executable,
             memory,
-            catalog: std::sync::RwLock::new(Arc::new(RuntimeCatalog::builtin())),
+            extensions,
             config,
             clock,
             tracker: TaskTracker::new(),
@@ -249,11 +265,6 @@ impl Dispatcher {
             sessions: Mutex::new(BTreeMap::new()),
             session_lookups: Default::default(),
         }
-    }
-
-    /// The catalog the next launches bind; running runtimes keep theirs.
-    pub fn set_catalog(&self, catalog: Arc<RuntimeCatalog>) {
-        *self.catalog.write().expect("not poisoned") = catalog;
     }
 
     /// Leases in any phase (active, activating, or cleaning up).
@@ -435,7 +446,7 @@ impl Dispatcher {
             options,
         } = request;
         // The snapshot taken at activation is the runtime's for its whole life.
-        let catalog = self.catalog.read().expect("not poisoned").clone();
+        let catalog = self.extensions.current().catalog.clone();
         let binding = Binding {
             server_id: server_id.clone(),
             agent_id: agent_id.clone(),
@@ -947,7 +958,10 @@ mod tests {
             process_generation: 1,
             catalog_digest: "d".into(),
         };
-        let authorization = store.create(binding, Arc::new(RuntimeCatalog::builtin()));
+        let authorization = store.create(
+            binding,
+            Arc::new(crate::daemon::auth::RuntimeCatalog::builtin()),
+        );
         (store, authorization)
     }
 
@@ -1008,8 +1022,18 @@ mod tests {
             Arc::new(store),
             std::env::temp_dir(),
             "http://127.0.0.1:1".into(),
-            PathBuf::from("/bin/true"),
-            Arc::new(Memory::open(state.path()).unwrap()),
+            Provides {
+                executable: PathBuf::from("/bin/true"),
+                memory: Arc::new(Memory::open(state.path()).unwrap()),
+                extensions: Arc::new(Extensions::new(
+                    Arc::new(crate::client::ServerClient::new(
+                        "http://127.0.0.1:1",
+                        String::new(),
+                        None,
+                    )),
+                    "wsp_00000000".into(),
+                )),
+            },
             RuntimeConfig {
                 ttl,
                 tick: Duration::from_secs(5),
