@@ -6,6 +6,7 @@
 mod admin;
 mod agent;
 mod catalog;
+mod completion;
 mod daemon;
 mod exec;
 mod http;
@@ -131,10 +132,25 @@ enum Command {
     },
     /// Run the reference AgentTeam Server (the product owner behind the bridge)
     Server(server::ServerArgs),
+    /// Print the line that registers shell completion (domains and actions of `exec` included):
+    /// add it to the shell's startup file, e.g. `agentteam completions bash >> ~/.bashrc`
+    Completions {
+        /// The shell
+        #[arg(value_enum)]
+        shell: completion::Shell,
+    },
+    /// Print the man page (roff), e.g. `agentteam man | man -l -`; `agentteam man exec` prints
+    /// the page of one command
+    Man {
+        /// The command (and subcommand) whose page to print
+        #[arg(value_name = "COMMAND")]
+        command: Vec<String>,
+    },
 }
 
 /// Parses the process arguments and runs the command.
 pub fn main() -> ExitCode {
+    completion::complete_if_asked();
     let cli = Cli::parse();
     let exit = match cli.command {
         Command::Exec { args } => exec::run(&args),
@@ -170,6 +186,8 @@ pub fn main() -> ExitCode {
         } => status::turn(state, &run, target.zip(message), json),
         Command::Run { state, args } => daemon::run_runtime(state, args),
         Command::Server(args) => server::run(args),
+        Command::Completions { shell } => completion::registration(shell),
+        Command::Man { command } => completion::man(&command),
     };
     exit.into()
 }

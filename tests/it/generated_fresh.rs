@@ -31,7 +31,8 @@ fn generated_mirror_matches_out_dir() {
             entries
                 .filter_map(Result::ok)
                 .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| !expected.contains(n.as_str()))
+                // The man page is rendered from the CLI, not by build.rs (`completions.rs`).
+                .filter(|n| !expected.contains(n.as_str()) && n != "agentteam.1")
                 .collect()
         })
         .unwrap_or_default();

@@ -7,6 +7,7 @@ mod agent_profiles;
 mod catalog_invariants;
 mod cli_surfaces;
 mod codegen_pipeline;
+mod completions;
 mod daemon_credentials;
 mod daemon_external;
 mod exec_transport;
