@@ -200,6 +200,8 @@ pub enum AdminCommand {
         #[command(subcommand)]
         command: ExtensionCommand,
     },
+    /// What happened in a workspace, newest first: runtime requests and operator actions
+    Audit(super::audit::AuditArgs),
     /// The knowledge base: sources, their grants, documents
     Kb {
         #[command(subcommand)]
@@ -231,6 +233,7 @@ pub enum AdminCommand {
 pub fn run(command: AdminCommand) -> Exit {
     let (connection, path, body, credential_file) = match command {
         AdminCommand::Kb { command } => return super::kb::run(command),
+        AdminCommand::Audit(args) => return super::audit::run(args),
         AdminCommand::Workspace { connection, name } => (
             connection,
             "/admin/workspaces".to_string(),

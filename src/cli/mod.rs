@@ -5,6 +5,7 @@
 
 mod admin;
 mod agent;
+mod audit;
 mod catalog;
 mod completion;
 mod daemon;

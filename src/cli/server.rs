@@ -135,7 +135,7 @@ pub fn run(args: ServerArgs) -> Exit {
         crate::serve::serve(listener, router(state.clone()), shutdown).await;
         stop.cancel();
         let _ = scheduler.await;
-        state.store().close().await;
+        state.close().await;
         tracing::info!("server stopped");
         Exit::Success
     })

@@ -78,6 +78,8 @@ pub async fn status(State(state): State<DaemonState>, _: AdminAuth) -> Answer {
         "agents": state.agents.store.len(),
         "profilesCopied": state.agents.store.counters.copied.load(std::sync::atomic::Ordering::Relaxed),
         "sessionsResolved": load(&state.dispatcher.session_lookups),
+        "refusalsLogged": state.refusals.written(),
+        "refusalsSuppressed": state.refusals.suppressed(),
         "leases": state.dispatcher.leases(),
         "authorizations": state.authorizations.registered(),
         "execRequests": load(&counters.exec_requests),

@@ -237,6 +237,10 @@ pub async fn run(
             crate::contract::Validators::new().map_err(|e| DaemonError::State(e.to_string()))?,
         ),
         counters: Arc::new(Counters::default()),
+        refusals: Arc::new(
+            super::refusals::RefusalLog::open(&config.state_dir)
+                .map_err(|e| state_err("cannot open the refusal log", e))?,
+        ),
     };
     let daemon_file = config.state_dir.join(DAEMON_FILE);
     let announcement =
@@ -265,7 +269,7 @@ pub async fn run(
         stop.cancel();
         let _ = server.await;
         let _ = scheduler.await;
-        state.store().close().await;
+        state.close().await;
     }
     drop(lock);
     tracing::info!("daemon stopped");

@@ -43,6 +43,7 @@ pub async fn action(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    let started = std::time::Instant::now();
     state
         .counters
         .exec_requests
@@ -56,7 +57,18 @@ pub async fn action(
         Scope::Exec,
     ) {
         Ok(admitted) => admitted,
-        Err(denied) => return wire::error_response(&denied.error()),
+        Err(denied) => {
+            let action = format!("{domain} {action}");
+            return refused(
+                &state,
+                &denied,
+                "exec",
+                &action,
+                (&server_id, &agent_id),
+                &headers,
+                started,
+            );
+        }
     };
     // 2. A caller that states its catalog must be built from the daemon's: a mismatched binary
     // would validate, help and forward against another contract.
@@ -146,6 +158,28 @@ pub async fn action(
         return wire::error_response(&forbidden());
     }
     wire::raw_json_response(status, body)
+}
+
+/// The answer to a request refused at step 1, recorded in the daemon's refusal log.
+fn refused(
+    state: &DaemonState,
+    denied: &access::Denied,
+    family: &'static str,
+    action: &str,
+    (server_id, agent_id): (&str, &str),
+    headers: &HeaderMap,
+    started: std::time::Instant,
+) -> Response {
+    state.refusals.record(&super::refusals::Refusal {
+        family,
+        action,
+        server_id,
+        agent_id,
+        outcome: denied.outcome(),
+        idempotency_key: headers.get("idempotency-key").map(|v| v.as_bytes()),
+        started,
+    });
+    wire::error_response(&denied.error())
 }
 
 /// Step 2: the refusal of a caller whose stated catalog digest is not the daemon's built-in one.
@@ -336,6 +370,7 @@ pub async fn catalog(
     Path((server_id, agent_id)): Path<(String, String)>,
     headers: HeaderMap,
 ) -> Response {
+    let started = std::time::Instant::now();
     match access::verify_and_admit(
         &state.authorizations,
         wire::bearer(&headers),
@@ -346,6 +381,14 @@ pub async fn catalog(
         Ok((authorization, _admission)) => {
             wire::success_response(authorization.catalog.json.clone())
         }
-        Err(denied) => wire::error_response(&denied.error()),
+        Err(denied) => refused(
+            &state,
+            &denied,
+            "exec",
+            "catalog",
+            (&server_id, &agent_id),
+            &headers,
+            started,
+        ),
     }
 }

@@ -34,6 +34,8 @@ pub struct DaemonState {
     /// Every action's and tool's compiled schemas.
     pub validators: Arc<Validators>,
     pub counters: Arc<Counters>,
+    /// The runtime requests refused before they reached the server (`refusals.rs`).
+    pub refusals: Arc<super::refusals::RefusalLog>,
 }
 
 /// Request counters shown by `GET /api/admin/status` (tests use them to prove a request never

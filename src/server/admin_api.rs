@@ -78,6 +78,10 @@ pub fn routes() -> Router<AppState> {
             post(list_approvals),
         )
         .route(
+            "/admin/workspaces/{workspaceId}/audit/list",
+            post(list_audit),
+        )
+        .route(
             "/admin/workspaces/{workspaceId}/approvals/{approvalId}/decision",
             post(decide_approval),
         )
@@ -114,7 +118,10 @@ impl FromRequestParts<AppState> for OperatorAuth {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Refusal> {
         match wire::bearer(&parts.headers) {
-            Some(token) if state.operator.matches(token) => Ok(OperatorAuth),
+            Some(token) if state.operator.matches(token) => {
+                super::audit::operator_verified();
+                Ok(OperatorAuth)
+            }
             _ => Err(super::runtime_api::forbidden().into()),
         }
     }
@@ -241,6 +248,20 @@ struct NewDm {
 struct ApprovalPage {
     #[serde(default)]
     status: Option<t::ApprovalStatus>,
+    #[serde(default)]
+    limit: Option<t::PageLimit>,
+    #[serde(default)]
+    cursor: Option<t::Cursor>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct AuditPage {
+    #[serde(default)]
+    agent_id: Option<t::AgentId>,
+    /// Only records from this time on (RFC 3339).
+    #[serde(default)]
+    since: Option<t::Timestamp>,
     #[serde(default)]
     limit: Option<t::PageLimit>,
     #[serde(default)]
@@ -776,7 +797,10 @@ async fn add_channel_member(
 
 /// `GET /admin/stats`: counters an operator (or a test) reads.
 async fn stats(State(state): State<AppState>, _: OperatorAuth) -> Answer {
-    Ok(Data(json!({ "runtimeRequests": state.dispatched() })))
+    Ok(Data(json!({
+        "runtimeRequests": state.dispatched(),
+        "auditDropped": state.audit.dropped(),
+    })))
 }
 
 /// `POST …/approvals/list`: one page of the workspace's approvals, newest change first; the
@@ -813,6 +837,52 @@ async fn list_approvals(
         .map(|p| super::actions::page::encode_position(&state, &filter, &p))
         .transpose()?;
     let mut data = json!({ "approvals": found.items, "hasMore": next_cursor.is_some() });
+    if let Some(cursor) = next_cursor {
+        data["nextCursor"] = json!(cursor);
+    }
+    Ok(Data(data))
+}
+
+/// `POST …/audit/list`: one page of the workspace's audit records, newest first, optionally of
+/// one agent and from a time on; the cursor is bound to the workspace and both filters.
+async fn list_audit(
+    State(state): State<AppState>,
+    Path(workspace_id): Path<String>,
+    OperatorJson(AuditPage {
+        agent_id,
+        since,
+        limit,
+        cursor,
+    }): OperatorJson<AuditPage>,
+) -> Answer {
+    let since_ms = since.map_or(0, |since| since.0.timestamp_millis());
+    let operator = super::actions::Caller {
+        workspace_id: workspace_id.clone(),
+        agent_id: "operator".into(),
+        now_ms: state.clock.now_ms(),
+    };
+    let filter = super::actions::page::Filter::new(&operator, "admin.audit")
+        .with("agentId", &agent_id)
+        .with("since", since_ms);
+    let after = super::actions::page::decode_position(&state, cursor.as_ref(), &filter)?;
+    let found = state
+        .store
+        .list_audit(
+            &workspace_id,
+            agent_id.as_ref().map(|a| a.as_str()),
+            since_ms,
+            after.as_ref(),
+            super::actions::page::limit(limit),
+        )
+        .await
+        .map_err(internal)?;
+    let next_cursor = found
+        .next
+        .map(|p| super::actions::page::encode_position(&state, &filter, &p))
+        .transpose()?;
+    let records: Vec<serde_json::Value> =
+        found.items.iter().map(super::store::shown_audit).collect();
+    let mut data = json!({ "records": records, "hasMore": next_cursor.is_some() });
     if let Some(cursor) = next_cursor {
         data["nextCursor"] = json!(cursor);
     }

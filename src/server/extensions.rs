@@ -151,6 +151,7 @@ async fn list_definitions(
         if device.workspace_id != server_id {
             return Err(runtime_api::forbidden());
         }
+        super::audit::device_verified(&device.device_id);
         let recorded = state
             .store
             .installed_extensions(&server_id)

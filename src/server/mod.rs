@@ -7,6 +7,7 @@
 
 pub(crate) mod actions;
 mod admin_api;
+mod audit;
 mod auth;
 pub mod cursor;
 mod extensions;
@@ -63,6 +64,8 @@ pub struct AppState {
             std::collections::BTreeMap<String, Arc<crate::contract::extension::Pinned>>,
         >,
     >,
+    /// The audit trail's queue.
+    pub(crate) audit: audit::Auditor,
 }
 
 /// Why the server could not start.
@@ -95,6 +98,7 @@ impl AppState {
             path: config.operator_token_file.display().to_string(),
             source,
         })?;
+        let audit = audit::Auditor::start(store.clone());
         let state = AppState {
             store,
             catalog,
@@ -105,6 +109,7 @@ impl AppState {
             provider: provider::ProviderClient::new(&config.provider),
             provider_config: Arc::new(config.provider.clone()),
             pinned: Arc::default(),
+            audit,
         };
         extensions::seed(&state).await?;
         Ok(state)
@@ -113,6 +118,12 @@ impl AppState {
     /// The store, for orderly shutdown.
     pub fn store(&self) -> &Store {
         &self.store
+    }
+
+    /// Orderly shutdown: the queued audit records written, then the store closed.
+    pub async fn close(&self) {
+        self.audit.close().await;
+        self.store.close().await;
     }
 
     /// Runtime action requests that reached a handler since start.
@@ -140,21 +151,41 @@ impl AppState {
             .await?;
         Ok(report)
     }
+
+    /// Applies the audit trail's retention (age, then count); returns how many records went.
+    pub async fn prune_audit(&self) -> Result<u64, StoreError> {
+        let before = self.clock.now_ms() - audit::RETENTION.as_millis() as i64;
+        self.store.prune_audit(before, audit::MAX_RECORDS).await
+    }
 }
 
 /// How often the server's scheduler looks for due scheduled messages.
 pub const SCHEDULER_TICK: std::time::Duration = std::time::Duration::from_secs(1);
+/// Scheduler ticks between two audit retention passes.
+const AUDIT_PRUNE_TICKS: u64 = 60;
 
 /// Runs scheduler passes every [`SCHEDULER_TICK`] until `stop` is cancelled. A failed pass is
 /// logged and retried on the next tick; pending runs survive in the store.
 pub async fn run_scheduler(state: AppState, stop: tokio_util::sync::CancellationToken) {
     let mut tick = tokio::time::interval(SCHEDULER_TICK);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut ticks: u64 = 0;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             () = stop.cancelled() => return,
         }
+        // The audit trail's retention, once a minute (the count bound scans an index).
+        if ticks.is_multiple_of(AUDIT_PRUNE_TICKS) {
+            match state.prune_audit().await {
+                Ok(0) => {}
+                Ok(pruned) => tracing::info!(pruned, "audit records past their retention removed"),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot prune the audit trail; retrying later")
+                }
+            }
+        }
+        ticks += 1;
         match state.run_scheduler_pass().await {
             Ok(report)
                 if report.runs_created
@@ -193,18 +224,17 @@ pub fn router(state: AppState) -> Router {
             classify as crate::wire::observe::Classify,
             crate::wire::observe::observe,
         ))
+        // Outermost: the record sees the final answer, a handler's panic included.
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            audit::layer,
+        ))
         .with_state(state)
 }
 
 /// The route family of a server path, in the server's own terms, for the request span.
 fn classify(path: &str) -> (&'static str, crate::wire::observe::Protocol) {
-    let family = if path.starts_with("/admin/") {
-        "operator"
-    } else if path.contains("/tools/") {
-        "tools"
-    } else {
-        "actions"
-    };
+    let family = audit::family(path).unwrap_or("other");
     (family, crate::wire::observe::Protocol::Envelope)
 }
 

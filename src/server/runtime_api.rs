@@ -172,6 +172,7 @@ pub(super) async fn authenticate(
     if device.workspace_id != server_id || !owns_agent {
         return Err(forbidden());
     }
+    super::audit::device_verified(&device.device_id);
     state
         .dispatched
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);

@@ -23,6 +23,7 @@ mod review_findings;
 mod schema_lint;
 mod serve_loop;
 mod server_actions;
+mod server_audit;
 mod server_cli;
 mod server_client;
 mod server_domains;

@@ -67,6 +67,7 @@ async fn authenticate(
     mut request: Request,
     next: Next,
 ) -> Response {
+    let started = std::time::Instant::now();
     state
         .counters
         .mcp_requests
@@ -74,17 +75,52 @@ async fn authenticate(
     let Some((server_id, agent_id)) = route_binding(request.uri().path()) else {
         return unauthorized();
     };
-    let Ok(authorization) = access::verify(
+    let verified = access::verify(
         &state.authorizations,
         wire::bearer(request.headers()),
         server_id,
         agent_id,
         Scope::Mcp,
-    ) else {
-        return unauthorized();
+    );
+    let authorization = match verified {
+        Ok(authorization) => authorization,
+        Err(denied) => {
+            record_refusal(
+                &state,
+                &denied,
+                (server_id, agent_id),
+                request.headers(),
+                started,
+            );
+            return unauthorized();
+        }
     };
     request.extensions_mut().insert(authorization);
     next.run(request).await
+}
+
+/// Records a refused MCP request in the daemon's refusal log (the method from `Mcp-Method`,
+/// which a refused request's body is never read for).
+fn record_refusal(
+    state: &DaemonState,
+    denied: &access::Denied,
+    (server_id, agent_id): (&str, &str),
+    headers: &axum::http::HeaderMap,
+    started: std::time::Instant,
+) {
+    let method = headers
+        .get("mcp-method")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("request");
+    state.refusals.record(&crate::daemon::refusals::Refusal {
+        family: "mcp",
+        action: method,
+        server_id,
+        agent_id,
+        outcome: denied.outcome(),
+        idempotency_key: headers.get("idempotency-key").map(|v| v.as_bytes()),
+        started,
+    });
 }
 
 /// `(serverId, agentId)` of either route form.
@@ -100,6 +136,7 @@ fn route_binding(path: &str) -> Option<(&str, &str)> {
 }
 
 async fn endpoint(State(state): State<DaemonState>, request: Request) -> Response {
+    let started = std::time::Instant::now();
     let authorization = request
         .extensions()
         .get::<Arc<Authorization>>()
@@ -112,7 +149,11 @@ async fn endpoint(State(state): State<DaemonState>, request: Request) -> Respons
             .insert(header::ALLOW, HeaderValue::from_static("POST"));
         return response;
     }
-    let Ok(_admission) = access::admit(&state.authorizations, &authorization) else {
+    let admitted = access::admit(&state.authorizations, &authorization);
+    let Ok(_admission) = admitted.inspect_err(|denied| {
+        let binding = route_binding(request.uri().path()).unwrap_or_default();
+        record_refusal(&state, denied, binding, request.headers(), started);
+    }) else {
         let mut response = RpcError::new(
             jsonrpc::ADMISSION_LIMITED,
             access::admission_limited().message,

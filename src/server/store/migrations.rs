@@ -421,6 +421,25 @@ pub const MIGRATIONS: &[&str] = &[
         INSERT INTO kb_fts(rowid, title, body, src_tok, cjk) VALUES (new.seq, new.title, new.body, new.src_tok, new.cjk);
     END;
     "#,
+    // 8: the audit trail (one row per runtime request and operator action, no values).
+    r#"
+    CREATE TABLE audit_records (
+        id TEXT NOT NULL PRIMARY KEY,
+        at BIGINT NOT NULL,
+        workspace_id TEXT,
+        device_id TEXT,
+        agent_id TEXT,
+        verified BIGINT NOT NULL,
+        family TEXT NOT NULL,
+        action TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        key_hash TEXT,
+        duration_us BIGINT NOT NULL
+    );
+    CREATE INDEX audit_records_by_workspace ON audit_records (workspace_id, at DESC, id DESC);
+    CREATE INDEX audit_records_by_agent ON audit_records (workspace_id, agent_id, at DESC, id DESC);
+    CREATE INDEX audit_records_by_time ON audit_records (at, id);
+    "#,
 ];
 
 /// The same migrations for PostgreSQL, entry for entry (their versions are the same): `BLOB` is
@@ -858,6 +877,25 @@ pub const PG_MIGRATIONS: &[&str] = &[
     $fn$;
     CREATE TRIGGER kb_documents_df AFTER INSERT OR UPDATE OR DELETE ON kb_documents
         FOR EACH ROW EXECUTE FUNCTION kb_documents_df();
+    "#,
+    // 8: the audit trail (one row per runtime request and operator action, no values).
+    r#"
+    CREATE TABLE audit_records (
+        id TEXT COLLATE "C" NOT NULL PRIMARY KEY,
+        at BIGINT NOT NULL,
+        workspace_id TEXT COLLATE "C",
+        device_id TEXT COLLATE "C",
+        agent_id TEXT COLLATE "C",
+        verified BIGINT NOT NULL,
+        family TEXT COLLATE "C" NOT NULL,
+        action TEXT COLLATE "C" NOT NULL,
+        outcome TEXT COLLATE "C" NOT NULL,
+        key_hash TEXT COLLATE "C",
+        duration_us BIGINT NOT NULL
+    );
+    CREATE INDEX audit_records_by_workspace ON audit_records (workspace_id, at DESC, id DESC);
+    CREATE INDEX audit_records_by_agent ON audit_records (workspace_id, agent_id, at DESC, id DESC);
+    CREATE INDEX audit_records_by_time ON audit_records (at, id);
     "#,
 ];
 

@@ -5,6 +5,7 @@
 //! server replicas behind one database. Every method is written once and expanded per backend.
 
 mod approvals;
+mod audit;
 mod db;
 mod extensions;
 mod idempotency;
@@ -24,6 +25,7 @@ use std::str::FromStr;
 use rand::Rng;
 
 pub use crate::clock::Clock;
+pub use audit::{AuditRecord, shown as shown_audit};
 pub use db::is_postgres;
 pub(crate) use db::{Columns, on_backend};
 pub use extensions::{AppAccess, MAX_REFRESH_CLAIM, PullState, WatchRecord};

@@ -1,0 +1,348 @@
+//! The audit trail: one record per runtime request and operator action, read back through the
+//! operator API and `agentteam admin audit`, never holding an input value, content or a
+//! credential; and the daemon's own log of the requests it refused.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::{TestDaemon, TestServer, Workspace, bin};
+
+/// Every record of `w`, newest first, page by page through the operator API.
+async fn all_records(server: &TestServer, w: &Workspace, filter: Value) -> Vec<Value> {
+    let path = format!("/admin/workspaces/{}/audit/list", w.workspace_id);
+    let mut found = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let mut body = filter.clone();
+        body["limit"] = json!(7);
+        if let Some(cursor) = &cursor {
+            body["cursor"] = json!(cursor);
+        }
+        let data = server.admin(&path, body).await;
+        found.extend(data["records"].as_array().unwrap().iter().cloned());
+        cursor = data["nextCursor"].as_str().map(str::to_string);
+        if cursor.is_none() {
+            return found;
+        }
+    }
+}
+
+/// The records once `done` holds for them. Polls, bounded: the writer commits in batches behind
+/// the requests, by design never in their path.
+async fn records_when(
+    server: &TestServer,
+    w: &Workspace,
+    done: impl Fn(&[Value]) -> bool,
+) -> Vec<Value> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let found = all_records(server, w, json!({})).await;
+        if done(&found) {
+            return found;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "audit records never came: {found:#?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn find<'a>(records: &'a [Value], family: &str, action: &str) -> Vec<&'a Value> {
+    records
+        .iter()
+        .filter(|r| r["family"] == family && r["action"] == action)
+        .collect()
+}
+
+#[tokio::test]
+async fn server_audit_records_every_route_family_with_its_outcome_and_no_value() {
+    let server = TestServer::start().await;
+    let w = server.workspace("acme").await;
+    let (title, content, key) = ("TITLEMARKERq8z1", "CONTENTMARKERw3x7", "KEYMARKER-req-0001");
+
+    // actions: a task created with an idempotency key; one refused credential.
+    let response = server
+        .client
+        .post(format!(
+            "{}/runtime/servers/{}/agents/{}/actions/task/create",
+            server.base_url, w.workspace_id, w.agent_id
+        ))
+        .bearer_auth(&w.device_credential)
+        .header("idempotency-key", key)
+        .json(&json!({"location": {"kind": "channel", "channelId": w.channel_id}, "title": title, "requestId": key}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200, "{}", response.text().await.unwrap());
+    let (status, _) = server
+        .post(
+            &format!(
+                "/runtime/servers/{}/agents/{}/actions/task/list",
+                w.workspace_id, w.agent_id
+            ),
+            Some("dev_forged.credential"),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(status, 403);
+    // tools: a message with content.
+    let (status, body) = server
+        .post(
+            &format!(
+                "/runtime/servers/{}/agents/{}/tools/message_send",
+                w.workspace_id, w.agent_id
+            ),
+            Some(&w.device_credential),
+            &json!({"target": format!("channel:{}", w.channel_id), "content": content}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    // extensions: a call without the pinned definition's digest.
+    let (status, body) = server
+        .post(
+            &format!(
+                "/runtime/servers/{}/agents/{}/ext/github/list",
+                w.workspace_id, w.agent_id
+            ),
+            Some(&w.device_credential),
+            &json!({}),
+        )
+        .await;
+    assert_eq!(body["error"]["code"], "extension_stale", "{status} {body}");
+
+    let records = records_when(&server, &w, |r| {
+        !find(r, "extensions", "github list").is_empty()
+            && !find(r, "tools", "message_send").is_empty()
+            && find(r, "actions", "task create").len() == 1
+            && !find(r, "actions", "task list").is_empty()
+    })
+    .await;
+
+    let created = find(&records, "actions", "task create")[0];
+    assert_eq!(created["outcome"], "ok");
+    assert_eq!(created["verified"], true);
+    assert_eq!(created["agentId"], w.agent_id.as_str());
+    assert!(
+        created["deviceId"]
+            .as_str()
+            .is_some_and(|d| d.starts_with("dev_")),
+        "{created}"
+    );
+    assert_eq!(
+        created["keyHash"],
+        hex::encode(<sha2::Sha256 as sha2::Digest>::digest(key.as_bytes()))
+    );
+    assert!(created["durationUs"].as_i64().unwrap() > 0);
+    let refused = find(&records, "actions", "task list")[0];
+    assert_eq!(
+        (
+            &refused["outcome"],
+            &refused["verified"],
+            &refused["deviceId"]
+        ),
+        (&json!("forbidden"), &json!(false), &Value::Null)
+    );
+    assert_eq!(find(&records, "tools", "message_send")[0]["outcome"], "ok");
+    assert_eq!(
+        find(&records, "extensions", "github list")[0]["outcome"],
+        "extension_stale"
+    );
+    let human = find(&records, "operator", "POST /admin/workspaces/{id}/humans");
+    assert_eq!(human.len(), 1, "{records:#?}");
+    assert_eq!(
+        (&human[0]["outcome"], &human[0]["verified"]),
+        (&json!("ok"), &json!(true))
+    );
+
+    // Newest first, filtered by agent.
+    let times: Vec<&str> = records.iter().map(|r| r["at"].as_str().unwrap()).collect();
+    assert!(times.windows(2).all(|p| p[0] >= p[1]), "{times:?}");
+    let of_agent = all_records(&server, &w, json!({"agentId": w.agent_id})).await;
+    assert!(!of_agent.is_empty());
+    assert!(of_agent.iter().all(|r| r["agentId"] == w.agent_id.as_str()));
+
+    // No input value, content or credential is in the trail.
+    let everything = serde_json::to_string(&records).unwrap();
+    for secret in [
+        title,
+        content,
+        key,
+        &w.device_credential,
+        &server.operator_token,
+    ] {
+        assert!(
+            !everything.contains(secret),
+            "`{secret}` reached the audit trail"
+        );
+    }
+    let stats: Value = server
+        .client
+        .get(format!("{}/admin/stats", server.base_url))
+        .bearer_auth(&server.operator_token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let stats = &stats["data"];
+    assert_eq!(stats["auditDropped"], 0, "{stats}");
+}
+
+/// `agentteam admin audit` reads the same records: a table for a person, JSON for a program.
+#[tokio::test]
+async fn server_audit_admin_cli_prints_a_table_and_json() {
+    let server = TestServer::start().await;
+    let w = server.workspace("acme").await;
+    let (status, _) = server
+        .action(
+            &w,
+            &w.agent_id,
+            "task",
+            "list",
+            json!({"location": {"kind": "channel", "channelId": w.channel_id}}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    records_when(&server, &w, |r| !find(r, "actions", "task list").is_empty()).await;
+    let token_file = server.operator_token_file.to_str().unwrap().to_string();
+    // The CLI talks to this test's server, so it runs beside the runtime, never blocking it.
+    let run = |extra: &[&str]| {
+        let mut command = tokio::process::Command::new(bin());
+        command
+            .args(["admin", "audit", "--workspace", &w.workspace_id])
+            .args([
+                "--server-url",
+                &server.base_url,
+                "--operator-token-file",
+                &token_file,
+            ])
+            .args(extra);
+        async move {
+            let output = command.output().await.unwrap();
+            assert!(
+                output.status.success(),
+                "{}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+            String::from_utf8(output.stdout).unwrap()
+        }
+    };
+    let table = run(&["--agent", &w.agent_id]).await;
+    let mut lines = table.lines();
+    assert!(lines.next().unwrap().starts_with("TIME"), "{table}");
+    let row = lines.next().unwrap();
+    assert!(
+        row.contains("actions") && row.contains("task list") && row.contains(&w.agent_id),
+        "{table}"
+    );
+    let json: Value = serde_json::from_str(&run(&["--json", "--limit", "3"]).await).unwrap();
+    let listed = json["records"].as_array().unwrap();
+    assert_eq!(listed.len(), 3, "{json}");
+    assert!(
+        listed
+            .iter()
+            .all(|r| r["id"].as_str().unwrap().starts_with("aud_"))
+    );
+}
+
+/// The daemon logs the runtime requests it refuses before they reach the server, with the ids the
+/// route claimed marked unverified, and never the bearer.
+#[tokio::test]
+async fn the_daemon_logs_its_refusals_without_the_bearer() {
+    let daemon = TestDaemon::start(&[]).await;
+    let agent = daemon.add_agent("worker").await;
+    let workspace = daemon.workspace_id();
+    let forged = "atx1.FORGEDTOKENMARKERz9.sig";
+    let exec = format!(
+        "{}/api/internal/exec/servers/{workspace}/agents/{agent}/task/list",
+        daemon.base_url
+    );
+    let response = daemon
+        .client
+        .post(&exec)
+        .bearer_auth(forged)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 403);
+    let mcp = format!(
+        "{}/api/internal/mcp/servers/{workspace}/agents/{agent}",
+        daemon.base_url
+    );
+    let response = daemon
+        .client
+        .post(&mcp)
+        .bearer_auth(forged)
+        .header("mcp-method", "tools/call")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 401);
+
+    let text = std::fs::read_to_string(daemon.state_dir.join("audit/refusals.jsonl")).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{text}");
+    for (line, family, action) in [
+        (&lines[0], "exec", "task list"),
+        (&lines[1], "mcp", "tools/call"),
+    ] {
+        assert_eq!(line["family"], family);
+        assert_eq!(line["action"], action);
+        assert_eq!(line["outcome"], "forbidden");
+        assert_eq!(line["verified"], false);
+        assert_eq!(line["agentId"], agent.as_str());
+        assert_eq!(line["workspaceId"], workspace.as_str());
+    }
+    assert!(!text.contains("FORGEDTOKENMARKER"));
+    let status = daemon.admin_get("status").await;
+    assert_eq!(status["refusalsLogged"], 2, "{status}");
+}
+
+/// Retention at its edges: records older than the retention go, then the oldest beyond the count
+/// bound; the newest `keep` stay, on both backends.
+#[tokio::test]
+async fn server_audit_retention_keeps_the_newest_within_age_and_count() {
+    let server = TestServer::start().await;
+    let record = |n: i64, at: i64| agentteam::server::store::AuditRecord {
+        id: format!("aud_{n:010}"),
+        at,
+        workspace_id: Some("wsp_0123456789".into()),
+        device_id: None,
+        agent_id: None,
+        verified: true,
+        family: "operator".into(),
+        action: "GET /admin/stats".into(),
+        outcome: "ok".into(),
+        key_hash: None,
+        duration_us: 1,
+    };
+    let old: Vec<_> = (0..5).map(|n| record(n, 1_000 + n)).collect();
+    let new: Vec<_> = (5..15).map(|n| record(n, 10_000 + n)).collect();
+    let store = server.state.store();
+    store.insert_audit(&old).await.unwrap();
+    store.insert_audit(&new).await.unwrap();
+    // Everything before 10,000 is past the age; of the rest, 6 are kept.
+    assert_eq!(store.prune_audit(10_000, 6).await.unwrap(), 5 + 4);
+    let left = store
+        .list_audit("wsp_0123456789", None, 0, None, 100)
+        .await
+        .unwrap();
+    let ids: Vec<&str> = left.items.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        (9..15)
+            .rev()
+            .map(|n| format!("aud_{n:010}"))
+            .collect::<Vec<_>>()
+    );
+    // Nothing more to prune.
+    assert_eq!(store.prune_audit(10_000, 6).await.unwrap(), 0);
+}
