@@ -4,8 +4,8 @@
 //!
 //! The [`layer`] middleware builds the record after the answer and hands it to a bounded queue
 //! ([`QUEUE`] records): a full queue drops the record and counts it (`auditDropped` in
-//! `/admin/stats`), so auditing never blocks a request. One writer task takes up to [`BATCH`]
-//! records at a time and appends them in one statement (group commit). Retention is by age and
+//! `/admin/stats`), so auditing never blocks a request. One writer task gathers records for
+//! [`LINGER`] after the first (up to [`BATCH`]) and appends them in one statement (group commit). Retention is by age and
 //! by count ([`RETENTION`], [`MAX_RECORDS`]), applied by the scheduler pass.
 
 use std::sync::Arc;
@@ -27,7 +27,10 @@ use super::store::{AuditRecord, Store, new_id};
 /// Records waiting for the writer, at most.
 pub const QUEUE: usize = 4096;
 /// Records per write, at most.
-pub const BATCH: usize = 256;
+pub const BATCH: usize = 1024;
+/// How long the writer gathers records after the first of a batch: one commit (one fsync on
+/// SQLite) per window instead of one per handful of requests.
+pub const LINGER: Duration = Duration::from_millis(100);
 /// How long records are kept.
 pub const RETENTION: Duration = Duration::from_secs(30 * 24 * 60 * 60);
 /// How many records are kept, at most (the oldest go first).
@@ -136,10 +139,16 @@ async fn write(
             () = stop.cancelled() => break,
         };
         let mut batch = vec![first];
+        let window = tokio::time::sleep(LINGER);
+        tokio::pin!(window);
         while batch.len() < BATCH {
-            match receiver.try_recv() {
-                Ok(record) => batch.push(record),
-                Err(_) => break,
+            tokio::select! {
+                record = receiver.recv() => match record {
+                    Some(record) => batch.push(record),
+                    None => break,
+                },
+                () = &mut window => break,
+                () = stop.cancelled() => break,
             }
         }
         append(&store, &batch, &dropped).await;
@@ -278,12 +287,17 @@ async fn outcome(response: Response) -> (Response, String) {
     if status.is_success() {
         return (response, "ok".into());
     }
+    let fallback = format!("http_{}", status.as_u16());
+    // Only a body of known, small size is read (an error envelope); any other answer passes as is.
+    let small = axum::body::HttpBody::size_hint(response.body())
+        .exact()
+        .is_some_and(|size| size <= MAX_ERROR_BODY as u64);
+    if !small {
+        return (response, fallback);
+    }
     let (parts, body) = response.into_parts();
     let Ok(bytes) = axum::body::to_bytes(body, MAX_ERROR_BODY).await else {
-        return (
-            Response::from_parts(parts, Body::empty()),
-            format!("http_{}", status.as_u16()),
-        );
+        return (Response::from_parts(parts, Body::empty()), fallback);
     };
     let code = serde_json::from_slice::<serde_json::Value>(&bytes)
         .ok()
@@ -295,7 +309,7 @@ async fn outcome(response: Response) -> (Response, String) {
         .filter(|code| {
             code.len() <= 64 && code.bytes().all(|b| b.is_ascii_lowercase() || b == b'_')
         })
-        .unwrap_or_else(|| format!("http_{}", status.as_u16()));
+        .unwrap_or(fallback);
     (Response::from_parts(parts, Body::from(bytes)), code)
 }
 

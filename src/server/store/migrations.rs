@@ -437,7 +437,6 @@ pub const MIGRATIONS: &[&str] = &[
         duration_us BIGINT NOT NULL
     );
     CREATE INDEX audit_records_by_workspace ON audit_records (workspace_id, at DESC, id DESC);
-    CREATE INDEX audit_records_by_agent ON audit_records (workspace_id, agent_id, at DESC, id DESC);
     CREATE INDEX audit_records_by_time ON audit_records (at, id);
     "#,
 ];
@@ -894,7 +893,6 @@ pub const PG_MIGRATIONS: &[&str] = &[
         duration_us BIGINT NOT NULL
     );
     CREATE INDEX audit_records_by_workspace ON audit_records (workspace_id, at DESC, id DESC);
-    CREATE INDEX audit_records_by_agent ON audit_records (workspace_id, agent_id, at DESC, id DESC);
     CREATE INDEX audit_records_by_time ON audit_records (at, id);
     "#,
 ];
