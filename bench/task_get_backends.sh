@@ -34,41 +34,16 @@ start_server() {
     sed -n 's/^listening on //p' "$out"
 }
 
+# shellcheck source=bench/lib/task_get.sh
+. bench/lib/task_get.sh
+
 # Runs the benchmark against a daemon started with ARGS; prints wrk's summary.
 measure() {
     local name=$1; shift
-    local state="$work/$name"
-    "$bin" daemon --state-dir "$state" "$@" > "$work/$name.daemon.out" 2> /dev/null &
-    pids+=($!)
-    until grep -q "listening on" "$work/$name.daemon.out" 2>/dev/null; do sleep 0.05; done
-    "$bin" agent add bench --state-dir "$state" > /dev/null
-    "$bin" run --state-dir "$state" --agent bench -- sh -c \
-        'echo "$AGENTTEAM_EXEC_BASE_URL"; echo "$AGENTTEAM_EXEC_TOKEN_FILE"; exec sleep 3600' \
-        > "$work/$name.runtime.out" &
-    pids+=($!)
-    until [ -f "$work/$name.runtime.out" ] && [ "$(wc -l < "$work/$name.runtime.out")" -ge 2 ]; do sleep 0.05; done
-    local base token_file channel task
-    base="$(sed -n 1p "$work/$name.runtime.out")"
-    token_file="$(sed -n 2p "$work/$name.runtime.out")"
-    channel="$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['channelId'])" "$state/identity.json")"
-    task="$(AGENTTEAM_EXEC_BASE_URL="$base" AGENTTEAM_EXEC_TOKEN_FILE="$token_file" "$bin" exec task create \
-        "{\"location\":{\"kind\":\"channel\",\"channelId\":\"$channel\"},\"title\":\"bench\"}" \
-        | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"]["task"]["id"])')"
-    cat > "$work/$name.lua" <<LUA
-wrk.method = "POST"
-wrk.body = '{"taskId":"$task"}'
-wrk.headers["Content-Type"] = "application/json"
-wrk.headers["Authorization"] = "Bearer $(cat "$token_file")"
-LUA
-    wrk -t2 -c16 -d3s -s "$work/$name.lua" "$base/task/get" > /dev/null   # warm-up
-    wrk -t2 -c16 -d10s --latency -s "$work/$name.lua" "$base/task/get" > "$work/$name.wrk"
-    local rps p50 p99
-    rps="$(awk '/Requests\/sec/ {print $2}' "$work/$name.wrk")"
-    p50="$(awk '$1 == "50%" {print $2}' "$work/$name.wrk")"
-    p99="$(awk '$1 == "99%" {print $2}' "$work/$name.wrk")"
+    task_get "$name" "$bin" "$@"
+    local errors
     errors="$(grep -c "Non-2xx\|Socket errors" "$work/$name.wrk" || true)"
-    echo "$name: $rps req/s, p50 $p50, p99 $p99, error lines $errors"
-    echo "$rps" > "$work/$name.rps"
+    echo "$name: $(cat "$work/$name.rps") req/s, p50 $(wrk_field "$name" 50%), p99 $(wrk_field "$name" 99%), error lines $errors"
 }
 
 pg_url="$(scripts/pg-cluster start "$pg")"
