@@ -15,6 +15,9 @@
 #
 # Usage: bench/mcp.sh            (builds the release binary and the peer first; installs wrk
 #                                 from Debian's packages when missing)
+#        PERF=FILE bench/mcp.sh  also records `perf record --call-graph dwarf` of our daemon for
+#                                 8 s during the history load into FILE (read it with `perf report
+#                                 -i FILE --no-children`); that load's numbers are then not clean
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for tool in wrk curl; do
@@ -125,9 +128,15 @@ load() {
     check "$url" "$token_file" "${@:4}"
     local method=$4 tool=${5:-}
     echo "## $name: 16 connections, 10 s"
+    local perf_pid=""
+    if [ -n "${PERF:-}" ] && [ "$name" = ours_history ]; then
+        perf record -q --call-graph dwarf,16384 -F 499 -p "$daemon_pid" -o "$PERF" -- sleep 8 &
+        perf_pid=$!
+    fi
     MCP_BODY="$(request "${@:4}")" MCP_VERSION="$version" MCP_METHOD="$method" MCP_TOOL="$tool" \
         MCP_TOKEN_FILE="$token_file" \
         taskset -c 1 wrk -t1 -c16 -d10s --latency -s "$work/mcp.lua" "$url" | tee "$work/$name.wrk"
+    [ -z "$perf_pid" ] || wait "$perf_pid"
     if grep -q 'Non-2xx' "$work/$name.wrk"; then echo "$name: non-2xx answers under load" >&2; exit 1; fi
     check "$url" "$token_file" "${@:4}"
     awk '/^Requests\/sec:/ { print $2 }' "$work/$name.wrk" > "$work/$name.rps"
