@@ -42,6 +42,16 @@ pub struct DaemonArgs {
     /// A proxy to reach `--server-url` through; proxy variables of the environment are never used
     #[arg(long, value_name = "URL", requires = "server_url")]
     server_proxy: Option<String>,
+    /// How runtime calls reach the embedded server: `in-process` (its router, no socket) or
+    /// `tcp` (its loopback listener, the HTTP client a `--server-url` daemon uses); ignored with
+    /// `--server-url`
+    #[arg(
+        long,
+        value_enum,
+        env = "AGENTTEAM_EMBEDDED_HOP",
+        default_value = "in-process"
+    )]
+    embedded_hop: crate::daemon::EmbeddedHop,
     /// Lifetime of each runtime token generation, in seconds
     #[arg(long, default_value_t = crate::daemon::DEFAULT_TOKEN_TTL.as_secs())]
     token_ttl_secs: u64,
@@ -130,6 +140,7 @@ pub fn run_daemon(args: DaemonArgs, scrubbed: Vec<String>) -> Exit {
         runtime_dir,
         server_url: args.server_url,
         operator_token_file: args.operator_token_file,
+        embedded_hop: args.embedded_hop,
         remote: crate::client::http::Remote { proxy, roots },
         runtime: RuntimeConfig {
             ttl: Duration::from_secs(args.token_ttl_secs),

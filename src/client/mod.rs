@@ -36,16 +36,44 @@ pub struct CallContext {
 /// A device's connection to one AgentTeam Server.
 #[derive(Clone)]
 pub struct ServerClient {
-    http: reqwest::Client,
-    base_url: String,
+    hop: Hop,
     credential: String,
+}
+
+/// How a request reaches the server. Either way it is one HTTP request and one HTTP response
+/// through the server's whole router (authentication, authorization, validation, audit): the
+/// in-process hop only leaves out the socket, the HTTP/1 codec on both sides and the client's
+/// connection pool.
+#[derive(Clone)]
+enum Hop {
+    /// Over HTTP to `base_url` (a remote server, a server of its own on loopback, or the embedded
+    /// server's listener when the daemon is told to use it).
+    Tcp {
+        http: reqwest::Client,
+        base_url: String,
+    },
+    /// Into the embedded server's router, in this process.
+    InProcess(axum::Router),
+}
+
+/// One request to the server, before it takes a hop.
+struct Outgoing {
+    method: reqwest::Method,
+    /// From the server's root, e.g. `/runtime/servers/…`.
+    path: String,
+    headers: Vec<(&'static str, String)>,
+    body: Option<Vec<u8>>,
 }
 
 impl std::fmt::Debug for ServerClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // The credential is a secret: never printed.
+        let hop = match &self.hop {
+            Hop::Tcp { base_url, .. } => base_url.as_str(),
+            Hop::InProcess(_) => "in-process",
+        };
         f.debug_struct("ServerClient")
-            .field("base_url", &self.base_url)
+            .field("hop", &hop)
             .finish_non_exhaustive()
     }
 }
@@ -59,9 +87,28 @@ impl ServerClient {
             .build()
             .expect("a plain HTTP client builds");
         ServerClient {
-            http,
-            base_url: base_url.trim_end_matches('/').to_string(),
+            hop: Hop::Tcp {
+                http,
+                base_url: base_url.trim_end_matches('/').to_string(),
+            },
             credential,
+        }
+    }
+
+    /// A client that hands each request to `router` (the embedded server's, the same one its
+    /// listener serves) without a socket, acting as the device whose credential is `credential`.
+    pub fn in_process(router: axum::Router, credential: String) -> ServerClient {
+        ServerClient {
+            hop: Hop::InProcess(router),
+            credential,
+        }
+    }
+
+    /// Whether requests skip the socket (`"in-process"`) or cross it (`"tcp"`).
+    pub fn hop(&self) -> &'static str {
+        match self.hop {
+            Hop::Tcp { .. } => "tcp",
+            Hop::InProcess(_) => "in-process",
         }
     }
 
@@ -86,11 +133,12 @@ impl ServerClient {
         input: &I,
     ) -> ActionResult<Value> {
         let descriptor = id.descriptor();
-        let url = format!(
-            "{}/runtime/servers/{}/agents/{}/actions/{}/{}",
-            self.base_url, ctx.server_id, ctx.agent_id, descriptor.domain, descriptor.action
+        let path = format!(
+            "/runtime/servers/{}/agents/{}/actions/{}/{}",
+            ctx.server_id, ctx.agent_id, descriptor.domain, descriptor.action
         );
-        self.post(ctx, url, input).await
+        self.send(ctx, Outgoing::post(path, input, Vec::new())?)
+            .await
     }
 
     /// Calls the server-owned MCP tool `id` with validated `arguments` and returns its
@@ -101,14 +149,14 @@ impl ServerClient {
         id: ToolId,
         arguments: &Value,
     ) -> ActionResult<Value> {
-        let url = format!(
-            "{}/runtime/servers/{}/agents/{}/tools/{}",
-            self.base_url,
+        let path = format!(
+            "/runtime/servers/{}/agents/{}/tools/{}",
             ctx.server_id,
             ctx.agent_id,
             id.descriptor().name
         );
-        self.post(ctx, url, arguments).await
+        self.send(ctx, Outgoing::post(path, arguments, Vec::new())?)
+            .await
     }
 
     /// Calls knowledge tool `tool` (`kb_search` or `kb_fetch`) for the runtime's current `turn`,
@@ -120,16 +168,16 @@ impl ServerClient {
         arguments: &Value,
         turn: &crate::wire::turn::Turn,
     ) -> ActionResult<Value> {
-        let url = format!(
-            "{}/runtime/servers/{}/agents/{}/knowledge/{tool}",
-            self.base_url, ctx.server_id, ctx.agent_id
+        let path = format!(
+            "/runtime/servers/{}/agents/{}/knowledge/{tool}",
+            ctx.server_id, ctx.agent_id
         );
-        let request = self
-            .http
-            .post(url)
-            .header(crate::wire::turn::TARGET_HEADER, &turn.target)
-            .header(crate::wire::turn::MESSAGE_HEADER, &turn.message_id);
-        self.send(ctx, request.json(arguments)).await
+        let headers = vec![
+            (crate::wire::turn::TARGET_HEADER, turn.target.clone()),
+            (crate::wire::turn::MESSAGE_HEADER, turn.message_id.clone()),
+        ];
+        self.send(ctx, Outgoing::post(path, arguments, headers)?)
+            .await
     }
 
     /// Calls action `action` of the extension `name` with `input`, under the definition digest
@@ -142,62 +190,56 @@ impl ServerClient {
         input: &Value,
         pin: (&str, u64),
     ) -> ActionResult<Value> {
-        let url = format!(
-            "{}/runtime/servers/{}/agents/{}/ext/{name}/{action}",
-            self.base_url, ctx.server_id, ctx.agent_id
+        let path = format!(
+            "/runtime/servers/{}/agents/{}/ext/{name}/{action}",
+            ctx.server_id, ctx.agent_id
         );
         let (digest, catalog_version) = pin;
-        let request = self
-            .http
-            .post(url)
-            .header(crate::wire::EXTENSION_DIGEST_HEADER, digest)
-            .header(
+        let headers = vec![
+            (crate::wire::EXTENSION_DIGEST_HEADER, digest.to_string()),
+            (
                 crate::wire::EXTENSION_CATALOG_VERSION_HEADER,
                 catalog_version.to_string(),
-            );
-        self.send(ctx, request.json(input)).await
+            ),
+        ];
+        self.send(ctx, Outgoing::post(path, input, headers)?).await
     }
 
     /// The current definitions of the apps installed in workspace `server_id`, with their
     /// recorded digests (`GET /runtime/servers/{serverId}/extensions`).
     pub async fn extensions(&self, server_id: &str) -> ActionResult<Value> {
-        let url = format!("{}/runtime/servers/{server_id}/extensions", self.base_url);
         let ctx = CallContext {
             server_id: server_id.to_string(),
             agent_id: String::new(),
             idempotency_key: None,
         };
-        self.send(&ctx, self.http.get(url)).await
+        let request = Outgoing {
+            method: reqwest::Method::GET,
+            path: format!("/runtime/servers/{server_id}/extensions"),
+            headers: Vec::new(),
+            body: None,
+        };
+        self.send(&ctx, request).await
     }
 
-    async fn post<I: Serialize + Sync>(
-        &self,
-        ctx: &CallContext,
-        url: String,
-        input: &I,
-    ) -> ActionResult<Value> {
-        self.send(ctx, self.http.post(url).json(input)).await
-    }
-
-    async fn send(
-        &self,
-        ctx: &CallContext,
-        request: reqwest::RequestBuilder,
-    ) -> ActionResult<Value> {
-        let mut request = request.bearer_auth(&self.credential);
+    async fn send(&self, ctx: &CallContext, mut request: Outgoing) -> ActionResult<Value> {
+        request
+            .headers
+            .push(("authorization", format!("Bearer {}", self.credential)));
         if let Some(key) = &ctx.idempotency_key {
-            request = request
-                .header("Idempotency-Key", format!("\"{key}\""))
-                .header("X-Request-ID", key);
+            request
+                .headers
+                .push(("idempotency-key", format!("\"{key}\"")));
+            request.headers.push(("x-request-id", key.clone()));
         }
-        let response = request.send().await.map_err(classify)?;
-        let status = response.status();
-        let bytes = match http::read_bounded(response, http::MAX_RESPONSE_BYTES).await {
-            Ok(bytes) => bytes,
-            Err(http::ReadError::TooLarge) => {
-                return Err(upstream_failed("the server's answer is too large"));
+        let (status, bytes) = match &self.hop {
+            Hop::Tcp { http, base_url } => tcp(http, base_url, request).await?,
+            Hop::InProcess(router) => {
+                match tokio::time::timeout(CALL_TIMEOUT, in_process(router, request)).await {
+                    Ok(answer) => answer?,
+                    Err(_) => return Err(timed_out()),
+                }
             }
-            Err(http::ReadError::Transport(error)) => return Err(classify(error)),
         };
         // A provider's failure behind an extension is the contract's own answer, not the
         // server's: it passes through like any refusal.
@@ -244,19 +286,108 @@ impl ServerClient {
         }
         let envelope: Value = serde_json::from_slice(&bytes)
             .map_err(|_| upstream_failed("the server's answer is not JSON"))?;
+        let Value::Object(mut envelope) = envelope else {
+            return Err(upstream_failed(
+                "the server's answer is not the contract's envelope",
+            ));
+        };
         match (
             status.is_success(),
             envelope.get("ok").and_then(Value::as_bool),
         ) {
             (true, Some(true)) => envelope
-                .get("data")
-                .cloned()
+                .remove("data")
                 .ok_or_else(|| upstream_failed("the server's answer has no `data`")),
             (false, Some(false)) => Err(reproject_error(&envelope["error"])),
             _ => Err(upstream_failed(
                 "the server's answer is not the contract's envelope",
             )),
         }
+    }
+}
+
+impl Outgoing {
+    /// A `POST` of `input` as JSON.
+    fn post<I: Serialize + ?Sized>(
+        path: String,
+        input: &I,
+        mut headers: Vec<(&'static str, String)>,
+    ) -> ActionResult<Outgoing> {
+        let body = serde_json::to_vec(input).map_err(|_| {
+            ActionError::new(
+                ErrorCode::InternalError,
+                "the request cannot be encoded as JSON",
+            )
+        })?;
+        headers.push(("content-type", "application/json".to_string()));
+        Ok(Outgoing {
+            method: reqwest::Method::POST,
+            path,
+            headers,
+            body: Some(body),
+        })
+    }
+}
+
+/// The request over HTTP: status and the whole (bounded) body.
+async fn tcp(
+    http: &reqwest::Client,
+    base_url: &str,
+    request: Outgoing,
+) -> ActionResult<(reqwest::StatusCode, Vec<u8>)> {
+    let mut builder = http.request(request.method, format!("{base_url}{}", request.path));
+    for (name, value) in request.headers {
+        builder = builder.header(name, value);
+    }
+    if let Some(body) = request.body {
+        builder = builder.body(body);
+    }
+    let response = builder.send().await.map_err(classify)?;
+    let status = response.status();
+    match http::read_bounded(response, http::MAX_RESPONSE_BYTES).await {
+        Ok(bytes) => Ok((status, bytes)),
+        Err(http::ReadError::TooLarge) => Err(upstream_failed("the server's answer is too large")),
+        Err(http::ReadError::Transport(error)) => Err(classify(error)),
+    }
+}
+
+/// The request through `router` in this process: status and the whole (bounded) body. The
+/// server's router is infallible; a body that fails to read is a server failure.
+async fn in_process(
+    router: &axum::Router,
+    request: Outgoing,
+) -> ActionResult<(reqwest::StatusCode, Vec<u8>)> {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let mut builder = axum::http::Request::builder()
+        .method(request.method)
+        .uri(request.path)
+        // The server's router sees what a TCP request would carry.
+        .header("host", "in-process.invalid");
+    for (name, value) in request.headers {
+        builder = builder.header(name, value);
+    }
+    let request = builder
+        .body(axum::body::Body::from(request.body.unwrap_or_default()))
+        .map_err(|_| {
+            ActionError::new(
+                ErrorCode::InternalError,
+                "the request to the embedded server cannot be built",
+            )
+        })?;
+    let response = router
+        .clone()
+        .oneshot(request)
+        .await
+        .unwrap_or_else(|never| match never {});
+    let status = response.status();
+    let body = http_body_util::Limited::new(response.into_body(), http::MAX_RESPONSE_BYTES);
+    match body.collect().await {
+        Ok(collected) => Ok((status, collected.to_bytes().to_vec())),
+        Err(error) if error.is::<http_body_util::LengthLimitError>() => {
+            Err(upstream_failed("the server's answer is too large"))
+        }
+        Err(_) => Err(upstream_failed("the server's answer could not be read")),
     }
 }
 
@@ -303,11 +434,7 @@ fn reproject_error(error: &Value) -> ActionError {
 
 fn classify(error: reqwest::Error) -> ActionError {
     if error.is_timeout() {
-        ActionError::new(
-            ErrorCode::UpstreamTimeout,
-            "the AgentTeam Server did not answer in time",
-        )
-        .with_next("retry later")
+        timed_out()
     } else {
         ActionError::new(
             ErrorCode::UpstreamUnavailable,
@@ -318,6 +445,14 @@ fn classify(error: reqwest::Error) -> ActionError {
         )
         .with_next("retry later")
     }
+}
+
+fn timed_out() -> ActionError {
+    ActionError::new(
+        ErrorCode::UpstreamTimeout,
+        "the AgentTeam Server did not answer in time",
+    )
+    .with_next("retry later")
 }
 
 fn upstream_failed(message: &str) -> ActionError {

@@ -75,6 +75,7 @@ pub async fn status(State(state): State<DaemonState>, _: AdminAuth) -> Answer {
         |counter: &std::sync::atomic::AtomicU64| counter.load(std::sync::atomic::Ordering::Relaxed);
     Ok(Data(json!({
         "workspaceId": state.identity.workspace_id,
+        "serverHop": state.server_client.hop(),
         "agents": state.agents.store.len(),
         "profilesCopied": state.agents.store.counters.copied.load(std::sync::atomic::Ordering::Relaxed),
         "sessionsResolved": load(&state.dispatcher.session_lookups),

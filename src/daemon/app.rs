@@ -45,10 +45,20 @@ pub struct DaemonConfig {
     pub server_url: Option<String>,
     /// The external server's operator token file (required with `server_url`).
     pub operator_token_file: Option<PathBuf>,
+    /// How runtime calls reach the embedded server (not used with `server_url`).
+    pub embedded_hop: EmbeddedHop,
     /// The proxy (never used for a loopback server) and extra trust roots to reach `server_url`
     /// with, both named by the operator, never taken from the environment.
     pub remote: crate::client::http::Remote,
     pub runtime: RuntimeConfig,
+}
+
+/// How the daemon's runtime calls reach the embedded server. Both are one HTTP request through
+/// the server's whole router; `Tcp` adds the socket and the HTTP/1 codec, as with `--server-url`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum EmbeddedHop {
+    InProcess,
+    Tcp,
 }
 
 /// The default state directory: `$XDG_STATE_HOME/agentteam` or `~/.local/state/agentteam`.
@@ -175,11 +185,17 @@ pub async fn run(
         super::memory::Memory::open(&config.state_dir)
             .map_err(|e| state_err("cannot prepare the memory directories", e))?,
     );
-    let server_client = Arc::new(crate::client::ServerClient::new(
-        &server_url,
-        identity_credential,
-        remote,
-    ));
+    let server_client = Arc::new(match &embedded {
+        Some((_, _, _, server)) if config.embedded_hop == EmbeddedHop::InProcess => {
+            crate::client::ServerClient::in_process(
+                crate::server::router(server.clone()),
+                identity_credential,
+            )
+        }
+        _ => crate::client::ServerClient::new(&server_url, identity_credential, remote),
+    });
+    let server_hop = server_client.hop();
+    tracing::info!(hop = server_hop, "runtime calls reach the server");
     // The extension snapshot new launches bind: fetched, verified and pinned before the first.
     let extensions = Arc::new(super::extensions::Extensions::new(
         server_client.clone(),
@@ -243,8 +259,7 @@ pub async fn run(
         ),
     };
     let daemon_file = config.state_dir.join(DAEMON_FILE);
-    let announcement =
-        json!({ "baseUrl": base_url, "pid": std::process::id(), "serverUrl": server_url });
+    let announcement = json!({ "baseUrl": base_url, "pid": std::process::id(), "serverUrl": server_url, "serverHop": server_hop });
     crate::private_file::replace(&daemon_file, &format!("{announcement}\n"))
         .map_err(|e| state_err("cannot write daemon.json", e))?;
     tracing::info!(%base_url, state_dir = %config.state_dir.display(), "daemon listening");

@@ -1242,3 +1242,79 @@ async fn tool_bounds_hold_at_their_edges() {
     .await;
     assert_eq!(error["code"], "validation_failed");
 }
+
+/// Issue 18: the daemon reaches its embedded server in-process by default (no socket) or over
+/// the server's loopback listener with `--embedded-hop tcp`; either way it is the same HTTP
+/// request through the server's whole router, so a runtime sees the same answers: a write, a
+/// history page, and a refusal the server decides (a channel the agent is not a member of).
+/// The status names the hop each daemon uses, and a daemon started without the flag uses the one
+/// `AGENTTEAM_EMBEDDED_HOP` names (`scripts/test` runs the suite once per hop), else in-process.
+#[tokio::test]
+async fn both_hops_to_the_embedded_server_answer_alike() {
+    let default_hop = match std::env::var("AGENTTEAM_EMBEDDED_HOP") {
+        Ok(hop) => hop,
+        Err(_) => "in-process".to_string(),
+    };
+    let unflagged = TestDaemon::start(&[]).await;
+    assert_eq!(admin_status(&unflagged).await["serverHop"], default_hop);
+
+    let mut seen = Vec::new();
+    for hop in ["in-process", "tcp"] {
+        let daemon = TestDaemon::start(&["--embedded-hop", hop]).await;
+        assert_eq!(admin_status(&daemon).await["serverHop"], hop);
+        let announced: Value =
+            serde_json::from_slice(&std::fs::read(daemon.state_dir.join("daemon.json")).unwrap())
+                .unwrap();
+        assert_eq!(announced["serverHop"], hop);
+        daemon.add_agent("alpha").await;
+        let rt = Runtime::start(&daemon, "alpha").await;
+        let target = channel(&daemon);
+        for i in 0..3 {
+            let sent = call(
+                &rt,
+                &daemon,
+                "message_send",
+                json!({"target": target, "content": format!("hop message {i}")}),
+            )
+            .await;
+            assert_ne!(sent["isError"], true, "{sent}");
+        }
+        let history = call(
+            &rt,
+            &daemon,
+            "message_history_read",
+            json!({"target": target, "limit": 2}),
+        )
+        .await;
+        let page = &history["structuredContent"];
+        let contents: Vec<&str> = page["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| m["content"].as_str().unwrap())
+            .collect();
+        assert_eq!(contents, ["hop message 2", "hop message 1"], "{history}");
+        assert!(page["nextCursor"].is_string(), "{history}");
+
+        // A channel of the workspace the agent does not belong to: the server refuses it.
+        let elsewhere = operator(
+            &daemon,
+            "/channels",
+            json!({"name": "elsewhere", "members": []}),
+        )
+        .await["channelId"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        let refused = call_error(
+            &rt,
+            &daemon,
+            "message_history_read",
+            json!({"target": format!("channel:{elsewhere}")}),
+        )
+        .await;
+        assert_eq!(refused["code"], "not_found", "{refused}");
+        seen.push((contents.join("|"), refused["code"].clone()));
+    }
+    assert_eq!(seen[0], seen[1]);
+}

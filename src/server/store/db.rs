@@ -139,13 +139,20 @@ impl Db {
             .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5));
+        // No ping before each acquire: a SQLite connection is a file handle in this process, it
+        // cannot drop like a socket, and the ping is a round trip to the connection's worker
+        // thread, as costly as the query it guards (measured: BENCHMARKS.md, history read).
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
+            .test_before_acquire(false)
+            .after_connect(|connection, _| Box::pin(stable_plans(connection)))
             .connect_with(options.clone())
             .await?;
         migrate_sqlite(&writer).await?;
         let reader = SqlitePoolOptions::new()
             .max_connections(SQLITE_READERS)
+            .test_before_acquire(false)
+            .after_connect(|connection, _| Box::pin(stable_plans(connection)))
             .connect_with(options.read_only(true))
             .await?;
         Ok(Db::Sqlite { writer, reader })
@@ -160,6 +167,55 @@ impl Db {
             Db::Postgres(pool) => pool.close().await,
         }
     }
+}
+
+/// Turns on SQLite's query planner stability guarantee (`SQLITE_DBCONFIG_ENABLE_QPSG`) for
+/// `connection`.
+///
+/// Without it the planner reads some bound values while it prepares a statement (a `LIMIT $n`
+/// among them), marks the statement as depending on them, and then every new binding of those
+/// parameters expires it: each execution of a cached statement parsed and planned its SQL
+/// again (`sqlite3Reprepare` was 10% of a history read's samples, more than half of SQLite's
+/// time; BENCHMARKS.md). With it, a statement is planned once per connection, independently of
+/// the values bound to it: the same plans our keyset indexes were designed for.
+async fn stable_plans(connection: &mut sqlx::SqliteConnection) -> Result<(), sqlx::Error> {
+    let mut handle = connection.lock_handle().await?;
+    let db = handle.as_raw_handle().as_ptr();
+    let mut enabled: std::ffi::c_int = 0;
+    // SAFETY: `db` is this connection's open handle, held exclusively through `handle` for the
+    // call; `SQLITE_DBCONFIG_ENABLE_QPSG` takes an int (1: on) and an `int*` for the new state.
+    let rc = unsafe {
+        libsqlite3_sys::sqlite3_db_config(
+            db,
+            libsqlite3_sys::SQLITE_DBCONFIG_ENABLE_QPSG,
+            1 as std::ffi::c_int,
+            &mut enabled as *mut std::ffi::c_int,
+        )
+    };
+    if rc != libsqlite3_sys::SQLITE_OK || enabled != 1 {
+        return Err(sqlx::Error::Configuration(
+            "SQLite refused the query planner stability guarantee".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether `connection` plans statements independently of bound values (see [`stable_plans`]).
+#[cfg(test)]
+async fn plans_are_stable(connection: &mut sqlx::SqliteConnection) -> bool {
+    let mut handle = connection.lock_handle().await.unwrap();
+    let db = handle.as_raw_handle().as_ptr();
+    let mut enabled: std::ffi::c_int = -1;
+    // SAFETY: as in `stable_plans`; -1 leaves the setting as it is and only reads it.
+    let rc = unsafe {
+        libsqlite3_sys::sqlite3_db_config(
+            db,
+            libsqlite3_sys::SQLITE_DBCONFIG_ENABLE_QPSG,
+            -1 as std::ffi::c_int,
+            &mut enabled as *mut std::ffi::c_int,
+        )
+    };
+    rc == libsqlite3_sys::SQLITE_OK && enabled == 1
 }
 
 /// SQLite: every migration past `PRAGMA user_version`, each in its own transaction.
@@ -224,5 +280,29 @@ async fn migrate_postgres(pool: &PgPool) -> Result<(), StoreError> {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every pooled SQLite connection, the writer and each reader, plans statements once and
+    /// independently of bound values: a page query's `LIMIT $n` no longer re-prepares it.
+    #[tokio::test]
+    async fn every_sqlite_connection_has_stable_plans() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("s.db").display());
+        let Db::Sqlite { writer, reader } = Db::open(&url).await.unwrap() else {
+            panic!("a SQLite URL opens SQLite");
+        };
+        assert!(plans_are_stable(&mut writer.acquire().await.unwrap()).await);
+        let mut readers = Vec::new();
+        for _ in 0..SQLITE_READERS {
+            readers.push(reader.acquire().await.unwrap());
+        }
+        for connection in &mut readers {
+            assert!(plans_are_stable(connection).await);
+        }
     }
 }
