@@ -4,7 +4,11 @@
 # 1. Wall time of `agentteam exec task get` (process start, token-file read, local validation,
 #    one POST, print) against the same request sent by `curl`, in the same run (hyperfine).
 #    Target: ratio <= 1.3.
-# 2. Daemon throughput for `task get` at 16 connections (wrk), daemon and server in one process.
+# 2. Daemon throughput for `task get` (the whole Exec path with the embedded server in-process)
+#    against the rmcp 3.11 echo peer's trivial `tools/call` (bench/mcp-peer) in the same run: each
+#    server alone on core 0 (ours is stopped before the peer starts), wrk at 16 connections on
+#    core 1, each load bracketed by a full check of its answer and failing on any non-2xx.
+#    Target: ours >= 0.5 x the peer.
 #
 # Usage: bench/exec.sh            (builds the release binary first; installs hyperfine and wrk
 #                                  from Debian's packages when missing)
@@ -16,10 +20,19 @@ done
 cargo build --release --quiet
 bin="$PWD/target/release/agentteam"
 work="$(mktemp -d)"
-cleanup() { kill "$runtime_pid" "$daemon_pid" 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$work"; }
+daemon_pid="" runtime_pid="" peer_pid=""
+cleanup() {
+    # shellcheck disable=SC2086 # empty ids drop out
+    kill $peer_pid $runtime_pid $daemon_pid 2>/dev/null || true
+    wait 2>/dev/null || true
+    rm -rf "$work"
+}
 trap cleanup EXIT
+# shellcheck source=bench/lib/mcp_load.sh
+. bench/lib/mcp_load.sh
+peer_build
 
-"$bin" daemon --state-dir "$work/state" > "$work/daemon.out" 2> "$work/daemon.log" &
+taskset -c 0 "$bin" daemon --state-dir "$work/state" > "$work/daemon.out" 2> "$work/daemon.log" &
 daemon_pid=$!
 until grep -q "listening on" "$work/daemon.out" 2>/dev/null; do sleep 0.1; done
 "$bin" agent add bench --state-dir "$work/state" > /dev/null
@@ -49,11 +62,42 @@ ours, peer = results["agentteam exec task get"], results["curl"]
 print(f"median: agentteam exec {ours['median']*1000:.2f} ms, curl {peer['median']*1000:.2f} ms, ratio {ours['median']/peer['median']:.3f}")
 PY
 
-echo "## daemon throughput: task get, 16 connections, 10 s"
+# task_get_check: one `task get` with curl must answer 200 with the task.
+task_get_check() {
+    curl -sS -H @"$work/headers" -d "$body" -o "$work/task.json" -w '%{http_code}' "$url" > "$work/task.status"
+    python3 - "$work/task.status" "$work/task.json" "$task" <<'PY'
+import json, sys
+status, body, task = open(sys.argv[1]).read(), open(sys.argv[2]).read(), sys.argv[3]
+envelope = json.loads(body)
+if status != "200" or envelope.get("ok") is not True or envelope["data"]["task"]["id"] != task:
+    sys.exit(f"task get: HTTP {status}: {body[:600]}")
+print(f"ok: task get: {len(body)} bytes")
+PY
+}
+
+echo "## daemon throughput: task get, 16 connections, 10 s (daemon on core 0, wrk on core 1)"
 cat > "$work/post.lua" <<LUA
 wrk.method = "POST"
 wrk.body = '$body'
 wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer $(cat "$AGENTTEAM_EXEC_TOKEN_FILE")"
 LUA
-wrk -t2 -c16 -d10s --latency -s "$work/post.lua" "$url"
+task_get_check
+taskset -c 1 wrk -t1 -c16 -d10s --latency -s "$work/post.lua" "$url" | tee "$work/ours_task_get.wrk"
+if grep -q 'Non-2xx' "$work/ours_task_get.wrk"; then echo "task get: non-2xx answers under load" >&2; exit 1; fi
+task_get_check
+awk '/^Requests\/sec:/ { print $2 }' "$work/ours_task_get.wrk" > "$work/ours_task_get.rps"
+
+# Stop ours before the peer starts: core 0 is then the peer's alone.
+kill "$runtime_pid" "$daemon_pid" 2>/dev/null || true
+wait "$runtime_pid" "$daemon_pid" 2>/dev/null || true
+runtime_pid="" daemon_pid=""
+peer_start
+peer_echo_load
+
+python3 - "$work" <<'PY'
+import sys
+ours = float(open(f"{sys.argv[1]}/ours_task_get.rps").read())
+peer = float(open(f"{sys.argv[1]}/rmcp_tools_call.rps").read())
+print(f"summary: ours task get {ours:.0f} req/s, rmcp tools/call {peer:.0f} req/s; ratio ours_task_get/rmcp_tools_call {ours/peer:.2f} (target >= 0.5)")
+PY

@@ -52,6 +52,8 @@ pub enum Reply {
     Value(Value),
     /// The complete serialized `result`, already decorated for its era.
     Serialized(&'static str),
+    /// A tool call's serialized `result`, decorated and measured against the result budget.
+    Owned(String),
 }
 
 /// The answer to one request of `era`.
@@ -114,7 +116,9 @@ pub async fn answer(
                     ));
                 }
             };
-            tools::call(state, authorization, era, tool, arguments).await
+            return Ok(Reply::Owned(
+                tools::call(state, authorization, era, tool, arguments).await,
+            ));
         }
         Method::PromptsList => list(era, "prompts", json!([])),
         Method::ResourcesList => list(era, "resources", json!([])),

@@ -198,13 +198,17 @@ async fn endpoint(State(state): State<DaemonState>, request: Request) -> Respons
     if authorization.is_revoked() {
         return unauthorized();
     }
+    let serialized = |result: &str| {
+        json_response(format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#
+        ))
+    };
     match answer {
         Ok(Reply::Value(result)) => {
             json_response(json!({ "jsonrpc": "2.0", "id": id, "result": result }).to_string())
         }
-        Ok(Reply::Serialized(result)) => json_response(format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#
-        )),
+        Ok(Reply::Serialized(result)) => serialized(result),
+        Ok(Reply::Owned(result)) => serialized(&result),
         Err((status, error)) => error.respond(status, Some(&id)),
     }
 }

@@ -23,17 +23,17 @@ use crate::daemon::state::DaemonState;
 use crate::wire::idempotency::resolve_selector;
 
 /// Runs one validated-by-name tool call and returns its `CallToolResult`, decorated for `era`
-/// (the budget measures what is sent).
+/// and serialized: the budget measures exactly what is sent, and the result is serialized once.
 pub async fn call(
     state: &DaemonState,
     authorization: &Authorization,
     era: Era,
     tool: &'static ToolDescriptor,
     arguments: Value,
-) -> Value {
+) -> String {
     let applied = !tool.read_only;
     match run(state, authorization, tool, arguments).await {
-        Ok(structured) => budgeted(tool, era, success(&structured), applied),
+        Ok(structured) => budgeted(tool, era, success(structured), applied),
         Err(error) => budgeted(tool, era, failure(&error), false),
     }
 }
@@ -152,9 +152,10 @@ fn after_apply(tool: &ToolDescriptor, mut error: ActionError) -> ActionError {
 }
 
 /// A success: the structured value and the same JSON as text.
-fn success(structured: &Value) -> Value {
+fn success(structured: Value) -> Value {
+    let text = compact(&structured);
     json!({
-        "content": [{ "type": "text", "text": structured.to_string() }],
+        "content": [{ "type": "text", "text": text }],
         "structuredContent": structured,
         "isError": false,
     })
@@ -168,12 +169,12 @@ fn failure(error: &ActionError) -> Value {
     })
 }
 
-/// The result itself when its serialization fits the budget; otherwise the classified refusal.
-fn budgeted(tool: &ToolDescriptor, era: Era, result: Value, applied: bool) -> Value {
-    let result = era.decorate(result);
-    let size = serde_json::to_vec(&result).map_or(usize::MAX, |bytes| bytes.len());
+/// The serialized result itself when it fits the budget; otherwise the classified refusal.
+fn budgeted(tool: &ToolDescriptor, era: Era, result: Value, applied: bool) -> String {
+    let sent = compact(&era.decorate(result));
+    let size = sent.len();
     if size <= MCP_RESULT_BUDGET_BYTES {
-        return result;
+        return sent;
     }
     let mut error = ActionError::new(
         ErrorCode::ResultBudgetExceeded,
@@ -191,7 +192,13 @@ fn budgeted(tool: &ToolDescriptor, era: Era, result: Value, applied: bool) -> Va
     if applied {
         error.metadata = Some(Box::new(json!({ "mutation_applied": true })));
     }
-    era.decorate(failure(&error))
+    compact(&era.decorate(failure(&error)))
+}
+
+/// `value` as compact JSON text, written straight into a `String` (`Value`'s `Display` goes
+/// through the formatting machinery: measurably slower on a page of messages).
+fn compact(value: &Value) -> String {
+    serde_json::to_string(value).expect("a Value always serializes")
 }
 
 #[cfg(test)]
@@ -199,7 +206,8 @@ mod tests {
     use super::*;
     use crate::contract::catalog::find_tool;
 
-    fn envelope(result: &Value) -> Value {
+    fn envelope(sent: &str) -> Value {
+        let result: Value = serde_json::from_str(sent).unwrap();
         assert_eq!(result["isError"], true);
         serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap()
     }
@@ -208,18 +216,18 @@ mod tests {
     fn a_result_at_the_budget_passes_whole_and_one_byte_more_is_refused() {
         let tool = find_tool("message_history_read").unwrap();
         // Grow a string until the serialized result is exactly the budget.
-        let sized = |n: usize| success(&json!({ "messages": [], "target": "x".repeat(n) }));
-        let sent = |n: usize| Era::Modern.decorate(sized(n));
-        let base = serde_json::to_vec(&sent(0)).unwrap().len();
+        let sized = |n: usize| success(json!({ "messages": [], "target": "x".repeat(n) }));
+        let sent = |n: usize| Era::Modern.decorate(sized(n)).to_string();
+        let base = sent(0).len();
         // Each character appears twice: in `structuredContent` and in the text block.
         let fits = (MCP_RESULT_BUDGET_BYTES - base) / 2;
-        let size = serde_json::to_vec(&sent(fits)).unwrap().len();
+        let size = sent(fits).len();
         assert!(size <= MCP_RESULT_BUDGET_BYTES && size + 2 > MCP_RESULT_BUDGET_BYTES);
         // Measured as sent: the modern era's fields count.
         assert_eq!(budgeted(tool, Era::Modern, sized(fits), false), sent(fits));
         assert_eq!(
             budgeted(tool, Era::Legacy, sized(fits), false),
-            sized(fits),
+            sized(fits).to_string(),
             "the legacy era adds nothing"
         );
 
@@ -236,7 +244,7 @@ mod tests {
     #[test]
     fn an_over_budget_mutation_says_it_was_applied() {
         let tool = find_tool("message_send").unwrap();
-        let huge = success(&json!({ "text": "x".repeat(MCP_RESULT_BUDGET_BYTES) }));
+        let huge = success(json!({ "text": "x".repeat(MCP_RESULT_BUDGET_BYTES) }));
         let refused = envelope(&budgeted(tool, Era::Legacy, huge, true));
         assert_eq!(refused["error"]["code"], "result_budget_exceeded");
         assert_eq!(refused["error"]["metadata"]["mutation_applied"], true);

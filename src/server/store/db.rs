@@ -36,10 +36,7 @@ const MIGRATION_LOCK: i64 = 0x6167_656e_7474_6561;
 /// The pools of one backend.
 #[derive(Clone)]
 pub(crate) enum Db {
-    Sqlite {
-        writer: SqlitePool,
-        reader: SqlitePool,
-    },
+    Sqlite { writer: SqlitePool, reader: Readers },
     Postgres(PgPool),
 }
 
@@ -149,12 +146,7 @@ impl Db {
             .connect_with(options.clone())
             .await?;
         migrate_sqlite(&writer).await?;
-        let reader = SqlitePoolOptions::new()
-            .max_connections(SQLITE_READERS)
-            .test_before_acquire(false)
-            .after_connect(|connection, _| Box::pin(stable_plans(connection)))
-            .connect_with(options.read_only(true))
-            .await?;
+        let reader = Readers::open(options.read_only(true)).await?;
         Ok(Db::Sqlite { writer, reader })
     }
 
@@ -166,6 +158,212 @@ impl Db {
             }
             Db::Postgres(pool) => pool.close().await,
         }
+    }
+}
+
+/// SQLite's read connections: [`SQLITE_READERS`] read-only connections, each planned with
+/// [`stable_plans`], handed out one per statement.
+///
+/// Not a sqlx pool: sqlx pings every connection it takes back (`PoolConnection::return_to_pool`,
+/// unconditionally), and for SQLite a ping is a round trip to the connection's worker thread, as
+/// costly as the statement it follows (BENCHMARKS.md, history read: half of the worker handoffs).
+/// A SQLite connection is a file handle in this process: it cannot be dropped by a peer, and a
+/// read-only connection is never left inside a transaction, so it goes straight back to the idle
+/// list, unless its statement failed outside SQLite itself (its worker is gone: it is closed and
+/// replaced on the next demand). Statements run through `&Readers` like through `&SqlitePool`
+/// ([`sqlx::Executor`]), so each store method is written once for both backends.
+#[derive(Clone)]
+pub(crate) struct Readers(std::sync::Arc<ReadersInner>);
+
+impl std::fmt::Debug for Readers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Readers")
+            .field("max", &SQLITE_READERS)
+            .finish_non_exhaustive()
+    }
+}
+
+struct ReadersInner {
+    options: SqliteConnectOptions,
+    idle: std::sync::Mutex<Vec<sqlx::SqliteConnection>>,
+    /// One permit per connection that may be open.
+    permits: std::sync::Arc<tokio::sync::Semaphore>,
+    closed: std::sync::atomic::AtomicBool,
+}
+
+/// One read connection, returned to the idle list on drop.
+struct Reader {
+    connection: Option<sqlx::SqliteConnection>,
+    readers: std::sync::Arc<ReadersInner>,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Readers {
+    /// Opens the first connection now, so a file that cannot be read fails the start.
+    async fn open(options: SqliteConnectOptions) -> Result<Readers, sqlx::Error> {
+        let first = connect_reader(&options).await?;
+        Ok(Readers(std::sync::Arc::new(ReadersInner {
+            options,
+            idle: std::sync::Mutex::new(vec![first]),
+            permits: std::sync::Arc::new(tokio::sync::Semaphore::new(SQLITE_READERS as usize)),
+            closed: std::sync::atomic::AtomicBool::new(false),
+        })))
+    }
+
+    async fn acquire(&self) -> Result<Reader, sqlx::Error> {
+        if self.0.closed.load(std::sync::atomic::Ordering::Acquire) {
+            return Err(sqlx::Error::PoolClosed);
+        }
+        let permit = self
+            .0
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| sqlx::Error::PoolClosed)?;
+        let idle = self.0.idle.lock().expect("no panic holds it").pop();
+        let connection = match idle {
+            Some(connection) => connection,
+            None => connect_reader(&self.0.options).await?,
+        };
+        Ok(Reader {
+            connection: Some(connection),
+            readers: self.0.clone(),
+            _permit: permit,
+        })
+    }
+
+    /// Closes the idle connections and every one returned from now on.
+    async fn close(&self) {
+        self.0
+            .closed
+            .store(true, std::sync::atomic::Ordering::Release);
+        self.0.permits.close();
+        let idle = std::mem::take(&mut *self.0.idle.lock().expect("no panic holds it"));
+        for connection in idle {
+            let _ = sqlx::Connection::close(connection).await;
+        }
+    }
+
+    /// Read connections take no transactions. The one transaction on the read side is
+    /// PostgreSQL's (`kb` search, `SET LOCAL`), whose code is also compiled for SQLite.
+    pub(crate) async fn begin(
+        &self,
+    ) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>, sqlx::Error> {
+        Err(sqlx::Error::Configuration(
+            "a SQLite read connection takes no transaction".into(),
+        ))
+    }
+}
+
+impl Reader {
+    fn connection(&mut self) -> &mut sqlx::SqliteConnection {
+        self.connection.as_mut().expect("held until drop")
+    }
+
+    /// Keeps the connection after `result` unless the failure came from outside SQLite (the
+    /// worker thread is gone, or I/O on its channel failed): such a connection is dropped.
+    fn check<T>(&mut self, result: &Result<T, sqlx::Error>) {
+        if matches!(
+            result,
+            Err(sqlx::Error::WorkerCrashed | sqlx::Error::Io(_) | sqlx::Error::Protocol(_))
+        ) {
+            self.connection = None;
+        }
+    }
+}
+
+impl Drop for Reader {
+    fn drop(&mut self) {
+        if let Some(connection) = self.connection.take()
+            && !self
+                .readers
+                .closed
+                .load(std::sync::atomic::Ordering::Acquire)
+        {
+            self.readers
+                .idle
+                .lock()
+                .expect("no panic holds it")
+                .push(connection);
+        }
+    }
+}
+
+async fn connect_reader(
+    options: &SqliteConnectOptions,
+) -> Result<sqlx::SqliteConnection, sqlx::Error> {
+    use sqlx::ConnectOptions;
+    let mut connection = options.connect().await?;
+    stable_plans(&mut connection).await?;
+    Ok(connection)
+}
+
+impl<'p> sqlx::Executor<'p> for &'_ Readers {
+    type Database = sqlx::Sqlite;
+
+    fn fetch_many<'e, 'q: 'e, E>(
+        self,
+        query: E,
+    ) -> futures_util::stream::BoxStream<
+        'e,
+        Result<sqlx::Either<sqlx::sqlite::SqliteQueryResult, SqliteRow>, sqlx::Error>,
+    >
+    where
+        E: 'q + sqlx::Execute<'q, sqlx::Sqlite>,
+    {
+        use futures_util::{StreamExt, TryStreamExt};
+        let readers = self.clone();
+        // Collected on the connection, then streamed: the connection goes back before the
+        // caller reads the first row. Every read statement of the store is bounded (a page, a
+        // `LIMIT`, or one row per key).
+        let all = async move {
+            let mut reader = readers.acquire().await?;
+            let all = reader
+                .connection()
+                .fetch_many(query)
+                .try_collect::<Vec<_>>()
+                .await;
+            reader.check(&all);
+            all
+        };
+        futures_util::stream::once(all)
+            .map_ok(|all| futures_util::stream::iter(all.into_iter().map(Ok)))
+            .try_flatten()
+            .boxed()
+    }
+
+    fn fetch_optional<'e, 'q: 'e, E>(
+        self,
+        query: E,
+    ) -> futures_util::future::BoxFuture<'e, Result<Option<SqliteRow>, sqlx::Error>>
+    where
+        E: 'q + sqlx::Execute<'q, sqlx::Sqlite>,
+    {
+        let readers = self.clone();
+        Box::pin(async move {
+            let mut reader = readers.acquire().await?;
+            let row = reader.connection().fetch_optional(query).await;
+            reader.check(&row);
+            row
+        })
+    }
+
+    fn prepare_with<'e>(
+        self,
+        sql: sqlx::SqlStr,
+        parameters: &'e [sqlx::sqlite::SqliteTypeInfo],
+    ) -> futures_util::future::BoxFuture<'e, Result<sqlx::sqlite::SqliteStatement, sqlx::Error>>
+    where
+        'p: 'e,
+    {
+        let readers = self.clone();
+        Box::pin(async move {
+            let mut reader = readers.acquire().await?;
+            let statement = reader.connection().prepare_with(sql, parameters).await;
+            reader.check(&statement);
+            statement
+        })
     }
 }
 
@@ -301,8 +499,8 @@ mod tests {
         for _ in 0..SQLITE_READERS {
             readers.push(reader.acquire().await.unwrap());
         }
-        for connection in &mut readers {
-            assert!(plans_are_stable(connection).await);
+        for reader in &mut readers {
+            assert!(plans_are_stable(reader.connection()).await);
         }
     }
 }

@@ -200,19 +200,24 @@ mod tests {
         let db::Db::Sqlite { writer, reader } = &store.db else {
             unreachable!("a sqlite url")
         };
-        for pool in [writer, reader] {
+        async fn pragmas<'a>(
+            on: impl sqlx::Executor<'a, Database = sqlx::Sqlite> + Copy,
+        ) -> (i64, String, i64) {
             let (foreign_keys,): (i64,) = sqlx::query_as("PRAGMA foreign_keys")
-                .fetch_one(pool)
+                .fetch_one(on)
                 .await
                 .unwrap();
             let (journal,): (String,) = sqlx::query_as("PRAGMA journal_mode")
-                .fetch_one(pool)
+                .fetch_one(on)
                 .await
                 .unwrap();
             let (synchronous,): (i64,) = sqlx::query_as("PRAGMA synchronous")
-                .fetch_one(pool)
+                .fetch_one(on)
                 .await
                 .unwrap();
+            (foreign_keys, journal, synchronous)
+        }
+        for (foreign_keys, journal, synchronous) in [pragmas(writer).await, pragmas(reader).await] {
             assert_eq!((foreign_keys, journal.as_str(), synchronous), (1, "wal", 2));
         }
         let orphan = sqlx::query("INSERT INTO humans (id, workspace_id, handle, display_name, created_at) VALUES ('hum_x', 'wsp_missing', 'h', 'H', 0)")
