@@ -27,7 +27,10 @@ use std::path::Path;
 
 use serde_json::{Map, Value, json};
 
-pub use super::kinds::{DomainOwner, ResultPolicy, Risk, ToolOwner, collides, is_name};
+pub use super::kinds::{
+    DomainOwner, MAX_MODEL_VISIBLE_NAME, MODEL_VISIBLE_PREFIXES, ResultPolicy, Risk, ToolOwner,
+    collides, is_name, max_raw_tool_name,
+};
 use super::{Diagnostic, pascal_case};
 use loader::Loader;
 
@@ -38,7 +41,9 @@ pub const MCP_DIR: &str = "mcp";
 /// The MCP result budget contract; the only file in `schema/mcp/` that is not a tool.
 pub const MCP_BUDGET_FILE: &str = "mcp/result-budget.json";
 /// The longest MCP tool name (the conformance suite's limit; the spec allows 128).
-pub const MAX_TOOL_NAME: usize = 64;
+/// The longest raw MCP tool name: its longest model-visible form (`mcp__agentteam__<tool>`) must
+/// stay within 64 characters.
+pub const MAX_TOOL_NAME: usize = max_raw_tool_name();
 pub const DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
 /// One MCP tool of the `agentteam` namespace, from `schema/mcp/<name>.json`.
 #[derive(Debug, Clone)]

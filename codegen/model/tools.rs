@@ -7,8 +7,8 @@ use serde_json::{Map, Value};
 
 use super::loader::{Loader, file_name, sorted_dir};
 use super::{
-    MAX_TOOL_NAME, MCP_BUDGET_FILE, MCP_DIR, McpBudget, McpTool, Subject, check_policy,
-    is_tool_name,
+    MAX_MODEL_VISIBLE_NAME, MAX_TOOL_NAME, MCP_BUDGET_FILE, MCP_DIR, MODEL_VISIBLE_PREFIXES,
+    McpBudget, McpTool, Subject, check_policy, is_tool_name,
 };
 use super::{ResultPolicy, ToolOwner};
 use crate::codegen::pascal_case;
@@ -70,7 +70,7 @@ pub(super) fn scan(loader: &mut Loader<'_>) -> Vec<String> {
             _ => loader.diag(
                 &format!("{MCP_DIR}/{name}"),
                 "",
-                format!("unexpected file: MCP tools are named <tool>.json with a name matching ^[a-z][a-z0-9_]*$ of at most {MAX_TOOL_NAME} characters"),
+                format!("unexpected file: MCP tools are named <tool>.json with a name matching ^[a-z][a-z0-9_]*$ of at most {MAX_TOOL_NAME} characters (its model-visible form `{}<tool>` must stay within {MAX_MODEL_VISIBLE_NAME})", MODEL_VISIBLE_PREFIXES[0]),
             ),
         }
     }

@@ -90,6 +90,10 @@ pub struct RunArgs {
     /// The id of the human message that started that turn
     #[arg(long, value_name = "MESSAGE_ID", requires = "turn_target")]
     turn_message: Option<String>,
+    /// The Codex thread id of the runtime's primary thread, when known: an MCP `tools/call` whose
+    /// Codex turn metadata names another thread may then only call read-only tools
+    #[arg(long, value_name = "THREAD_ID")]
+    primary_thread: Option<String>,
     /// The runtime command and its arguments
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -216,6 +220,7 @@ pub fn run_runtime(state: StateDir, args: RunArgs) -> Exit {
         replace,
         turn_target,
         turn_message,
+        primary_thread,
         command,
     } = args;
     let turn = match (turn_target, turn_message) {
@@ -255,6 +260,7 @@ pub fn run_runtime(state: StateDir, args: RunArgs) -> Exit {
         session,
         replace,
         turn,
+        primary_thread,
     };
     if let Err(message) = options.check() {
         return usage_error(&message, &[]);

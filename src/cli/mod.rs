@@ -12,6 +12,7 @@ mod daemon;
 mod exec;
 mod http;
 mod kb;
+mod mcp;
 mod operator;
 mod output;
 mod runtime_url;
@@ -140,6 +141,11 @@ enum Command {
         #[arg(value_enum)]
         shell: completion::Shell,
     },
+    /// The MCP pieces a runtime's own client runs: the header helper and the stdio bridge
+    Mcp {
+        #[command(subcommand)]
+        command: mcp::McpCommand,
+    },
     /// Print the man page (roff), e.g. `agentteam man | man -l -`; `agentteam man exec` prints
     /// the page of one command
     Man {
@@ -163,6 +169,7 @@ pub fn main() -> ExitCode {
             crate::contract::skill::skill_doc(&runtime.naming())
         )),
         Command::Admin { command } => admin::run(command),
+        Command::Mcp { command } => mcp::run(command),
         Command::Daemon(args) => {
             // Before any thread exists: a daemon started inside another runtime drops that
             // runtime's credentials from its own environment.

@@ -13,8 +13,7 @@ use std::net::IpAddr;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Bridge {
     Exec,
-    /// `AGENTTEAM_MCP_URL`: no client of ours reads it yet; every one that will goes through here.
-    #[allow(dead_code)]
+    /// `AGENTTEAM_MCP_URL`, read by `agentteam mcp stdio`.
     Mcp,
 }
 

@@ -118,3 +118,25 @@ pub fn is_name(name: &str) -> bool {
         && !name.contains("--")
         && name.len() <= 32
 }
+
+/// How the runtimes the daemon drives show a raw MCP tool name to their model: Claude Code and
+/// Codex as `mcp__agentteam__<tool>` (Codex: the namespace `mcp__agentteam` and the function
+/// `<tool>`), OpenCode as `mcp_agentteam_<tool>` (its server key `mcp_agentteam`, `_`, the tool).
+pub const MODEL_VISIBLE_PREFIXES: [&str; 2] = ["mcp__agentteam__", "mcp_agentteam_"];
+
+/// The longest name a runtime shows its model for one tool (the Responses API and Anthropic's
+/// tool names are at most 64 characters; Codex hashes a longer one into something else).
+pub const MAX_MODEL_VISIBLE_NAME: usize = 64;
+
+/// The longest raw tool name whose every model-visible form fits [`MAX_MODEL_VISIBLE_NAME`].
+pub const fn max_raw_tool_name() -> usize {
+    let mut longest = 0;
+    let mut i = 0;
+    while i < MODEL_VISIBLE_PREFIXES.len() {
+        if MODEL_VISIBLE_PREFIXES[i].len() > longest {
+            longest = MODEL_VISIBLE_PREFIXES[i].len();
+        }
+        i += 1;
+    }
+    MAX_MODEL_VISIBLE_NAME - longest
+}

@@ -7,6 +7,7 @@ pub mod budget;
 pub mod catalog;
 pub mod error;
 pub mod extension;
+pub mod gate;
 pub mod handlers;
 pub mod json;
 pub mod kinds;

@@ -3,11 +3,16 @@
 //! tool the route does not offer or miss one it does.
 //!
 //! Runtimes show raw tool names under their own convention; a [`ToolNamer`] maps each raw name to
-//! what the model sees (`mcp__agentteam__message_send`, `mcp_agentteam_message_send`).
+//! what the model sees (`mcp__agentteam__message_send`, `mcp_agentteam_message_send`), and
+//! [`RuntimeNaming::resolve`] maps a model-visible name back to `{server, raw tool}` before
+//! anything is dispatched. The generator refuses a raw name whose model-visible form would exceed
+//! 64 characters (`kinds::max_raw_tool_name`).
 
-use super::catalog::{TOOLS, ToolId};
+use super::catalog::{TOOLS, ToolDescriptor, ToolId, find_tool};
+use super::kinds::MODEL_VISIBLE_PREFIXES;
 
-/// The MCP server name runtimes register the namespace under.
+/// The MCP server name runtimes register the namespace under (inside every
+/// `kinds::MODEL_VISIBLE_PREFIXES`).
 pub const NAMESPACE: &str = "agentteam";
 
 /// Maps a raw tool name to the name a runtime shows its model.
@@ -26,13 +31,51 @@ pub enum RuntimeNaming {
     Opencode,
 }
 
+/// A tool of the inventory, as a model-visible name resolves to it.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolRef {
+    /// The MCP server the runtime registered ([`NAMESPACE`]).
+    pub server: &'static str,
+    pub tool: &'static ToolDescriptor,
+}
+
+impl RuntimeNaming {
+    /// What this convention puts before a raw name.
+    fn prefix(self) -> &'static str {
+        match self {
+            RuntimeNaming::Raw => "",
+            RuntimeNaming::Claude => MODEL_VISIBLE_PREFIXES[0],
+            RuntimeNaming::Opencode => MODEL_VISIBLE_PREFIXES[1],
+        }
+    }
+
+    /// The tool a model-visible name stands for under this convention, or `None` when the name
+    /// is not this convention's form of a tool in the inventory.
+    pub fn resolve(self, visible: &str) -> Option<ToolRef> {
+        let raw = visible.strip_prefix(self.prefix())?;
+        find_tool(raw).map(|tool| ToolRef {
+            server: NAMESPACE,
+            tool,
+        })
+    }
+
+    /// Codex shows a tool as a Responses API namespace and a function in it: the tool behind
+    /// `namespace` + `function`, or `None`.
+    pub fn resolve_codex(namespace: &str, function: &str) -> Option<ToolRef> {
+        let server = namespace.strip_prefix("mcp__")?;
+        (server == NAMESPACE)
+            .then(|| find_tool(function))
+            .flatten()
+            .map(|tool| ToolRef {
+                server: NAMESPACE,
+                tool,
+            })
+    }
+}
+
 impl ToolNamer for RuntimeNaming {
     fn model_name(&self, raw: &str) -> String {
-        match self {
-            RuntimeNaming::Raw => raw.to_string(),
-            RuntimeNaming::Claude => format!("mcp__{NAMESPACE}__{raw}"),
-            RuntimeNaming::Opencode => format!("mcp_{NAMESPACE}_{raw}"),
-        }
+        format!("{}{raw}", self.prefix())
     }
 }
 
@@ -109,5 +152,56 @@ mod tests {
         }
         assert!(skill_doc(&RuntimeNaming::Claude).contains("`mcp__agentteam__message_send`"));
         assert!(skill_doc(&RuntimeNaming::Opencode).contains("`mcp_agentteam_message_send`"));
+    }
+
+    /// Issue 16: raw → model-visible → `{server, raw tool}` is the identity over the whole
+    /// inventory under every convention, each form fits 64 characters, and nothing else resolves.
+    #[test]
+    fn every_tool_name_round_trips_under_every_runtime_convention() {
+        for naming in [
+            RuntimeNaming::Raw,
+            RuntimeNaming::Claude,
+            RuntimeNaming::Opencode,
+        ] {
+            for tool in TOOLS {
+                let visible = naming.model_name(tool.name);
+                assert!(visible.len() <= super::super::kinds::MAX_MODEL_VISIBLE_NAME);
+                let back = naming.resolve(&visible).unwrap();
+                assert_eq!((back.server, back.tool.name), (NAMESPACE, tool.name));
+                let codex = RuntimeNaming::resolve_codex("mcp__agentteam", tool.name).unwrap();
+                assert_eq!(codex.tool.name, tool.name);
+            }
+        }
+        assert_eq!(
+            RuntimeNaming::Claude.model_name("message_send"),
+            "mcp__agentteam__message_send"
+        );
+        assert_eq!(
+            RuntimeNaming::Opencode.model_name("message_send"),
+            "mcp_agentteam_message_send"
+        );
+        // Another convention's form, another server, an unknown tool: none resolves.
+        assert!(
+            RuntimeNaming::Claude
+                .resolve("mcp_agentteam_message_send")
+                .is_none()
+        );
+        assert!(
+            RuntimeNaming::Opencode
+                .resolve("mcp__agentteam__message_send")
+                .is_none()
+        );
+        assert!(
+            RuntimeNaming::Claude
+                .resolve("mcp__other__message_send")
+                .is_none()
+        );
+        assert!(
+            RuntimeNaming::Claude
+                .resolve("mcp__agentteam__no_such_tool")
+                .is_none()
+        );
+        assert!(RuntimeNaming::resolve_codex("mcp__other", "message_send").is_none());
+        assert!(RuntimeNaming::resolve_codex("agentteam", "message_send").is_none());
     }
 }

@@ -17,3 +17,13 @@ pub const UNSUPPORTED_VERSION: i64 = -32022;
 /// Our application code for an admission refusal (HTTP 429): outside the JSON-RPC and MCP
 /// reserved range (-32768..-32000).
 pub const ADMISSION_LIMITED: i64 = -31000;
+
+/// MCP 2026-07-28: the param of `method` its `Mcp-Name` header repeats (`tools/call` and
+/// `prompts/get` name one, `resources/read` reads a `uri`).
+pub fn named_param(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
+    }
+}

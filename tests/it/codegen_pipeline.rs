@@ -320,7 +320,7 @@ fn mcp_tool_names_are_bounded_and_match_their_file() {
     check_refused(
         &schema,
         &format!("schema/mcp/{long}.json"),
-        "at most 64 characters",
+        "at most 48 characters",
     );
     let (_dir, schema) = schema_copy();
     edit_tool(&schema, "reaction_add", |tool| {
@@ -419,6 +419,28 @@ fn a_tool_in_a_hyphenated_domains_family_is_refused() {
         "a shared prefix is not a family"
     );
     assert!(!collides("scheduled_messages", "scheduled-message"));
+}
+
+/// Issue 16: a raw MCP tool name is refused when its longest model-visible form
+/// (`mcp__agentteam__<tool>`) would exceed 64 characters: 48 characters is the edge.
+#[test]
+fn a_tool_whose_model_visible_name_exceeds_64_characters_is_refused() {
+    use crate::codegen::model::{MAX_TOOL_NAME, is_tool_name};
+    assert_eq!(MAX_TOOL_NAME, 64 - "mcp__agentteam__".len());
+    let at_edge = format!("m{}", "x".repeat(MAX_TOOL_NAME - 1));
+    assert!(is_tool_name(&at_edge));
+    assert!(!is_tool_name(&format!("{at_edge}x")));
+    let (_dir, schema) = schema_copy();
+    let over = format!("{at_edge}x");
+    write_json(
+        &schema.join(format!("mcp/{over}.json")),
+        json!({"name": over}),
+    );
+    check_refused(
+        &schema,
+        &format!("schema/mcp/{over}.json"),
+        "model-visible form `mcp__agentteam__<tool>` must stay within 64",
+    );
 }
 
 /// Issue 13: a daemon-owned domain's actions belong to `DaemonActionHandler` alone: the server's

@@ -1318,3 +1318,283 @@ async fn both_hops_to_the_embedded_server_answer_alike() {
     }
     assert_eq!(seen[0], seen[1]);
 }
+
+/// A `tools/call` carrying Codex turn metadata (`_meta["x-codex-turn-metadata"]`).
+async fn call_as(
+    rt: &Runtime,
+    daemon: &TestDaemon,
+    tool: &str,
+    arguments: Value,
+    turn: Value,
+) -> Value {
+    let (status, body) = legacy(
+        rt,
+        daemon,
+        "tools/call",
+        json!({"name": tool, "arguments": arguments, "_meta": {"x-codex-turn-metadata": turn}}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    body["result"].clone()
+}
+
+/// Issue 16, the Codex delegated-child gate at the MCP route: a call whose turn metadata names a
+/// delegated thread (`parent_thread_id`, `thread_source: "subagent"`, or, once the launcher named
+/// the primary, another `thread_id`) may call read-only tools only; a tool that acts, or one the
+/// inventory does not know, is refused with a message that only asks for the result to go to the
+/// leader, and acts on nothing. No metadata, and the primary's own thread, act as usual.
+#[tokio::test]
+async fn a_delegated_codex_thread_may_only_read() {
+    let daemon = TestDaemon::start(&[]).await;
+    daemon.add_agent("alpha").await;
+    let script = r#"echo "$AGENTTEAM_MCP_URL"; echo "$AGENTTEAM_MCP_TOKEN_FILE"; echo "$AGENTTEAM_EXEC_TOKEN_FILE"; exec sleep 120"#;
+    let mut launched = daemon.launch("alpha", &["--primary-thread", "thr_leader"], script);
+    let rt = Runtime {
+        url: launched.line().await,
+        token_file: PathBuf::from(launched.line().await),
+        exec_token_file: PathBuf::from(launched.line().await),
+        _launched: launched,
+    };
+    let target = channel(&daemon);
+    let send = |content: &str| json!({"target": target, "content": content});
+    let leader_only = |result: &Value| {
+        let error = tool_error(result);
+        assert_eq!(error["code"], "forbidden", "{error}");
+        assert_eq!(error["message"], "return your result to the leader");
+        assert_eq!(error["next"], "return your result to the leader");
+    };
+
+    let children = [
+        json!({"thread_id": "thr_child", "parent_thread_id": "thr_leader", "thread_source": "subagent"}),
+        json!(r#"{"thread_id":"thr_child","thread_source":"subagent"}"#),
+        json!({"thread_id": "thr_other"}),
+    ];
+    for (i, child) in children.iter().enumerate() {
+        let read = call_as(
+            &rt,
+            &daemon,
+            "message_history_read",
+            json!({"target": target}),
+            child.clone(),
+        )
+        .await;
+        assert_ne!(read["isError"], true, "a child reads: {read}");
+        leader_only(
+            &call_as(
+                &rt,
+                &daemon,
+                "message_send",
+                send(&format!("child {i}")),
+                child.clone(),
+            )
+            .await,
+        );
+        leader_only(&call_as(&rt, &daemon, "no_such_tool", json!({}), child.clone()).await);
+    }
+    // The leader's own thread, and a call without metadata, act.
+    let leader = call_as(
+        &rt,
+        &daemon,
+        "message_send",
+        send("from the leader"),
+        json!({"thread_id": "thr_leader"}),
+    )
+    .await;
+    assert_ne!(leader["isError"], true, "{leader}");
+    let plain = call(&rt, &daemon, "message_send", send("no metadata")).await;
+    assert_ne!(plain["isError"], true, "{plain}");
+
+    let history = call(
+        &rt,
+        &daemon,
+        "message_history_read",
+        json!({"target": target, "limit": 50}),
+    )
+    .await;
+    let contents: Vec<&str> = history["structuredContent"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert!(contents.contains(&"from the leader") && contents.contains(&"no metadata"));
+    assert!(
+        !contents.iter().any(|c| c.starts_with("child ")),
+        "a refused child call acted: {contents:?}"
+    );
+    assert!(rt.exec_token_file.exists());
+}
+
+/// Issue 16: `agentteam mcp headers` prints the header object a runtime's header helper must,
+/// with the token its file holds now: after a rotation it prints the new token, which the route
+/// accepts, also past the first generation's expiry. A token file that is not the user's
+/// private file is refused without a word of its content.
+#[tokio::test]
+async fn the_header_helper_prints_the_current_bearer() {
+    let daemon = TestDaemon::start(&["--token-ttl-secs", "2", "--rotation-tick-ms", "100"]).await;
+    daemon.add_agent("alpha").await;
+    let rt = Runtime::start(&daemon, "alpha").await;
+    let helper = || async {
+        let output = tokio::process::Command::new(crate::support::bin())
+            .args(["mcp", "headers", "--token-file"])
+            .arg(&rt.token_file)
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let headers: Value = serde_json::from_slice(&output.stdout).unwrap();
+        assert_eq!(headers.as_object().unwrap().len(), 1, "{headers}");
+        headers["Authorization"]
+            .as_str()
+            .unwrap()
+            .strip_prefix("Bearer ")
+            .unwrap()
+            .to_string()
+    };
+    let first = helper().await;
+    assert_eq!(first, rt.token().trim());
+    let list = |token: String| {
+        let url = rt.url.clone();
+        let client = daemon.client.clone();
+        async move {
+            let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}});
+            client
+                .post(url)
+                .bearer_auth(token)
+                .header("MCP-Protocol-Version", "2025-11-25")
+                .header("Accept", "application/json, text/event-stream")
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .status()
+                .as_u16()
+        }
+    };
+    assert_eq!(list(first.clone()).await, 200);
+    // Past the first generation's lifetime (2 s), the helper's token is a newer one that works.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let rotated = loop {
+        let current = helper().await;
+        if current != first && list(first.clone()).await != 200 {
+            break current;
+        }
+        assert!(std::time::Instant::now() < deadline, "no rotation seen");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert_eq!(list(rotated).await, 200);
+
+    let dir = tempfile::tempdir().unwrap();
+    let loose = dir.path().join("token");
+    std::fs::write(&loose, rt.token()).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let refused = tokio::process::Command::new(crate::support::bin())
+        .args(["mcp", "headers", "--token-file"])
+        .arg(&loose)
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    assert!(refused.stdout.is_empty());
+    let said = String::from_utf8_lossy(&refused.stderr);
+    assert!(said.contains("private regular file"), "{said}");
+    assert!(!said.contains(rt.token().trim()));
+}
+
+/// Issue 16: `agentteam mcp stdio` serves the official Python SDK over stdio in both eras (list,
+/// calls, a protocol error), forwarding to the daemon with the token it reads from the file; the
+/// SDK process never holds the token, and nothing the bridge prints carries it.
+#[tokio::test]
+async fn the_official_python_sdk_works_over_the_stdio_bridge_in_both_eras() {
+    let daemon = TestDaemon::start(&[]).await;
+    daemon.add_agent("alpha").await;
+    let rt = Runtime::start(&daemon, "alpha").await;
+    let python = crate::support::venv_tool("python");
+    for (mode, expected) in [("legacy", "2025-11-25"), (MODERN, MODERN)] {
+        let output = tokio::process::Command::new(&python)
+            .arg(repo_root().join("tests/it/mcp_sdk_client.py"))
+            .args([
+                "--url",
+                &rt.url,
+                "--mode",
+                mode,
+                "--target",
+                &channel(&daemon),
+                "--stdio-command",
+                crate::support::bin(),
+            ])
+            .arg("--token-file")
+            .arg(&rt.token_file)
+            .output()
+            .await
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&output.stdout);
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(output.status.success(), "{mode}: {stderr}{stdout}");
+        let summary: Value = serde_json::from_str(stdout.trim()).unwrap();
+        assert_eq!(summary["protocolVersion"], expected, "{mode}");
+        assert_eq!(summary["unknownToolCode"], -32602);
+        assert!(summary["historyCount"].as_u64().unwrap() >= 1);
+        assert!(!stdout.contains(rt.token().trim()) && !stderr.contains(rt.token().trim()));
+    }
+}
+
+/// Issue 16: the stdio bridge forwards each line untouched, `_meta` included, so the route's
+/// delegated-child gate applies to bridged calls; a notification gets no answer, a line that is
+/// not JSON or is over the bound gets a JSON-RPC parse error, and the bridge ends with its input.
+#[tokio::test]
+async fn the_stdio_bridge_forwards_codex_metadata_and_bounds_its_lines() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+    let daemon = TestDaemon::start(&[]).await;
+    daemon.add_agent("alpha").await;
+    let rt = Runtime::start(&daemon, "alpha").await;
+    let mut bridge = tokio::process::Command::new(crate::support::bin())
+        .args(["mcp", "stdio"])
+        .env("AGENTTEAM_MCP_URL", &rt.url)
+        .env("AGENTTEAM_MCP_TOKEN_FILE", &rt.token_file)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut stdin = bridge.stdin.take().unwrap();
+    let mut lines = tokio::io::BufReader::new(bridge.stdout.take().unwrap()).lines();
+    let child_send = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "message_send",
+        "arguments": {"target": channel(&daemon), "content": "from a child"},
+        "_meta": {"x-codex-turn-metadata": {"thread_id": "t2", "parent_thread_id": "t1"}},
+    }});
+    let over = "x".repeat(agentteam::wire::MAX_BODY_BYTES + 1);
+    let input = format!(
+        "{child_send}\n{{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}}\nnot json\n{over}\n"
+    );
+    stdin.write_all(input.as_bytes()).await.unwrap();
+    drop(stdin);
+    let mut answers = Vec::new();
+    while let Some(line) =
+        tokio::time::timeout(std::time::Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("the bridge answers in time")
+            .unwrap()
+    {
+        answers.push(serde_json::from_str::<Value>(&line).unwrap());
+    }
+    assert_eq!(bridge.wait().await.unwrap().code(), Some(0));
+    assert_eq!(answers.len(), 3, "{answers:?}");
+    let refused = answers.iter().find(|a| a["id"] == 1).unwrap();
+    assert_eq!(
+        tool_error(&refused["result"])["message"],
+        "return your result to the leader"
+    );
+    let parse_errors = answers
+        .iter()
+        .filter(|a| a["id"].is_null() && a["error"]["code"] == -32700)
+        .count();
+    assert_eq!(parse_errors, 2, "{answers:?}");
+}

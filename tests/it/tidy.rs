@@ -237,6 +237,7 @@ fn runtime_side_clients_do_not_import_the_daemon() {
             "crate::cli::exec",
             "crate::cli::transport",
             "crate::cli::runtime_url",
+            "crate::cli::mcp",
         ]
         .contains(&m.path.as_str())
     }) {

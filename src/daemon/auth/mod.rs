@@ -59,6 +59,9 @@ pub struct Authorization {
     /// The Human-initiated turn this runtime answers now, for the MCP knowledge tools only: set
     /// at launch, replaced per delivery through the admin API, never read by the Exec path.
     turn: Mutex<Option<Arc<Turn>>>,
+    /// The Codex thread this runtime's primary is, when the launcher knows it: a `tools/call`
+    /// naming another thread is then a delegated child's (`contract::gate`).
+    primary_thread: Mutex<Option<Arc<str>>>,
 }
 
 #[derive(Debug, Default)]
@@ -91,6 +94,16 @@ impl Authorization {
     /// Binds `turn` as the current one (`None` unbinds); the next knowledge call uses it.
     pub fn set_turn(&self, turn: Option<Turn>) {
         *self.turn.lock().expect("not poisoned") = turn.map(Arc::new);
+    }
+
+    /// The primary Codex thread, if known.
+    pub fn primary_thread(&self) -> Option<Arc<str>> {
+        self.primary_thread.lock().expect("not poisoned").clone()
+    }
+
+    /// Records the primary Codex thread (from the launcher, or from the runtime's own events).
+    pub fn set_primary_thread(&self, thread: Option<&str>) {
+        *self.primary_thread.lock().expect("not poisoned") = thread.map(Arc::from);
     }
 
     /// How many generations of every scope are live (issued, unexpired, not withdrawn).
@@ -192,6 +205,7 @@ impl RuntimeAuthorizationStore {
             inflight: Arc::new(Semaphore::new(PER_AUTHORIZATION_REQUESTS)),
             state: Mutex::new(Generations::default()),
             turn: Mutex::new(None),
+            primary_thread: Mutex::new(None),
         });
         self.records
             .lock()

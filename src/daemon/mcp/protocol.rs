@@ -8,6 +8,7 @@ use super::rpc::{Method, RpcError, RpcRequest, echo};
 use super::tools;
 use crate::contract::ToolId;
 use crate::contract::catalog::{MCP_TOOLS_JSON, find_tool};
+use crate::contract::gate;
 use crate::daemon::auth::Authorization;
 use crate::daemon::state::DaemonState;
 use crate::wire::jsonrpc;
@@ -104,6 +105,16 @@ pub async fn answer(
                 .get("name")
                 .and_then(Value::as_str)
                 .ok_or_else(|| invalid_params("`params.name` must be a string".into()))?;
+            // The delegated-child gate comes first: a child learns nothing but "return your
+            // result", whatever it asked for.
+            let thread = gate::classify(
+                params.get("_meta"),
+                authorization.primary_thread().as_deref(),
+            );
+            if let Err(refused) = gate::admit(thread, name, gate::served_annotations()) {
+                tracing::info!(tool = %echo(name), "a delegated thread's call of a tool that acts was refused");
+                return Ok(Reply::Owned(tools::refused(era, &refused)));
+            }
             let Some(tool) = find_tool(name) else {
                 return Err(invalid_params(format!("unknown tool: `{}`", echo(name))));
             };

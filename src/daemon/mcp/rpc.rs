@@ -98,11 +98,8 @@ impl Method {
 
     /// The param the modern era's `Mcp-Name` header must repeat.
     pub fn named_param(self) -> Option<&'static str> {
-        match self {
-            Method::ToolsCall | Method::PromptsGet => Some("name"),
-            Method::ResourcesRead => Some("uri"),
-            _ => None,
-        }
+        let name = Method::NAMES.iter().find(|(method, _)| *method == self)?.1;
+        crate::wire::jsonrpc::named_param(name)
     }
 }
 

@@ -161,6 +161,11 @@ fn success(structured: Value) -> Value {
     })
 }
 
+/// A refusal before any owner was asked (the delegated-child gate), as a sent tool error.
+pub fn refused(era: Era, error: &ActionError) -> String {
+    compact(&era.decorate(failure(error)))
+}
+
 /// A tool error: the error envelope as text, so a model reads code, message, hint and next.
 fn failure(error: &ActionError) -> Value {
     json!({

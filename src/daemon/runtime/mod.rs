@@ -46,6 +46,8 @@ use crate::wire::turn::Turn;
 
 /// Active leases + pre-publication activations + leases still retrying cleanup.
 pub const MAX_LEASES: usize = 512;
+/// The longest primary thread id a launch may name (Codex's are UUIDs).
+pub const MAX_THREAD_ID_LEN: usize = 128;
 /// How long a revoked authorization's requests may take to drain.
 pub const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
 /// How long output may keep flowing after the runtime's processes ended (a process that left the
@@ -94,6 +96,10 @@ pub struct LaunchOptions {
     /// per delivery through `PUT /api/admin/runs/{runId}/turn`.
     #[serde(default)]
     pub turn: Option<Turn>,
+    /// The Codex thread id of the runtime's primary thread, when the launcher knows it: a
+    /// `tools/call` whose turn metadata names another thread is a delegated child's.
+    #[serde(default)]
+    pub primary_thread: Option<String>,
 }
 
 impl LaunchOptions {
@@ -120,6 +126,14 @@ impl LaunchOptions {
         }
         if let Some(turn) = &self.turn {
             turn.check()?;
+        }
+        if let Some(thread) = &self.primary_thread
+            && !((1..=MAX_THREAD_ID_LEN).contains(&thread.len())
+                && thread.bytes().all(|b| b.is_ascii_graphic()))
+        {
+            return Err(format!(
+                "the primary thread id must be 1 to {MAX_THREAD_ID_LEN} visible ASCII characters"
+            ));
         }
         Ok(())
     }
@@ -458,6 +472,7 @@ impl Dispatcher {
         };
         let authorization = self.store.create(binding, catalog.clone());
         authorization.set_turn(options.turn.clone());
+        authorization.set_primary_thread(options.primary_thread.as_deref());
         let memory_dir = match self.memory.directory(&agent_id) {
             Ok(dir) => dir,
             Err(e) => {
