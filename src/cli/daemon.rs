@@ -90,6 +90,10 @@ pub struct RunArgs {
     /// The id of the human message that started that turn
     #[arg(long, value_name = "MESSAGE_ID", requires = "turn_target")]
     turn_message: Option<String>,
+    /// The runtime family: its MCP configuration is written for it (in the launch's private
+    /// directory, removed with it) and passed with its own flag or variable
+    #[arg(long, value_enum, default_value = "generic")]
+    runtime: crate::daemon::runtime::driver::Family,
     /// The Codex thread id of the runtime's primary thread, when known: an MCP `tools/call` whose
     /// Codex turn metadata names another thread may then only call read-only tools
     #[arg(long, value_name = "THREAD_ID")]
@@ -106,10 +110,19 @@ pub fn run_daemon(args: DaemonArgs, scrubbed: Vec<String>) -> Exit {
     if !scrubbed.is_empty() {
         tracing::info!(variables = ?scrubbed, "removed inherited runtime credential variables from the daemon's environment");
     }
-    let state_dir = args.state_dir.unwrap_or_else(default_state_dir);
-    let runtime_dir = args
-        .runtime_dir
-        .unwrap_or_else(|| default_runtime_dir(&state_dir));
+    // Absolute, so every path a runtime gets (token files, configurations, helpers) stays valid
+    // from its own working directory and from the helpers its runtime starts elsewhere.
+    let state_dir = match std::path::absolute(args.state_dir.unwrap_or_else(default_state_dir)) {
+        Ok(dir) => dir,
+        Err(e) => return usage_error(&format!("cannot resolve the state directory: {e}"), &[]),
+    };
+    let runtime_dir = match std::path::absolute(
+        args.runtime_dir
+            .unwrap_or_else(|| default_runtime_dir(&state_dir)),
+    ) {
+        Ok(dir) => dir,
+        Err(e) => return usage_error(&format!("cannot resolve the runtime directory: {e}"), &[]),
+    };
     if args.token_ttl_secs == 0 || args.rotation_tick_ms == 0 {
         return usage_error(
             "`--token-ttl-secs` and `--rotation-tick-ms` must be positive",
@@ -221,6 +234,7 @@ pub fn run_runtime(state: StateDir, args: RunArgs) -> Exit {
         turn_target,
         turn_message,
         primary_thread,
+        runtime,
         command,
     } = args;
     let turn = match (turn_target, turn_message) {
@@ -261,6 +275,7 @@ pub fn run_runtime(state: StateDir, args: RunArgs) -> Exit {
         replace,
         turn,
         primary_thread,
+        runtime,
     };
     if let Err(message) = options.check() {
         return usage_error(&message, &[]);

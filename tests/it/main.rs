@@ -20,6 +20,7 @@ mod operation_matrix;
 mod pg_replicas;
 mod provider_stub;
 mod review_findings;
+mod runtime_drivers;
 mod schema_lint;
 mod serve_loop;
 mod server_actions;

@@ -17,6 +17,7 @@
 //! A directory that cannot be removed is retried with capped backoff while the slot is held, so
 //! cleanup debt stays bounded and visible. Only then is the slot released.
 
+pub mod driver;
 pub mod env;
 
 use std::collections::BTreeMap;
@@ -100,6 +101,9 @@ pub struct LaunchOptions {
     /// `tools/call` whose turn metadata names another thread is a delegated child's.
     #[serde(default)]
     pub primary_thread: Option<String>,
+    /// The runtime family whose MCP configuration the driver writes (`driver::Family`).
+    #[serde(default)]
+    pub runtime: driver::Family,
 }
 
 impl LaunchOptions {
@@ -490,13 +494,24 @@ impl Dispatcher {
                 return Err(LaunchError::Credential(e));
             }
         };
+        let mcp_url = format!(
+            "{}/api/internal/mcp/servers/{server_id}/agents/{agent_id}",
+            self.daemon_base_url
+        );
         let activated = publish_generation(&self.store, &authorization, &dir).and_then(|issued| {
             crate::private_file::create_new(&dir.join(files::CATALOG_FILE), &catalog.cli_file)?;
             link_executable(&dir, &self.executable)?;
-            Ok(issued)
+            let wiring = driver::wire(
+                options.runtime,
+                &dir,
+                &self.executable,
+                &mcp_url,
+                &dir.join(MCP_TOKEN_FILE),
+            )?;
+            Ok((issued, wiring))
         });
-        let issued = match activated {
-            Ok(issued) => issued,
+        let (issued, wiring) = match activated {
+            Ok(activated) => activated,
             Err(e) => {
                 self.abort(&authorization, Some(dir), permit).await;
                 return Err(LaunchError::Credential(e));
@@ -505,17 +520,16 @@ impl Dispatcher {
         let fresh = env::LaunchVariables {
             exec_base_url: self.exec_base_url(&server_id, &agent_id),
             exec_token_file: dir.join(TOKEN_FILE).display().to_string(),
-            mcp_url: format!(
-                "{}/api/internal/mcp/servers/{server_id}/agents/{agent_id}",
-                self.daemon_base_url
-            ),
+            mcp_url,
             mcp_token_file: dir.join(MCP_TOKEN_FILE).display().to_string(),
             bin_dir: dir.join(BIN_DIR).display().to_string(),
             memory_dir: memory_dir.display().to_string(),
         };
-        let env = env::runtime_env(options.env, &fresh);
+        let mut env = env::runtime_env(options.env, &fresh);
+        env.extend(wiring.env);
         let program = options.argv.first().cloned().unwrap_or_default();
         let spawned = tokio::process::Command::new(&program)
+            .args(&wiring.args)
             .args(&options.argv[1..])
             .current_dir(&options.workdir)
             .env_clear()
@@ -540,17 +554,33 @@ impl Dispatcher {
 
         let (sender, receiver) = mpsc::channel(64);
         let client_gone = CancellationToken::new();
+        // A Codex runtime names its primary thread in its own `thread.started` event; a thread
+        // the launcher named stays.
+        let watch: Option<Watch> = (options.runtime == driver::Family::Codex).then(|| {
+            let authorization = authorization.clone();
+            let mut threads = driver::ThreadWatch::default();
+            Box::new(move |chunk: &[u8]| {
+                if let Some(thread) = threads.feed(chunk)
+                    && authorization.primary_thread().is_none()
+                {
+                    tracing::info!(authorization = %authorization.id, "the Codex runtime named its primary thread");
+                    authorization.set_primary_thread(Some(&thread));
+                }
+            }) as Watch
+        });
         let stdout = forward(
             child.stdout.take().expect("piped"),
             sender.clone(),
             Output::Stdout,
             client_gone.clone(),
+            watch,
         );
         let stderr = forward(
             child.stderr.take().expect("piped"),
             sender.clone(),
             Output::Stderr,
             client_gone.clone(),
+            None,
         );
         let info = RunInfo {
             run_id: authorization.binding.run_id.clone(),
@@ -935,11 +965,15 @@ async fn cleanup_dir(dir: &std::path::Path, shutdown: &CancellationToken) {
 }
 
 /// Forwards one pipe as `Output` frames; a gone receiver means the caller abandoned the launch.
+/// Sees each chunk a runtime writes before it is relayed.
+type Watch = Box<dyn FnMut(&[u8]) + Send>;
+
 fn forward(
     mut pipe: impl tokio::io::AsyncRead + Unpin + Send + 'static,
     sender: mpsc::Sender<Output>,
     frame: fn(Vec<u8>) -> Output,
     client_gone: CancellationToken,
+    mut watch: Option<Watch>,
 ) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut buffer = vec![0u8; 16 * 1024];
@@ -947,6 +981,9 @@ fn forward(
             match pipe.read(&mut buffer).await {
                 Ok(0) | Err(_) => return,
                 Ok(n) => {
+                    if let Some(watch) = watch.as_mut() {
+                        watch(&buffer[..n]);
+                    }
                     if sender.send(frame(buffer[..n].to_vec())).await.is_err() {
                         client_gone.cancel();
                         return;
