@@ -22,15 +22,45 @@ pub fn status(state: StateDir, json: bool) -> Exit {
         return print(&format!("{data}\n"));
     }
     let number = |field: &str| data[field].as_u64().unwrap_or(0);
+    let admission = &data["admission"];
     let mut out = format!(
-        "workspace  {}\nagents     {}\nruntimes   {}\nrequests   {} exec, {} mcp ({} in flight)\n",
+        "daemon     up, version {}, pid {}\nserver     {} ({})\nworkspace  {}\nagents     {}\n",
+        data["version"].as_str().unwrap_or("?"),
+        number("pid"),
+        if data["serverReachable"].as_bool() == Some(true) {
+            "reachable"
+        } else {
+            "UNREACHABLE"
+        },
+        data["serverHop"].as_str().unwrap_or("?"),
         data["workspaceId"].as_str().unwrap_or("?"),
         number("agents"),
-        number("leases"),
+    );
+    out.push_str(&format!(
+        "runtimes   {} of {}{}\n",
+        admission["runtimes"].as_u64().unwrap_or(0),
+        admission["maxRuntimes"].as_u64().unwrap_or(0),
+        match data["nextRotationInMs"].as_u64() {
+            Some(ms) => format!("; next credential rotation in {}", age(ms)),
+            None => String::new(),
+        },
+    ));
+    for run in data["runtimes"].as_array().into_iter().flatten() {
+        out.push_str(&format!(
+            "           {}  {}  up {}\n",
+            run["runId"].as_str().unwrap_or("?"),
+            run["agentId"].as_str().unwrap_or("?"),
+            age(run["ageMs"].as_u64().unwrap_or(0)),
+        ));
+    }
+    out.push_str(&format!(
+        "requests   {} exec, {} mcp; {} of {} admission slots in use\ncleanup    {} credential directories waiting for removal\n",
         number("execRequests"),
         number("mcpRequests"),
-        number("acquiredRequests"),
-    );
+        admission["requestsInFlight"].as_u64().unwrap_or(0),
+        admission["maxRequestsInFlight"].as_u64().unwrap_or(0),
+        number("cleanupDebt"),
+    ));
     let memory = &data["memory"];
     out.push_str(&format!(
         "memory     {} files, {} sections indexed for {} agents{}{}\n",
@@ -54,6 +84,16 @@ pub fn status(state: StateDir, json: bool) -> Exit {
     }
     out.push_str(&extensions_text(&data["extensions"]));
     print(&out)
+}
+
+/// A duration for a person: `45s`, `3m 12s`, `2h 5m`.
+fn age(ms: u64) -> String {
+    let secs = ms / 1000;
+    match secs {
+        0..60 => format!("{secs}s"),
+        60..3600 => format!("{}m {}s", secs / 60, secs % 60),
+        _ => format!("{}h {}m", secs / 3600, secs % 3600 / 60),
+    }
 }
 
 /// `agentteam runs [--json]`.

@@ -59,7 +59,10 @@ pub fn admit(
     store: &RuntimeAuthorizationStore,
     authorization: &Authorization,
 ) -> Result<Admission, Denied> {
-    store.admit(authorization).ok_or(Denied::Admission)
+    store.admit(authorization).ok_or_else(|| {
+        super::metrics::global().admission_refused();
+        Denied::Admission
+    })
 }
 
 /// [`verify`], then [`admit`].

@@ -68,14 +68,63 @@ impl<T: DeserializeOwned> FromRequest<DaemonState> for AdminJson<T> {
 
 type Answer = Result<Data, Refusal>;
 
-/// `GET /api/admin/status`.
+/// How long `status` waits for the server to answer its probe.
+const SERVER_PROBE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// `GET /api/admin/status`: the daemon, its server (probed now), its runtimes and their
+/// credentials, admission, cleanup debt, and the request counters.
 pub async fn status(State(state): State<DaemonState>, _: AdminAuth) -> Answer {
     let counters = &state.counters;
     let load =
         |counter: &std::sync::atomic::AtomicU64| counter.load(std::sync::atomic::Ordering::Relaxed);
+    // Reachable: the server answered, whatever it answered; only a hop that failed or timed out
+    // is unreachable.
+    let probe = tokio::time::timeout(
+        SERVER_PROBE_TIMEOUT,
+        state.server_client.extensions(&state.identity.workspace_id),
+    )
+    .await;
+    let reachable = match probe {
+        Err(_) => false,
+        Ok(Ok(_)) => true,
+        Ok(Err(error)) => !matches!(
+            error.code,
+            ErrorCode::UpstreamUnavailable | ErrorCode::UpstreamTimeout
+        ),
+    };
+    let now = crate::clock::Clock::default().now_ms();
+    let runtimes: Vec<Value> = state
+        .dispatcher
+        .runs()
+        .into_iter()
+        .map(|run| {
+            json!({
+                "runId": run.run_id,
+                "agentId": run.agent_id,
+                "session": run.session,
+                "ageMs": (now - run.started_at_ms).max(0),
+            })
+        })
+        .collect();
+    let next_rotation = state
+        .authorizations
+        .next_renewal_ms()
+        .map(|at| (at - now).max(0));
     Ok(Data(json!({
+        "version": env!("CARGO_PKG_VERSION"),
+        "pid": std::process::id(),
         "workspaceId": state.identity.workspace_id,
         "serverHop": state.server_client.hop(),
+        "serverReachable": reachable,
+        "runtimes": runtimes,
+        "admission": {
+            "runtimes": state.dispatcher.leases(),
+            "maxRuntimes": super::runtime::MAX_LEASES,
+            "requestsInFlight": state.authorizations.acquired(),
+            "maxRequestsInFlight": super::auth::GLOBAL_REQUESTS,
+        },
+        "cleanupDebt": state.dispatcher.cleanup_debt.load(std::sync::atomic::Ordering::Relaxed),
+        "nextRotationInMs": next_rotation,
         "agents": state.agents.store.len(),
         "profilesCopied": state.agents.store.counters.copied.load(std::sync::atomic::Ordering::Relaxed),
         "sessionsResolved": load(&state.dispatcher.session_lookups),
@@ -89,6 +138,21 @@ pub async fn status(State(state): State<DaemonState>, _: AdminAuth) -> Answer {
         "extensions": super::extensions::report(&state.extensions.current()),
         "memory": state.memory.report(),
     })))
+}
+
+/// `GET /api/admin/metrics`: the daemon's metrics in the OpenMetrics text format Prometheus
+/// scrapes (`daemon::metrics`).
+pub async fn metrics(State(state): State<DaemonState>, _: AdminAuth) -> Response {
+    let text = super::metrics::global().render(super::metrics::Gauges {
+        live_authorizations: state.authorizations.registered(),
+        runtimes: state.dispatcher.leases(),
+        in_flight: state.authorizations.acquired(),
+        cleanup_debt: state
+            .dispatcher
+            .cleanup_debt
+            .load(std::sync::atomic::Ordering::Relaxed),
+    });
+    ([(header::CONTENT_TYPE, super::metrics::CONTENT_TYPE)], text).into_response()
 }
 
 /// `POST /api/admin/extensions/reload`: fetches, verifies and pins the installed extension

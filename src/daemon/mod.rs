@@ -28,6 +28,7 @@ pub mod extensions;
 pub mod identity;
 pub mod mcp;
 pub mod memory;
+pub mod metrics;
 pub mod refusals;
 pub mod replay;
 pub mod routes;

@@ -35,6 +35,7 @@ pub fn router(state: DaemonState) -> Router {
         )
         .merge(mcp::route::routes(state.clone()))
         .route("/api/admin/status", get(admin::status))
+        .route("/api/admin/metrics", get(admin::metrics))
         .route(
             "/api/admin/extensions/reload",
             post(admin::reload_extensions),
@@ -63,6 +64,7 @@ pub fn router(state: DaemonState) -> Router {
             classify as Classify,
             wire::observe::observe,
         ))
+        .layer(middleware::from_fn(measure))
         .with_state(state)
 }
 
@@ -87,6 +89,25 @@ fn is_loopback_authority(authority: &str) -> bool {
         name.to_ascii_lowercase().as_str(),
         "127.0.0.1" | "localhost" | "[::1]"
     )
+}
+
+/// Counts and times every request by route family and outcome (`daemon::metrics`).
+async fn measure(request: Request, next: Next) -> Response {
+    use super::metrics::RouteFamily;
+    let path = request.uri().path();
+    let family = if path.starts_with("/api/internal/mcp/") || path.starts_with("/mcp/") {
+        RouteFamily::mcp
+    } else if path.starts_with("/api/internal/exec/") {
+        RouteFamily::exec
+    } else if path.starts_with("/api/admin/") {
+        RouteFamily::admin
+    } else {
+        RouteFamily::other
+    };
+    let started = std::time::Instant::now();
+    let response = next.run(request).await;
+    super::metrics::global().request(family, response.status().as_u16(), started.elapsed());
+    response
 }
 
 /// A loopback `Host`, and no `Origin` or the same-origin one (`http://` + that host).

@@ -576,6 +576,7 @@ async fn a_failed_cleanup_is_retried_as_debt_without_restoring_access() {
         1,
         "the lease stays counted while its cleanup is owed"
     );
+    assert_eq!(status().await["cleanupDebt"], 1, "the debt is visible");
     assert!(dir.exists());
 
     // Once removal can succeed, the debt is paid and the slot freed.
@@ -589,6 +590,7 @@ async fn a_failed_cleanup_is_retried_as_debt_without_restoring_access() {
         );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    assert_eq!(status().await["cleanupDebt"], 0, "the debt is paid");
     assert_eq!(
         daemon.catalog(&workspace, &agent, Some(&token)).await.0,
         403

@@ -1598,3 +1598,155 @@ async fn the_stdio_bridge_forwards_codex_metadata_and_bounds_its_lines() {
         .count();
     assert_eq!(parse_errors, 2, "{answers:?}");
 }
+
+/// The value of the sample `name` (with its labels, exactly as rendered) in an OpenMetrics text.
+fn sample(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// Issue 19: `agentteam status` (text and `--json`) and `GET /api/admin/metrics` show real values
+/// after real traffic: a refused credential by its internal class, 32 requests holding every
+/// admission slot of a runtime and the 33rd refused, the runtime with its agent, the next
+/// rotation, the server probed reachable; the metrics need the admin token.
+#[tokio::test]
+async fn status_and_metrics_show_real_traffic() {
+    use crate::exec_transport::{raw_post, read_status};
+    let daemon = TestDaemon::start(&[]).await;
+    let agent = daemon.add_agent("alpha").await;
+    let rt = Runtime::start(&daemon, "alpha").await;
+    let token = rt.token();
+    let (status, _) = legacy(&rt, &daemon, "tools/list", json!({})).await;
+    assert_eq!(status, 200);
+    let (status, _, _) = post(&daemon, &rt.url, Some("not-a-token"), &[], "{}".into()).await;
+    assert_eq!(status, 401);
+
+    let address = daemon.base_url.trim_start_matches("http://").to_string();
+    let path = rt.url.trim_start_matches(&daemon.base_url).to_string();
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..32 {
+        set.spawn(raw_post(
+            address.clone(),
+            path.clone(),
+            token.clone(),
+            100,
+            Vec::new(),
+        ));
+    }
+    let mut held = set.join_all().await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while admin_status(&daemon).await["acquiredRequests"].as_u64() != Some(32) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "32 requests were not admitted"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let mut refused = raw_post(
+        address.clone(),
+        path.clone(),
+        token.clone(),
+        100,
+        Vec::new(),
+    )
+    .await;
+    assert_eq!(read_status(&mut refused).await, 429);
+
+    let json_status = daemon.cli(&["status", "--json"]).output().await.unwrap();
+    assert!(json_status.status.success());
+    let data: Value = serde_json::from_slice(&json_status.stdout).unwrap();
+    assert_eq!(data["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(data["serverReachable"], true);
+    assert_eq!(data["admission"]["requestsInFlight"], 32);
+    assert_eq!(data["admission"]["maxRequestsInFlight"], 1024);
+    assert_eq!(data["admission"]["runtimes"], 1);
+    assert_eq!(data["admission"]["maxRuntimes"], 512);
+    assert_eq!(data["cleanupDebt"], 0);
+    assert_eq!(data["runtimes"][0]["agentId"], agent.as_str());
+    let next = data["nextRotationInMs"].as_u64().expect("a next rotation");
+    assert!(next <= 12 * 60 * 60 * 1000, "{next}");
+    let text_status = daemon.cli(&["status"]).output().await.unwrap();
+    let text = String::from_utf8(text_status.stdout).unwrap();
+    for shown in [
+        "daemon     up, version",
+        "server     reachable",
+        "runtimes   1 of 512; next credential rotation in ",
+        "32 of 1024 admission slots in use",
+        "cleanup    0 credential directories",
+    ] {
+        assert!(text.contains(shown), "`{shown}` missing from:\n{text}");
+    }
+    assert!(text.contains(&agent), "{text}");
+
+    let admin_token = std::fs::read_to_string(daemon.state_dir.join("admin.token")).unwrap();
+    let url = format!("{}/api/admin/metrics", daemon.base_url);
+    let scrape = daemon
+        .client
+        .get(&url)
+        .bearer_auth(&admin_token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(scrape.status(), 200);
+    assert!(
+        scrape.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/openmetrics-text")
+    );
+    let metrics = scrape.text().await.unwrap();
+    assert_eq!(
+        sample(&metrics, "agentteam_admission_refusals_total"),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(
+            &metrics,
+            "agentteam_auth_refusals_total{class=\"malformed\"}"
+        ),
+        Some(1.0),
+        "{metrics}"
+    );
+    assert_eq!(sample(&metrics, "agentteam_requests_in_flight"), Some(32.0));
+    assert_eq!(sample(&metrics, "agentteam_runtimes"), Some(1.0));
+    assert_eq!(sample(&metrics, "agentteam_cleanup_debt"), Some(0.0));
+    assert!(sample(&metrics, "agentteam_live_authorizations").unwrap() >= 1.0);
+    assert!(
+        sample(
+            &metrics,
+            "agentteam_requests_total{family=\"mcp\",outcome=\"ok\"}"
+        )
+        .unwrap()
+            >= 1.0
+    );
+    assert!(
+        sample(
+            &metrics,
+            "agentteam_requests_total{family=\"mcp\",outcome=\"client_error\"}"
+        )
+        .unwrap()
+            >= 2.0
+    );
+    assert!(
+        sample(
+            &metrics,
+            "agentteam_request_duration_seconds_count{family=\"mcp\",outcome=\"ok\"}"
+        )
+        .unwrap()
+            >= 1.0
+    );
+    assert!(
+        metrics.lines().any(
+            |l| l.starts_with("agentteam_request_duration_seconds_bucket{") && l.contains("le=\"")
+        ),
+        "{metrics}"
+    );
+    assert!(!metrics.contains(token.trim()) && !metrics.contains(admin_token.trim()));
+    let anonymous = daemon.client.get(&url).send().await.unwrap();
+    assert!(matches!(anonymous.status().as_u16(), 401 | 403));
+
+    for stream in &mut held {
+        assert_eq!(read_status(stream).await, 408);
+    }
+}

@@ -62,6 +62,8 @@ pub struct Authorization {
     /// The Codex thread this runtime's primary is, when the launcher knows it: a `tools/call`
     /// naming another thread is then a delegated child's (`contract::gate`).
     primary_thread: Mutex<Option<Arc<str>>>,
+    /// When the running lease renews this authorization's credential next (ms; 0: not yet set).
+    next_renewal_ms: std::sync::atomic::AtomicI64,
 }
 
 #[derive(Debug, Default)]
@@ -94,6 +96,12 @@ impl Authorization {
     /// Binds `turn` as the current one (`None` unbinds); the next knowledge call uses it.
     pub fn set_turn(&self, turn: Option<Turn>) {
         *self.turn.lock().expect("not poisoned") = turn.map(Arc::new);
+    }
+
+    /// Records when the credential is renewed next.
+    pub fn set_next_renewal_ms(&self, at_ms: i64) {
+        self.next_renewal_ms
+            .store(at_ms, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// The primary Codex thread, if known.
@@ -206,6 +214,7 @@ impl RuntimeAuthorizationStore {
             state: Mutex::new(Generations::default()),
             turn: Mutex::new(None),
             primary_thread: Mutex::new(None),
+            next_renewal_ms: std::sync::atomic::AtomicI64::new(0),
         });
         self.records
             .lock()
@@ -267,6 +276,7 @@ impl RuntimeAuthorizationStore {
         if let Err(failure) = &result {
             self.diagnostics
                 .record(failure.class(), self.clock.now_ms());
+            crate::daemon::metrics::global().auth_refused(failure.class());
         }
         result
     }
@@ -360,6 +370,18 @@ impl RuntimeAuthorizationStore {
     /// Requests holding an admission slot across every authorization.
     pub fn acquired(&self) -> usize {
         GLOBAL_REQUESTS - self.global.available_permits()
+    }
+
+    /// The earliest next credential renewal among live (unrevoked) authorizations, if any.
+    pub fn next_renewal_ms(&self) -> Option<i64> {
+        self.records
+            .lock()
+            .expect("not poisoned")
+            .values()
+            .filter(|a| !a.is_revoked())
+            .map(|a| a.next_renewal_ms.load(std::sync::atomic::Ordering::Relaxed))
+            .filter(|at| *at > 0)
+            .min()
     }
 
     /// Authorizations still registered (active or revoked-but-undrained).

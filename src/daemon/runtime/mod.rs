@@ -234,6 +234,8 @@ pub struct Dispatcher {
     sessions: Mutex<BTreeMap<(String, String), Session>>,
     /// How many agents' live sessions were looked up (`agent list` resolves only its page's).
     pub session_lookups: std::sync::atomic::AtomicU64,
+    /// Credential directories whose removal failed and is being retried now.
+    pub cleanup_debt: std::sync::atomic::AtomicUsize,
 }
 
 impl std::fmt::Debug for Dispatcher {
@@ -282,6 +284,7 @@ impl Dispatcher {
             shutdown: CancellationToken::new(),
             sessions: Mutex::new(BTreeMap::new()),
             session_lookups: Default::default(),
+            cleanup_debt: Default::default(),
         }
     }
 
@@ -602,6 +605,7 @@ impl Dispatcher {
             key: (agent_id, session),
             generation,
         };
+        authorization.set_next_renewal_ms(lease.renew_at_ms);
         self.tracker.spawn(lease.run(
             child,
             Ends {
@@ -648,7 +652,7 @@ impl Dispatcher {
     ) {
         self.store.revoke(authorization);
         if let Some(dir) = dir {
-            cleanup_dir(&dir, &self.shutdown).await;
+            cleanup_dir(&dir, &self.shutdown, &self.cleanup_debt).await;
         }
         self.store.drain(authorization, DRAIN_DEADLINE).await;
         drop(permit);
@@ -753,7 +757,7 @@ impl Lease {
             },
         };
         if !removed {
-            cleanup_dir(&self.dir, &dispatcher.shutdown).await;
+            cleanup_dir(&self.dir, &dispatcher.shutdown, &dispatcher.cleanup_debt).await;
         }
         dispatcher
             .store
@@ -801,6 +805,8 @@ impl Lease {
         match publish_generation(&dispatcher.store, &self.authorization, &self.dir) {
             Ok(issued) => {
                 self.renew_at_ms = dispatcher.renewal_time(issued.expires_at_ms);
+                self.authorization.set_next_renewal_ms(self.renew_at_ms);
+                crate::daemon::metrics::global().rotated(true);
                 tracing::debug!(authorization = %self.authorization.id, generation = issued.generation, "credential rotated");
                 0
             }
@@ -808,6 +814,8 @@ impl Lease {
                 let failures = failures + 1;
                 let wait = dispatcher.backoff(failures);
                 self.renew_at_ms = dispatcher.clock.now_ms() + wait.as_millis() as i64;
+                self.authorization.set_next_renewal_ms(self.renew_at_ms);
+                crate::daemon::metrics::global().rotated(false);
                 tracing::warn!(authorization = %self.authorization.id, error_kind = ?error.kind(), retry_in_ms = wait.as_millis() as u64, "credential rotation failed; the current generation stays");
                 failures
             }
@@ -941,13 +949,31 @@ fn publish_generation_with(
 }
 
 /// Removes `dir`, retrying with capped exponential backoff (250 ms doubling to 60 s, full
-/// jitter) until it succeeds or the daemon shuts down (the next daemon then removes it).
-async fn cleanup_dir(dir: &std::path::Path, shutdown: &CancellationToken) {
+/// jitter) until it succeeds or the daemon shuts down (the next daemon then removes it). While
+/// it retries, the directory counts in `debt`.
+async fn cleanup_dir(
+    dir: &std::path::Path,
+    shutdown: &CancellationToken,
+    debt: &std::sync::atomic::AtomicUsize,
+) {
+    use std::sync::atomic::Ordering;
+    /// Takes the directory off the debt however the retries end.
+    struct Owed<'a>(&'a std::sync::atomic::AtomicUsize);
+    impl Drop for Owed<'_> {
+        fn drop(&mut self) {
+            self.0.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+    let mut owed = None;
     let mut attempt: u32 = 0;
     loop {
         match files::remove_dir(dir) {
             Ok(()) => return,
             Err(error) => {
+                if owed.is_none() {
+                    debt.fetch_add(1, Ordering::Relaxed);
+                    owed = Some(Owed(debt));
+                }
                 attempt += 1;
                 let cap = Duration::from_millis(250)
                     .saturating_mul(2u32.saturating_pow(attempt.min(16)))
@@ -964,10 +990,10 @@ async fn cleanup_dir(dir: &std::path::Path, shutdown: &CancellationToken) {
     }
 }
 
-/// Forwards one pipe as `Output` frames; a gone receiver means the caller abandoned the launch.
 /// Sees each chunk a runtime writes before it is relayed.
 type Watch = Box<dyn FnMut(&[u8]) + Send>;
 
+/// Forwards one pipe as `Output` frames; a gone receiver means the caller abandoned the launch.
 fn forward(
     mut pipe: impl tokio::io::AsyncRead + Unpin + Send + 'static,
     sender: mpsc::Sender<Output>,

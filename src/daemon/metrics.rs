@@ -1,0 +1,213 @@
+//! The daemon's Prometheus metrics, served at `GET /api/admin/metrics` behind the admin token
+//! (OpenMetrics text, which Prometheus scrapes). One registry per process: a daemon is one
+//! process, and every count below is recorded where the event happens.
+//!
+//! - `agentteam_requests_total{family,outcome}` and `agentteam_request_duration_seconds{…}`:
+//!   every request to the daemon's listener, by route family (`mcp`, `exec`, `admin`, `other`)
+//!   and outcome (`ok`, `client_error`, `server_error`: the status class);
+//! - `agentteam_admission_refusals_total`: runtime requests refused over an admission limit
+//!   (32 in flight per runtime, 1024 in all);
+//! - `agentteam_auth_refusals_total{class}`: refused runtime credentials by internal class
+//!   (`missing`, `malformed`, `bad-signature`, `expired`, `revoked-inactive`, `scope-mismatch`,
+//!   `binding-mismatch`), which the runtime itself never learns;
+//! - `agentteam_rotations_total{outcome}`: credential renewals (`ok`, `failed`);
+//! - gauges read at each scrape: `agentteam_live_authorizations`, `agentteam_runtimes`,
+//!   `agentteam_requests_in_flight`, `agentteam_cleanup_debt` (credential directories whose
+//!   removal is being retried).
+
+use std::sync::LazyLock;
+use std::sync::atomic::AtomicI64;
+use std::time::Duration;
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+/// Which routes a request took.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum RouteFamily {
+    mcp,
+    exec,
+    admin,
+    other,
+}
+
+/// How a request ended, by status class.
+#[derive(Debug, Clone, Copy, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)]
+pub enum Outcome {
+    ok,
+    client_error,
+    server_error,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    family: RouteFamily,
+    outcome: Outcome,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClassLabels {
+    class: &'static str,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RotationLabels {
+    outcome: &'static str,
+}
+
+/// Every metric of the daemon.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    durations: Family<RequestLabels, Histogram>,
+    admission_refusals: Counter,
+    auth_refusals: Family<ClassLabels, Counter>,
+    rotations: Family<RotationLabels, Counter>,
+    live_authorizations: Gauge<i64, AtomicI64>,
+    runtimes: Gauge<i64, AtomicI64>,
+    in_flight: Gauge<i64, AtomicI64>,
+    cleanup_debt: Gauge<i64, AtomicI64>,
+}
+
+fn request_histogram() -> Histogram {
+    // 0.25 ms to ~4 s.
+    Histogram::new(exponential_buckets(0.000_25, 2.0, 15))
+}
+
+impl Metrics {
+    fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("agentteam");
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "requests",
+            "Requests to the daemon's listener, by route family and outcome",
+            requests.clone(),
+        );
+        let durations = Family::<RequestLabels, Histogram>::new_with_constructor(
+            request_histogram as fn() -> Histogram,
+        );
+        registry.register(
+            "request_duration_seconds",
+            "Time from a request to its answer's head, by route family and outcome",
+            durations.clone(),
+        );
+        let admission_refusals = Counter::default();
+        registry.register(
+            "admission_refusals",
+            "Runtime requests refused over an admission limit",
+            admission_refusals.clone(),
+        );
+        let auth_refusals = Family::<ClassLabels, Counter>::default();
+        registry.register(
+            "auth_refusals",
+            "Refused runtime credentials, by internal class",
+            auth_refusals.clone(),
+        );
+        let rotations = Family::<RotationLabels, Counter>::default();
+        registry.register(
+            "rotations",
+            "Runtime credential renewals, by outcome",
+            rotations.clone(),
+        );
+        let gauge = |registry: &mut Registry, name: &str, help: &str| {
+            let gauge = Gauge::<i64, AtomicI64>::default();
+            registry.register(name, help, gauge.clone());
+            gauge
+        };
+        let live_authorizations = gauge(
+            &mut registry,
+            "live_authorizations",
+            "Runtime authorizations registered now",
+        );
+        let runtimes = gauge(&mut registry, "runtimes", "Runtimes running now");
+        let in_flight = gauge(
+            &mut registry,
+            "requests_in_flight",
+            "Runtime requests holding an admission slot now",
+        );
+        let cleanup_debt = gauge(
+            &mut registry,
+            "cleanup_debt",
+            "Credential directories whose removal is being retried",
+        );
+        Metrics {
+            registry,
+            requests,
+            durations,
+            admission_refusals,
+            auth_refusals,
+            rotations,
+            live_authorizations,
+            runtimes,
+            in_flight,
+            cleanup_debt,
+        }
+    }
+
+    /// One request answered.
+    pub fn request(&self, family: RouteFamily, status: u16, took: Duration) {
+        let outcome = match status {
+            500.. => Outcome::server_error,
+            400..=499 => Outcome::client_error,
+            _ => Outcome::ok,
+        };
+        let labels = RequestLabels { family, outcome };
+        self.requests.get_or_create(&labels).inc();
+        self.durations
+            .get_or_create(&labels)
+            .observe(took.as_secs_f64());
+    }
+
+    pub fn admission_refused(&self) {
+        self.admission_refusals.inc();
+    }
+
+    pub fn auth_refused(&self, class: &'static str) {
+        self.auth_refusals
+            .get_or_create(&ClassLabels { class })
+            .inc();
+    }
+
+    pub fn rotated(&self, ok: bool) {
+        let outcome = if ok { "ok" } else { "failed" };
+        self.rotations
+            .get_or_create(&RotationLabels { outcome })
+            .inc();
+    }
+
+    /// The text of a scrape, with the gauges set from `now` first.
+    pub fn render(&self, now: Gauges) -> String {
+        self.live_authorizations.set(now.live_authorizations as i64);
+        self.runtimes.set(now.runtimes as i64);
+        self.in_flight.set(now.in_flight as i64);
+        self.cleanup_debt.set(now.cleanup_debt as i64);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &self.registry)
+            .expect("writing to a String cannot fail");
+        text
+    }
+}
+
+/// What the gauges show at a scrape.
+#[derive(Debug, Clone, Copy)]
+pub struct Gauges {
+    pub live_authorizations: usize,
+    pub runtimes: usize,
+    pub in_flight: usize,
+    pub cleanup_debt: usize,
+}
+
+/// The process's metrics.
+pub fn global() -> &'static Metrics {
+    static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
+    &METRICS
+}
+
+/// The content type of [`Metrics::render`]'s text.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
