@@ -285,7 +285,7 @@ pub fn run_runtime(state: StateDir, args: RunArgs) -> Exit {
         Err(exit) => return exit,
     };
     http::block_on(async move {
-        let response = crate::client::http::builder(None)
+        let response = crate::client::http::loopback_builder()
             .build()
             .expect("a plain HTTP client builds")
             .post(format!("{base_url}/api/admin/runs"))

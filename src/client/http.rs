@@ -99,9 +99,16 @@ pub fn builder(remote: Option<&Remote>) -> reqwest::ClientBuilder {
     }
 }
 
-/// A client with no proxy and the given overall timeout.
+/// A builder for a client of the local daemon only (plain `http://` to loopback): no proxy, and no
+/// TLS trust roots, since it never speaks TLS (loading the platform's roots opened ~150 files and
+/// cost each `agentteam exec` milliseconds of its start; BENCHMARKS.md).
+pub fn loopback_builder() -> reqwest::ClientBuilder {
+    builder(None).tls_certs_only(Vec::<reqwest::Certificate>::new())
+}
+
+/// A client of the local daemon ([`loopback_builder`]) with the given overall timeout.
 pub fn direct(timeout: Duration) -> reqwest::Client {
-    builder(None)
+    loopback_builder()
         .timeout(timeout)
         .build()
         .expect("a plain HTTP client builds")
