@@ -43,6 +43,39 @@ pub const MAX_CONNECTIONS: usize = 2048;
 /// How long shutdown waits for in-flight requests before dropping their connections.
 pub const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
 
+/// The open-file soft limit a service asks for: its connection cap, with room for the runtimes'
+/// pipes and credential files, the database and the memory watcher.
+pub const WANTED_OPEN_FILES: u64 = 8192;
+
+/// Raises this process's soft limit of open files towards [`WANTED_OPEN_FILES`] (never above the
+/// hard limit, never lowering it). A desktop session's soft limit is often 1024: below the
+/// [`MAX_CONNECTIONS`] cap, so `accept` would fail with `EMFILE` before the cap could hold.
+/// Returns the soft limit in force.
+pub fn raise_open_file_limit() -> Option<u64> {
+    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    let wanted = match limit.maximum {
+        Some(hard) => WANTED_OPEN_FILES.min(hard),
+        None => WANTED_OPEN_FILES,
+    };
+    match limit.current {
+        Some(soft) if soft < wanted => {
+            let raised = Rlimit {
+                current: Some(wanted),
+                maximum: limit.maximum,
+            };
+            match setrlimit(Resource::Nofile, raised) {
+                Ok(()) => Some(wanted),
+                Err(error) => {
+                    tracing::warn!(%error, soft, "cannot raise the open-file limit");
+                    Some(soft)
+                }
+            }
+        }
+        current => current,
+    }
+}
+
 /// Serves `app` on `listener` until `shutdown` completes, then stops accepting, lets every
 /// connection finish its in-flight request, and waits for them under [`DRAIN_DEADLINE`].
 pub async fn serve(

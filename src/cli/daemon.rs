@@ -107,6 +107,8 @@ pub struct RunArgs {
 /// process's environment (inherited from a runtime the daemon was started in).
 pub fn run_daemon(args: DaemonArgs, scrubbed: Vec<String>) -> Exit {
     super::init_tracing();
+    let open_files = crate::serve::raise_open_file_limit();
+    tracing::debug!(?open_files, "open-file soft limit");
     if !scrubbed.is_empty() {
         tracing::info!(variables = ?scrubbed, "removed inherited runtime credential variables from the daemon's environment");
     }

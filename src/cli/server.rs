@@ -49,6 +49,8 @@ pub fn run(args: ServerArgs) -> Exit {
         provider_ca_file,
     } = args;
     super::init_tracing();
+    let open_files = crate::serve::raise_open_file_limit();
+    tracing::debug!(?open_files, "open-file soft limit");
     if provider_timeout_ms == 0 {
         return super::output::usage_error("`--provider-timeout-ms` must be positive", &[]);
     }
