@@ -222,6 +222,38 @@ impl ServerClient {
         self.send(&ctx, request).await
     }
 
+    /// Whether the server answers its unauthenticated `GET /health` (no credential is sent).
+    pub async fn health(&self) -> ActionResult<()> {
+        let request = Outgoing {
+            method: reqwest::Method::GET,
+            path: "/health".into(),
+            headers: Vec::new(),
+            body: None,
+        };
+        let (status, _) = self.exchange(request).await?;
+        if status.is_success() {
+            Ok(())
+        } else {
+            Err(upstream_failed(&format!(
+                "the server's health check answered {}",
+                status.as_u16()
+            )))
+        }
+    }
+
+    /// The request over this client's hop, as it is: status and the whole (bounded) body.
+    async fn exchange(&self, request: Outgoing) -> ActionResult<(reqwest::StatusCode, Vec<u8>)> {
+        match &self.hop {
+            Hop::Tcp { http, base_url } => tcp(http, base_url, request).await,
+            Hop::InProcess(router) => {
+                match tokio::time::timeout(CALL_TIMEOUT, in_process(router, request)).await {
+                    Ok(answer) => answer,
+                    Err(_) => Err(timed_out()),
+                }
+            }
+        }
+    }
+
     async fn send(&self, ctx: &CallContext, mut request: Outgoing) -> ActionResult<Value> {
         request
             .headers
@@ -232,15 +264,7 @@ impl ServerClient {
                 .push(("idempotency-key", format!("\"{key}\"")));
             request.headers.push(("x-request-id", key.clone()));
         }
-        let (status, bytes) = match &self.hop {
-            Hop::Tcp { http, base_url } => tcp(http, base_url, request).await?,
-            Hop::InProcess(router) => {
-                match tokio::time::timeout(CALL_TIMEOUT, in_process(router, request)).await {
-                    Ok(answer) => answer?,
-                    Err(_) => return Err(timed_out()),
-                }
-            }
-        };
+        let (status, bytes) = self.exchange(request).await?;
         // A provider's failure behind an extension is the contract's own answer, not the
         // server's: it passes through like any refusal.
         if status.is_server_error()

@@ -77,21 +77,11 @@ pub async fn status(State(state): State<DaemonState>, _: AdminAuth) -> Answer {
     let counters = &state.counters;
     let load =
         |counter: &std::sync::atomic::AtomicU64| counter.load(std::sync::atomic::Ordering::Relaxed);
-    // Reachable: the server answered, whatever it answered; only a hop that failed or timed out
-    // is unreachable.
-    let probe = tokio::time::timeout(
-        SERVER_PROBE_TIMEOUT,
-        state.server_client.extensions(&state.identity.workspace_id),
-    )
-    .await;
-    let reachable = match probe {
-        Err(_) => false,
-        Ok(Ok(_)) => true,
-        Ok(Err(error)) => !matches!(
-            error.code,
-            ErrorCode::UpstreamUnavailable | ErrorCode::UpstreamTimeout
-        ),
-    };
+    // The server's unauthenticated health route: no credential sent, no audit record written.
+    let reachable = matches!(
+        tokio::time::timeout(SERVER_PROBE_TIMEOUT, state.server_client.health()).await,
+        Ok(Ok(()))
+    );
     let now = crate::clock::Clock::default().now_ms();
     let runtimes: Vec<Value> = state
         .dispatcher

@@ -219,6 +219,7 @@ pub fn router(state: AppState) -> Router {
         .merge(extensions::routes())
         .merge(knowledge::routes())
         .merge(admin_api::routes())
+        .route("/health", axum::routing::get(health))
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(
             classify as crate::wire::observe::Classify,
@@ -236,6 +237,12 @@ pub fn router(state: AppState) -> Router {
 fn classify(path: &str) -> (&'static str, crate::wire::observe::Protocol) {
     let family = audit::family(path).unwrap_or("other");
     (family, crate::wire::observe::Protocol::Envelope)
+}
+
+/// `GET /health`: the server answers. No credential, nothing read, not audited: what a daemon's
+/// `status` probes.
+async fn health() -> crate::wire::Data {
+    crate::wire::Data(serde_json::json!({ "status": "ok" }))
 }
 
 async fn not_found() -> Response {

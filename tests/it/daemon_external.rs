@@ -41,9 +41,14 @@ async fn an_external_server_is_used_and_its_outage_is_classified() {
     let (status, body) = call().await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["data"]["project"]["name"], "remote project");
+    let status_now = daemon.admin_get("status").await;
+    assert_eq!(status_now["serverReachable"], true, "{status_now}");
+    assert_eq!(status_now["serverHop"], "tcp");
 
     server.start_kill().unwrap();
     server.wait().await.unwrap();
+    // The status probes the server now: gone is unreachable, within the probe's bound.
+    assert_eq!(daemon.admin_get("status").await["serverReachable"], false);
     let (status, body) = call().await;
     assert_eq!(
         (status, body["error"]["code"].as_str()),

@@ -346,3 +346,39 @@ async fn server_audit_retention_keeps_the_newest_within_age_and_count() {
     // Nothing more to prune.
     assert_eq!(store.prune_audit(10_000, 6).await.unwrap(), 0);
 }
+
+/// `GET /health` answers without a credential and writes no audit record: the daemon's `status`
+/// probes it, and a probe is not a runtime request or an operator action.
+#[tokio::test]
+async fn the_health_route_needs_no_credential_and_is_not_audited() {
+    let server = TestServer::start().await;
+    let w = server.workspace("acme").await;
+    let health = server
+        .client
+        .get(format!("{}/health", server.base_url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    let body: Value = health.json().await.unwrap();
+    assert_eq!(body["data"]["status"], "ok");
+    // An audited request after it: once its record is written, the probe's would have been too.
+    let (status, _) = server
+        .post(
+            &format!("/admin/workspaces/{}/humans", w.workspace_id),
+            Some(&server.operator_token),
+            &json!({"handle": "bo", "displayName": "Bo"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let records = records_when(&server, &w, |found| {
+        found
+            .iter()
+            .any(|r| r["action"].as_str().is_some_and(|a| a.ends_with("/humans")))
+    })
+    .await;
+    assert!(
+        records.iter().all(|r| !r.to_string().contains("health")),
+        "{records:#?}"
+    );
+}
