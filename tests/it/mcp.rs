@@ -1050,9 +1050,42 @@ async fn admin_status(daemon: &TestDaemon) -> Value {
     response.json::<Value>().await.unwrap()["data"].clone()
 }
 
+/// 32 requests whose bodies never come hold every admission slot of `rt` (checked through the
+/// daemon's status); a 33rd is refused with 429 before its body. Returns the held connections.
+async fn fill_admission(daemon: &TestDaemon, rt: &Runtime) -> Vec<tokio::net::TcpStream> {
+    use crate::exec_transport::{raw_post, read_status};
+    let token = rt.token();
+    let address = daemon.base_url.trim_start_matches("http://").to_string();
+    let path = rt.url.trim_start_matches(&daemon.base_url).to_string();
+    let post = || {
+        raw_post(
+            address.clone(),
+            path.clone(),
+            token.clone(),
+            100,
+            Vec::new(),
+        )
+    };
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..32 {
+        set.spawn(post());
+    }
+    let held = set.join_all().await;
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    while admin_status(daemon).await["acquiredRequests"].as_u64() != Some(32) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "32 requests were not admitted"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(read_status(&mut post().await).await, 429);
+    held
+}
+
 #[tokio::test]
 async fn bodies_and_admission_are_bounded_at_their_edges() {
-    use crate::exec_transport::{raw_post, read_status};
+    use crate::exec_transport::read_status;
     let daemon = TestDaemon::start(&[]).await;
     daemon.add_agent("alpha").await;
     let rt = Runtime::start(&daemon, "alpha").await;
@@ -1068,36 +1101,7 @@ async fn bodies_and_admission_are_bounded_at_their_edges() {
     assert_eq!((status, &body["error"]["code"]), (413, &json!(-32600)));
 
     // 32 requests in flight hold every slot of this runtime; the 33rd is refused before its body.
-    let address = daemon.base_url.trim_start_matches("http://").to_string();
-    let path = rt.url.trim_start_matches(&daemon.base_url).to_string();
-    let mut set = tokio::task::JoinSet::new();
-    for _ in 0..32 {
-        set.spawn(raw_post(
-            address.clone(),
-            path.clone(),
-            token.clone(),
-            100,
-            Vec::new(),
-        ));
-    }
-    let mut held = set.join_all().await;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while admin_status(&daemon).await["acquiredRequests"].as_u64() != Some(32) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "32 requests were not admitted"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    let mut refused = raw_post(
-        address.clone(),
-        path.clone(),
-        token.clone(),
-        100,
-        Vec::new(),
-    )
-    .await;
-    assert_eq!(read_status(&mut refused).await, 429);
+    let mut held = fill_admission(&daemon, &rt).await;
     // The held bodies never arrive: each gets 408 at the 5-second deadline and frees its slot.
     for stream in &mut held {
         assert_eq!(read_status(stream).await, 408);
@@ -1611,7 +1615,7 @@ fn sample(text: &str, name: &str) -> Option<f64> {
 /// rotation, the server probed reachable; the metrics need the admin token.
 #[tokio::test]
 async fn status_and_metrics_show_real_traffic() {
-    use crate::exec_transport::{raw_post, read_status};
+    use crate::exec_transport::read_status;
     let daemon = TestDaemon::start(&[]).await;
     let agent = daemon.add_agent("alpha").await;
     let rt = Runtime::start(&daemon, "alpha").await;
@@ -1621,36 +1625,7 @@ async fn status_and_metrics_show_real_traffic() {
     let (status, _, _) = post(&daemon, &rt.url, Some("not-a-token"), &[], "{}".into()).await;
     assert_eq!(status, 401);
 
-    let address = daemon.base_url.trim_start_matches("http://").to_string();
-    let path = rt.url.trim_start_matches(&daemon.base_url).to_string();
-    let mut set = tokio::task::JoinSet::new();
-    for _ in 0..32 {
-        set.spawn(raw_post(
-            address.clone(),
-            path.clone(),
-            token.clone(),
-            100,
-            Vec::new(),
-        ));
-    }
-    let mut held = set.join_all().await;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    while admin_status(&daemon).await["acquiredRequests"].as_u64() != Some(32) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "32 requests were not admitted"
-        );
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    let mut refused = raw_post(
-        address.clone(),
-        path.clone(),
-        token.clone(),
-        100,
-        Vec::new(),
-    )
-    .await;
-    assert_eq!(read_status(&mut refused).await, 429);
+    let mut held = fill_admission(&daemon, &rt).await;
 
     let json_status = daemon.cli(&["status", "--json"]).output().await.unwrap();
     assert!(json_status.status.success());

@@ -25,7 +25,8 @@ fn runtime_tool(variable: &str) -> PathBuf {
         panic!("{variable} is not set: run the tests with `scripts/test`, which installs the runtimes")
     });
     assert!(path.exists(), "{} is missing", path.display());
-    path
+    // The runtime starts in its own working directory.
+    std::path::absolute(&path).unwrap()
 }
 
 /// The scripted model server: its port and its request log.
@@ -87,24 +88,6 @@ async fn proxy_trap() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>
         }
     });
     (url, hits)
-}
-
-/// Every token file under `dir` (the launches' credential directories) now.
-fn token_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            token_files(&path, out);
-        } else if matches!(
-            path.file_name().and_then(|n| n.to_str()),
-            Some("token" | "mcp-token")
-        ) {
-            out.push(path);
-        }
-    }
 }
 
 /// Every file under `dir` whose name is `name`.
@@ -289,8 +272,9 @@ async fn drive(runtime: Runtime) {
     let mut leaks = Vec::new();
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     let status = loop {
-        let mut files = Vec::new();
-        token_files(&run_dir, &mut files);
+        let files = files_named(&run_dir, "token")
+            .into_iter()
+            .chain(files_named(&run_dir, "mcp-token"));
         for file in files {
             if let Ok(token) = std::fs::read_to_string(&file) {
                 let token = token.trim().to_string();
