@@ -90,8 +90,8 @@ async fn proxy_trap() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>
     (url, hits)
 }
 
-/// Every file under `dir` whose name is `name`.
-fn files_named(dir: &Path, name: &str) -> Vec<PathBuf> {
+/// Every regular file under `dir` (links are not followed).
+fn files_under(dir: &Path) -> Vec<PathBuf> {
     let mut found = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     while let Some(dir) = stack.pop() {
@@ -100,14 +100,25 @@ fn files_named(dir: &Path, name: &str) -> Vec<PathBuf> {
         };
         for entry in entries.flatten() {
             let path = entry.path();
+            if path.is_symlink() {
+                continue;
+            }
             if path.is_dir() {
                 stack.push(path);
-            } else if path.file_name().and_then(|n| n.to_str()) == Some(name) {
+            } else {
                 found.push(path);
             }
         }
     }
     found
+}
+
+/// Every file under `dir` whose name is `name`.
+fn files_named(dir: &Path, name: &str) -> Vec<PathBuf> {
+    files_under(dir)
+        .into_iter()
+        .filter(|path| path.file_name().and_then(|n| n.to_str()) == Some(name))
+        .collect()
 }
 
 /// Which of `tokens` any process's argv or environment holds now.
@@ -139,28 +150,16 @@ fn tokens_in_processes(tokens: &[String]) -> Vec<String> {
 
 /// Which files under `dir` hold any of `tokens`.
 fn tokens_in_files(dir: &Path, tokens: &[String]) -> Vec<String> {
-    let mut found = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries.flatten() {
-            let path = entry.path();
-            if path.is_symlink() {
-                continue;
-            }
-            if path.is_dir() {
-                stack.push(path);
-            } else if let Ok(bytes) = std::fs::read(&path) {
+    files_under(dir)
+        .into_iter()
+        .filter(|path| {
+            std::fs::read(path).is_ok_and(|bytes| {
                 let text = String::from_utf8_lossy(&bytes);
-                if tokens.iter().any(|t| text.contains(t.as_str())) {
-                    found.push(path.display().to_string());
-                }
-            }
-        }
-    }
-    found
+                tokens.iter().any(|t| text.contains(t.as_str()))
+            })
+        })
+        .map(|path| path.display().to_string())
+        .collect()
 }
 
 /// The channel's messages, read through a generic runtime's MCP route.
