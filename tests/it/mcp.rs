@@ -1491,6 +1491,26 @@ async fn the_header_helper_prints_the_current_bearer() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     };
     assert_eq!(list(rotated).await, 200);
+    // The renewals show in the daemon's metrics (issue 19), none failed.
+    let admin_token = std::fs::read_to_string(daemon.state_dir.join("admin.token")).unwrap();
+    let metrics = daemon
+        .client
+        .get(format!("{}/api/admin/metrics", daemon.base_url))
+        .bearer_auth(admin_token.trim())
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        sample(&metrics, "agentteam_rotations_total{outcome=\"ok\"}").unwrap_or(0.0) >= 1.0,
+        "{metrics}"
+    );
+    assert_eq!(
+        sample(&metrics, "agentteam_rotations_total{outcome=\"failed\"}"),
+        None
+    );
 
     let dir = tempfile::tempdir().unwrap();
     let loose = dir.path().join("token");
