@@ -30,11 +30,11 @@ cleanup() {
 trap cleanup EXIT
 # shellcheck source=bench/lib/mcp_load.sh
 . bench/lib/mcp_load.sh
+# shellcheck source=bench/lib/daemon.sh
+. bench/lib/daemon.sh
 peer_build
 
-taskset -c 0 "$bin" daemon --state-dir "$work/state" > "$work/daemon.out" 2> "$work/daemon.log" &
-daemon_pid=$!
-until grep -q "listening on" "$work/daemon.out" 2>/dev/null; do sleep 0.1; done
+daemon_start taskset -c 0
 "$bin" agent add bench --state-dir "$work/state" > /dev/null
 # A runtime that publishes its variables and stays up; the benchmark acts as that runtime.
 "$bin" run --state-dir "$work/state" --agent bench -- sh -c 'echo "$AGENTTEAM_EXEC_BASE_URL"; echo "$AGENTTEAM_EXEC_TOKEN_FILE"; exec sleep 3600' > "$work/runtime.out" &
@@ -89,9 +89,7 @@ task_get_check
 awk '/^Requests\/sec:/ { print $2 }' "$work/ours_task_get.wrk" > "$work/ours_task_get.rps"
 
 # Stop ours before the peer starts: core 0 is then the peer's alone.
-kill "$runtime_pid" "$daemon_pid" 2>/dev/null || true
-wait "$runtime_pid" "$daemon_pid" 2>/dev/null || true
-runtime_pid="" daemon_pid=""
+ours_stop
 peer_start
 peer_echo_load
 

@@ -37,15 +37,12 @@ trap cleanup EXIT
 
 # shellcheck source=bench/lib/mcp_load.sh
 . bench/lib/mcp_load.sh
+# shellcheck source=bench/lib/daemon.sh
+. bench/lib/daemon.sh
 peer_build
 
 # --- ours: daemon with the embedded server on core 0 ---
-taskset -c 0 "$bin" daemon --state-dir "$work/state" > "$work/daemon.out" 2> "$work/daemon.log" &
-daemon_pid=$!
-until grep -q "listening on" "$work/daemon.out" 2>/dev/null; do
-    kill -0 "$daemon_pid" 2>/dev/null || { cat "$work/daemon.log" >&2; exit 1; }
-    sleep 0.1
-done
+daemon_start taskset -c 0
 "$bin" agent add bench --state-dir "$work/state" > /dev/null
 # A runtime that publishes its variables and stays up; the benchmark acts as that runtime.
 "$bin" run --state-dir "$work/state" --agent bench -- sh -c 'echo "$AGENTTEAM_MCP_URL"; echo "$AGENTTEAM_MCP_TOKEN_FILE"; exec sleep 3600' > "$work/runtime.out" &
@@ -70,9 +67,7 @@ load ours_tools_list "$mcp_url" "$token_file" tools/list
 load ours_history "$mcp_url" "$token_file" tools/call message_history_read "$history_args"
 
 # Stop ours before the peer starts: core 0 is then the peer's alone.
-kill "$runtime_pid" "$daemon_pid" 2>/dev/null || true
-wait "$runtime_pid" "$daemon_pid" 2>/dev/null || true
-runtime_pid="" daemon_pid=""
+ours_stop
 
 # --- peer: rmcp 3.11 stateless JSON on core 0 ---
 peer_start

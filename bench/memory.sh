@@ -36,12 +36,9 @@ status_field() {
     "$bin" status --json --state-dir "$work/state" | python3 -c "import json,sys; print(json.load(sys.stdin)$1)"
 }
 
-"$bin" daemon --state-dir "$work/state" > "$work/daemon.out" 2> "$work/daemon.log" &
-daemon_pid=$!
-until grep -q "listening on" "$work/daemon.out" 2>/dev/null; do
-    kill -0 "$daemon_pid" 2>/dev/null || { cat "$work/daemon.log" >&2; exit 1; }
-    sleep 0.1
-done
+# shellcheck source=bench/lib/daemon.sh
+. bench/lib/daemon.sh
+daemon_start
 "$bin" agent add bench --state-dir "$work/state" > /dev/null
 idle=$(rss_kib "$daemon_pid")
 echo "daemon idle: $(mib "$idle")"
