@@ -11,7 +11,7 @@ ensure_runtimes() {
     if [ ! -f "$dir/.installed" ]; then
         echo "$(basename "$0"): installing Claude Code $claude_version, Codex $codex_version and OpenCode $opencode_version into $dir" >&2
         mkdir -p "$dir"
-        (cd "$dir" && npm init -y >/dev/null && npm install --no-audit --no-fund --silent \
+        (cd "$dir" && npm init -y >/dev/null && npm install --no-audit --no-fund --loglevel=error \
             "@anthropic-ai/claude-code@$claude_version" "@openai/codex@$codex_version" \
             "opencode-ai@$opencode_version" >/dev/null)
         touch "$dir/.installed"
