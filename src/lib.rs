@@ -25,6 +25,8 @@ pub mod client;
 pub mod clock;
 pub mod contract;
 pub mod daemon;
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod private_file;
 pub mod search;
 pub mod serve;

@@ -18,7 +18,7 @@ mod output;
 mod runtime_url;
 mod server;
 mod status;
-mod transport;
+pub(crate) mod transport;
 
 use std::process::ExitCode;
 

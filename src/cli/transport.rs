@@ -76,19 +76,25 @@ pub fn read_token_file(path: &Path) -> Result<String, TokenFileRefused> {
     {
         return Err(TokenFileRefused);
     }
-    let mut text = String::new();
+    let mut bytes = Vec::new();
     file.by_ref()
         .take(MAX_TOKEN_FILE_BYTES + 1)
-        .read_to_string(&mut text)
+        .read_to_end(&mut bytes)
         .map_err(|_| TokenFileRefused)?;
-    let token = text.strip_suffix('\n').unwrap_or(&text);
+    token_from_bytes(&bytes)
+}
+
+/// The one token in a token file's `bytes` (at most [`MAX_TOKEN_FILE_BYTES`] in all): one run of
+/// `[A-Za-z0-9._-]`, optionally followed by one newline, and nothing else.
+pub fn token_from_bytes(bytes: &[u8]) -> Result<String, TokenFileRefused> {
+    let token = bytes.strip_suffix(b"\n").unwrap_or(bytes);
     let well_formed = !token.is_empty()
-        && token.len() as u64 <= MAX_TOKEN_FILE_BYTES
+        && bytes.len() as u64 <= MAX_TOKEN_FILE_BYTES
         && token
-            .bytes()
+            .iter()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'));
     if well_formed {
-        Ok(token.to_string())
+        Ok(String::from_utf8(token.to_vec()).expect("ASCII is UTF-8"))
     } else {
         Err(TokenFileRefused)
     }
