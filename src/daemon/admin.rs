@@ -351,8 +351,13 @@ fn launch_refusal(error: &LaunchError) -> ActionError {
     if let LaunchError::Credential(_) | LaunchError::Memory(_) = error {
         tracing::error!(incident_id = wire::observe::incident_id().unwrap_or_default(), %error, cause = ?std::error::Error::source(error), "launch aborted");
     }
+    // The cause says which file or directory and why (a full disk, a loosened mode); an I/O
+    // error holds no file contents.
     let message = match error {
         LaunchError::Spawn { program, source } => format!("cannot start `{program}`: {source}"),
+        LaunchError::Credential(source) | LaunchError::Memory(source) => {
+            format!("{error}: {source}")
+        }
         other => other.to_string(),
     };
     ActionError::new(code, message)

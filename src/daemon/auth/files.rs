@@ -31,8 +31,10 @@ pub fn random_name(prefix: &str) -> String {
     format!("{prefix}{}", hex::encode(bytes))
 }
 
-/// Creates `parent/<random>` with mode 0700 and checks it.
+/// Creates `parent/<random>` with mode 0700 and checks both: a parent whose mode was loosened
+/// under the daemon gets no new directory.
 pub fn create_private_dir(parent: &Path, prefix: &str) -> io::Result<PathBuf> {
+    check_private_dir(parent)?;
     let path = parent.join(random_name(prefix));
     DirBuilder::new().mode(0o700).create(&path)?;
     check_private_dir(&path)?;

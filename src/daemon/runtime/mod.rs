@@ -816,7 +816,7 @@ impl Lease {
                 self.renew_at_ms = dispatcher.clock.now_ms() + wait.as_millis() as i64;
                 self.authorization.set_next_renewal_ms(self.renew_at_ms);
                 crate::daemon::metrics::global().rotated(false);
-                tracing::warn!(authorization = %self.authorization.id, error_kind = ?error.kind(), retry_in_ms = wait.as_millis() as u64, "credential rotation failed; the current generation stays");
+                tracing::warn!(authorization = %self.authorization.id, error = %error, error_kind = ?error.kind(), retry_in_ms = wait.as_millis() as u64, "credential rotation failed; the current generation stays");
                 failures
             }
         }
@@ -894,12 +894,15 @@ async fn stop_group(
     Ok(std::process::ExitStatus::from_raw(0))
 }
 
-/// Issues a new Exec and MCP generation and publishes both files.
+/// Issues a new Exec and MCP generation and publishes both files, if `dir` is still a private
+/// directory of this user: a directory whose mode was loosened, whose owner changed or that was
+/// replaced by another user's gets no new token (the current generation stays until it expires).
 fn publish_generation(
     store: &RuntimeAuthorizationStore,
     authorization: &Authorization,
     dir: &std::path::Path,
 ) -> io::Result<super::auth::Issued> {
+    files::check_private_dir(dir)?;
     publish_generation_with(store, authorization, dir, files::publish)
 }
 
