@@ -149,9 +149,23 @@ mod tests {
 
     use super::*;
 
+    /// A temporary directory with mode 0700, like the instance directory.
+    fn private_tempdir() -> tempfile::TempDir {
+        tempfile::Builder::new()
+            .permissions(fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .unwrap()
+    }
+
     #[test]
     fn private_dirs_and_files_are_owner_only_and_published_atomically() {
-        let base = tempfile::tempdir().unwrap();
+        let loose = tempfile::tempdir().unwrap();
+        fs::set_permissions(loose.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        assert!(
+            create_private_dir(loose.path(), "authz-").is_err(),
+            "a directory was created under a loosened parent"
+        );
+        let base = private_tempdir();
         let dir = create_private_dir(base.path(), "authz-").unwrap();
         assert_eq!(
             fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
@@ -179,7 +193,7 @@ mod tests {
     /// short or mixed file.
     #[test]
     fn readers_never_see_a_partial_token_during_500_rotations() {
-        let base = tempfile::tempdir().unwrap();
+        let base = private_tempdir();
         let dir = create_private_dir(base.path(), "authz-").unwrap();
         let token = |n: usize| format!("v1.{}.{n:06}", "x".repeat(120));
         publish(&dir, TOKEN_FILE, &token(0)).unwrap();

@@ -1027,6 +1027,15 @@ fn forward(
 mod tests {
     use super::*;
 
+    /// A temporary directory with mode 0700, like every directory the daemon writes secrets in.
+    fn private_tempdir() -> tempfile::TempDir {
+        use std::os::unix::fs::PermissionsExt;
+        tempfile::Builder::new()
+            .permissions(std::fs::Permissions::from_mode(0o700))
+            .tempdir()
+            .unwrap()
+    }
+
     fn store_and_authorization() -> (RuntimeAuthorizationStore, Arc<Authorization>) {
         let store =
             RuntimeAuthorizationStore::new(Arc::new(Clock::default()), Duration::from_secs(600));
@@ -1056,7 +1065,7 @@ mod tests {
     #[test]
     fn a_write_that_fails_after_its_rename_keeps_the_new_generation_live() {
         let (store, authorization) = store_and_authorization();
-        let dir = tempfile::tempdir().unwrap();
+        let dir = private_tempdir();
         let fails_after_rename = |dir: &std::path::Path, name: &str, token: &str| {
             files::publish(dir, name, token)?;
             Err(io::Error::other("fsync of the directory failed"))
@@ -1072,7 +1081,7 @@ mod tests {
     #[test]
     fn a_write_that_fails_before_its_rename_keeps_the_current_generation() {
         let (store, authorization) = store_and_authorization();
-        let dir = tempfile::tempdir().unwrap();
+        let dir = private_tempdir();
         publish_generation(&store, &authorization, dir.path()).unwrap();
         let current = std::fs::read_to_string(dir.path().join(TOKEN_FILE)).unwrap();
         let issued_before = authorization.issued();
