@@ -399,6 +399,16 @@ async fn authentication_failures_are_one_uniform_forbidden() {
             .unwrap()
             .to_string();
         let id = credential.split_once('.').unwrap().0.to_string();
+        // Authenticated once before the revocation (on SQLite the answer is now cached), then
+        // refused at the very next request after it.
+        let (status, body) = server
+            .post(
+                &path(&a.workspace_id, &a.agent_id),
+                Some(&credential),
+                &input,
+            )
+            .await;
+        assert_eq!(status, 404, "the live device was not authenticated: {body}");
         assert!(server.state.store().revoke_device(&id, 0).await.unwrap());
         credential
     };

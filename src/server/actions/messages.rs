@@ -65,18 +65,32 @@ pub async fn history(
     caller: &Caller,
     input: t::MessageHistoryReadInput,
 ) -> ActionResult<t::MessageHistoryReadOutput> {
-    let (target, at) = conversation(state, caller, &input.target).await?;
+    let target = Target::parse_canonical(&input.target)?;
     let filter = page::Filter::new(caller, ToolId::MessageHistoryRead.descriptor().name)
         .with("target", target.to_string());
-    let after = page::decode_position(state, input.cursor.as_ref(), &filter)?;
+    let after = match page::decode_position(state, input.cursor.as_ref(), &filter) {
+        Ok(after) => after,
+        Err(error) => {
+            // A conversation the caller cannot read is missing, whatever the cursor says.
+            conversation(state, caller, &input.target).await?;
+            return Err(error);
+        }
+    };
     let limit = input
         .limit
         .map_or(page::DEFAULT_LIMIT, |l| l.get().min(100) as usize);
     let found = state
         .store
-        .message_history(&at, &caller.agent_id, after.as_ref(), limit)
+        .history_for_member(
+            &caller.workspace_id,
+            &caller.agent_id,
+            &target,
+            after.as_ref(),
+            limit,
+        )
         .await
-        .map_err(internal)?;
+        .map_err(internal)?
+        .ok_or_else(|| not_found(target.kind.as_str(), &target.id))?;
     Ok(t::MessageHistoryReadOutput {
         target: input.target,
         messages: found.items,

@@ -36,8 +36,40 @@ const MIGRATION_LOCK: i64 = 0x6167_656e_7474_6561;
 /// The pools of one backend.
 #[derive(Clone)]
 pub(crate) enum Db {
-    Sqlite { writer: SqlitePool, reader: Readers },
+    Sqlite {
+        writer: SqlitePool,
+        reader: Readers,
+        _lock: std::sync::Arc<DatabaseLock>,
+    },
     Postgres(PgPool),
+}
+
+/// One server process per SQLite database: an exclusive `flock` on `<database>.server-lock`,
+/// held until the process ends (or dies). The server's writer is then the database's only one,
+/// so what the process caches about the database (device authentications) is invalidated by the
+/// writes that change it. PostgreSQL replicas share their database and cache nothing.
+pub(crate) struct DatabaseLock(#[allow(dead_code)] Option<std::fs::File>);
+
+impl DatabaseLock {
+    fn take(options: &SqliteConnectOptions) -> Result<DatabaseLock, StoreError> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = options.get_filename();
+        if path.as_os_str() == ":memory:" {
+            return Ok(DatabaseLock(None));
+        }
+        let mut name = path.as_os_str().to_owned();
+        name.push(".server-lock");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .mode(0o600)
+            .open(&name)
+            .map_err(StoreError::Lock)?;
+        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+            .map_err(|_| StoreError::InUse(path.display().to_string()))?;
+        Ok(DatabaseLock(Some(file)))
+    }
 }
 
 /// Expands `$body` once per backend with `$writer` and `$reader` bound to that backend's pools and
@@ -45,7 +77,7 @@ pub(crate) enum Db {
 macro_rules! on_backend {
     ($store:expr, |$writer:ident, $reader:ident, $pg:ident| $body:expr) => {
         match &$store.db {
-            $crate::server::store::db::Db::Sqlite { writer, reader } => {
+            $crate::server::store::db::Db::Sqlite { writer, reader, .. } => {
                 #[allow(unused_variables)]
                 let ($writer, $reader, $pg) = (writer, reader, false);
                 #[allow(dead_code)]
@@ -136,6 +168,7 @@ impl Db {
             .synchronous(SqliteSynchronous::Full)
             .foreign_keys(true)
             .busy_timeout(Duration::from_secs(5));
+        let lock = std::sync::Arc::new(DatabaseLock::take(&options)?);
         // No ping before each acquire: a SQLite connection is a file handle in this process, it
         // cannot drop like a socket, and the ping is a round trip to the connection's worker
         // thread, as costly as the query it guards (measured: BENCHMARKS.md, history read).
@@ -147,12 +180,16 @@ impl Db {
             .await?;
         migrate_sqlite(&writer).await?;
         let reader = Readers::open(options.read_only(true)).await?;
-        Ok(Db::Sqlite { writer, reader })
+        Ok(Db::Sqlite {
+            writer,
+            reader,
+            _lock: lock,
+        })
     }
 
     pub(crate) async fn close(&self) {
         match self {
-            Db::Sqlite { writer, reader } => {
+            Db::Sqlite { writer, reader, .. } => {
                 writer.close().await;
                 reader.close().await;
             }
@@ -491,7 +528,7 @@ mod tests {
     async fn every_sqlite_connection_has_stable_plans() {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("s.db").display());
-        let Db::Sqlite { writer, reader } = Db::open(&url).await.unwrap() else {
+        let Db::Sqlite { writer, reader, .. } = Db::open(&url).await.unwrap() else {
             panic!("a SQLite URL opens SQLite");
         };
         assert!(plans_are_stable(&mut writer.acquire().await.unwrap()).await);
@@ -502,5 +539,28 @@ mod tests {
         for reader in &mut readers {
             assert!(plans_are_stable(reader.connection()).await);
         }
+    }
+
+    /// A second server on the same SQLite database is refused while the first holds it, and
+    /// starts once the first is gone.
+    #[tokio::test]
+    async fn one_server_process_per_sqlite_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let url = format!("sqlite://{}", path.display());
+        let first = Db::open(&url).await.unwrap();
+        let Err(error) = Db::open(&url).await else {
+            panic!("a second opener got the database");
+        };
+        assert_eq!(
+            error.to_string(),
+            format!(
+                "the SQLite database `{}` is in use by another agentteam server",
+                path.display()
+            )
+        );
+        first.close().await;
+        drop(first);
+        Db::open(&url).await.unwrap();
     }
 }

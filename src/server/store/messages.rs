@@ -248,20 +248,93 @@ impl Store {
                 .bind((limit + 1) as i64)
                 .fetch_all(reader)
                 .await?;
-            let rows: Vec<MessageRow> = rows.iter().map(message_row).collect::<Result<_, _>>()?;
-            let positions: Vec<Position> = rows
-                .iter()
-                .map(|r| Position {
-                    at_ms: r.created_at,
-                    id: r.id.clone(),
-                })
-                .collect();
-            let messages = self.complete(rows, member_id).await?;
-            Ok(Page::from_rows(
-                messages.into_iter().zip(positions).collect(),
-                limit,
-            ))
+            let rows = rows.iter().map(message_row).collect::<Result<_, _>>()?;
+            self.page_of(rows, member_id, limit).await
         })
+    }
+
+    /// The history page of `target` if `member_id` may read it (`None` otherwise, like a missing
+    /// conversation). For a channel or a DM the membership is checked inside the page's own
+    /// statement, so a page with messages is one query; an empty one takes a second to tell "not
+    /// yours" from "nothing (more) to read". A thread's membership is looked up first.
+    pub async fn history_for_member(
+        &self,
+        workspace_id: &str,
+        member_id: &str,
+        target: &Target,
+        after: Option<&Position>,
+        limit: usize,
+    ) -> Result<Option<Page<Message>>, StoreError> {
+        let kind = match target.kind {
+            TargetKind::Thread => {
+                let Some(at) = self
+                    .thread_for_member(workspace_id, member_id, &target.id)
+                    .await?
+                else {
+                    return Ok(None);
+                };
+                return self
+                    .message_history(&at, member_id, after, limit)
+                    .await
+                    .map(Some);
+            }
+            TargetKind::Channel => "channel",
+            TargetKind::Dm => "dm",
+        };
+        let page = on_backend!(self, |writer, reader, pg| {
+            let (after_ms, after_id) = match after {
+                Some(p) => (p.at_ms, p.id.clone()),
+                None => (i64::MAX, "\u{10FFFF}".to_string()),
+            };
+            let rows = sqlx::query(concat!(
+                "SELECT ",
+                message_columns!(),
+                " FROM messages g JOIN channels c ON c.id = g.channel_id \
+                  WHERE g.channel_id = $1 AND g.thread_id IS NULL AND (g.created_at, g.id) < ($2, $3) \
+                  AND c.workspace_id = $5 AND c.kind = $6 \
+                  AND EXISTS (SELECT 1 FROM channel_members m WHERE m.channel_id = $1 AND m.member_id = $7) \
+                  ORDER BY g.thread_id, g.created_at DESC, g.id DESC LIMIT $4"
+            ))
+            .bind(&target.id)
+            .bind(after_ms)
+            .bind(after_id)
+            .bind((limit + 1) as i64)
+            .bind(workspace_id)
+            .bind(kind)
+            .bind(member_id)
+            .fetch_all(reader)
+            .await?;
+            let rows = rows.iter().map(message_row).collect::<Result<_, _>>()?;
+            self.page_of(rows, member_id, limit).await
+        })?;
+        if !page.items.is_empty() {
+            return Ok(Some(page));
+        }
+        Ok(self
+            .member_channel(workspace_id, member_id, &target.id, Some(kind))
+            .await?
+            .map(|_| page))
+    }
+
+    /// A page of messages from up to `limit + 1` rows of `message_columns!`.
+    async fn page_of(
+        &self,
+        rows: Vec<MessageRow>,
+        member_id: &str,
+        limit: usize,
+    ) -> Result<Page<Message>, StoreError> {
+        let positions: Vec<Position> = rows
+            .iter()
+            .map(|r| Position {
+                at_ms: r.created_at,
+                id: r.id.clone(),
+            })
+            .collect();
+        let messages = self.complete(rows, member_id).await?;
+        Ok(Page::from_rows(
+            messages.into_iter().zip(positions).collect(),
+            limit,
+        ))
     }
 
     /// Joins reactions and attachments into message rows (two queries for the whole page).

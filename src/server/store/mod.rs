@@ -45,6 +45,8 @@ pub use workflows::{
 #[derive(Clone)]
 pub struct Store {
     db: db::Db,
+    /// On SQLite only (see `db::DatabaseLock`).
+    devices: Option<std::sync::Arc<tenancy::DeviceCache>>,
 }
 
 /// What can go wrong below the product rules.
@@ -57,6 +59,10 @@ pub enum StoreError {
     TooNew { found: i64, known: usize },
     #[error("database error")]
     Database(#[from] sqlx::Error),
+    #[error("the SQLite database `{0}` is in use by another agentteam server")]
+    InUse(String),
+    #[error("cannot lock the SQLite database")]
+    Lock(#[source] std::io::Error),
     /// A stored value no longer parses as its contract type: corruption or a defect.
     #[error("stored `{column}` does not match its contract type")]
     Corrupt { column: &'static str },
@@ -66,9 +72,9 @@ impl Store {
     /// Opens the database at `url` (`sqlite://PATH`, created if missing, or `postgres://…`) and
     /// runs pending migrations.
     pub async fn open(url: &str) -> Result<Store, StoreError> {
-        Ok(Store {
-            db: db::Db::open(url).await?,
-        })
+        let db = db::Db::open(url).await?;
+        let devices = matches!(db, db::Db::Sqlite { .. }).then(std::sync::Arc::default);
+        Ok(Store { db, devices })
     }
 
     /// Whether this store is on PostgreSQL.
@@ -197,7 +203,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let url = format!("sqlite://{}", dir.path().join("db.sqlite").display());
         let store = Store::open(&url).await.unwrap();
-        let db::Db::Sqlite { writer, reader } = &store.db else {
+        let db::Db::Sqlite { writer, reader, .. } = &store.db else {
             unreachable!("a sqlite url")
         };
         async fn pragmas<'a>(

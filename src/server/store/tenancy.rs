@@ -13,6 +13,120 @@ pub struct DeviceIdentity {
     pub workspace_id: String,
 }
 
+/// Positive device authentications, on SQLite only, where this process is the database's one
+/// writer (`db::DatabaseLock`), so the one write that can turn a positive answer negative (a
+/// revocation: devices are never deleted, agents never change owner) goes through
+/// [`Store::revoke_device`], which clears the cache before it answers. Only a live device whose
+/// human owns the agent is kept; the secret is still compared at every request against the stored
+/// hash. An answer read from the database while a revocation ran is not kept: insertion checks the
+/// generation taken before the read, under the same lock that invalidation bumps it.
+#[derive(Default)]
+pub(crate) struct DeviceCache(std::sync::Mutex<CachedDevices>);
+
+#[derive(Default)]
+struct CachedDevices {
+    generation: u64,
+    /// `device id` NUL `agent id` → the device and its stored secret hash.
+    entries: std::collections::HashMap<String, (DeviceIdentity, Vec<u8>)>,
+}
+
+/// Entries at most; a full cache starts over.
+const DEVICE_CACHE_ENTRIES: usize = 4096;
+
+impl DeviceCache {
+    fn key(device_id: &str, agent_id: &str) -> String {
+        format!("{device_id}\0{agent_id}")
+    }
+
+    fn get(&self, device_id: &str, agent_id: &str) -> Option<(DeviceIdentity, Vec<u8>)> {
+        let cached = self.0.lock().expect("no panic holds it");
+        cached
+            .entries
+            .get(&DeviceCache::key(device_id, agent_id))
+            .cloned()
+    }
+
+    fn generation(&self) -> u64 {
+        self.0.lock().expect("no panic holds it").generation
+    }
+
+    fn keep(
+        &self,
+        generation: u64,
+        device_id: &str,
+        agent_id: &str,
+        found: (DeviceIdentity, Vec<u8>),
+    ) {
+        let mut cached = self.0.lock().expect("no panic holds it");
+        if cached.generation != generation {
+            return;
+        }
+        if cached.entries.len() >= DEVICE_CACHE_ENTRIES {
+            cached.entries.clear();
+        }
+        cached
+            .entries
+            .insert(DeviceCache::key(device_id, agent_id), found);
+    }
+
+    fn invalidate(&self) {
+        let mut cached = self.0.lock().expect("no panic holds it");
+        cached.generation += 1;
+        cached.entries.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn found(device: &str) -> (DeviceIdentity, Vec<u8>) {
+        let identity = DeviceIdentity {
+            device_id: device.into(),
+            human_id: "hum_1".into(),
+            workspace_id: "wsp_1".into(),
+        };
+        (identity, vec![7; 32])
+    }
+
+    #[test]
+    fn an_answer_read_across_a_revocation_is_not_kept() {
+        let cache = DeviceCache::default();
+        let before = cache.generation();
+        cache.keep(before, "dev_a", "agt_1", found("dev_a"));
+        assert_eq!(cache.get("dev_a", "agt_1"), Some(found("dev_a")));
+        assert_eq!(
+            cache.get("dev_a", "agt_2"),
+            None,
+            "keyed by device and agent"
+        );
+
+        let read_started = cache.generation();
+        cache.invalidate();
+        assert_eq!(
+            cache.get("dev_a", "agt_1"),
+            None,
+            "a revocation clears the cache"
+        );
+        cache.keep(read_started, "dev_a", "agt_1", found("dev_a"));
+        assert_eq!(
+            cache.get("dev_a", "agt_1"),
+            None,
+            "a read begun before it was kept"
+        );
+    }
+
+    #[test]
+    fn the_cache_is_bounded() {
+        let cache = DeviceCache::default();
+        for n in 0..=DEVICE_CACHE_ENTRIES {
+            cache.keep(0, &format!("dev_{n}"), "agt_1", found("dev"));
+        }
+        let held = cache.0.lock().unwrap().entries.len();
+        assert_eq!(held, 1, "a full cache starts over with the newest entry");
+    }
+}
+
 /// What a workspace member is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MemberKind {
@@ -208,15 +322,21 @@ impl Store {
         })
     }
 
-    /// The unrevoked device `device_id` with its stored secret hash, for constant-time comparison.
     /// The live device `device_id`, its secret hash, and whether its human owns `agent_id` in
-    /// the device's workspace: one query, because every runtime request asks all three.
+    /// the device's workspace: one query, because every runtime request asks all three, and none
+    /// on SQLite once a positive answer is cached ([`DeviceCache`]).
     pub async fn device(
         &self,
         device_id: &str,
         agent_id: &str,
     ) -> Result<Option<(DeviceIdentity, Vec<u8>, bool)>, StoreError> {
-        on_backend!(self, |writer, reader, pg| {
+        if let Some(cache) = &self.devices
+            && let Some((identity, hash)) = cache.get(device_id, agent_id)
+        {
+            return Ok(Some((identity, hash, true)));
+        }
+        let generation = self.devices.as_ref().map(|cache| cache.generation());
+        let found = on_backend!(self, |writer, reader, pg| {
             let row = sqlx::query(
                 "SELECT d.id, d.human_id, h.workspace_id, d.secret_hash, \
                  EXISTS (SELECT 1 FROM agents a WHERE a.id = $2 AND a.workspace_id = h.workspace_id AND a.owner_human_id = d.human_id) \
@@ -227,15 +347,26 @@ impl Store {
             .bind(agent_id)
             .fetch_optional(reader)
             .await?;
-            Ok(row.map(|row| {
+            Ok::<_, StoreError>(row.map(|row| {
                 let identity = DeviceIdentity {
                     device_id: row.get(0),
                     human_id: row.get(1),
                     workspace_id: row.get(2),
                 };
-                (identity, row.get(3), row.get::<bool, _>(4))
+                (identity, row.get::<Vec<u8>, _>(3), row.get::<bool, _>(4))
             }))
-        })
+        })?;
+        if let (Some(cache), Some(generation), Some((identity, hash, true))) =
+            (&self.devices, generation, &found)
+        {
+            cache.keep(
+                generation,
+                device_id,
+                agent_id,
+                (identity.clone(), hash.clone()),
+            );
+        }
+        Ok(found)
     }
 
     pub async fn revoke_device(&self, device_id: &str, now_ms: i64) -> Result<bool, StoreError> {
@@ -246,8 +377,13 @@ impl Store {
             .bind(device_id)
             .bind(now_ms)
             .execute(writer)
-            .await?;
-            Ok(done.rows_affected() == 1)
+            .await;
+            // Whatever the statement's outcome: an error after the commit must not leave a
+            // positive answer behind.
+            if let Some(cache) = &self.devices {
+                cache.invalidate();
+            }
+            Ok(done?.rows_affected() == 1)
         })
     }
 
