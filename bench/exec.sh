@@ -12,6 +12,8 @@
 #
 # Usage: bench/exec.sh            (builds the release binary first; installs hyperfine and wrk
 #                                  from Debian's packages when missing)
+#        PERF=FILE bench/exec.sh  also records `perf record --call-graph dwarf` of our daemon for
+#                                  8 s of the task get load into FILE
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for tool in hyperfine wrk curl; do
@@ -83,7 +85,13 @@ wrk.headers["Content-Type"] = "application/json"
 wrk.headers["Authorization"] = "Bearer $(cat "$AGENTTEAM_EXEC_TOKEN_FILE")"
 LUA
 task_get_check
+perf_pid=""
+if [ -n "${PERF:-}" ]; then
+    perf record -q --call-graph dwarf,16384 -F 499 -p "$daemon_pid" -o "$PERF" -- sleep 8 &
+    perf_pid=$!
+fi
 taskset -c 1 wrk -t1 -c16 -d10s --latency -s "$work/post.lua" "$url" | tee "$work/ours_task_get.wrk"
+[ -z "$perf_pid" ] || wait "$perf_pid"
 if grep -q 'Non-2xx' "$work/ours_task_get.wrk"; then echo "task get: non-2xx answers under load" >&2; exit 1; fi
 task_get_check
 awk '/^Requests\/sec:/ { print $2 }' "$work/ours_task_get.wrk" > "$work/ours_task_get.rps"
