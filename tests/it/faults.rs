@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{Launched, TestDaemon, bin, database_url, spawn_server, wait_for};
+use crate::support::{Launched, TestDaemon, bin, database_url, sample, spawn_server, wait_for};
 
 /// What a runtime launched by [`launch_reporting`] told about itself.
 struct Reported {
@@ -294,24 +294,6 @@ fn names(dir: &Path) -> Vec<String> {
     names
 }
 
-/// The value of the sample `name` (with its labels) in the daemon's metrics.
-async fn metric(daemon: &TestDaemon, sample: &str) -> f64 {
-    let token = std::fs::read_to_string(daemon.state_dir.join("admin.token")).unwrap();
-    let text = daemon
-        .client
-        .get(format!("{}/api/admin/metrics", daemon.base_url))
-        .bearer_auth(token)
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    text.lines()
-        .find_map(|line| line.strip_prefix(sample)?.trim().parse().ok())
-        .unwrap_or(0.0)
-}
-
 /// The state dir's disk fills up under a running runtime: rotation keeps the current token
 /// (still honoured, its file untouched, no temp file left), the log and the metrics say so, a new
 /// launch is refused naming the cause; once there is room again, rotation resumes by itself.
@@ -358,7 +340,8 @@ async fn a_full_disk_keeps_the_current_token_and_rotation_resumes_when_there_is_
         names(&runtime.dir()),
         ["catalog.json", "mcp-token", "token"]
     );
-    assert!(metric(&daemon, r#"agentteam_rotations_total{outcome="failed"}"#).await >= 1.0);
+    let metrics = daemon.metrics().await;
+    assert!(sample(&metrics, r#"agentteam_rotations_total{outcome="failed"}"#) >= Some(1.0));
 
     let refused = daemon
         .cli(&["run", "--agent", "cramped", "--", "true"])
@@ -376,7 +359,8 @@ async fn a_full_disk_keeps_the_current_token_and_rotation_resumes_when_there_is_
     .await;
     let next = runtime.exec_token();
     assert_eq!(daemon.catalog(&workspace, &agent, Some(&next)).await.0, 200);
-    assert!(metric(&daemon, r#"agentteam_rotations_total{outcome="ok"}"#).await >= 1.0);
+    let metrics = daemon.metrics().await;
+    assert!(sample(&metrics, r#"agentteam_rotations_total{outcome="ok"}"#) >= Some(1.0));
     runtime.kill();
 }
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 use serde_json::{Value, json};
 
-use crate::support::{Launched, TestDaemon, repo_root};
+use crate::support::{Launched, TestDaemon, repo_root, sample};
 
 const MODERN: &str = "2026-07-28";
 
@@ -1492,17 +1492,7 @@ async fn the_header_helper_prints_the_current_bearer() {
     };
     assert_eq!(list(rotated).await, 200);
     // The renewals show in the daemon's metrics (issue 19), none failed.
-    let admin_token = std::fs::read_to_string(daemon.state_dir.join("admin.token")).unwrap();
-    let metrics = daemon
-        .client
-        .get(format!("{}/api/admin/metrics", daemon.base_url))
-        .bearer_auth(admin_token.trim())
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = daemon.metrics().await;
     assert!(
         sample(&metrics, "agentteam_rotations_total{outcome=\"ok\"}").unwrap_or(0.0) >= 1.0,
         "{metrics}"
@@ -1624,11 +1614,6 @@ async fn the_stdio_bridge_forwards_codex_metadata_and_bounds_its_lines() {
 }
 
 /// The value of the sample `name` (with its labels, exactly as rendered) in an OpenMetrics text.
-fn sample(text: &str, name: &str) -> Option<f64> {
-    text.lines()
-        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
-}
-
 /// Issue 19: `agentteam status` (text and `--json`) and `GET /api/admin/metrics` show real values
 /// after real traffic: a refused credential by its internal class, 32 requests holding every
 /// admission slot of a runtime and the 33rd refused, the runtime with its agent, the next

@@ -482,6 +482,20 @@ impl TestDaemon {
         response.json::<serde_json::Value>().await.unwrap()["data"].clone()
     }
 
+    /// The daemon's OpenMetrics text (`GET /api/admin/metrics` with the admin token).
+    pub async fn metrics(&self) -> String {
+        let token = std::fs::read_to_string(self.state_dir.join("admin.token")).unwrap();
+        let response = self
+            .client
+            .get(format!("{}/api/admin/metrics", self.base_url))
+            .bearer_auth(token.trim())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 200);
+        response.text().await.unwrap()
+    }
+
     /// `METHOD /api/admin/{path}` with the admin token and an optional JSON body: status and body.
     pub async fn admin(
         &self,
@@ -893,4 +907,11 @@ impl Drop for Tap {
     fn drop(&mut self) {
         self.task.abort();
     }
+}
+
+/// The value of the OpenMetrics sample `name` (with its labels, e.g.
+/// `agentteam_rotations_total{outcome="ok"}`) in `text`.
+pub fn sample(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
 }
