@@ -9,7 +9,9 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::support::{Launched, TestDaemon, bin, database_url, sample, spawn_server, wait_for};
+use crate::support::{
+    Launched, TestDaemon, bin, database_url, sample, spawn_server, spawn_server_at, wait_for,
+};
 
 /// What a runtime launched by [`launch_reporting`] told about itself.
 struct Reported {
@@ -437,36 +439,6 @@ async fn loosened_credential_directories_get_no_new_secret_until_restored() {
     runtime.kill();
 }
 
-/// Starts `agentteam server` on exactly `listen` over `database`, retrying while the port is
-/// still held by the server that was just killed.
-async fn restart_server(listen: &str, database: &str, token_file: &Path) -> tokio::process::Child {
-    use tokio::io::AsyncBufReadExt;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let mut child = tokio::process::Command::new(bin())
-            .args(["server", "--listen", listen, "--database", database])
-            .arg("--operator-token-file")
-            .arg(token_file)
-            .stdout(std::process::Stdio::piped())
-            .stderr(std::process::Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .unwrap();
-        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
-        if let Ok(Some(line)) = lines.next_line().await
-            && line.starts_with("listening on ")
-        {
-            return child;
-        }
-        let _ = child.wait().await;
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the server could not listen on {listen} again"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// The server behind the daemon goes away for a while: calls answer `upstream_unavailable`
 /// (nothing of the server's address or the socket error), the status says unreachable; the server
 /// comes back on its address and the same runtime's next call succeeds with no daemon restart,
@@ -516,7 +488,8 @@ async fn the_server_gone_for_a_while_is_unavailable_then_recovered_without_a_res
     assert_eq!(daemon.admin_get("status").await["serverReachable"], false);
 
     let listen = server_url.trim_start_matches("http://");
-    let _server = restart_server(listen, &database, &token_file).await;
+    // The killed server's listener is closed, and the server binds with `SO_REUSEADDR`.
+    let (_server, _, _) = spawn_server_at(listen, &database, &token_file, None, &[]).await;
     let (status, envelope) = call("project/get", json!({ "projectId": id })).await;
     assert_eq!(status, 200, "the daemon did not recover: {envelope}");
     assert_eq!(envelope["data"]["project"]["name"], "before the outage");

@@ -703,9 +703,20 @@ pub async fn spawn_server_with(
     log: Option<&Path>,
     extra: &[&str],
 ) -> (tokio::process::Child, String, String) {
+    spawn_server_at("127.0.0.1:0", database, token_file, log, extra).await
+}
+
+/// [`spawn_server_with`] listening on `listen` (a restarted server takes its old address back).
+pub async fn spawn_server_at(
+    listen: &str,
+    database: &str,
+    token_file: &Path,
+    log: Option<&Path>,
+    extra: &[&str],
+) -> (tokio::process::Child, String, String) {
     use tokio::io::AsyncBufReadExt;
     let mut child = tokio::process::Command::new(bin())
-        .args(["server", "--listen", "127.0.0.1:0"])
+        .args(["server", "--listen", listen])
         .args(extra)
         .arg("--database")
         .arg(database)
