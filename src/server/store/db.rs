@@ -10,7 +10,7 @@
 //!
 //! SQLite: WAL, foreign keys on, `synchronous=FULL`; all writes through one writer connection (a
 //! pool of writers fails with "database is locked" under load), reads through a small read-only
-//! pool. PostgreSQL: one pool for both; rows a read-check-write changes are locked with
+//! pool, and the hottest reads on the caller's thread (`raw.rs`). PostgreSQL: one pool for both; rows a read-check-write changes are locked with
 //! `FOR UPDATE`, and queue claims use `FOR UPDATE SKIP LOCKED`, so replicas never apply one change
 //! twice.
 
@@ -25,6 +25,7 @@ use sqlx::sqlite::{
 
 use super::StoreError;
 use super::migrations::{MIGRATIONS, PG_MIGRATIONS};
+use super::raw::{RawReaders, RawRow};
 
 /// SQLite reads in flight at once; the writer is always one connection.
 const SQLITE_READERS: u32 = 4;
@@ -39,6 +40,9 @@ pub(crate) enum Db {
     Sqlite {
         writer: SqlitePool,
         reader: Readers,
+        /// The hottest reads, on the caller's thread (`None` for an in-memory database, which
+        /// another connection cannot open).
+        raw: Option<std::sync::Arc<RawReaders>>,
         _lock: std::sync::Arc<DatabaseLock>,
     },
     Postgres(PgPool),
@@ -100,10 +104,12 @@ pub(crate) use on_backend;
 pub(crate) trait Decodable: Sized {
     fn from_sqlite(row: &SqliteRow, index: usize) -> Result<Self, sqlx::Error>;
     fn from_pg(row: &PgRow, index: usize) -> Result<Self, sqlx::Error>;
+    /// From a row of SQLite's caller-thread reads ([`RawReaders`]).
+    fn from_raw(row: &RawRow<'_>, index: usize) -> Result<Self, sqlx::Error>;
 }
 
 macro_rules! decodable {
-    ($($t:ty),*) => {$(
+    ($($t:ty => $raw:expr),* $(,)?) => {$(
         impl Decodable for $t {
             fn from_sqlite(row: &SqliteRow, index: usize) -> Result<Self, sqlx::Error> {
                 sqlx::Row::try_get(row, index)
@@ -111,10 +117,21 @@ macro_rules! decodable {
             fn from_pg(row: &PgRow, index: usize) -> Result<Self, sqlx::Error> {
                 sqlx::Row::try_get(row, index)
             }
+            fn from_raw(row: &RawRow<'_>, index: usize) -> Result<Self, sqlx::Error> {
+                $raw(row, index)
+            }
         }
     )*};
 }
-decodable!(String, Option<String>, i64, Option<i64>, bool, Vec<u8>, f64);
+decodable!(
+    String => RawRow::text,
+    Option<String> => |row: &RawRow<'_>, index| row.optional(index, RawRow::text),
+    i64 => RawRow::int,
+    Option<i64> => |row: &RawRow<'_>, index| row.optional(index, RawRow::int),
+    bool => |row: &RawRow<'_>, index| row.int(index).map(|n| n != 0),
+    Vec<u8> => RawRow::blob,
+    f64 => RawRow::float,
+);
 
 /// A row of either backend, read by column index.
 pub(crate) trait Columns {
@@ -130,6 +147,12 @@ impl Columns for SqliteRow {
 impl Columns for PgRow {
     fn column<T: Decodable>(&self, index: usize) -> Result<T, sqlx::Error> {
         T::from_pg(self, index)
+    }
+}
+
+impl Columns for RawRow<'_> {
+    fn column<T: Decodable>(&self, index: usize) -> Result<T, sqlx::Error> {
+        T::from_raw(self, index)
     }
 }
 
@@ -179,17 +202,32 @@ impl Db {
             .connect_with(options.clone())
             .await?;
         migrate_sqlite(&writer).await?;
+        let path = options.get_filename();
+        let raw = if path.as_os_str() == ":memory:" {
+            None
+        } else {
+            Some(std::sync::Arc::new(RawReaders::open(path)?))
+        };
         let reader = Readers::open(options.read_only(true)).await?;
         Ok(Db::Sqlite {
             writer,
             reader,
+            raw,
             _lock: lock,
         })
     }
 
     pub(crate) async fn close(&self) {
         match self {
-            Db::Sqlite { writer, reader, .. } => {
+            Db::Sqlite {
+                writer,
+                reader,
+                raw,
+                ..
+            } => {
+                if let Some(raw) = raw {
+                    raw.close();
+                }
                 writer.close().await;
                 reader.close().await;
             }

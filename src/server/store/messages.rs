@@ -6,6 +6,7 @@
 
 use sqlx::Row;
 
+use super::raw::Bind;
 use super::{Columns, Membership, Page, Position, Store, StoreError, new_id, on_backend, rfc3339};
 use crate::contract::target::{Target, TargetKind};
 use crate::contract::types::{AttachmentInfo, Message, Reaction};
@@ -281,32 +282,49 @@ impl Store {
             TargetKind::Channel => "channel",
             TargetKind::Dm => "dm",
         };
-        let page = on_backend!(self, |writer, reader, pg| {
-            let (after_ms, after_id) = match after {
-                Some(p) => (p.at_ms, p.id.clone()),
-                None => (i64::MAX, "\u{10FFFF}".to_string()),
-            };
-            let rows = sqlx::query(concat!(
-                "SELECT ",
-                message_columns!(),
-                " FROM messages g JOIN channels c ON c.id = g.channel_id \
-                  WHERE g.channel_id = $1 AND g.thread_id IS NULL AND (g.created_at, g.id) < ($2, $3) \
-                  AND c.workspace_id = $5 AND c.kind = $6 \
-                  AND EXISTS (SELECT 1 FROM channel_members m WHERE m.channel_id = $1 AND m.member_id = $7) \
-                  ORDER BY g.thread_id, g.created_at DESC, g.id DESC LIMIT $4"
-            ))
-            .bind(&target.id)
-            .bind(after_ms)
-            .bind(after_id)
-            .bind((limit + 1) as i64)
-            .bind(workspace_id)
-            .bind(kind)
-            .bind(member_id)
-            .fetch_all(reader)
-            .await?;
-            let rows = rows.iter().map(message_row).collect::<Result<_, _>>()?;
-            self.page_of(rows, member_id, limit).await
-        })?;
+        const SQL: &str = concat!(
+            "SELECT ",
+            message_columns!(),
+            " FROM messages g JOIN channels c ON c.id = g.channel_id \
+              WHERE g.channel_id = $1 AND g.thread_id IS NULL AND (g.created_at, g.id) < ($2, $3) \
+              AND c.workspace_id = $5 AND c.kind = $6 \
+              AND EXISTS (SELECT 1 FROM channel_members m WHERE m.channel_id = $1 AND m.member_id = $7) \
+              ORDER BY g.thread_id, g.created_at DESC, g.id DESC LIMIT $4"
+        );
+        let (after_ms, after_id) = match after {
+            Some(p) => (p.at_ms, p.id.as_str()),
+            None => (i64::MAX, "\u{10FFFF}"),
+        };
+        let binds = [
+            Bind::Text(&target.id),
+            Bind::Int(after_ms),
+            Bind::Text(after_id),
+            Bind::Int((limit + 1) as i64),
+            Bind::Text(workspace_id),
+            Bind::Text(kind),
+            Bind::Text(member_id),
+        ];
+        let read = match self.raw() {
+            Some(raw) => raw.query(SQL, &binds, |row| message_row(row))?,
+            None => None,
+        };
+        let rows = match read {
+            Some(rows) => rows,
+            None => on_backend!(self, |writer, reader, pg| {
+                let rows = sqlx::query(SQL)
+                    .bind(&target.id)
+                    .bind(after_ms)
+                    .bind(after_id)
+                    .bind((limit + 1) as i64)
+                    .bind(workspace_id)
+                    .bind(kind)
+                    .bind(member_id)
+                    .fetch_all(reader)
+                    .await?;
+                rows.iter().map(message_row).collect::<Result<_, _>>()?
+            }),
+        };
+        let page = self.page_of(rows, member_id, limit).await?;
         if !page.items.is_empty() {
             return Ok(Some(page));
         }

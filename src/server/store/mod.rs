@@ -13,6 +13,7 @@ mod kb;
 mod messages;
 mod migrations;
 mod projects;
+mod raw;
 mod reviews;
 mod schedules;
 mod tasks;
@@ -66,6 +67,9 @@ pub enum StoreError {
     /// A stored value no longer parses as its contract type: corruption or a defect.
     #[error("stored `{column}` does not match its contract type")]
     Corrupt { column: &'static str },
+    /// A caller-thread SQLite read failed in SQLite itself (`raw.rs`).
+    #[error("database error")]
+    Raw(#[source] raw::RawError),
 }
 
 impl Store {
@@ -75,6 +79,14 @@ impl Store {
         let db = db::Db::open(url).await?;
         let devices = matches!(db, db::Db::Sqlite { .. }).then(std::sync::Arc::default);
         Ok(Store { db, devices })
+    }
+
+    /// The caller-thread SQLite readers, on SQLite with a database file.
+    fn raw(&self) -> Option<&raw::RawReaders> {
+        match &self.db {
+            db::Db::Sqlite { raw, .. } => raw.as_deref(),
+            db::Db::Postgres(_) => None,
+        }
     }
 
     /// Whether this store is on PostgreSQL.
@@ -253,6 +265,108 @@ mod tests {
             .unwrap();
         assert_eq!(first.len(), 32);
         assert_eq!(first, second);
+    }
+
+    /// The reads that run on the caller's thread (`raw.rs`) answer exactly as the pooled readers
+    /// do, which take over when every caller-thread connection is in use: a member's task and
+    /// pages of a channel, and nothing for a non-member.
+    #[tokio::test]
+    async fn hot_reads_answer_alike_on_the_callers_thread_and_through_the_pool() {
+        use crate::contract::target::{Target, TargetKind};
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("db.sqlite").display());
+        let store = Store::open(&url).await.unwrap();
+        let wsp = store.create_workspace("w", 1).await.unwrap();
+        let human = store
+            .create_human(&wsp, "h", "H", 1)
+            .await
+            .unwrap()
+            .unwrap();
+        let member = store
+            .create_agent(&wsp, &human, "a", "A", 1)
+            .await
+            .unwrap()
+            .unwrap();
+        let outsider = store
+            .create_agent(&wsp, &human, "b", "B", 1)
+            .await
+            .unwrap()
+            .unwrap();
+        let channel = store
+            .create_channel(&wsp, "general", std::slice::from_ref(&member), 1)
+            .await
+            .unwrap()
+            .unwrap();
+        let at = Membership {
+            channel_id: channel.clone(),
+            thread_id: None,
+        };
+        for n in 0..5 {
+            store
+                .post_message(&wsp, &at, &member, &format!("m{n}"), &[], 10 + n)
+                .await
+                .unwrap();
+        }
+        let task = store
+            .insert_task(&wsp, &at, "t", Some("d"), &member, 20)
+            .await
+            .unwrap();
+        let target = Target {
+            kind: TargetKind::Channel,
+            id: channel.clone(),
+        };
+
+        let reads = async || {
+            let task_id = task.id.to_string();
+            let tasks = [
+                store
+                    .task_for_member(&wsp, &member, &task_id)
+                    .await
+                    .unwrap(),
+                store
+                    .task_for_member(&wsp, &outsider, &task_id)
+                    .await
+                    .unwrap(),
+            ];
+            let first = store
+                .history_for_member(&wsp, &member, &target, None, 2)
+                .await
+                .unwrap()
+                .unwrap();
+            let second = store
+                .history_for_member(&wsp, &member, &target, first.next.as_ref(), 2)
+                .await
+                .unwrap()
+                .unwrap();
+            let refused = store
+                .history_for_member(&wsp, &outsider, &target, None, 2)
+                .await
+                .unwrap();
+            assert!(refused.is_none(), "a non-member reads nothing");
+            serde_json::to_value((tasks, first.items, second.items, first.next.is_some())).unwrap()
+        };
+        let here = reads().await;
+        assert_eq!(here[0][0]["title"], "t");
+        assert!(here[0][1].is_null(), "a non-member's task is not found");
+        let contents = |page: &serde_json::Value| -> Vec<String> {
+            page.as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["content"].as_str().unwrap().to_string())
+                .collect()
+        };
+        assert_eq!(contents(&here[1]), ["m4", "m3"], "newest first");
+        assert_eq!(contents(&here[2]), ["m2", "m1"], "the cursor continues");
+        assert_eq!(here[3], true);
+
+        let raw = store
+            .raw()
+            .expect("a database file has caller-thread readers");
+        let held = raw.exhaust();
+        assert_eq!(held.len(), raw::RAW_READERS);
+        assert_eq!(reads().await, here, "the pooled readers answer alike");
+        drop(held);
+        assert_eq!(reads().await, here);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use sqlx::QueryBuilder;
 
+use super::raw::Bind;
 use super::tenancy::Membership;
 use super::{Columns, Page, Position, Store, StoreError, new_id, on_backend, rfc3339};
 use crate::contract::types::{Task, TaskLocation, TaskStatus};
@@ -62,17 +63,28 @@ impl Store {
         agent_id: &str,
         task_id: &str,
     ) -> Result<Option<Task>, StoreError> {
+        const SQL: &str = concat!(
+            "SELECT ",
+            task_columns!(),
+            " FROM tasks t JOIN channel_members m ON m.channel_id = t.channel_id WHERE t.id = $1 AND t.workspace_id = $2 AND m.member_id = $3"
+        );
+        if let Some(raw) = self.raw() {
+            let binds = [
+                Bind::Text(task_id),
+                Bind::Text(workspace_id),
+                Bind::Text(agent_id),
+            ];
+            if let Some(rows) = raw.query(SQL, &binds, |row| task_row(row).map(|r| r.0))? {
+                return Ok(rows.into_iter().next());
+            }
+        }
         on_backend!(self, |writer, reader, pg| {
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                task_columns!(),
-                " FROM tasks t JOIN channel_members m ON m.channel_id = t.channel_id WHERE t.id = $1 AND t.workspace_id = $2 AND m.member_id = $3"
-            ))
-            .bind(task_id)
-            .bind(workspace_id)
-            .bind(agent_id)
-            .fetch_optional(reader)
-            .await?;
+            let row = sqlx::query(SQL)
+                .bind(task_id)
+                .bind(workspace_id)
+                .bind(agent_id)
+                .fetch_optional(reader)
+                .await?;
             row.map(|row| task_row(&row).map(|r| r.0)).transpose()
         })
     }
