@@ -73,8 +73,8 @@ fn render_trait(out: &mut String, name: &str, doc: &str, actions: &[&Action]) {
 fn render_dispatch(out: &mut String, function: &str, handler: &str, actions: &[&Action]) {
     out.push_str(&format!(
         "/// Decodes validated JSON into the action's typed input, calls its `{handler}` method, and\n\
-         /// encodes the typed output. An action of another owner is `DispatchError::NotOwned`.\n\
-         pub async fn {function}<H: {handler}>(handler: &H, ctx: &H::Context, id: ActionId, input: ::serde_json::Value) -> Result<::serde_json::Value, DispatchError> {{\n\
+         /// encodes the typed output straight to JSON text (no `Value` tree in between). An action of another owner is `DispatchError::NotOwned`.\n\
+         pub async fn {function}<H: {handler}>(handler: &H, ctx: &H::Context, id: ActionId, input: ::serde_json::Value) -> Result<Box<::serde_json::value::RawValue>, DispatchError> {{\n\
          \x20   #[allow(unreachable_patterns, unused_variables)]\n\
          \x20   match id {{\n"
     ));
@@ -83,7 +83,7 @@ fn render_dispatch(out: &mut String, function: &str, handler: &str, actions: &[&
             "        ActionId::{stem} => {{\n\
              \x20           let input: types::{input} = ::serde_json::from_value(input).map_err(DispatchError::Decode)?;\n\
              \x20           let output = handler.{method}(ctx, input).await.map_err(DispatchError::Action)?;\n\
-             \x20           ::serde_json::to_value(output).map_err(DispatchError::Encode)\n\
+             \x20           ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)\n\
              \x20       }}\n",
             stem = action.rust_stem(),
             input = action.input_type,

@@ -126,8 +126,8 @@ pub fn render_handlers(model: &Model) -> String {
     out.push_str("}\n\n");
     out.push_str(
         "/// Decodes validated arguments into the tool's typed input, calls its handler method, and\n\
-         /// encodes the typed result; `None` for a tool the server does not own.\n\
-         pub async fn dispatch_tool<H: ServerToolHandler>(handler: &H, ctx: &H::Context, id: ToolId, input: ::serde_json::Value) -> Option<Result<::serde_json::Value, DispatchError>> {\n\
+         /// encodes the typed result straight to JSON text; `None` for a tool the server does not own.\n\
+         pub async fn dispatch_tool<H: ServerToolHandler>(handler: &H, ctx: &H::Context, id: ToolId, input: ::serde_json::Value) -> Option<Result<Box<::serde_json::value::RawValue>, DispatchError>> {\n\
          \x20   Some(match id {\n",
     );
     for tool in &served {
@@ -135,7 +135,7 @@ pub fn render_handlers(model: &Model) -> String {
             "        ToolId::{stem} => async {{\n\
              \x20           let input: types::{input} = ::serde_json::from_value(input).map_err(DispatchError::Decode)?;\n\
              \x20           let output = handler.{name}(ctx, input).await.map_err(DispatchError::Action)?;\n\
-             \x20           ::serde_json::to_value(output).map_err(DispatchError::Encode)\n\
+             \x20           ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)\n\
              \x20       }}.await,\n",
             stem = tool.rust_stem(),
             input = tool.input_type,

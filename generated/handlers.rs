@@ -265,13 +265,13 @@ pub trait ActionHandler: Send + Sync {
     > + Send;
 }
 /// Decodes validated JSON into the action's typed input, calls its `ActionHandler` method, and
-/// encodes the typed output. An action of another owner is `DispatchError::NotOwned`.
+/// encodes the typed output straight to JSON text (no `Value` tree in between). An action of another owner is `DispatchError::NotOwned`.
 pub async fn dispatch<H: ActionHandler>(
     handler: &H,
     ctx: &H::Context,
     id: ActionId,
     input: ::serde_json::Value,
-) -> Result<::serde_json::Value, DispatchError> {
+) -> Result<Box<::serde_json::value::RawValue>, DispatchError> {
     #[allow(unreachable_patterns, unused_variables)]
     match id {
         ActionId::ApprovalGet => {
@@ -281,7 +281,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .approval_get(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ApprovalList => {
             let input: types::ApprovalListInput = ::serde_json::from_value(input)
@@ -290,7 +290,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .approval_list(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ApprovalRequest => {
             let input: types::ApprovalRequestInput = ::serde_json::from_value(input)
@@ -299,7 +299,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .approval_request(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ProfileGet => {
             let input: types::ProfileGetInput = ::serde_json::from_value(input)
@@ -308,7 +308,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .profile_get(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ProfileUpdate => {
             let input: types::ProfileUpdateInput = ::serde_json::from_value(input)
@@ -317,7 +317,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .profile_update(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ProjectArchive => {
             let input: types::ProjectArchiveInput = ::serde_json::from_value(input)
@@ -326,7 +326,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .project_archive(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ProjectCreate => {
             let input: types::ProjectCreateInput = ::serde_json::from_value(input)
@@ -335,7 +335,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .project_create(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ProjectGet => {
             let input: types::ProjectGetInput = ::serde_json::from_value(input)
@@ -344,7 +344,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .project_get(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ProjectList => {
             let input: types::ProjectListInput = ::serde_json::from_value(input)
@@ -353,7 +353,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .project_list(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ProjectUpdate => {
             let input: types::ProjectUpdateInput = ::serde_json::from_value(input)
@@ -362,7 +362,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .project_update(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ReviewAdd => {
             let input: types::ReviewAddInput = ::serde_json::from_value(input)
@@ -371,7 +371,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .review_add(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ReviewGet => {
             let input: types::ReviewGetInput = ::serde_json::from_value(input)
@@ -380,7 +380,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .review_get(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ReviewList => {
             let input: types::ReviewListInput = ::serde_json::from_value(input)
@@ -389,7 +389,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .review_list(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ReviewResolve => {
             let input: types::ReviewResolveInput = ::serde_json::from_value(input)
@@ -398,7 +398,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .review_resolve(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ScheduledMessageCancel => {
             let input: types::ScheduledMessageCancelInput = ::serde_json::from_value(
@@ -409,7 +409,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .scheduled_message_cancel(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ScheduledMessageCreate => {
             let input: types::ScheduledMessageCreateInput = ::serde_json::from_value(
@@ -420,7 +420,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .scheduled_message_create(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ScheduledMessageGet => {
             let input: types::ScheduledMessageGetInput = ::serde_json::from_value(input)
@@ -429,7 +429,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .scheduled_message_get(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ScheduledMessageList => {
             let input: types::ScheduledMessageListInput = ::serde_json::from_value(input)
@@ -438,7 +438,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .scheduled_message_list(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ScheduledMessageRuns => {
             let input: types::ScheduledMessageRunsInput = ::serde_json::from_value(input)
@@ -447,7 +447,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .scheduled_message_runs(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::TaskCancel => {
             let input: types::TaskCancelInput = ::serde_json::from_value(input)
@@ -456,7 +456,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .task_cancel(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::TaskClaim => {
             let input: types::TaskClaimInput = ::serde_json::from_value(input)
@@ -465,7 +465,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .task_claim(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::TaskComplete => {
             let input: types::TaskCompleteInput = ::serde_json::from_value(input)
@@ -474,7 +474,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .task_complete(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::TaskCreate => {
             let input: types::TaskCreateInput = ::serde_json::from_value(input)
@@ -483,7 +483,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .task_create(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::TaskGet => {
             let input: types::TaskGetInput = ::serde_json::from_value(input)
@@ -492,7 +492,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .task_get(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::TaskList => {
             let input: types::TaskListInput = ::serde_json::from_value(input)
@@ -501,7 +501,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .task_list(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::TaskUpdate => {
             let input: types::TaskUpdateInput = ::serde_json::from_value(input)
@@ -510,7 +510,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .task_update(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::TeamGet => {
             let input: types::TeamGetInput = ::serde_json::from_value(input)
@@ -519,7 +519,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .team_get(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::TeamList => {
             let input: types::TeamListInput = ::serde_json::from_value(input)
@@ -528,7 +528,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .team_list(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::WorkflowPlan => {
             let input: types::WorkflowPlanInput = ::serde_json::from_value(input)
@@ -537,7 +537,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .workflow_plan(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::WorkflowRun => {
             let input: types::WorkflowRunInput = ::serde_json::from_value(input)
@@ -546,7 +546,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .workflow_run(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::WorkflowStep => {
             let input: types::WorkflowStepInput = ::serde_json::from_value(input)
@@ -555,7 +555,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .workflow_step(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::WorkflowTrigger => {
             let input: types::WorkflowTriggerInput = ::serde_json::from_value(input)
@@ -564,7 +564,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .workflow_trigger(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::WorkspaceGet => {
             let input: types::WorkspaceGetInput = ::serde_json::from_value(input)
@@ -573,7 +573,7 @@ pub async fn dispatch<H: ActionHandler>(
                 .workspace_get(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         other => Err(DispatchError::NotOwned(other)),
     }
@@ -633,13 +633,13 @@ pub trait DaemonActionHandler: Send + Sync {
     > + Send;
 }
 /// Decodes validated JSON into the action's typed input, calls its `DaemonActionHandler` method, and
-/// encodes the typed output. An action of another owner is `DispatchError::NotOwned`.
+/// encodes the typed output straight to JSON text (no `Value` tree in between). An action of another owner is `DispatchError::NotOwned`.
 pub async fn dispatch_daemon<H: DaemonActionHandler>(
     handler: &H,
     ctx: &H::Context,
     id: ActionId,
     input: ::serde_json::Value,
-) -> Result<::serde_json::Value, DispatchError> {
+) -> Result<Box<::serde_json::value::RawValue>, DispatchError> {
     #[allow(unreachable_patterns, unused_variables)]
     match id {
         ActionId::AgentCreate => {
@@ -649,7 +649,7 @@ pub async fn dispatch_daemon<H: DaemonActionHandler>(
                 .agent_create(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::AgentDelete => {
             let input: types::AgentDeleteInput = ::serde_json::from_value(input)
@@ -658,7 +658,7 @@ pub async fn dispatch_daemon<H: DaemonActionHandler>(
                 .agent_delete(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::AgentGet => {
             let input: types::AgentGetInput = ::serde_json::from_value(input)
@@ -667,7 +667,7 @@ pub async fn dispatch_daemon<H: DaemonActionHandler>(
                 .agent_get(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::AgentList => {
             let input: types::AgentListInput = ::serde_json::from_value(input)
@@ -676,7 +676,7 @@ pub async fn dispatch_daemon<H: DaemonActionHandler>(
                 .agent_list(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::AgentReload => {
             let input: types::AgentReloadInput = ::serde_json::from_value(input)
@@ -685,7 +685,7 @@ pub async fn dispatch_daemon<H: DaemonActionHandler>(
                 .agent_reload(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::AgentUpdate => {
             let input: types::AgentUpdateInput = ::serde_json::from_value(input)
@@ -694,7 +694,7 @@ pub async fn dispatch_daemon<H: DaemonActionHandler>(
                 .agent_update(ctx, input)
                 .await
                 .map_err(DispatchError::Action)?;
-            ::serde_json::to_value(output).map_err(DispatchError::Encode)
+            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         other => Err(DispatchError::NotOwned(other)),
     }
@@ -745,13 +745,13 @@ pub trait ServerToolHandler: Send + Sync {
     > + Send;
 }
 /// Decodes validated arguments into the tool's typed input, calls its handler method, and
-/// encodes the typed result; `None` for a tool the server does not own.
+/// encodes the typed result straight to JSON text; `None` for a tool the server does not own.
 pub async fn dispatch_tool<H: ServerToolHandler>(
     handler: &H,
     ctx: &H::Context,
     id: ToolId,
     input: ::serde_json::Value,
-) -> Option<Result<::serde_json::Value, DispatchError>> {
+) -> Option<Result<Box<::serde_json::value::RawValue>, DispatchError>> {
     Some(
         match id {
             ToolId::AttachmentRead => {
@@ -764,7 +764,8 @@ pub async fn dispatch_tool<H: ServerToolHandler>(
                         .attachment_read(ctx, input)
                         .await
                         .map_err(DispatchError::Action)?;
-                    ::serde_json::to_value(output).map_err(DispatchError::Encode)
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
                 }
                     .await
             }
@@ -778,7 +779,8 @@ pub async fn dispatch_tool<H: ServerToolHandler>(
                         .message_history_read(ctx, input)
                         .await
                         .map_err(DispatchError::Action)?;
-                    ::serde_json::to_value(output).map_err(DispatchError::Encode)
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
                 }
                     .await
             }
@@ -790,7 +792,8 @@ pub async fn dispatch_tool<H: ServerToolHandler>(
                         .message_send(ctx, input)
                         .await
                         .map_err(DispatchError::Action)?;
-                    ::serde_json::to_value(output).map_err(DispatchError::Encode)
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
                 }
                     .await
             }
@@ -802,7 +805,8 @@ pub async fn dispatch_tool<H: ServerToolHandler>(
                         .reaction_add(ctx, input)
                         .await
                         .map_err(DispatchError::Action)?;
-                    ::serde_json::to_value(output).map_err(DispatchError::Encode)
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
                 }
                     .await
             }
@@ -816,7 +820,8 @@ pub async fn dispatch_tool<H: ServerToolHandler>(
                         .reaction_remove(ctx, input)
                         .await
                         .map_err(DispatchError::Action)?;
-                    ::serde_json::to_value(output).map_err(DispatchError::Encode)
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
                 }
                     .await
             }

@@ -104,6 +104,30 @@ pub fn fit_with(
     Err(refuse(rule, &envelope["data"], text.len(), idempotency_key))
 }
 
+/// [`fit`] for data already serialized by a typed adapter: the envelope is written around its
+/// text, and the data is parsed only to explain a refusal.
+pub fn fit_raw(
+    catalog: &Validators,
+    descriptor: Effective,
+    data: &serde_json::value::RawValue,
+    idempotency_key: Option<&str>,
+) -> Result<String, ActionError> {
+    let data = data.get();
+    // What `fit` writes: a `Value` object's keys in order, `data` then `ok`.
+    let text = format!("{{\"data\":{data},\"ok\":true}}");
+    if text.len() <= RESULT_BUDGET {
+        return Ok(text);
+    }
+    let data: Value = serde_json::from_str(data).expect("a typed adapter writes JSON");
+    Err(over_budget(
+        catalog,
+        descriptor,
+        &data,
+        text.len(),
+        idempotency_key,
+    ))
+}
+
 /// The refusal of an over-budget result of `size` bytes.
 pub fn over_budget(
     catalog: &Validators,

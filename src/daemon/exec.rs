@@ -293,12 +293,12 @@ async fn extension_action(
 fn answer(
     state: &DaemonState,
     effective: Effective,
-    result: Result<serde_json::Value, DispatchError>,
+    result: Result<Box<serde_json::value::RawValue>, DispatchError>,
     idempotency_key: Option<&str>,
 ) -> (u16, String) {
     let descriptor = effective.descriptor;
     let result = match result {
-        Ok(data) => budget::fit(&state.validators, effective, data, idempotency_key),
+        Ok(data) => budget::fit_raw(&state.validators, effective, &data, idempotency_key),
         Err(DispatchError::Action(error)) => Err(error),
         Err(DispatchError::Decode(cause)) => {
             tracing::debug!(action = %descriptor.id.key(), error = %cause, "validated input does not fit the typed request");

@@ -186,7 +186,7 @@ pub(super) async fn authenticate(
 /// Runs `execute` and answers with its envelope; with an idempotency `selector`, at most once
 /// per `(agent, action, selector)`: a repeat replays the first answer, another payload is
 /// `idempotency_key_reused`, a repeat while the first runs is `idempotency_in_progress`.
-pub(super) async fn once<F, Fut>(
+pub(super) async fn once<F, Fut, T>(
     state: &AppState,
     caller: &Caller,
     action: &str,
@@ -196,10 +196,11 @@ pub(super) async fn once<F, Fut>(
 ) -> Result<Response, ActionError>
 where
     F: FnOnce() -> Fut,
-    Fut: Future<Output = Result<serde_json::Value, ActionError>>,
+    Fut: Future<Output = Result<T, ActionError>>,
+    T: serde::Serialize,
 {
     let Some(key) = selector else {
-        let (status, body) = wire::render(&execute().await);
+        let (status, body) = wire::render_as(&execute().await);
         return Ok(wire::raw_json_response(status, body));
     };
     // The selector is scoped by agent and action; the fingerprint is the canonical input.
@@ -218,7 +219,7 @@ where
         .map_err(internal)?;
     match claim {
         Claim::Acquired => {
-            let (status, body) = wire::render(&execute().await);
+            let (status, body) = wire::render_as(&execute().await);
             state
                 .store
                 .finish_idempotent(&caller.agent_id, action, &key, status, &body)
@@ -246,7 +247,7 @@ async fn execute(
     caller: &Caller,
     op: Operation,
     input: serde_json::Value,
-) -> Result<serde_json::Value, ActionError> {
+) -> Result<Box<serde_json::value::RawValue>, ActionError> {
     let handler = ServerActions { state };
     let result = match op {
         Operation::Action(id) => dispatch(&handler, caller, id, input).await,

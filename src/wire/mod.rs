@@ -66,14 +66,29 @@ pub fn raw_json_response(status: u16, body: String) -> Response {
 
 /// The envelope of `result` as `(status, body text)`, as it goes on the wire.
 pub fn render(result: &Result<Value, ActionError>) -> (u16, String) {
-    let (status, value) = match result {
+    render_as(result)
+}
+
+/// [`render`] for any data that serializes: a typed adapter's output goes straight to text
+/// (`Box<RawValue>`), without a `Value` tree in between.
+pub fn render_as<T: serde::Serialize>(result: &Result<T, ActionError>) -> (u16, String) {
+    /// The success envelope, keys in the order a `Value` object writes them.
+    #[derive(serde::Serialize)]
+    struct Success<'a, D> {
+        data: &'a D,
+        ok: bool,
+    }
+    let (status, body) = match result {
         Ok(data) => (
             StatusCode::OK,
-            serde_json::json!({ "ok": true, "data": data }),
+            serde_json::to_string(&Success { data, ok: true }),
         ),
-        Err(error) => (status_for(error.code), error.envelope()),
+        Err(error) => (
+            status_for(error.code),
+            serde_json::to_string(&error.envelope()),
+        ),
     };
-    let mut body = serde_json::to_string(&value).expect("a Value always serializes");
+    let mut body = body.expect("typed data and Values serialize");
     body.push('\n');
     (status.as_u16(), body)
 }
