@@ -33,7 +33,7 @@ pub async fn call(
 ) -> String {
     let applied = !tool.read_only;
     match run(state, authorization, tool, arguments).await {
-        Ok(structured) => budgeted(tool, era, success(structured), applied),
+        Ok(structured) => fit(tool, era, success_sent(era, &structured), applied),
         Err(error) => budgeted(tool, era, failure(&error), false),
     }
 }
@@ -161,6 +161,56 @@ fn success(structured: Value) -> Value {
     })
 }
 
+/// What [`success`] decorated for `era` serializes to, byte for byte, with the structured value
+/// serialized once: that text is both `structuredContent` and the text block (a page of
+/// messages was serialized twice, and its text escaped inside the second pass).
+fn success_sent(era: Era, structured: &Value) -> String {
+    let template = match era {
+        Era::Legacy => &*LEGACY_SUCCESS,
+        Era::Modern => &*MODERN_SUCCESS,
+    };
+    let text = compact(structured);
+    let quoted = serde_json::to_string(&text).expect("a string serializes");
+    let [before_text, before_structured, after] = &template.0;
+    let mut sent = String::with_capacity(
+        before_text.len() + quoted.len() + before_structured.len() + text.len() + after.len(),
+    );
+    sent.push_str(before_text);
+    sent.push_str(&quoted);
+    sent.push_str(before_structured);
+    sent.push_str(&text);
+    sent.push_str(after);
+    sent
+}
+
+/// A decorated success result cut around its two holes: the text block's string and the
+/// structured value.
+struct SuccessTemplate([String; 3]);
+
+impl SuccessTemplate {
+    fn new(era: Era) -> SuccessTemplate {
+        const TEXT: &str = "\u{1}text";
+        const STRUCTURED: &str = "\u{1}structured";
+        let mut result = success(json!(STRUCTURED));
+        result["content"][0]["text"] = json!(TEXT);
+        let whole = compact(&era.decorate(result));
+        let quoted = |s: &str| serde_json::to_string(s).expect("a string serializes");
+        let structured = format!("\"structuredContent\":{}", quoted(STRUCTURED));
+        let (before_text, rest) = whole.split_once(&quoted(TEXT)).expect("the text hole");
+        let (middle, after) = rest.split_once(&structured).expect("the structured hole");
+        SuccessTemplate([
+            before_text.to_string(),
+            format!("{middle}\"structuredContent\":"),
+            after.to_string(),
+        ])
+    }
+}
+
+static LEGACY_SUCCESS: std::sync::LazyLock<SuccessTemplate> =
+    std::sync::LazyLock::new(|| SuccessTemplate::new(Era::Legacy));
+static MODERN_SUCCESS: std::sync::LazyLock<SuccessTemplate> =
+    std::sync::LazyLock::new(|| SuccessTemplate::new(Era::Modern));
+
 /// A refusal before any owner was asked (the delegated-child gate), as a sent tool error.
 pub fn refused(era: Era, error: &ActionError) -> String {
     compact(&era.decorate(failure(error)))
@@ -176,7 +226,11 @@ fn failure(error: &ActionError) -> Value {
 
 /// The serialized result itself when it fits the budget; otherwise the classified refusal.
 fn budgeted(tool: &ToolDescriptor, era: Era, result: Value, applied: bool) -> String {
-    let sent = compact(&era.decorate(result));
+    fit(tool, era, compact(&era.decorate(result)), applied)
+}
+
+/// `sent` when it fits the budget; otherwise the classified refusal.
+fn fit(tool: &ToolDescriptor, era: Era, sent: String, applied: bool) -> String {
     let size = sent.len();
     if size <= MCP_RESULT_BUDGET_BYTES {
         return sent;
@@ -244,6 +298,26 @@ mod tests {
             over["error"].get("metadata").is_none(),
             "a read applied nothing"
         );
+    }
+
+    /// The once-serialized success is exactly what the decorated `Value` serializes to, in both
+    /// eras, with text that needs escaping and a structured value holding the template's markers.
+    #[test]
+    fn a_success_serialized_once_is_the_decorated_value_byte_for_byte() {
+        let values = [
+            json!({ "messages": [{ "content": "quote \" backslash \\ newline \n \u{1} é 😀" }] }),
+            json!({ "target": "\"structuredContent\":\"\\u0001text\"", "n": 1.5, "ok": null }),
+            json!({}),
+        ];
+        for era in [Era::Legacy, Era::Modern] {
+            for value in &values {
+                assert_eq!(
+                    success_sent(era, value),
+                    compact(&era.decorate(success(value.clone()))),
+                    "{era:?}"
+                );
+            }
+        }
     }
 
     #[test]
