@@ -238,7 +238,7 @@ pub async fn run(
     }
     let memory_stop = tokio_util::sync::CancellationToken::new();
     let maintenance = tokio::spawn(memory.clone().maintain(memory_stop.clone()));
-    let state = DaemonState {
+    let state = DaemonState::new(super::state::Shared {
         dispatcher: dispatcher.clone(),
         authorizations: store,
         agents,
@@ -257,7 +257,7 @@ pub async fn run(
             super::refusals::RefusalLog::open(&config.state_dir)
                 .map_err(|e| state_err("cannot open the refusal log", e))?,
         ),
-    };
+    });
     let daemon_file = config.state_dir.join(DAEMON_FILE);
     let announcement = json!({ "baseUrl": base_url, "pid": std::process::id(), "serverUrl": server_url, "serverHop": server_hop });
     crate::private_file::replace(&daemon_file, &format!("{announcement}\n"))

@@ -10,9 +10,28 @@ use super::runtime::Dispatcher;
 use crate::client::ServerClient;
 use crate::contract::Validators;
 
-/// Everything the daemon's handlers share.
+/// Everything the daemon's handlers share: one `Arc`, so the copy every extractor and
+/// middleware layer takes is one reference count (a struct of a dozen `Arc`s cloned and dropped
+/// per layer was 2.5% of a pinned history read; BENCHMARKS.md).
 #[derive(Clone)]
-pub struct DaemonState {
+pub struct DaemonState(Arc<Shared>);
+
+impl DaemonState {
+    pub fn new(shared: Shared) -> DaemonState {
+        DaemonState(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for DaemonState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// The fields of [`DaemonState`].
+pub struct Shared {
     pub dispatcher: Arc<Dispatcher>,
     /// The runtime authorizations (every token check goes here).
     pub authorizations: Arc<RuntimeAuthorizationStore>,

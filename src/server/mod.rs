@@ -46,9 +46,21 @@ pub struct ServerConfig {
     pub provider: provider::ProviderConfig,
 }
 
-/// Everything a request handler needs; cheap to clone.
+/// Everything a request handler needs: one `Arc`, so each extractor's and middleware layer's
+/// copy is one reference count.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// The fields of [`AppState`].
+pub struct Shared {
     pub(crate) store: Store,
     pub(crate) catalog: Arc<Validators>,
     pub(crate) cursors: CursorCodec,
@@ -99,7 +111,7 @@ impl AppState {
             source,
         })?;
         let audit = audit::Auditor::start(store.clone());
-        let state = AppState {
+        let state = AppState(Arc::new(Shared {
             store,
             catalog,
             cursors,
@@ -110,7 +122,7 @@ impl AppState {
             provider_config: Arc::new(config.provider.clone()),
             pinned: Arc::default(),
             audit,
-        };
+        }));
         extensions::seed(&state).await?;
         Ok(state)
     }
