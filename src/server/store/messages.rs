@@ -7,7 +7,7 @@
 use sqlx::Row;
 
 use super::raw::Bind;
-use super::{Columns, Membership, Page, Position, Store, StoreError, new_id, on_backend, rfc3339};
+use super::{Columns, Membership, Page, Position, Store, StoreError, instant, new_id, on_backend};
 use crate::contract::target::{Target, TargetKind};
 use crate::contract::types::{AttachmentInfo, Message, Reaction};
 
@@ -402,7 +402,7 @@ impl Store {
                     target: parse(row.target.to_string(), "target")?,
                     author_id: parse(row.author_id, "author_id")?,
                     content: parse(row.content, "content")?,
-                    created_at: parse(rfc3339(row.created_at), "created_at")?,
+                    created_at: instant(row.created_at, "created_at")?,
                     reactions,
                     attachments,
                 });

@@ -183,6 +183,17 @@ pub(crate) fn parse_column<T: FromStr>(
     value.parse().map_err(|_| StoreError::Corrupt { column })
 }
 
+/// The instant of a stored epoch-milliseconds column (what parsing its [`rfc3339`] text gives,
+/// without writing and parsing the text).
+pub(crate) fn instant<T: From<chrono::DateTime<chrono::Utc>>>(
+    ms: i64,
+    column: &'static str,
+) -> Result<T, StoreError> {
+    chrono::DateTime::from_timestamp_millis(ms)
+        .map(T::from)
+        .ok_or(StoreError::Corrupt { column })
+}
+
 /// RFC 3339 UTC with millisecond precision.
 pub fn rfc3339(ms: i64) -> String {
     chrono::DateTime::from_timestamp_millis(ms)

@@ -7,7 +7,7 @@ use sqlx::QueryBuilder;
 
 use super::raw::Bind;
 use super::tenancy::Membership;
-use super::{Columns, Page, Position, Store, StoreError, new_id, on_backend, rfc3339};
+use super::{Columns, Page, Position, Store, StoreError, instant, new_id, on_backend};
 use crate::contract::types::{Task, TaskLocation, TaskStatus};
 
 /// The columns `task_row` reads, in its order; a macro so queries stay `&'static str` literals.
@@ -257,8 +257,8 @@ fn task_row(row: &impl Columns) -> Result<(Task, Position), StoreError> {
         cancel_reason: optional(row.column(9)?, "cancel_reason")?,
         revision: std::num::NonZeroU64::new(revision as u64)
             .ok_or(StoreError::Corrupt { column: "revision" })?,
-        created_at: parse(&rfc3339(created_at), "created_at")?,
-        updated_at: parse(&rfc3339(updated_at), "updated_at")?,
+        created_at: instant(created_at, "created_at")?,
+        updated_at: instant(updated_at, "updated_at")?,
     };
     Ok((
         task,
