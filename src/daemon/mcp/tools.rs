@@ -170,7 +170,7 @@ fn success_sent(era: Era, structured: &Value) -> String {
         Era::Modern => &*MODERN_SUCCESS,
     };
     let text = compact(structured);
-    let quoted = serde_json::to_string(&text).expect("a string serializes");
+    let quoted = quote_compact(&text);
     let [before_text, before_structured, after] = &template.0;
     let mut sent = String::with_capacity(
         before_text.len() + quoted.len() + before_structured.len() + text.len() + after.len(),
@@ -181,6 +181,26 @@ fn success_sent(era: Era, structured: &Value) -> String {
     sent.push_str(&text);
     sent.push_str(after);
     sent
+}
+
+/// `text`, compact JSON as `serde_json` writes it, as a JSON string: what
+/// `serde_json::to_string(text)` gives. Compact JSON holds no control character (inside its
+/// strings they are escaped, and it has no whitespace), so only `"` and `\` need a backslash,
+/// and the runs between them are copied whole.
+fn quote_compact(text: &str) -> String {
+    let bytes = text.as_bytes();
+    let mut quoted = Vec::with_capacity(bytes.len() + bytes.len() / 4 + 2);
+    quoted.push(b'"');
+    let mut start = 0;
+    for at in memchr::memchr2_iter(b'"', b'\\', bytes) {
+        quoted.extend_from_slice(&bytes[start..at]);
+        quoted.push(b'\\');
+        start = at;
+    }
+    quoted.extend_from_slice(&bytes[start..]);
+    quoted.push(b'"');
+    // Only ASCII bytes were added, each next to another ASCII byte: still UTF-8.
+    String::from_utf8(quoted).expect("UTF-8 in, UTF-8 out")
 }
 
 /// A decorated success result cut around its two holes: the text block's string and the
@@ -317,6 +337,19 @@ mod tests {
                     "{era:?}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn compact_json_is_quoted_as_serde_json_quotes_it() {
+        let values = [
+            json!({ "a": "quote \" backslash \\ controls \n\t\u{1}\u{1f} del \u{7f} é 😀 \u{2028}" }),
+            json!(["\\\"", "", 1, null, { "": "\\" }]),
+            json!("\""),
+        ];
+        for value in &values {
+            let text = compact(value);
+            assert_eq!(quote_compact(&text), serde_json::to_string(&text).unwrap());
         }
     }
 
