@@ -171,6 +171,11 @@ fn compile(
 }
 
 pub(crate) fn collect(validator: &jsonschema::Validator, value: &Value) -> Vec<ValidationDetail> {
+    // The common case, a valid value, without the error-collecting walk (it visits every keyword
+    // to gather errors; `is_valid` stops at the first and builds none).
+    if validator.is_valid(value) {
+        return Vec::new();
+    }
     let mut details = Vec::new();
     for e in validator.iter_errors(value) {
         // An unknown field is named by its own path, not its parent's.
