@@ -419,6 +419,9 @@ impl RawRow<'_> {
     }
 
     pub(crate) fn blob(&self, index: usize) -> Result<Vec<u8>, sqlx::Error> {
+        if self.is_null(index) {
+            return Err(Self::mismatch(index, "a blob"));
+        }
         // SAFETY: as in `text`.
         unsafe {
             let blob = ffi::sqlite3_column_blob(self.statement, index as c_int);
