@@ -225,7 +225,12 @@ impl RawConnection {
         binds: &[Bind<'_>],
         map: &mut impl FnMut(&RawRow<'_>) -> Result<T, StoreError>,
     ) -> Result<Option<Vec<T>>, StoreError> {
-        let (statement, sources) = self.prepare(sql)?;
+        // Preparing reads the schema: a locked database can refuse it too.
+        let Some(key) = self.prepare(sql)? else {
+            return Ok(None);
+        };
+        let Prepared { statement, sources } = &self.prepared[&key];
+        let statement = *statement;
         // Reset and unbound on every way out (a mapper's error or panic included): the binds
         // are borrowed only for this call.
         let running = Running(statement);
@@ -280,14 +285,12 @@ impl RawConnection {
         })
     }
 
-    /// The statement of `sql` on this connection, prepared on first use.
-    fn prepare(
-        &mut self,
-        sql: &'static str,
-    ) -> Result<(*mut ffi::sqlite3_stmt, Vec<usize>), StoreError> {
+    /// The key in `prepared` of the statement of `sql`, prepared on first use; `None` when SQLite
+    /// is busy.
+    fn prepare(&mut self, sql: &'static str) -> Result<Option<(usize, usize)>, StoreError> {
         let key = (sql.as_ptr() as usize, sql.len());
-        if let Some(prepared) = self.prepared.get(&key) {
-            return Ok((prepared.statement, prepared.sources.clone()));
+        if self.prepared.contains_key(&key) {
+            return Ok(Some(key));
         }
         let mut statement = std::ptr::null_mut();
         // SAFETY: `sql` is valid UTF-8 of the given length; `statement` receives the handle.
@@ -301,6 +304,9 @@ impl RawConnection {
                 std::ptr::null_mut(),
             )
         };
+        if matches!(rc & 0xff, ffi::SQLITE_BUSY | ffi::SQLITE_LOCKED) {
+            return Ok(None);
+        }
         if rc != ffi::SQLITE_OK || statement.is_null() {
             return Err(self.error(rc));
         }
@@ -326,14 +332,8 @@ impl RawConnection {
             };
             sources.push(source);
         }
-        self.prepared.insert(
-            key,
-            Prepared {
-                statement,
-                sources: sources.clone(),
-            },
-        );
-        Ok((statement, sources))
+        self.prepared.insert(key, Prepared { statement, sources });
+        Ok(Some(key))
     }
 }
 
@@ -459,33 +459,41 @@ mod tests {
 
     /// A database with one table, written through a raw read-write connection.
     fn setup(path: &std::path::Path) {
+        let db = writer(path);
+        execute(
+            db,
+            "PRAGMA journal_mode=WAL; CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER, note TEXT); \
+             INSERT INTO t VALUES ('a', 1, NULL), ('b', 2, 'two'), ('c', 3, 'three');",
+        );
+        // SAFETY: our connection, no statement open.
+        unsafe { ffi::sqlite3_close(db) };
+    }
+
+    /// A read-write connection of `path` (created if missing), for the caller to close.
+    fn writer(path: &std::path::Path) -> *mut ffi::sqlite3 {
         use std::os::unix::ffi::OsStrExt;
         let path = CString::new(path.as_os_str().as_bytes()).unwrap();
         let mut db = std::ptr::null_mut();
         let flags = ffi::SQLITE_OPEN_READWRITE | ffi::SQLITE_OPEN_CREATE;
-        let sql = CString::new(
-            "PRAGMA journal_mode=WAL; CREATE TABLE t (id TEXT PRIMARY KEY, n INTEGER, note TEXT); \
-             INSERT INTO t VALUES ('a', 1, NULL), ('b', 2, 'two'), ('c', 3, 'three');",
-        )
-        .unwrap();
-        // SAFETY: a fresh connection, closed at the end.
-        unsafe {
-            assert_eq!(
-                ffi::sqlite3_open_v2(path.as_ptr(), &mut db, flags, std::ptr::null()),
-                ffi::SQLITE_OK
-            );
-            assert_eq!(
-                ffi::sqlite3_exec(
-                    db,
-                    sql.as_ptr(),
-                    None,
-                    std::ptr::null_mut(),
-                    std::ptr::null_mut()
-                ),
-                ffi::SQLITE_OK
-            );
-            ffi::sqlite3_close(db);
-        }
+        // SAFETY: `path` is NUL-terminated; `db` receives the handle.
+        let rc = unsafe { ffi::sqlite3_open_v2(path.as_ptr(), &mut db, flags, std::ptr::null()) };
+        assert_eq!(rc, ffi::SQLITE_OK);
+        db
+    }
+
+    fn execute(db: *mut ffi::sqlite3, sql: &str) {
+        let sql = CString::new(sql).unwrap();
+        // SAFETY: `db` is an open connection of this test.
+        let rc = unsafe {
+            ffi::sqlite3_exec(
+                db,
+                sql.as_ptr(),
+                None,
+                std::ptr::null_mut(),
+                std::ptr::null_mut(),
+            )
+        };
+        assert_eq!(rc, ffi::SQLITE_OK);
     }
 
     const ABOVE: &str = "SELECT id, n, note FROM t WHERE n > $2 AND id <> $1 ORDER BY n";
@@ -544,6 +552,33 @@ mod tests {
         readers.close();
         assert_eq!(above(&readers, "z", 0), None, "a closed set runs nothing");
         assert_eq!(readers.open.load(Ordering::Acquire), 0);
+    }
+
+    /// A database SQLite cannot read at once is not waited on: the read is left to the pooled
+    /// readers, and the connection stays for the next read.
+    #[test]
+    fn a_locked_database_is_not_waited_on() {
+        let (_dir, path) = database();
+        // A rollback journal instead of WAL: a writer's exclusive lock keeps every reader out.
+        let db = writer(&path);
+        execute(db, "PRAGMA journal_mode=DELETE");
+        let readers = RawReaders::open(&path).unwrap();
+        execute(db, "BEGIN EXCLUSIVE; UPDATE t SET n = n + 10;");
+        let started = std::time::Instant::now();
+        assert_eq!(above(&readers, "z", 0), None, "not run here while locked");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(1),
+            "no busy wait"
+        );
+        assert_eq!(
+            readers.idle.lock().unwrap().len(),
+            1,
+            "the connection is kept"
+        );
+        execute(db, "COMMIT");
+        assert_eq!(above(&readers, "z", 10).unwrap().len(), 3);
+        // SAFETY: our connection, no statement open.
+        unsafe { ffi::sqlite3_close(db) };
     }
 
     #[test]
