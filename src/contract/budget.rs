@@ -72,25 +72,7 @@ impl Rule for Builtin<'_> {
     }
 }
 
-/// The serialized success envelope of `data` (no trailing newline), or the refusal when it is over
-/// the budget.
-pub fn fit(
-    catalog: &Validators,
-    descriptor: Effective,
-    data: Value,
-    idempotency_key: Option<&str>,
-) -> Result<String, ActionError> {
-    fit_with(
-        &Builtin {
-            catalog,
-            descriptor,
-        },
-        data,
-        idempotency_key,
-    )
-}
-
-/// [`fit`] under any [`Rule`].
+/// [`fit`] for a `Value`, under any [`Rule`].
 pub fn fit_with(
     rule: &impl Rule,
     data: Value,
@@ -104,16 +86,17 @@ pub fn fit_with(
     Err(refuse(rule, &envelope["data"], text.len(), idempotency_key))
 }
 
-/// [`fit`] for data already serialized by a typed adapter: the envelope is written around its
-/// text, and the data is parsed only to explain a refusal.
-pub fn fit_raw(
+/// The serialized success envelope of `data`, as a typed adapter wrote it (no trailing newline),
+/// or the refusal when it is over the budget: the envelope is written around the text, and the
+/// data is parsed only to explain a refusal.
+pub fn fit(
     catalog: &Validators,
     descriptor: Effective,
     data: &serde_json::value::RawValue,
     idempotency_key: Option<&str>,
 ) -> Result<String, ActionError> {
     let data = data.get();
-    // What `fit` writes: a `Value` object's keys in order, `data` then `ok`.
+    // What `fit_with` writes: a `Value` object's keys in order, `data` then `ok`.
     let text = format!("{{\"data\":{data},\"ok\":true}}");
     if text.len() <= RESULT_BUDGET {
         return Ok(text);
@@ -361,7 +344,8 @@ mod tests {
                 .len(),
             RESULT_BUDGET
         );
-        assert!(fit(&catalog, list, at_budget, None).is_ok());
+        let raw = |data: &Value| serde_json::value::to_raw_value(data).unwrap();
+        assert!(fit(&catalog, list, &raw(&at_budget), None).is_ok());
 
         let over = data_of_envelope_size(RESULT_BUDGET + 1);
         let error = over_budget(&catalog, list, &over, RESULT_BUDGET + 1, None);
@@ -372,7 +356,7 @@ mod tests {
         );
         assert!(error.metadata.is_none(), "a read has no receipt");
         assert_eq!(
-            fit(&catalog, list, over, None).unwrap_err().code,
+            fit(&catalog, list, &raw(&over), None).unwrap_err().code,
             ErrorCode::ResultBudgetExceeded
         );
     }

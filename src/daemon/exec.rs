@@ -298,7 +298,7 @@ fn answer(
 ) -> (u16, String) {
     let descriptor = effective.descriptor;
     let result = match result {
-        Ok(data) => budget::fit_raw(&state.validators, effective, &data, idempotency_key),
+        Ok(data) => budget::fit(&state.validators, effective, &data, idempotency_key),
         Err(DispatchError::Action(error)) => Err(error),
         Err(DispatchError::Decode(cause)) => {
             tracing::debug!(action = %descriptor.id.key(), error = %cause, "validated input does not fit the typed request");
