@@ -16,11 +16,13 @@ use axum::http::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 
 use crate::contract::ActionId;
+use crate::contract::borrowed::Borrowed;
 use crate::contract::budget::{self, Builtin, Rule};
+use crate::contract::catalog::TOOLS;
 use crate::contract::error::ErrorCode;
 use crate::contract::json::parse_strict;
 use crate::contract::target::Target as ReplyTarget;
-use crate::contract::validate::Validators;
+use crate::contract::validate::{MAX_DETAILS, Validators};
 use crate::daemon::agents::cursor::CursorCodec as AgentCursorCodec;
 use crate::daemon::agents::store::{ListFilter, Revision};
 use crate::daemon::auth::token::{Claims, Scope, TokenCodec};
@@ -41,6 +43,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("token_file", token_file),
     ("target", target),
     ("receipt", receipt),
+    ("tool_output", tool_output),
 ];
 
 /// The longest refusal message any target may produce, whatever the input's size: refusals name
@@ -267,6 +270,57 @@ pub fn target(data: &[u8]) {
         }
     }
     let _ = ReplyTarget::parse_canonical(&text);
+}
+
+/// A server-owned tool's result as the daemon reads it in place: `Borrowed` accepts a subset of
+/// what serde_json accepts and reads the same value, writes it back to the same value, and every
+/// tool's output schema finds exactly the violations it finds in that `Value` (in the document's
+/// member order); a refusal is bounded.
+pub fn tool_output(data: &[u8]) {
+    static CATALOG: LazyLock<Validators> =
+        LazyLock::new(|| Validators::new().expect("the catalog compiles"));
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    match Borrowed::parse(text) {
+        Ok(document) => {
+            let value: Value =
+                serde_json::from_str(text).expect("borrowed accepted what serde_json refuses");
+            assert_eq!(
+                document.to_value(),
+                value,
+                "borrowed and serde_json read different values"
+            );
+            let written = serde_json::to_string(&document).expect("a document serializes");
+            assert_eq!(
+                serde_json::from_str::<Value>(&written).expect("written JSON reads back"),
+                value,
+                "writing the document changed its value"
+            );
+            // The same violations; their order follows each form's member order (the text's,
+            // or `Value`'s sorted keys).
+            let sorted = |mut details: Vec<crate::contract::ValidationDetail>| {
+                details.sort_by(|a, b| (&a.path, &a.message).cmp(&(&b.path, &b.message)));
+                details
+            };
+            for tool in TOOLS {
+                let in_place = CATALOG.tool_output_violations_in_place(tool.id, &document);
+                let on_value = CATALOG.tool_output_violations(tool.id, &value);
+                if in_place.len().max(on_value.len()) < MAX_DETAILS {
+                    assert_eq!(
+                        sorted(in_place),
+                        sorted(on_value),
+                        "`{}`'s output schema judged the two forms differently",
+                        tool.name
+                    );
+                } else {
+                    // Cut at the cap, each in its own order: the first violations may differ.
+                    assert_eq!(in_place.len(), on_value.len(), "`{}`", tool.name);
+                }
+            }
+        }
+        Err(error) => assert!(error.to_string().len() <= MAX_REFUSAL_MESSAGE),
+    }
 }
 
 /// The CLI's re-projection of an error envelope from the wire: only the closed receipt contract

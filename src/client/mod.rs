@@ -16,6 +16,7 @@ use std::time::Duration;
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::contract::error::{ErrorCode, ErrorDetail};
 use crate::contract::{ActionError, ActionHandler, ActionId, ActionResult, ToolId, types};
@@ -142,21 +143,42 @@ impl ServerClient {
     }
 
     /// Calls the server-owned MCP tool `id` with validated `arguments` and returns its
-    /// structured result.
-    pub async fn call_tool_json(
+    /// structured result as the server wrote it: the caller checks it against the tool's output
+    /// schema in place (`contract::borrowed`), without building a `Value`.
+    pub async fn call_tool(
         &self,
         ctx: &CallContext,
         id: ToolId,
         arguments: &Value,
-    ) -> ActionResult<Value> {
+    ) -> ActionResult<Box<RawValue>> {
         let path = format!(
             "/runtime/servers/{}/agents/{}/tools/{}",
             ctx.server_id,
             ctx.agent_id,
             id.descriptor().name
         );
-        self.send(ctx, Outgoing::post(path, arguments, Vec::new())?)
-            .await
+        let (status, bytes) = self
+            .answer(ctx, Outgoing::post(path, arguments, Vec::new())?)
+            .await?;
+        let envelope: TextEnvelope<'_> = serde_json::from_slice(&bytes).map_err(|e| {
+            upstream_failed(if e.is_syntax() || e.is_eof() {
+                "the server's answer is not JSON"
+            } else {
+                "the server's answer is not the contract's envelope"
+            })
+        })?;
+        match (status.is_success(), envelope.ok) {
+            (true, true) => envelope
+                .data
+                .map(ToOwned::to_owned)
+                .ok_or_else(|| upstream_failed("the server's answer has no `data`")),
+            (false, false) => Err(reproject_error(
+                envelope.error.as_ref().unwrap_or(&Value::Null),
+            )),
+            _ => Err(upstream_failed(
+                "the server's answer is not the contract's envelope",
+            )),
+        }
     }
 
     /// Calls knowledge tool `tool` (`kb_search` or `kb_fetch`) for the runtime's current `turn`,
@@ -254,7 +276,36 @@ impl ServerClient {
         }
     }
 
-    async fn send(&self, ctx: &CallContext, mut request: Outgoing) -> ActionResult<Value> {
+    async fn send(&self, ctx: &CallContext, request: Outgoing) -> ActionResult<Value> {
+        let (status, bytes) = self.answer(ctx, request).await?;
+        let envelope: Value = serde_json::from_slice(&bytes)
+            .map_err(|_| upstream_failed("the server's answer is not JSON"))?;
+        let Value::Object(mut envelope) = envelope else {
+            return Err(upstream_failed(
+                "the server's answer is not the contract's envelope",
+            ));
+        };
+        match (
+            status.is_success(),
+            envelope.get("ok").and_then(Value::as_bool),
+        ) {
+            (true, Some(true)) => envelope
+                .remove("data")
+                .ok_or_else(|| upstream_failed("the server's answer has no `data`")),
+            (false, Some(false)) => Err(reproject_error(&envelope["error"])),
+            _ => Err(upstream_failed(
+                "the server's answer is not the contract's envelope",
+            )),
+        }
+    }
+
+    /// Sends `request` with the credential (and the idempotency key) and answers a server
+    /// failure (5xx) as the contract's error; any other status comes back with its body.
+    async fn answer(
+        &self,
+        ctx: &CallContext,
+        mut request: Outgoing,
+    ) -> ActionResult<(reqwest::StatusCode, Vec<u8>)> {
         request
             .headers
             .push(("authorization", format!("Bearer {}", self.credential)));
@@ -308,26 +359,17 @@ impl ServerClient {
                 .and_then(|v| serde_json::from_value(v.pointer("/error/stage")?.clone()).ok());
             return Err(error);
         }
-        let envelope: Value = serde_json::from_slice(&bytes)
-            .map_err(|_| upstream_failed("the server's answer is not JSON"))?;
-        let Value::Object(mut envelope) = envelope else {
-            return Err(upstream_failed(
-                "the server's answer is not the contract's envelope",
-            ));
-        };
-        match (
-            status.is_success(),
-            envelope.get("ok").and_then(Value::as_bool),
-        ) {
-            (true, Some(true)) => envelope
-                .remove("data")
-                .ok_or_else(|| upstream_failed("the server's answer has no `data`")),
-            (false, Some(false)) => Err(reproject_error(&envelope["error"])),
-            _ => Err(upstream_failed(
-                "the server's answer is not the contract's envelope",
-            )),
-        }
+        Ok((status, bytes))
     }
+}
+
+/// The contract's envelope with `data` left as the server wrote it.
+#[derive(serde::Deserialize)]
+struct TextEnvelope<'a> {
+    ok: bool,
+    #[serde(borrow)]
+    data: Option<&'a RawValue>,
+    error: Option<Value>,
 }
 
 impl Outgoing {

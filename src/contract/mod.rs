@@ -3,6 +3,7 @@
 //!
 //! Nothing in this module knows about HTTP, JSON-RPC or the CLI.
 
+pub mod borrowed;
 pub mod budget;
 pub mod catalog;
 pub mod error;

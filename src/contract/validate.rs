@@ -9,6 +9,7 @@ use std::sync::OnceLock;
 
 use serde_json::Value;
 
+use super::borrowed::{Borrowed, BorrowedJson};
 use super::catalog::{ACTIONS, ActionId, TOOLS, ToolId};
 use super::error::{ActionError, ErrorCode, ErrorDetail};
 
@@ -26,6 +27,8 @@ pub struct Validators {
     outputs: Vec<OnceLock<jsonschema::Validator>>,
     tool_inputs: Vec<OnceLock<jsonschema::Validator>>,
     tool_outputs: Vec<OnceLock<jsonschema::Validator>>,
+    /// The same output schemas for a result checked as the server wrote it.
+    tool_outputs_borrowed: Vec<OnceLock<jsonschema::Validator<BorrowedJson>>>,
 }
 
 /// A descriptor schema that does not compile: a defect in `schema/` that tests catch.
@@ -53,6 +56,11 @@ impl Validators {
             let _ = catalog.tool_inputs[index].set(compile(tool.name, "input", tool.input_schema)?);
             let _ =
                 catalog.tool_outputs[index].set(compile(tool.name, "output", tool.output_schema)?);
+            let _ = catalog.tool_outputs_borrowed[index].set(compile_for(
+                tool.name,
+                "output",
+                tool.output_schema,
+            )?);
         }
         Ok(catalog)
     }
@@ -64,6 +72,7 @@ impl Validators {
             outputs: ACTIONS.iter().map(|_| OnceLock::new()).collect(),
             tool_inputs: TOOLS.iter().map(|_| OnceLock::new()).collect(),
             tool_outputs: TOOLS.iter().map(|_| OnceLock::new()).collect(),
+            tool_outputs_borrowed: TOOLS.iter().map(|_| OnceLock::new()).collect(),
         }
     }
 
@@ -151,6 +160,20 @@ impl Validators {
     pub fn tool_output_violations(&self, id: ToolId, output: &Value) -> Vec<ValidationDetail> {
         collect(self.tool_validator(id, true), output)
     }
+
+    /// The same check for a result read in place from the owner's text.
+    pub fn tool_output_violations_in_place(
+        &self,
+        id: ToolId,
+        output: &Borrowed<'_>,
+    ) -> Vec<ValidationDetail> {
+        let tool = id.descriptor();
+        let validator = self.tool_outputs_borrowed[id as usize].get_or_init(|| {
+            compile_for(tool.name, "output", tool.output_schema)
+                .expect("tool schemas compile (a tested invariant)")
+        });
+        collect(validator, output)
+    }
 }
 
 fn compile(
@@ -158,22 +181,35 @@ fn compile(
     which: &'static str,
     text: &str,
 ) -> Result<jsonschema::Validator, CompileError> {
+    compile_for(name, which, text)
+}
+
+/// `text` compiled for instances in the representation `F` (draft 2020-12, formats checked).
+fn compile_for<F: jsonschema::json::Json>(
+    name: &str,
+    which: &'static str,
+    text: &str,
+) -> Result<jsonschema::Validator<F>, CompileError> {
     let error = |message: String| CompileError {
         action: name.to_string(),
         which,
         message,
     };
     let schema: Value = serde_json::from_str(text).map_err(|e| error(e.to_string()))?;
-    jsonschema::draft202012::options()
+    jsonschema::options_for::<F>()
+        .with_draft(jsonschema::Draft::Draft202012)
         .should_validate_formats(true)
         .build(&schema)
         .map_err(|e| error(e.to_string()))
 }
 
-pub(crate) fn collect(validator: &jsonschema::Validator, value: &Value) -> Vec<ValidationDetail> {
+pub(crate) fn collect<'i, F: jsonschema::json::Json>(
+    validator: &'i jsonschema::Validator<F>,
+    value: F::Node<'i>,
+) -> Vec<ValidationDetail> {
     // The common case, a valid value, without the error-collecting walk (it visits every keyword
     // to gather errors; `is_valid` stops at the first and builds none).
-    if validator.is_valid(value) {
+    if validator.is_valid(value.clone()) {
         return Vec::new();
     }
     let mut details = Vec::new();

@@ -10,10 +10,12 @@
 //! replaced by a `result_budget_exceeded` error result carrying the tool's continuation, never
 //! truncated.
 
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::era::Era;
 use crate::client::CallContext;
+use crate::contract::borrowed::Borrowed;
 use crate::contract::catalog::MCP_RESULT_BUDGET_BYTES;
 use crate::contract::error::{ErrorCode, KnowledgeStage};
 use crate::contract::target::Target;
@@ -38,12 +40,19 @@ pub async fn call(
     }
 }
 
+/// What an owner answered: a value it built, or the text a server wrote.
+enum Answer {
+    Value(Value),
+    Text(Box<RawValue>),
+}
+
+/// The owner's structured result, checked against the tool's output schema, as compact JSON text.
 async fn run(
     state: &DaemonState,
     authorization: &Authorization,
     tool: &'static ToolDescriptor,
     arguments: Value,
-) -> Result<Value, ActionError> {
+) -> Result<String, ActionError> {
     let knowledge = tool.owner == ToolOwner::Knowledge;
     let at = |stage: KnowledgeStage| {
         move |error: ActionError| {
@@ -54,24 +63,50 @@ async fn run(
             }
         }
     };
-    let data = owner(state, authorization, tool, arguments)
+    let answer = owner(state, authorization, tool, arguments)
         .await
         .map_err(at(KnowledgeStage::RouteMissing))?;
-    let violations = state.validators.tool_output_violations(tool.id, &data);
-    if let Some(first) = violations.first() {
-        tracing::error!(tool = tool.name, path = %first.path, "the owner's result does not match the tool's output schema");
-        return Err(at(KnowledgeStage::Upstream)(after_apply(
+    let malformed = |why: &str| {
+        at(KnowledgeStage::Upstream)(after_apply(
             tool,
             ActionError::new(
                 ErrorCode::UpstreamFailed,
-                format!(
-                    "the owner of `{}` answered with a malformed result",
-                    tool.name
-                ),
+                format!("the owner of `{}` answered with {why}", tool.name),
             ),
-        )));
+        ))
+    };
+    let (violations, text) = match answer {
+        Answer::Value(data) => (
+            state.validators.tool_output_violations(tool.id, &data),
+            compact(&data),
+        ),
+        // Checked where it lies; passed on as written unless it holds whitespace the text block
+        // would have to escape.
+        Answer::Text(raw) => {
+            let Ok(document) = Borrowed::parse(raw.get()) else {
+                tracing::error!(
+                    tool = tool.name,
+                    "the owner's result is not one JSON value with distinct keys"
+                );
+                return Err(malformed("a result that is not plain JSON"));
+            };
+            let violations = state
+                .validators
+                .tool_output_violations_in_place(tool.id, &document);
+            let text = if raw.get().bytes().any(|b| b < b' ') {
+                serde_json::to_string(&document).expect("a document always serializes")
+            } else {
+                drop(document);
+                String::from(Box::<str>::from(raw))
+            };
+            (violations, text)
+        }
+    };
+    if let Some(first) = violations.first() {
+        tracing::error!(tool = tool.name, path = %first.path, "the owner's result does not match the tool's output schema");
+        return Err(malformed("a malformed result"));
     }
-    Ok(data)
+    Ok(text)
 }
 
 /// Validates the call and asks the tool's owner. A knowledge failure without a stage of its own
@@ -81,7 +116,7 @@ async fn owner(
     authorization: &Authorization,
     tool: &'static ToolDescriptor,
     mut arguments: Value,
-) -> Result<Value, ActionError> {
+) -> Result<Answer, ActionError> {
     let validated = state.validators.validate_tool_input(tool.id, &arguments);
     if tool.owner == ToolOwner::Knowledge {
         validated.map_err(|error| error.at_stage(KnowledgeStage::RequestValidation))?;
@@ -113,13 +148,17 @@ async fn owner(
     };
     match tool.owner {
         ToolOwner::Server => tokio::select! {
-            data = state.server_client.call_tool_json(&ctx, tool.id, &arguments) => data,
+            data = state.server_client.call_tool(&ctx, tool.id, &arguments) => data.map(Answer::Text),
             () = cancel.cancelled() => Err(revoked()),
         },
         ToolOwner::Memory => {
             let query = arguments["query"].as_str().unwrap_or_default();
             let limit = arguments.get("limit").and_then(Value::as_u64).unwrap_or(10) as usize;
-            state.memory.search(&ctx.agent_id, query, limit).await
+            state
+                .memory
+                .search(&ctx.agent_id, query, limit)
+                .await
+                .map(Answer::Value)
         }
         ToolOwner::Knowledge => {
             let turn = authorization.turn().ok_or_else(|| {
@@ -131,7 +170,7 @@ async fn owner(
                 .at_stage(KnowledgeStage::RouteMissing)
             })?;
             tokio::select! {
-                data = state.server_client.call_knowledge(&ctx, tool.name, &arguments, &turn) => data,
+                data = state.server_client.call_knowledge(&ctx, tool.name, &arguments, &turn) => data.map(Answer::Value),
                 () = cancel.cancelled() => Err(revoked()),
             }
         }
@@ -161,16 +200,16 @@ fn success(structured: Value) -> Value {
     })
 }
 
-/// What [`success`] decorated for `era` serializes to, byte for byte, with the structured value
-/// serialized once: that text is both `structuredContent` and the text block (a page of
-/// messages was serialized twice, and its text escaped inside the second pass).
-fn success_sent(era: Era, structured: &Value) -> String {
+/// What [`success`] decorated for `era` serializes to, byte for byte, for the structured value
+/// whose JSON text is `text` (no byte below a space): that text is both `structuredContent` and
+/// the text block, written once each (a page of messages was serialized twice, and its text
+/// escaped inside the second pass).
+fn success_sent(era: Era, text: &str) -> String {
     let template = match era {
         Era::Legacy => &*LEGACY_SUCCESS,
         Era::Modern => &*MODERN_SUCCESS,
     };
-    let text = compact(structured);
-    let quoted = quote_compact(&text);
+    let quoted = quote_compact(text);
     let [before_text, before_structured, after] = &template.0;
     let mut sent = String::with_capacity(
         before_text.len() + quoted.len() + before_structured.len() + text.len() + after.len(),
@@ -178,15 +217,15 @@ fn success_sent(era: Era, structured: &Value) -> String {
     sent.push_str(before_text);
     sent.push_str(&quoted);
     sent.push_str(before_structured);
-    sent.push_str(&text);
+    sent.push_str(text);
     sent.push_str(after);
     sent
 }
 
-/// `text`, compact JSON as `serde_json` writes it, as a JSON string: what
-/// `serde_json::to_string(text)` gives. Compact JSON holds no control character (inside its
-/// strings they are escaped, and it has no whitespace), so only `"` and `\` need a backslash,
-/// and the runs between them are copied whole.
+/// `text`, JSON with no byte below a space, as a JSON string: what `serde_json::to_string(text)`
+/// gives. Such JSON holds no control character (inside its strings they are escaped, and its
+/// whitespace, if any, is spaces), so only `"` and `\` need a backslash, and the runs between
+/// them are copied whole.
 fn quote_compact(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut quoted = Vec::with_capacity(bytes.len() + bytes.len() / 4 + 2);
@@ -332,7 +371,7 @@ mod tests {
         for era in [Era::Legacy, Era::Modern] {
             for value in &values {
                 assert_eq!(
-                    success_sent(era, value),
+                    success_sent(era, &compact(value)),
                     compact(&era.decorate(success(value.clone()))),
                     "{era:?}"
                 );
