@@ -30,7 +30,17 @@ pub fn render(model: &Model) -> Result<String, Diagnostic> {
     let mut settings = TypeSpaceSettings::default();
     settings
         .with_struct_builder(false)
-        .with_derive("PartialEq".to_string());
+        .with_derive("PartialEq".to_string())
+        // The same chrono value, written by a faster `Serialize` (src/contract/timestamp.rs).
+        .with_replacement(
+            "Timestamp",
+            "super::timestamp::Timestamp",
+            [
+                typify::TypeSpaceImpl::FromStr,
+                typify::TypeSpaceImpl::Display,
+            ]
+            .into_iter(),
+        );
     // typify panics on some unsupported constructs; the lint rejects those first, and this turns
     // anything it missed into a build error instead of a backtrace.
     let tokens = catch_unwind(AssertUnwindSafe(|| {

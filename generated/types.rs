@@ -243,7 +243,7 @@ pub struct AgentProfile {
     #[serde(rename = "baseUrl", skip_serializing_if = "::std::option::Option::is_none")]
     pub base_url: ::std::option::Option<BaseUrl>,
     #[serde(rename = "createdAt")]
-    pub created_at: Timestamp,
+    pub created_at: super::timestamp::Timestamp,
     ///The agent's public description on the server (read-only here; absent when it has none).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub description: ::std::option::Option<LongText>,
@@ -272,7 +272,7 @@ pub struct AgentProfile {
     #[serde(rename = "runtimeFamily")]
     pub runtime_family: RuntimeFamily,
     #[serde(rename = "updatedAt")]
-    pub updated_at: Timestamp,
+    pub updated_at: super::timestamp::Timestamp,
 }
 ///The filesystem policy, as a bounded count only.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
@@ -418,12 +418,12 @@ pub struct Approval {
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub comment: ::std::option::Option<LongText>,
     #[serde(rename = "createdAt")]
-    pub created_at: Timestamp,
+    pub created_at: super::timestamp::Timestamp,
     #[serde(
         rename = "decidedAt",
         skip_serializing_if = "::std::option::Option::is_none"
     )]
-    pub decided_at: ::std::option::Option<Timestamp>,
+    pub decided_at: ::std::option::Option<super::timestamp::Timestamp>,
     #[serde(
         rename = "decidedByHumanId",
         skip_serializing_if = "::std::option::Option::is_none"
@@ -448,7 +448,7 @@ pub struct Approval {
     pub step_id: ::std::option::Option<WorkflowStepId>,
     pub title: Name,
     #[serde(rename = "updatedAt")]
-    pub updated_at: Timestamp,
+    pub updated_at: super::timestamp::Timestamp,
 }
 ///Read one approval by id.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
@@ -2893,7 +2893,7 @@ pub struct Message {
     ///The message text.
     pub content: MessageContent,
     #[serde(rename = "createdAt")]
-    pub created_at: Timestamp,
+    pub created_at: super::timestamp::Timestamp,
     pub id: MessageId,
     ///Reactions, most used first.
     pub reactions: ::std::vec::Vec<Reaction>,
@@ -3613,7 +3613,7 @@ pub struct ProfileUpdateOutput {
 #[serde(deny_unknown_fields)]
 pub struct Project {
     #[serde(rename = "createdAt")]
-    pub created_at: Timestamp,
+    pub created_at: super::timestamp::Timestamp,
     #[serde(
         rename = "createdByAgentId",
         skip_serializing_if = "::std::option::Option::is_none"
@@ -3627,7 +3627,7 @@ pub struct Project {
     pub revision: ::std::num::NonZeroU64,
     pub status: ProjectStatus,
     #[serde(rename = "updatedAt")]
-    pub updated_at: Timestamp,
+    pub updated_at: super::timestamp::Timestamp,
 }
 ///Archive an active project; archiving is final.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
@@ -3984,7 +3984,7 @@ pub struct PublicProfile {
     pub revision: ::std::num::NonZeroU64,
     pub status: ProfileStatus,
     #[serde(rename = "updatedAt")]
-    pub updated_at: Timestamp,
+    pub updated_at: super::timestamp::Timestamp,
 }
 ///One reaction on a message, with how many members left it.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
@@ -4145,7 +4145,7 @@ pub struct Review {
     pub author_agent_id: ::std::option::Option<AgentId>,
     pub body: LongText,
     #[serde(rename = "createdAt")]
-    pub created_at: Timestamp,
+    pub created_at: super::timestamp::Timestamp,
     pub id: ReviewId,
     pub status: ReviewStatus,
     #[serde(rename = "taskId", skip_serializing_if = "::std::option::Option::is_none")]
@@ -4153,7 +4153,7 @@ pub struct Review {
     #[serde(rename = "threadId")]
     pub thread_id: ThreadId,
     #[serde(rename = "updatedAt")]
-    pub updated_at: Timestamp,
+    pub updated_at: super::timestamp::Timestamp,
     pub verdict: ReviewVerdict,
 }
 ///Leave a review in an explicit thread, optionally about one task of that thread.
@@ -4700,7 +4700,7 @@ impl ::std::convert::TryFrom<::std::string::String> for ScheduleStatus {
 pub struct ScheduledMessage {
     pub content: MessageContent,
     #[serde(rename = "createdAt")]
-    pub created_at: Timestamp,
+    pub created_at: super::timestamp::Timestamp,
     #[serde(
         rename = "createdByAgentId",
         skip_serializing_if = "::std::option::Option::is_none"
@@ -4712,18 +4712,18 @@ pub struct ScheduledMessage {
         rename = "nextRunAt",
         skip_serializing_if = "::std::option::Option::is_none"
     )]
-    pub next_run_at: ::std::option::Option<Timestamp>,
+    pub next_run_at: ::std::option::Option<super::timestamp::Timestamp>,
     #[serde(
         rename = "repeatEveryMinutes",
         skip_serializing_if = "::std::option::Option::is_none"
     )]
     pub repeat_every_minutes: ::std::option::Option<RepeatMinutes>,
     #[serde(rename = "sendAt")]
-    pub send_at: Timestamp,
+    pub send_at: super::timestamp::Timestamp,
     pub status: ScheduleStatus,
     pub target: MessageTarget,
     #[serde(rename = "updatedAt")]
-    pub updated_at: Timestamp,
+    pub updated_at: super::timestamp::Timestamp,
 }
 ///Cancel a scheduled message; no further runs happen.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
@@ -4773,7 +4773,7 @@ pub struct ScheduledMessageCreateInput {
     )]
     pub request_id: ::std::option::Option<RequestId>,
     #[serde(rename = "sendAt")]
-    pub send_at: Timestamp,
+    pub send_at: super::timestamp::Timestamp,
     pub target: MessageTarget,
 }
 ///The scheduled message, status `scheduled`.
@@ -4945,7 +4945,7 @@ pub struct ScheduledMessageRunsOutput {
 pub struct ScheduledRun {
     ///When the run was attempted; for a `pending` run, when it became due (the effective sort key).
     #[serde(rename = "attemptedAt")]
-    pub attempted_at: Timestamp,
+    pub attempted_at: super::timestamp::Timestamp,
     ///Why a `failed` run failed.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub failure: ::std::option::Option<ScheduledRunFailure>,
@@ -5201,7 +5201,7 @@ pub struct Task {
     )]
     pub cancel_reason: ::std::option::Option<LongText>,
     #[serde(rename = "createdAt")]
-    pub created_at: Timestamp,
+    pub created_at: super::timestamp::Timestamp,
     #[serde(
         rename = "createdByAgentId",
         skip_serializing_if = "::std::option::Option::is_none"
@@ -5218,7 +5218,7 @@ pub struct Task {
     pub status: TaskStatus,
     pub title: TaskTitle,
     #[serde(rename = "updatedAt")]
-    pub updated_at: Timestamp,
+    pub updated_at: super::timestamp::Timestamp,
 }
 ///Cancel a task that is `open` or `claimed`; cancellation is final.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
@@ -5651,7 +5651,7 @@ impl ::std::convert::From<TaskResult> for TaskUpdateOutput {
 #[serde(deny_unknown_fields)]
 pub struct Team {
     #[serde(rename = "createdAt")]
-    pub created_at: Timestamp,
+    pub created_at: super::timestamp::Timestamp,
     #[serde(rename = "displayName")]
     pub display_name: Name,
     pub handle: Handle,
@@ -5825,49 +5825,6 @@ impl<'de> ::serde::Deserialize<'de> for ThreadId {
             .map_err(|e: self::error::ConversionError| {
                 <D::Error as ::serde::de::Error>::custom(e.to_string())
             })
-    }
-}
-///RFC 3339 UTC timestamp.
-#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
-#[serde(transparent)]
-pub struct Timestamp(pub ::chrono::DateTime<::chrono::offset::Utc>);
-impl ::std::ops::Deref for Timestamp {
-    type Target = ::chrono::DateTime<::chrono::offset::Utc>;
-    fn deref(&self) -> &::chrono::DateTime<::chrono::offset::Utc> {
-        &self.0
-    }
-}
-impl ::std::convert::From<Timestamp> for ::chrono::DateTime<::chrono::offset::Utc> {
-    fn from(value: Timestamp) -> Self {
-        value.0
-    }
-}
-impl ::std::convert::From<::chrono::DateTime<::chrono::offset::Utc>> for Timestamp {
-    fn from(value: ::chrono::DateTime<::chrono::offset::Utc>) -> Self {
-        Self(value)
-    }
-}
-impl ::std::fmt::Display for Timestamp {
-    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
-        self.0.fmt(f)
-    }
-}
-impl ::std::str::FromStr for Timestamp {
-    type Err = <::chrono::DateTime<::chrono::offset::Utc> as ::std::str::FromStr>::Err;
-    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
-        Ok(Self(value.parse()?))
-    }
-}
-impl ::std::convert::TryFrom<&str> for Timestamp {
-    type Error = <::chrono::DateTime<::chrono::offset::Utc> as ::std::str::FromStr>::Err;
-    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
-        value.parse()
-    }
-}
-impl ::std::convert::TryFrom<String> for Timestamp {
-    type Error = <::chrono::DateTime<::chrono::offset::Utc> as ::std::str::FromStr>::Err;
-    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
-        value.parse()
     }
 }
 ///`manual`: runs start with `run start`; `scheduled`: the server starts a run at `nextFireAt` (and `run start` works too).
@@ -6125,7 +6082,7 @@ impl ::std::convert::From<::std::vec::Vec<ValidationProblem>> for ValidationRepo
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct WorkflowLogEntry {
-    pub at: Timestamp,
+    pub at: super::timestamp::Timestamp,
     pub event: WorkflowLogEvent,
     ///The entry's position in the run's log, from 1, without gaps.
     pub seq: ::std::num::NonZeroU64,
@@ -6289,7 +6246,7 @@ impl ::std::convert::TryFrom<::std::string::String> for WorkflowLogEvent {
 #[serde(deny_unknown_fields)]
 pub struct WorkflowPlan {
     #[serde(rename = "createdAt")]
-    pub created_at: Timestamp,
+    pub created_at: super::timestamp::Timestamp,
     #[serde(
         rename = "createdByAgentId",
         skip_serializing_if = "::std::option::Option::is_none"
@@ -6312,7 +6269,7 @@ pub struct WorkflowPlan {
     pub revision: ::std::num::NonZeroU64,
     pub status: WorkflowPlanStatus,
     #[serde(rename = "updatedAt")]
-    pub updated_at: Timestamp,
+    pub updated_at: super::timestamp::Timestamp,
 }
 ///Opaque workflow plan identifier.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -6567,7 +6524,7 @@ impl ::std::convert::TryFrom<::std::string::String> for WorkflowPlanStatus {
 #[serde(deny_unknown_fields)]
 pub struct WorkflowPlanVersion {
     #[serde(rename = "createdAt")]
-    pub created_at: Timestamp,
+    pub created_at: super::timestamp::Timestamp,
     #[serde(rename = "planId")]
     pub plan_id: WorkflowPlanId,
     ///When it was frozen.
@@ -6575,7 +6532,7 @@ pub struct WorkflowPlanVersion {
         rename = "publishedAt",
         skip_serializing_if = "::std::option::Option::is_none"
     )]
-    pub published_at: ::std::option::Option<Timestamp>,
+    pub published_at: ::std::option::Option<super::timestamp::Timestamp>,
     pub state: PlanVersionState,
     pub steps: PlanSteps,
     ///The version number, from 1.
@@ -6591,7 +6548,7 @@ pub struct WorkflowRun {
     )]
     pub cancel_reason: ::std::option::Option<LongText>,
     #[serde(rename = "createdAt")]
-    pub created_at: Timestamp,
+    pub created_at: super::timestamp::Timestamp,
     ///The step the run is at; absent once it ended.
     #[serde(
         rename = "currentStepKey",
@@ -6603,7 +6560,7 @@ pub struct WorkflowRun {
         rename = "finishedAt",
         skip_serializing_if = "::std::option::Option::is_none"
     )]
-    pub finished_at: ::std::option::Option<Timestamp>,
+    pub finished_at: ::std::option::Option<super::timestamp::Timestamp>,
     pub id: WorkflowRunId,
     #[serde(rename = "planId")]
     pub plan_id: WorkflowPlanId,
@@ -6622,7 +6579,7 @@ pub struct WorkflowRun {
     #[serde(rename = "triggerId")]
     pub trigger_id: WorkflowTriggerId,
     #[serde(rename = "updatedAt")]
-    pub updated_at: Timestamp,
+    pub updated_at: super::timestamp::Timestamp,
 }
 ///Opaque workflow run identifier.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -6864,7 +6821,7 @@ pub struct WorkflowStep {
     )]
     pub approval_id: ::std::option::Option<ApprovalId>,
     #[serde(rename = "createdAt")]
-    pub created_at: Timestamp,
+    pub created_at: super::timestamp::Timestamp,
     pub id: WorkflowStepId,
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub instructions: ::std::option::Option<LongText>,
@@ -6885,7 +6842,7 @@ pub struct WorkflowStep {
     pub status: WorkflowStepStatus,
     pub title: Name,
     #[serde(rename = "updatedAt")]
-    pub updated_at: Timestamp,
+    pub updated_at: super::timestamp::Timestamp,
 }
 ///Opaque workflow run step identifier.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -7141,7 +7098,7 @@ impl ::std::convert::TryFrom<::std::string::String> for WorkflowStepStatus {
 #[serde(deny_unknown_fields)]
 pub struct WorkflowTrigger {
     #[serde(rename = "createdAt")]
-    pub created_at: Timestamp,
+    pub created_at: super::timestamp::Timestamp,
     #[serde(
         rename = "createdByAgentId",
         skip_serializing_if = "::std::option::Option::is_none"
@@ -7161,17 +7118,17 @@ pub struct WorkflowTrigger {
         rename = "nextFireAt",
         skip_serializing_if = "::std::option::Option::is_none"
     )]
-    pub next_fire_at: ::std::option::Option<Timestamp>,
+    pub next_fire_at: ::std::option::Option<super::timestamp::Timestamp>,
     #[serde(rename = "planId")]
     pub plan_id: WorkflowPlanId,
     ///Monotonic revision, incremented by every change.
     pub revision: ::std::num::NonZeroU64,
     ///A scheduled trigger's first firing.
     #[serde(rename = "startAt", skip_serializing_if = "::std::option::Option::is_none")]
-    pub start_at: ::std::option::Option<Timestamp>,
+    pub start_at: ::std::option::Option<super::timestamp::Timestamp>,
     pub status: TriggerStatus,
     #[serde(rename = "updatedAt")]
-    pub updated_at: Timestamp,
+    pub updated_at: super::timestamp::Timestamp,
 }
 ///Opaque workflow trigger identifier.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -7273,7 +7230,7 @@ pub enum WorkflowTriggerInput {
             rename = "startAt",
             skip_serializing_if = "::std::option::Option::is_none"
         )]
-        start_at: ::std::option::Option<Timestamp>,
+        start_at: ::std::option::Option<super::timestamp::Timestamp>,
     },
     ///Create an enabled trigger for an active plan.
     #[serde(rename = "create")]
@@ -7298,7 +7255,7 @@ pub enum WorkflowTriggerInput {
             rename = "startAt",
             skip_serializing_if = "::std::option::Option::is_none"
         )]
-        start_at: ::std::option::Option<Timestamp>,
+        start_at: ::std::option::Option<super::timestamp::Timestamp>,
     },
     ///Change a trigger that is not archived: its name or (scheduled) its schedule.
     #[serde(rename = "update")]
@@ -7327,7 +7284,7 @@ pub enum WorkflowTriggerInput {
             rename = "startAt",
             skip_serializing_if = "::std::option::Option::is_none"
         )]
-        start_at: ::std::option::Option<Timestamp>,
+        start_at: ::std::option::Option<super::timestamp::Timestamp>,
         #[serde(rename = "triggerId")]
         trigger_id: WorkflowTriggerId,
     },
@@ -7413,7 +7370,7 @@ pub enum WorkflowTriggerOutput {
 #[serde(deny_unknown_fields)]
 pub struct Workspace {
     #[serde(rename = "createdAt")]
-    pub created_at: Timestamp,
+    pub created_at: super::timestamp::Timestamp,
     ///Opaque workspace identifier (the `serverId` of the runtime's routes).
     pub id: WorkspaceId,
     pub name: Name,

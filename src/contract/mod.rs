@@ -15,6 +15,7 @@ pub mod kinds;
 pub mod runtime_catalog;
 pub mod skill;
 pub mod target;
+pub mod timestamp;
 pub mod types;
 pub mod validate;
 

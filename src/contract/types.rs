@@ -10,4 +10,6 @@
     clippy::derivable_impls
 )]
 
+pub use super::timestamp::Timestamp;
+
 include!(concat!(env!("OUT_DIR"), "/types.rs"));
