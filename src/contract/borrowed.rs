@@ -160,7 +160,8 @@ impl<'de> Visitor<'de> for ValueVisitor {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-        let mut members: Vec<(Cow<'de, str>, Borrowed<'de>)> = Vec::new();
+        // Room for a typical object's members at once rather than growing 0, 4, 8.
+        let mut members: Vec<(Cow<'de, str>, Borrowed<'de>)> = Vec::with_capacity(8);
         while let Some(name) = map.next_key_seed(NameSeed)? {
             let value = map.next_value_seed(ValueSeed)?;
             members.push((name, value));
