@@ -15,9 +15,11 @@ use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde_json::Value;
-use serde_json::value::RawValue;
+use std::borrow::Cow;
 
+use serde_json::Value;
+
+use crate::contract::borrowed::Borrowed;
 use crate::contract::error::{ErrorCode, ErrorDetail};
 use crate::contract::{ActionError, ActionHandler, ActionId, ActionResult, ToolId, types};
 
@@ -142,15 +144,15 @@ impl ServerClient {
             .await
     }
 
-    /// Calls the server-owned MCP tool `id` with validated `arguments` and returns its
-    /// structured result as the server wrote it: the caller checks it against the tool's output
-    /// schema in place (`contract::borrowed`), without building a `Value`.
+    /// Calls the server-owned MCP tool `id` with validated `arguments`. A success comes back as
+    /// the server wrote it: [`ToolAnswer::data`] reads it in place, so the caller checks the
+    /// structured result against the tool's output schema without building a `Value`.
     pub async fn call_tool(
         &self,
         ctx: &CallContext,
         id: ToolId,
         arguments: &Value,
-    ) -> ActionResult<Box<RawValue>> {
+    ) -> ActionResult<ToolAnswer> {
         let path = format!(
             "/runtime/servers/{}/agents/{}/tools/{}",
             ctx.server_id,
@@ -160,25 +162,20 @@ impl ServerClient {
         let (status, bytes) = self
             .answer(ctx, Outgoing::post(path, arguments, Vec::new())?)
             .await?;
-        let envelope: TextEnvelope<'_> = serde_json::from_slice(&bytes).map_err(|e| {
-            upstream_failed(if e.is_syntax() || e.is_eof() {
-                "the server's answer is not JSON"
-            } else {
-                "the server's answer is not the contract's envelope"
-            })
-        })?;
-        match (status.is_success(), envelope.ok) {
-            (true, true) => envelope
-                .data
-                .map(ToOwned::to_owned)
-                .ok_or_else(|| upstream_failed("the server's answer has no `data`")),
-            (false, false) => Err(reproject_error(
-                envelope.error.as_ref().unwrap_or(&Value::Null),
-            )),
-            _ => Err(upstream_failed(
-                "the server's answer is not the contract's envelope",
-            )),
+        if !status.is_success() {
+            // A refusal: the rare path, through the envelope as a `Value`.
+            let envelope: Value = serde_json::from_slice(&bytes)
+                .map_err(|_| upstream_failed("the server's answer is not JSON"))?;
+            return match envelope.get("ok").and_then(Value::as_bool) {
+                Some(false) => Err(reproject_error(&envelope["error"])),
+                _ => Err(upstream_failed(
+                    "the server's answer is not the contract's envelope",
+                )),
+            };
         }
+        String::from_utf8(bytes)
+            .map(ToolAnswer)
+            .map_err(|_| upstream_failed("the server's answer is not JSON"))
     }
 
     /// Calls knowledge tool `tool` (`kb_search` or `kb_fetch`) for the runtime's current `turn`,
@@ -363,13 +360,48 @@ impl ServerClient {
     }
 }
 
-/// The contract's envelope with `data` left as the server wrote it.
-#[derive(serde::Deserialize)]
-struct TextEnvelope<'a> {
-    ok: bool,
-    #[serde(borrow)]
-    data: Option<&'a RawValue>,
-    error: Option<Value>,
+/// A server-owned tool's success envelope (`2xx`), as the server wrote it.
+pub struct ToolAnswer(String);
+
+/// How the reference server writes a success envelope (`wire::render_as`): `data`, then `ok`.
+const SUCCESS_OPEN: &str = r#"{"data":"#;
+const SUCCESS_CLOSE: &str = r#","ok":true}"#;
+
+impl ToolAnswer {
+    /// The envelope's `data` read in place, with its JSON text: the text as the server wrote it
+    /// when the envelope is exactly `{"data":…,"ok":true}` (the reference server's form), else
+    /// `data` written compactly. One pass over the answer: it is proven to be one JSON object of
+    /// exactly those two members before the text between them is taken for `data`.
+    pub fn data(&self) -> ActionResult<(Borrowed<'_>, Cow<'_, str>)> {
+        let not_envelope = || upstream_failed("the server's answer is not the contract's envelope");
+        let envelope = Borrowed::parse(&self.0)
+            .map_err(|_| upstream_failed("the server's answer is not JSON with distinct keys"))?;
+        let Borrowed::Object(members) = envelope else {
+            return Err(not_envelope());
+        };
+        let member = |name: &str| members.iter().position(|(key, _)| key == name);
+        if !matches!(
+            member("ok").map(|at| &members[at].1),
+            Some(Borrowed::Bool(true))
+        ) {
+            return Err(not_envelope());
+        }
+        let Some(at) = member("data") else {
+            return Err(upstream_failed("the server's answer has no `data`"));
+        };
+        let exact = members.len() == 2;
+        let data = members.into_iter().nth(at).expect("found above").1;
+        let text = match self
+            .0
+            .trim_end()
+            .strip_prefix(SUCCESS_OPEN)
+            .and_then(|rest| rest.strip_suffix(SUCCESS_CLOSE))
+        {
+            Some(written) if exact => Cow::Borrowed(written.trim()),
+            _ => Cow::Owned(serde_json::to_string(&data).expect("a document serializes")),
+        };
+        Ok((data, text))
+    }
 }
 
 impl Outgoing {
@@ -526,3 +558,70 @@ fn upstream_failed(message: &str) -> ActionError {
 }
 
 include!(concat!(env!("OUT_DIR"), "/client.rs"));
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(body: &str) -> ActionResult<(Value, String, bool)> {
+        let answer = ToolAnswer(body.to_string());
+        let (document, text) = answer.data()?;
+        let borrowed = matches!(text, Cow::Borrowed(_));
+        Ok((document.to_value(), text.into_owned(), borrowed))
+    }
+
+    #[test]
+    fn the_reference_form_gives_its_data_text_as_written() {
+        let (value, text, borrowed) =
+            data("{\"data\":{\"a\":[1,2],\"s\":\"x\"},\"ok\":true}\n").unwrap();
+        assert!(borrowed);
+        assert_eq!(text, r#"{"a":[1,2],"s":"x"}"#);
+        assert_eq!(value, serde_json::json!({ "a": [1, 2], "s": "x" }));
+    }
+
+    /// Any other form is read whole and `data` written compactly; the text always reads back to
+    /// the value that was checked.
+    #[test]
+    fn any_other_form_gives_data_written_again() {
+        for body in [
+            r#"{"ok":true,"data":{"a":1}}"#,
+            r#"{ "data" : {"a":1} , "ok" : true }"#,
+            r#"{"data":{"a":1},"ok":true,"meta":{"ok":true}}"#,
+            r#"{"data":{"a":1},"meta":0,"ok":true}"#,
+            // The closing text inside `data`'s own string.
+            r#"{"data":{"s":",\"ok\":true}"},"ok":true}"#,
+            "{\"data\":\n{\"a\":1},\"ok\":true}",
+        ] {
+            let (value, text, _) = data(body).unwrap();
+            assert_eq!(
+                serde_json::from_str::<Value>(&text).unwrap(),
+                value,
+                "{body}"
+            );
+            assert_eq!(
+                value,
+                serde_json::from_str::<Value>(body).unwrap()["data"],
+                "{body}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_broken_envelope_is_upstream_failed() {
+        for body in [
+            "",
+            "not json",
+            r#"{"data":{"a":1},"ok":false}"#,
+            r#"{"data":{"a":1}}"#,
+            r#"{"ok":true}"#,
+            r#"{"data":{"a":1},"ok":true,"ok":true}"#,
+            r#"{"data":{"a":1,"a":2},"ok":true}"#,
+            r#"[{"data":1,"ok":true}]"#,
+        ] {
+            let error = data(body)
+                .err()
+                .unwrap_or_else(|| panic!("accepted {body}"));
+            assert_eq!(error.code, ErrorCode::UpstreamFailed, "{body}");
+        }
+    }
+}

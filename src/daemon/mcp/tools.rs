@@ -10,12 +10,10 @@
 //! replaced by a `result_budget_exceeded` error result carrying the tool's continuation, never
 //! truncated.
 
-use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::era::Era;
-use crate::client::CallContext;
-use crate::contract::borrowed::Borrowed;
+use crate::client::{CallContext, ToolAnswer};
 use crate::contract::catalog::MCP_RESULT_BUDGET_BYTES;
 use crate::contract::error::{ErrorCode, KnowledgeStage};
 use crate::contract::target::Target;
@@ -40,10 +38,10 @@ pub async fn call(
     }
 }
 
-/// What an owner answered: a value it built, or the text a server wrote.
+/// What an owner answered: a value it built, or the envelope a server wrote.
 enum Answer {
     Value(Value),
-    Text(Box<RawValue>),
+    Text(ToolAnswer),
 }
 
 /// The owner's structured result, checked against the tool's output schema, as compact JSON text.
@@ -66,15 +64,6 @@ async fn run(
     let answer = owner(state, authorization, tool, arguments)
         .await
         .map_err(at(KnowledgeStage::RouteMissing))?;
-    let malformed = |why: &str| {
-        at(KnowledgeStage::Upstream)(after_apply(
-            tool,
-            ActionError::new(
-                ErrorCode::UpstreamFailed,
-                format!("the owner of `{}` answered with {why}", tool.name),
-            ),
-        ))
-    };
     let (violations, text) = match answer {
         Answer::Value(data) => (
             state.validators.tool_output_violations(tool.id, &data),
@@ -82,29 +71,31 @@ async fn run(
         ),
         // Checked where it lies; passed on as written unless it holds whitespace the text block
         // would have to escape.
-        Answer::Text(raw) => {
-            let Ok(document) = Borrowed::parse(raw.get()) else {
-                tracing::error!(
-                    tool = tool.name,
-                    "the owner's result is not one JSON value with distinct keys"
-                );
-                return Err(malformed("a result that is not plain JSON"));
-            };
+        Answer::Text(answer) => {
+            let (document, written) = answer.data()?;
             let violations = state
                 .validators
                 .tool_output_violations_in_place(tool.id, &document);
-            let text = if has_control_byte(raw.get().as_bytes()) {
+            let text = if has_control_byte(written.as_bytes()) {
                 serde_json::to_string(&document).expect("a document always serializes")
             } else {
-                drop(document);
-                String::from(Box::<str>::from(raw))
+                written.into_owned()
             };
             (violations, text)
         }
     };
     if let Some(first) = violations.first() {
         tracing::error!(tool = tool.name, path = %first.path, "the owner's result does not match the tool's output schema");
-        return Err(malformed("a malformed result"));
+        return Err(at(KnowledgeStage::Upstream)(after_apply(
+            tool,
+            ActionError::new(
+                ErrorCode::UpstreamFailed,
+                format!(
+                    "the owner of `{}` answered with a malformed result",
+                    tool.name
+                ),
+            ),
+        )));
     }
     Ok(text)
 }
