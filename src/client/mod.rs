@@ -11,12 +11,11 @@
 
 pub mod http;
 
+use std::borrow::Cow;
 use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use std::borrow::Cow;
-
 use serde_json::Value;
 
 use crate::contract::borrowed::Borrowed;
@@ -368,6 +367,11 @@ const SUCCESS_OPEN: &str = r#"{"data":"#;
 const SUCCESS_CLOSE: &str = r#","ok":true}"#;
 
 impl ToolAnswer {
+    /// A success envelope's body, as it was received.
+    pub fn new(body: String) -> ToolAnswer {
+        ToolAnswer(body)
+    }
+
     /// The envelope's `data` read in place, with its JSON text: the text as the server wrote it
     /// when the envelope is exactly `{"data":…,"ok":true}` (the reference server's form), else
     /// `data` written compactly. One pass over the answer: it is proven to be one JSON object of

@@ -56,7 +56,7 @@ impl Validators {
             let _ = catalog.tool_inputs[index].set(compile(tool.name, "input", tool.input_schema)?);
             let _ =
                 catalog.tool_outputs[index].set(compile(tool.name, "output", tool.output_schema)?);
-            let _ = catalog.tool_outputs_borrowed[index].set(compile_for(
+            let _ = catalog.tool_outputs_borrowed[index].set(compile(
                 tool.name,
                 "output",
                 tool.output_schema,
@@ -169,23 +169,15 @@ impl Validators {
     ) -> Vec<ValidationDetail> {
         let tool = id.descriptor();
         let validator = self.tool_outputs_borrowed[id as usize].get_or_init(|| {
-            compile_for(tool.name, "output", tool.output_schema)
+            compile(tool.name, "output", tool.output_schema)
                 .expect("tool schemas compile (a tested invariant)")
         });
         collect(validator, output)
     }
 }
 
-fn compile(
-    name: &str,
-    which: &'static str,
-    text: &str,
-) -> Result<jsonschema::Validator, CompileError> {
-    compile_for(name, which, text)
-}
-
 /// `text` compiled for instances in the representation `F` (draft 2020-12, formats checked).
-fn compile_for<F: jsonschema::json::Json>(
+fn compile<F: jsonschema::json::Json>(
     name: &str,
     which: &'static str,
     text: &str,

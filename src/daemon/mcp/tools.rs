@@ -17,7 +17,7 @@ use crate::client::{CallContext, ToolAnswer};
 use crate::contract::catalog::MCP_RESULT_BUDGET_BYTES;
 use crate::contract::error::{ErrorCode, KnowledgeStage};
 use crate::contract::target::Target;
-use crate::contract::{ActionError, ToolDescriptor, ToolOwner};
+use crate::contract::{ActionError, ToolDescriptor, ToolOwner, ValidationDetail, Validators};
 use crate::daemon::auth::Authorization;
 use crate::daemon::state::DaemonState;
 use crate::wire::idempotency::resolve_selector;
@@ -69,20 +69,7 @@ async fn run(
             state.validators.tool_output_violations(tool.id, &data),
             compact(&data),
         ),
-        // Checked where it lies; passed on as written unless it holds whitespace the text block
-        // would have to escape.
-        Answer::Text(answer) => {
-            let (document, written) = answer.data()?;
-            let violations = state
-                .validators
-                .tool_output_violations_in_place(tool.id, &document);
-            let text = if has_control_byte(written.as_bytes()) {
-                serde_json::to_string(&document).expect("a document always serializes")
-            } else {
-                written.into_owned()
-            };
-            (violations, text)
-        }
+        Answer::Text(answer) => checked(&state.validators, tool, &answer)?,
     };
     if let Some(first) = violations.first() {
         tracing::error!(tool = tool.name, path = %first.path, "the owner's result does not match the tool's output schema");
@@ -98,6 +85,24 @@ async fn run(
         )));
     }
     Ok(text)
+}
+
+/// A server's answer checked where it lies: the violations of its `data` against the tool's
+/// output schema, and the text to send, `data` as the server wrote it unless it holds whitespace
+/// the text block would have to escape.
+fn checked(
+    validators: &Validators,
+    tool: &ToolDescriptor,
+    answer: &ToolAnswer,
+) -> Result<(Vec<ValidationDetail>, String), ActionError> {
+    let (document, written) = answer.data()?;
+    let violations = validators.tool_output_violations_in_place(tool.id, &document);
+    let text = if has_control_byte(written.as_bytes()) {
+        serde_json::to_string(&document).expect("a document always serializes")
+    } else {
+        written.into_owned()
+    };
+    Ok((violations, text))
 }
 
 /// Whether `text` holds a byte below a space: in JSON, whitespace other than spaces. Chunks
@@ -373,6 +378,78 @@ mod tests {
                     success_sent(era, &compact(value)),
                     compact(&era.decorate(success(value.clone()))),
                     "{era:?}"
+                );
+            }
+        }
+    }
+
+    /// A history page as the reference server writes its envelope, with `message` as its only
+    /// message.
+    fn page(message: &str) -> String {
+        format!(
+            r#"{{"data":{{"messages":[{message}],"target":"channel:chn_0123456789"}},"ok":true}}"#
+        )
+    }
+
+    const MESSAGE: &str = r#"{"attachments":[],"authorId":"agt_0123456789","content":"hi","createdAt":"2026-12-01T02:03:04.005Z","id":"msg_0123456789","reactions":[],"target":"channel:chn_0123456789"}"#;
+
+    #[test]
+    fn a_servers_answer_is_checked_in_place_and_sent_as_written() {
+        let validators = Validators::lazy();
+        let tool = find_tool("message_history_read").unwrap();
+        let body = page(MESSAGE);
+        let (violations, text) =
+            checked(&validators, tool, &ToolAnswer::new(body.clone())).unwrap();
+        assert!(violations.is_empty(), "{violations:?}");
+        assert_eq!(
+            text,
+            body[r#"{"data":"#.len()..body.len() - r#","ok":true}"#.len()]
+        );
+
+        // Whitespace the text block would escape: the same value, written compactly.
+        let pretty =
+            serde_json::to_string_pretty(&serde_json::from_str::<Value>(&body).unwrap()).unwrap();
+        let (violations, text) = checked(&validators, tool, &ToolAnswer::new(pretty)).unwrap();
+        assert!(violations.is_empty(), "{violations:?}");
+        assert!(!has_control_byte(text.as_bytes()));
+        assert_eq!(
+            serde_json::from_str::<Value>(&text).unwrap(),
+            serde_json::from_str::<Value>(&body).unwrap()["data"]
+        );
+    }
+
+    /// What the output schema refuses is found whatever the envelope's form: a result that
+    /// breaks it never reaches a runtime.
+    #[test]
+    fn a_servers_answer_that_breaks_the_output_schema_is_found() {
+        let validators = Validators::lazy();
+        let tool = find_tool("message_history_read").unwrap();
+        let broken = [
+            (MESSAGE.replace("msg_0123456789", "msg_x"), "/messages/0/id"),
+            (
+                MESSAGE.replace(r#""content":"hi""#, r#""content":"""#),
+                "/messages/0/content",
+            ),
+            (MESSAGE.replace(r#""reactions":[],"#, ""), "/messages/0"),
+            (
+                MESSAGE.replace(r#""reactions":[]"#, r#""reactions":[],"extra":1"#),
+                "/messages/0/extra",
+            ),
+            (
+                MESSAGE.replace("2026-12-01T02:03:04.005Z", "yesterday"),
+                "/messages/0/createdAt",
+            ),
+        ];
+        for (message, path) in broken {
+            for body in [
+                page(&message),
+                page(&message).replace(r#""data":"#, r#""data": "#),
+            ] {
+                let (violations, _) =
+                    checked(&validators, tool, &ToolAnswer::new(body.clone())).unwrap();
+                assert!(
+                    violations.iter().any(|v| v.path == path),
+                    "{body}: {violations:?}"
                 );
             }
         }
