@@ -19,6 +19,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::contract::borrowed::Borrowed;
+use crate::contract::budget::{SUCCESS_CLOSE, SUCCESS_OPEN};
 use crate::contract::error::{ErrorCode, ErrorDetail};
 use crate::contract::{ActionError, ActionHandler, ActionId, ActionResult, ToolId, types};
 
@@ -162,15 +163,7 @@ impl ServerClient {
             .answer(ctx, Outgoing::post(path, arguments, Vec::new())?)
             .await?;
         if !status.is_success() {
-            // A refusal: the rare path, through the envelope as a `Value`.
-            let envelope: Value = serde_json::from_slice(&bytes)
-                .map_err(|_| upstream_failed("the server's answer is not JSON"))?;
-            return match envelope.get("ok").and_then(Value::as_bool) {
-                Some(false) => Err(reproject_error(&envelope["error"])),
-                _ => Err(upstream_failed(
-                    "the server's answer is not the contract's envelope",
-                )),
-            };
+            return Err(refusal(&bytes));
         }
         String::from_utf8(bytes)
             .map(ToolAnswer)
@@ -274,6 +267,9 @@ impl ServerClient {
 
     async fn send(&self, ctx: &CallContext, request: Outgoing) -> ActionResult<Value> {
         let (status, bytes) = self.answer(ctx, request).await?;
+        if !status.is_success() {
+            return Err(refusal(&bytes));
+        }
         let envelope: Value = serde_json::from_slice(&bytes)
             .map_err(|_| upstream_failed("the server's answer is not JSON"))?;
         let Value::Object(mut envelope) = envelope else {
@@ -281,14 +277,10 @@ impl ServerClient {
                 "the server's answer is not the contract's envelope",
             ));
         };
-        match (
-            status.is_success(),
-            envelope.get("ok").and_then(Value::as_bool),
-        ) {
-            (true, Some(true)) => envelope
+        match envelope.get("ok").and_then(Value::as_bool) {
+            Some(true) => envelope
                 .remove("data")
                 .ok_or_else(|| upstream_failed("the server's answer has no `data`")),
-            (false, Some(false)) => Err(reproject_error(&envelope["error"])),
             _ => Err(upstream_failed(
                 "the server's answer is not the contract's envelope",
             )),
@@ -361,10 +353,6 @@ impl ServerClient {
 
 /// A server-owned tool's success envelope (`2xx`), as the server wrote it.
 pub struct ToolAnswer(String);
-
-/// How the reference server writes a success envelope (`wire::render_as`): `data`, then `ok`.
-const SUCCESS_OPEN: &str = r#"{"data":"#;
-const SUCCESS_CLOSE: &str = r#","ok":true}"#;
 
 impl ToolAnswer {
     /// A success envelope's body, as it was received.
@@ -493,6 +481,18 @@ async fn in_process(
     }
 }
 
+/// The contract's error in a refusal's body (a status that is neither a success nor a server
+/// failure): `{"ok":false,"error":…}`, or an upstream failure naming what it is not.
+fn refusal(bytes: &[u8]) -> ActionError {
+    match serde_json::from_slice::<Value>(bytes) {
+        Err(_) => upstream_failed("the server's answer is not JSON"),
+        Ok(envelope) if envelope.get("ok").and_then(Value::as_bool) == Some(false) => {
+            reproject_error(&envelope["error"])
+        }
+        Ok(_) => upstream_failed("the server's answer is not the contract's envelope"),
+    }
+}
+
 /// Rebuilds an `ActionError` from only the contract's fields; anything else is dropped.
 fn reproject_error(error: &Value) -> ActionError {
     let Some(code) = error
@@ -572,6 +572,20 @@ mod tests {
         let (document, text) = answer.data()?;
         let borrowed = matches!(text, Cow::Borrowed(_));
         Ok((document.to_value(), text.into_owned(), borrowed))
+    }
+
+    /// The server's envelope writer and the form the daemon slices agree: a change to one
+    /// would silently send every answer down the slower path.
+    #[test]
+    fn the_servers_success_envelope_is_the_sliced_form() {
+        let data = serde_json::json!({ "messages": [], "target": "channel:chn_x", "z": [1] });
+        let (status, body) = crate::wire::render_as(&Ok(&data));
+        assert_eq!(status, 200);
+        let answer = ToolAnswer::new(body);
+        let (document, text) = answer.data().unwrap();
+        assert!(matches!(text, Cow::Borrowed(_)), "{text}");
+        assert_eq!(text, serde_json::to_string(&data).unwrap());
+        assert_eq!(document.to_value(), data);
     }
 
     #[test]

@@ -89,6 +89,13 @@ pub fn fit_with(
 /// The serialized success envelope of `data`, as a typed adapter wrote it (no trailing newline),
 /// or the refusal when it is over the budget: the envelope is written around the text, and the
 /// data is parsed only to explain a refusal.
+/// The success envelope around its `data`, as every writer of ours writes it (`fit`, `fit_with`
+/// and the server's `wire::render_as`: a `Value` object's keys in order, `data` then `ok`) and as
+/// the daemon recognises it to take `data`'s text as written.
+pub const SUCCESS_OPEN: &str = r#"{"data":"#;
+/// What follows `data` in the success envelope.
+pub const SUCCESS_CLOSE: &str = r#","ok":true}"#;
+
 pub fn fit(
     catalog: &Validators,
     descriptor: Effective,
@@ -96,8 +103,7 @@ pub fn fit(
     idempotency_key: Option<&str>,
 ) -> Result<String, ActionError> {
     let data = data.get();
-    // What `fit_with` writes: a `Value` object's keys in order, `data` then `ok`.
-    let text = format!("{{\"data\":{data},\"ok\":true}}");
+    let text = format!("{SUCCESS_OPEN}{data}{SUCCESS_CLOSE}");
     if text.len() <= RESULT_BUDGET {
         return Ok(text);
     }

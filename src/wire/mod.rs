@@ -72,7 +72,8 @@ pub fn render(result: &Result<Value, ActionError>) -> (u16, String) {
 /// [`render`] for any data that serializes: a typed adapter's output goes straight to text
 /// (`Box<RawValue>`), without a `Value` tree in between.
 pub fn render_as<T: serde::Serialize>(result: &Result<T, ActionError>) -> (u16, String) {
-    /// The success envelope, keys in the order a `Value` object writes them.
+    /// The success envelope, keys in the order a `Value` object writes them: the form of
+    /// `contract::budget::SUCCESS_OPEN`/`SUCCESS_CLOSE` (a client test holds the two together).
     #[derive(serde::Serialize)]
     struct Success<'a, D> {
         data: &'a D,
