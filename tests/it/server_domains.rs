@@ -1,4 +1,4 @@
-//! The project, team, review and scheduled-message domains over real HTTP, each with its
+//! The project, team, review, scheduled-message and message domains over real HTTP, each with its
 //! cross-workspace refusal, plus one walk of the whole catalog through the server.
 
 use std::time::Duration;
@@ -540,6 +540,168 @@ async fn scheduled_messages_post_when_due_and_record_their_runs() {
             .await,
         404,
         "not_found",
+    );
+}
+
+/// A tool call of `agent_id` in `workspace` straight to the server.
+async fn tool(
+    server: &TestServer,
+    workspace: &Workspace,
+    agent_id: &str,
+    tool: &str,
+    input: Value,
+) -> Value {
+    let path = format!(
+        "/runtime/servers/{}/agents/{agent_id}/tools/{tool}",
+        workspace.workspace_id
+    );
+    ok(server
+        .post(&path, Some(&workspace.device_credential), &input)
+        .await)
+}
+
+/// Every message of a history read in pages of two: (id, reactions, attachment names).
+async fn history(
+    server: &TestServer,
+    workspace: &Workspace,
+    target: &str,
+) -> Vec<(String, Value, Vec<String>)> {
+    let mut messages = Vec::new();
+    let mut cursor = Value::Null;
+    loop {
+        let mut input = json!({"target": target, "limit": 2});
+        if !cursor.is_null() {
+            input["cursor"] = cursor;
+        }
+        let page = tool(
+            server,
+            workspace,
+            &workspace.agent_id,
+            "message_history_read",
+            input,
+        )
+        .await;
+        for message in page["messages"].as_array().unwrap() {
+            let names = message["attachments"].as_array().unwrap().iter();
+            messages.push((
+                message["id"].as_str().unwrap().to_string(),
+                message["reactions"].clone(),
+                names
+                    .map(|a| a["name"].as_str().unwrap().to_string())
+                    .collect(),
+            ));
+        }
+        cursor = page["nextCursor"].clone();
+        if cursor.is_null() {
+            return messages;
+        }
+    }
+}
+
+/// A history page shows each message's own reactions (as the reader sees them) and attachments,
+/// through every add, repeated add, removal and removal of nothing.
+#[tokio::test]
+async fn history_shows_each_messages_reactions_and_attachments() {
+    let server = TestServer::start().await;
+    let a = server.workspace("acme").await;
+    let target = format!("channel:{}", a.channel_id);
+    let mut ids = Vec::new();
+    for content in ["one", "two", "three"] {
+        let sent = tool(
+            &server,
+            &a,
+            &a.agent_id,
+            "message_send",
+            json!({"target": target, "content": content}),
+        )
+        .await;
+        ids.push(sent["message"]["id"].as_str().unwrap().to_string());
+    }
+    let posted = server
+        .admin(
+            &format!("/admin/workspaces/{}/messages", a.workspace_id),
+            json!({"authorHumanId": a.human_id, "channelId": a.channel_id, "content": "four",
+                   "attachments": [{"name": "a.txt", "mediaType": "text/plain", "text": "a"},
+                                   {"name": "b.txt", "mediaType": "text/plain", "text": "b"}]}),
+        )
+        .await;
+    ids.push(posted["messageId"].as_str().unwrap().to_string());
+    let react = |agent: &str, id: &str, emoji: &str, add: bool| {
+        let (agent, id, emoji) = (agent.to_string(), id.to_string(), emoji.to_string());
+        let (server, a) = (&server, &a);
+        async move {
+            let name = if add {
+                "reaction_add"
+            } else {
+                "reaction_remove"
+            };
+            tool(
+                server,
+                a,
+                &agent,
+                name,
+                json!({"messageId": id, "emoji": emoji}),
+            )
+            .await;
+        }
+    };
+    let expected = |reactions: [Value; 4]| -> Vec<(String, Value, Vec<String>)> {
+        let mut rows: Vec<_> = ids
+            .iter()
+            .zip(reactions)
+            .zip([
+                vec![],
+                vec![],
+                vec![],
+                vec!["a.txt".to_string(), "b.txt".to_string()],
+            ])
+            .map(|((id, reactions), names)| (id.clone(), reactions, names))
+            .collect();
+        rows.reverse();
+        rows
+    };
+    assert_eq!(
+        history(&server, &a, &target).await,
+        expected([json!([]), json!([]), json!([]), json!([])])
+    );
+
+    react(&a.agent_id, &ids[0], ":+1:", true).await;
+    react(&a.other_agent_id, &ids[0], ":+1:", true).await;
+    react(&a.agent_id, &ids[0], ":+1:", true).await;
+    react(&a.other_agent_id, &ids[2], ":tada:", true).await;
+    react(&a.agent_id, &ids[3], ":eyes:", true).await;
+    assert_eq!(
+        history(&server, &a, &target).await,
+        expected([
+            json!([{"emoji": ":+1:", "count": 2, "mine": true}]),
+            json!([]),
+            json!([{"emoji": ":tada:", "count": 1, "mine": false}]),
+            json!([{"emoji": ":eyes:", "count": 1, "mine": true}]),
+        ])
+    );
+
+    react(&a.agent_id, &ids[0], ":+1:", false).await;
+    react(&a.other_agent_id, &ids[0], ":+1:", false).await;
+    react(&a.other_agent_id, &ids[0], ":+1:", false).await;
+    react(&a.other_agent_id, &ids[2], ":tada:", false).await;
+    assert_eq!(
+        history(&server, &a, &target).await,
+        expected([
+            json!([]),
+            json!([]),
+            json!([]),
+            json!([{"emoji": ":eyes:", "count": 1, "mine": true}])
+        ])
+    );
+    react(&a.other_agent_id, &ids[0], ":+1:", true).await;
+    assert_eq!(
+        history(&server, &a, &target).await,
+        expected([
+            json!([{"emoji": ":+1:", "count": 1, "mine": false}]),
+            json!([]),
+            json!([]),
+            json!([{"emoji": ":eyes:", "count": 1, "mine": true}]),
+        ])
     );
 }
 

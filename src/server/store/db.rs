@@ -601,4 +601,80 @@ mod tests {
         drop(first);
         Db::open(&url).await.unwrap();
     }
+
+    /// Migration 9 counts the reactions and attachments a database already holds, and its
+    /// triggers keep the counts exact: a repeated reaction (`ON CONFLICT DO NOTHING`) and a
+    /// removal of nothing leave them alone.
+    #[tokio::test]
+    async fn message_counts_are_backfilled_and_kept() {
+        use sqlx::{ConnectOptions, Connection};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("s.db");
+        let url = format!("sqlite://{}", path.display());
+        let mut old = SqliteConnectOptions::from_str(&url)
+            .unwrap()
+            .create_if_missing(true)
+            .foreign_keys(false)
+            .connect()
+            .await
+            .unwrap();
+        for sql in &MIGRATIONS[..8] {
+            sqlx::raw_sql(*sql).execute(&mut old).await.unwrap();
+        }
+        sqlx::raw_sql(
+            "PRAGMA user_version = 8;
+             INSERT INTO messages (id, workspace_id, channel_id, author_id, content, created_at)
+                 VALUES ('msg_1', 'wsp_1', 'chn_1', 'agt_1', 'one', 1),
+                        ('msg_2', 'wsp_1', 'chn_1', 'agt_1', 'two', 2),
+                        ('msg_3', 'wsp_1', 'chn_1', 'agt_1', 'three', 3);
+             INSERT INTO reactions (message_id, emoji, member_id, created_at)
+                 VALUES ('msg_1', ':+1:', 'agt_1', 4), ('msg_1', ':+1:', 'agt_2', 5),
+                        ('msg_1', ':tada:', 'agt_1', 6);
+             INSERT INTO attachments (id, message_id, position, name, media_type, size, content, created_at)
+                 VALUES ('att_1', 'msg_2', 0, 'a.txt', 'text/plain', 1, x'61', 7);",
+        )
+        .execute(&mut old)
+        .await
+        .unwrap();
+        old.close().await.unwrap();
+
+        let db = Db::open(&url).await.unwrap();
+        let Db::Sqlite { writer, .. } = &db else {
+            panic!("a SQLite URL opens SQLite");
+        };
+        let counts = || async {
+            sqlx::query_as::<_, (String, i64, i64)>(
+                "SELECT id, reaction_count, attachment_count FROM messages ORDER BY id",
+            )
+            .fetch_all(writer)
+            .await
+            .unwrap()
+        };
+        let row =
+            |id: &str, reactions: i64, attachments: i64| (id.to_string(), reactions, attachments);
+        assert_eq!(
+            counts().await,
+            [row("msg_1", 3, 0), row("msg_2", 0, 1), row("msg_3", 0, 0)],
+            "backfilled"
+        );
+        sqlx::raw_sql(
+            "INSERT INTO reactions (message_id, emoji, member_id, created_at)
+                 VALUES ('msg_1', ':+1:', 'agt_1', 8) ON CONFLICT DO NOTHING;
+             DELETE FROM reactions WHERE message_id = 'msg_3';
+             DELETE FROM reactions WHERE message_id = 'msg_1' AND emoji = ':tada:';
+             INSERT INTO reactions (message_id, emoji, member_id, created_at)
+                 VALUES ('msg_3', ':eyes:', 'agt_2', 9);
+             INSERT INTO attachments (id, message_id, position, name, media_type, size, content, created_at)
+                 VALUES ('att_2', 'msg_3', 0, 'b.txt', 'text/plain', 1, x'62', 10);",
+        )
+        .execute(writer)
+        .await
+        .unwrap();
+        assert_eq!(
+            counts().await,
+            [row("msg_1", 2, 0), row("msg_2", 0, 1), row("msg_3", 1, 1)],
+            "kept by the triggers"
+        );
+        db.close().await;
+    }
 }

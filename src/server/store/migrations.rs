@@ -439,6 +439,28 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX audit_records_by_workspace ON audit_records (workspace_id, at DESC, id DESC);
     CREATE INDEX audit_records_by_time ON audit_records (at, id);
     "#,
+    // 9: each message's reaction and attachment counts, kept by triggers in the writing
+    // transaction: a page of messages knows which rows have reactions or attachments to fetch
+    // without probing both tables for every row.
+    r#"
+    ALTER TABLE messages ADD COLUMN reaction_count BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE messages ADD COLUMN attachment_count BIGINT NOT NULL DEFAULT 0;
+    UPDATE messages SET
+        reaction_count = (SELECT COUNT(*) FROM reactions r WHERE r.message_id = messages.id),
+        attachment_count = (SELECT COUNT(*) FROM attachments a WHERE a.message_id = messages.id);
+    CREATE TRIGGER reactions_counted AFTER INSERT ON reactions BEGIN
+        UPDATE messages SET reaction_count = reaction_count + 1 WHERE id = new.message_id;
+    END;
+    CREATE TRIGGER reactions_uncounted AFTER DELETE ON reactions BEGIN
+        UPDATE messages SET reaction_count = reaction_count - 1 WHERE id = old.message_id;
+    END;
+    CREATE TRIGGER attachments_counted AFTER INSERT ON attachments BEGIN
+        UPDATE messages SET attachment_count = attachment_count + 1 WHERE id = new.message_id;
+    END;
+    CREATE TRIGGER attachments_uncounted AFTER DELETE ON attachments BEGIN
+        UPDATE messages SET attachment_count = attachment_count - 1 WHERE id = old.message_id;
+    END;
+    "#,
 ];
 
 /// The same migrations for PostgreSQL, entry for entry (their versions are the same): `BLOB` is
@@ -894,6 +916,36 @@ pub const PG_MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX audit_records_by_workspace ON audit_records (workspace_id, at DESC, id DESC);
     CREATE INDEX audit_records_by_time ON audit_records (at, id);
+    "#,
+    // 9: each message's reaction and attachment counts, kept by a trigger in the writing
+    // transaction (an `UPDATE` of the message row, which also orders concurrent writers).
+    r#"
+    ALTER TABLE messages
+        ADD COLUMN reaction_count BIGINT NOT NULL DEFAULT 0,
+        ADD COLUMN attachment_count BIGINT NOT NULL DEFAULT 0;
+    UPDATE messages g SET
+        reaction_count = (SELECT COUNT(*) FROM reactions r WHERE r.message_id = g.id),
+        attachment_count = (SELECT COUNT(*) FROM attachments a WHERE a.message_id = g.id);
+    CREATE FUNCTION messages_counts() RETURNS trigger LANGUAGE plpgsql AS $fn$
+    BEGIN
+        IF TG_TABLE_NAME = 'reactions' THEN
+            IF TG_OP = 'INSERT' THEN
+                UPDATE messages SET reaction_count = reaction_count + 1 WHERE id = NEW.message_id;
+            ELSE
+                UPDATE messages SET reaction_count = reaction_count - 1 WHERE id = OLD.message_id;
+            END IF;
+        ELSIF TG_OP = 'INSERT' THEN
+            UPDATE messages SET attachment_count = attachment_count + 1 WHERE id = NEW.message_id;
+        ELSE
+            UPDATE messages SET attachment_count = attachment_count - 1 WHERE id = OLD.message_id;
+        END IF;
+        RETURN NULL;
+    END
+    $fn$;
+    CREATE TRIGGER reactions_counted AFTER INSERT OR DELETE ON reactions
+        FOR EACH ROW EXECUTE FUNCTION messages_counts();
+    CREATE TRIGGER attachments_counted AFTER INSERT OR DELETE ON attachments
+        FOR EACH ROW EXECUTE FUNCTION messages_counts();
     "#,
 ];
 
