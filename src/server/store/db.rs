@@ -195,11 +195,16 @@ impl Db {
         // No ping before each acquire: a SQLite connection is a file handle in this process, it
         // cannot drop like a socket, and the ping is a round trip to the connection's worker
         // thread, as costly as the query it guards (measured: BENCHMARKS.md, history read).
+        // The writer keeps its temporary files in memory: a multi-row `INSERT` inside a
+        // transaction (the audit trail's batches) keeps a statement journal, which SQLite spills
+        // to a temporary file past 64 KiB (an open, writes and a close per batch, measured under
+        // `strace`). The writer's statements are bounded (at most 64 rows, indexed reads), so
+        // the journals and temporary b-trees they hold are too.
         let writer = SqlitePoolOptions::new()
             .max_connections(1)
             .test_before_acquire(false)
             .after_connect(|connection, _| Box::pin(stable_plans(connection)))
-            .connect_with(options.clone())
+            .connect_with(options.clone().pragma("temp_store", "memory"))
             .await?;
         migrate_sqlite(&writer).await?;
         let path = options.get_filename();
@@ -561,7 +566,8 @@ mod tests {
     use super::*;
 
     /// Every pooled SQLite connection, the writer and each reader, plans statements once and
-    /// independently of bound values: a page query's `LIMIT $n` no longer re-prepares it.
+    /// independently of bound values: a page query's `LIMIT $n` no longer re-prepares it. The
+    /// writer keeps its statement journals in memory.
     #[tokio::test]
     async fn every_sqlite_connection_has_stable_plans() {
         let dir = tempfile::tempdir().unwrap();
@@ -570,6 +576,11 @@ mod tests {
             panic!("a SQLite URL opens SQLite");
         };
         assert!(plans_are_stable(&mut writer.acquire().await.unwrap()).await);
+        let (temp_store,): (i64,) = sqlx::query_as("PRAGMA temp_store")
+            .fetch_one(&writer)
+            .await
+            .unwrap();
+        assert_eq!(temp_store, 2, "the writer's temporary files are in memory");
         let mut readers = Vec::new();
         for _ in 0..SQLITE_READERS {
             readers.push(reader.acquire().await.unwrap());

@@ -9,7 +9,9 @@ use sqlx::Row;
 use super::raw::Bind;
 use super::{Columns, Membership, Page, Position, Store, StoreError, instant, new_id, on_backend};
 use crate::contract::target::{Target, TargetKind};
-use crate::contract::types::{AttachmentInfo, Message, Reaction};
+use crate::contract::types::{
+    AttachmentInfo, ConversationTarget, Message, MessageAuthorId, Reaction,
+};
 
 /// Distinct reactions one message can carry (the `Message.reactions` bound).
 pub const MAX_REACTIONS: usize = 64;
@@ -386,6 +388,10 @@ impl Store {
                 }
             };
             let mut out = Vec::with_capacity(rows.len());
+            // A page's messages share their target and mostly their authors: each is checked
+            // against its schema type once, and cloned for the rows that repeat it.
+            let mut target: Option<(Target, ConversationTarget)> = None;
+            let mut author: Option<(String, MessageAuthorId)> = None;
             for row in rows {
                 // This message's reactions, taken out of the page's.
                 let reactions: Vec<Reaction> = reactions
@@ -397,10 +403,27 @@ impl Store {
                     .filter(|a| a.get::<String, _>(0) == row.id)
                     .map(attachment_info)
                     .collect::<Result<_, _>>()?;
+                let row_target = match &target {
+                    Some((seen, parsed)) if *seen == row.target => parsed.clone(),
+                    _ => {
+                        let parsed: ConversationTarget = parse(row.target.to_string(), "target")?;
+                        target.insert((row.target, parsed)).1.clone()
+                    }
+                };
+                let author_id = match &author {
+                    Some((seen, parsed)) if *seen == row.author_id => parsed.clone(),
+                    _ => {
+                        let parsed: MessageAuthorId =
+                            row.author_id.parse().map_err(|_| StoreError::Corrupt {
+                                column: "author_id",
+                            })?;
+                        author.insert((row.author_id, parsed)).1.clone()
+                    }
+                };
                 out.push(Message {
                     id: parse(row.id, "id")?,
-                    target: parse(row.target.to_string(), "target")?,
-                    author_id: parse(row.author_id, "author_id")?,
+                    target: row_target,
+                    author_id,
                     content: parse(row.content, "content")?,
                     created_at: instant(row.created_at, "created_at")?,
                     reactions,
