@@ -199,9 +199,18 @@ async fn endpoint(State(state): State<DaemonState>, request: Request) -> Respons
         return unauthorized();
     }
     let serialized = |result: &str| {
-        json_response(format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"result":{result}}}"#
-        ))
+        let id = id.to_string();
+        let mut body = String::with_capacity(35 + id.len() + result.len());
+        for part in [
+            r#"{"jsonrpc":"2.0","id":"#,
+            &id,
+            r#","result":"#,
+            result,
+            "}",
+        ] {
+            body.push_str(part);
+        }
+        json_response(body)
     };
     match answer {
         Ok(Reply::Value(result)) => {

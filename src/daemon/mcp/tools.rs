@@ -10,6 +10,8 @@
 //! replaced by a `result_budget_exceeded` error result carrying the tool's continuation, never
 //! truncated.
 
+use std::borrow::Cow;
+
 use serde_json::{Value, json};
 
 use super::era::Era;
@@ -32,8 +34,8 @@ pub async fn call(
     arguments: Value,
 ) -> String {
     let applied = !tool.read_only;
-    match run(state, authorization, tool, arguments).await {
-        Ok(structured) => fit(tool, era, success_sent(era, &structured), applied),
+    match run(state, authorization, era, tool, arguments).await {
+        Ok(sent) => fit(tool, era, sent, applied),
         Err(error) => budgeted(tool, era, failure(&error), false),
     }
 }
@@ -44,10 +46,12 @@ enum Answer {
     Text(ToolAnswer),
 }
 
-/// The owner's structured result, checked against the tool's output schema, as compact JSON text.
+/// The owner's structured result, checked against the tool's output schema, as the serialized
+/// success result of `era`.
 async fn run(
     state: &DaemonState,
     authorization: &Authorization,
+    era: Era,
     tool: &'static ToolDescriptor,
     arguments: Value,
 ) -> Result<String, ActionError> {
@@ -64,12 +68,12 @@ async fn run(
     let answer = owner(state, authorization, tool, arguments)
         .await
         .map_err(at(KnowledgeStage::RouteMissing))?;
-    let (violations, text) = match answer {
+    let (violations, text) = match &answer {
         Answer::Value(data) => (
-            state.validators.tool_output_violations(tool.id, &data),
-            compact(&data),
+            state.validators.tool_output_violations(tool.id, data),
+            Cow::Owned(compact(data)),
         ),
-        Answer::Text(answer) => checked(&state.validators, tool, &answer)?,
+        Answer::Text(answer) => checked(&state.validators, tool, answer)?,
     };
     if let Some(first) = violations.first() {
         tracing::error!(tool = tool.name, path = %first.path, "the owner's result does not match the tool's output schema");
@@ -84,23 +88,23 @@ async fn run(
             ),
         )));
     }
-    Ok(text)
+    Ok(success_sent(era, &text))
 }
 
 /// A server's answer checked where it lies: the violations of its `data` against the tool's
 /// output schema, and the text to send, `data` as the server wrote it unless it holds whitespace
 /// the text block would have to escape.
-fn checked(
+fn checked<'a>(
     validators: &Validators,
     tool: &ToolDescriptor,
-    answer: &ToolAnswer,
-) -> Result<(Vec<ValidationDetail>, String), ActionError> {
+    answer: &'a ToolAnswer,
+) -> Result<(Vec<ValidationDetail>, Cow<'a, str>), ActionError> {
     let (document, written) = answer.data()?;
     let violations = validators.tool_output_violations_in_place(tool.id, &document);
     let text = if has_control_byte(written.as_bytes()) {
-        serde_json::to_string(&document).expect("a document always serializes")
+        Cow::Owned(serde_json::to_string(&document).expect("a document always serializes"))
     } else {
-        written.into_owned()
+        written
     };
     Ok((violations, text))
 }
@@ -213,37 +217,40 @@ fn success_sent(era: Era, text: &str) -> String {
         Era::Legacy => &*LEGACY_SUCCESS,
         Era::Modern => &*MODERN_SUCCESS,
     };
-    let quoted = quote_compact(text);
     let [before_text, before_structured, after] = &template.0;
+    // Room for the text quoted with a backslash before every fourth byte, so the common page
+    // is written without growing.
     let mut sent = String::with_capacity(
-        before_text.len() + quoted.len() + before_structured.len() + text.len() + after.len(),
+        before_text.len()
+            + 2 * text.len()
+            + text.len() / 4
+            + 2
+            + before_structured.len()
+            + after.len(),
     );
     sent.push_str(before_text);
-    sent.push_str(&quoted);
+    quote_compact(&mut sent, text);
     sent.push_str(before_structured);
     sent.push_str(text);
     sent.push_str(after);
     sent
 }
 
-/// `text`, JSON with no byte below a space, as a JSON string: what `serde_json::to_string(text)`
-/// gives. Such JSON holds no control character (inside its strings they are escaped, and its
-/// whitespace, if any, is spaces), so only `"` and `\` need a backslash, and the runs between
-/// them are copied whole.
-fn quote_compact(text: &str) -> String {
-    let bytes = text.as_bytes();
-    let mut quoted = Vec::with_capacity(bytes.len() + bytes.len() / 4 + 2);
-    quoted.push(b'"');
+/// Appends `text`, JSON with no byte below a space, to `out` as a JSON string: what
+/// `serde_json::to_string(text)` gives. Such JSON holds no control character (inside its strings
+/// they are escaped, and its whitespace, if any, is spaces), so only `"` and `\` need a
+/// backslash, and the runs between them are copied whole.
+fn quote_compact(out: &mut String, text: &str) {
+    out.push('"');
     let mut start = 0;
-    for at in memchr::memchr2_iter(b'"', b'\\', bytes) {
-        quoted.extend_from_slice(&bytes[start..at]);
-        quoted.push(b'\\');
+    for at in memchr::memchr2_iter(b'"', b'\\', text.as_bytes()) {
+        // `at` is an ASCII byte's index, so both cuts are on character boundaries.
+        out.push_str(&text[start..at]);
+        out.push('\\');
         start = at;
     }
-    quoted.extend_from_slice(&bytes[start..]);
-    quoted.push(b'"');
-    // Only ASCII bytes were added, each next to another ASCII byte: still UTF-8.
-    String::from_utf8(quoted).expect("UTF-8 in, UTF-8 out")
+    out.push_str(&text[start..]);
+    out.push('"');
 }
 
 /// A decorated success result cut around its two holes: the text block's string and the
@@ -398,9 +405,10 @@ mod tests {
         let validators = Validators::lazy();
         let tool = find_tool("message_history_read").unwrap();
         let body = page(MESSAGE);
-        let (violations, text) =
-            checked(&validators, tool, &ToolAnswer::new(body.clone())).unwrap();
+        let answer = ToolAnswer::new(body.clone());
+        let (violations, text) = checked(&validators, tool, &answer).unwrap();
         assert!(violations.is_empty(), "{violations:?}");
+        assert!(matches!(text, Cow::Borrowed(_)), "sent without a copy");
         assert_eq!(
             text,
             body[r#"{"data":"#.len()..body.len() - r#","ok":true}"#.len()]
@@ -409,7 +417,8 @@ mod tests {
         // Whitespace the text block would escape: the same value, written compactly.
         let pretty =
             serde_json::to_string_pretty(&serde_json::from_str::<Value>(&body).unwrap()).unwrap();
-        let (violations, text) = checked(&validators, tool, &ToolAnswer::new(pretty)).unwrap();
+        let answer = ToolAnswer::new(pretty);
+        let (violations, text) = checked(&validators, tool, &answer).unwrap();
         assert!(violations.is_empty(), "{violations:?}");
         assert!(!has_control_byte(text.as_bytes()));
         assert_eq!(
@@ -482,7 +491,12 @@ mod tests {
         ];
         for value in &values {
             let text = compact(value);
-            assert_eq!(quote_compact(&text), serde_json::to_string(&text).unwrap());
+            let mut quoted = String::from("before");
+            quote_compact(&mut quoted, &text);
+            assert_eq!(
+                quoted,
+                format!("before{}", serde_json::to_string(&text).unwrap())
+            );
         }
     }
 
