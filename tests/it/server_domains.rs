@@ -705,6 +705,54 @@ async fn history_shows_each_messages_reactions_and_attachments() {
     );
 }
 
+/// One member adding and removing the same reaction at once, many times over: every call
+/// succeeds (on PostgreSQL both take the message row before the reaction's, so the count trigger
+/// cannot deadlock them), and the page afterwards shows exactly what is stored.
+#[tokio::test]
+async fn concurrent_adds_and_removes_of_one_reaction_all_succeed() {
+    let server = TestServer::start().await;
+    let a = server.workspace("acme").await;
+    let target = format!("channel:{}", a.channel_id);
+    let sent = tool(
+        &server,
+        &a,
+        &a.agent_id,
+        "message_send",
+        json!({"target": target, "content": "race"}),
+    )
+    .await;
+    let id = sent["message"]["id"].as_str().unwrap().to_string();
+    let path = |name: &str| {
+        format!(
+            "/runtime/servers/{}/agents/{}/tools/{name}",
+            a.workspace_id, a.agent_id
+        )
+    };
+    let (add, remove) = (path("reaction_add"), path("reaction_remove"));
+    let input = json!({"messageId": id, "emoji": ":+1:"});
+    for _ in 0..20 {
+        let (added, removed) = tokio::join!(
+            server.post(&add, Some(&a.device_credential), &input),
+            server.post(&remove, Some(&a.device_credential), &input),
+        );
+        assert_eq!((added.0, removed.0), (200, 200), "{added:?} {removed:?}");
+    }
+    tool(&server, &a, &a.agent_id, "reaction_remove", input.clone()).await;
+    assert_eq!(
+        history(&server, &a, &target).await,
+        [(id.clone(), json!([]), vec![])]
+    );
+    tool(&server, &a, &a.agent_id, "reaction_add", input.clone()).await;
+    assert_eq!(
+        history(&server, &a, &target).await,
+        [(
+            id,
+            json!([{"emoji": ":+1:", "count": 1, "mine": true}]),
+            vec![]
+        )]
+    );
+}
+
 /// Every action's canonical example, sent to the server: the answer is a well-formed envelope
 /// (output schema on success, the error schema otherwise) and never an internal error.
 #[tokio::test]

@@ -198,16 +198,18 @@ async fn endpoint(State(state): State<DaemonState>, request: Request) -> Respons
     if authorization.is_revoked() {
         return unauthorized();
     }
+    // The body written once around a serialized result, into a buffer of its final size.
     let serialized = |result: &str| {
         let id = id.to_string();
-        let mut body = String::with_capacity(35 + id.len() + result.len());
-        for part in [
+        let parts = [
             r#"{"jsonrpc":"2.0","id":"#,
             &id,
             r#","result":"#,
             result,
             "}",
-        ] {
+        ];
+        let mut body = String::with_capacity(parts.iter().map(|part| part.len()).sum());
+        for part in parts {
             body.push_str(part);
         }
         json_response(body)

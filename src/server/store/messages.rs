@@ -19,8 +19,9 @@ pub const MAX_REACTIONS: usize = 64;
 pub const MAX_ATTACHMENTS: usize = 10;
 
 /// The columns `message_row` reads, in its order; `c` is the message's channel. The two flags
-/// (from the counts migration 9's triggers keep on the message row) let a page fetch reactions
-/// and attachments only for the messages that have them, and skip those queries when none has.
+/// come from the counts that migration 9's triggers keep on the message row: a page fetches
+/// reactions and attachments only for the messages that have some, and skips those queries when
+/// none has.
 macro_rules! message_columns {
     () => {
         "g.id, g.channel_id, g.thread_id, c.kind, g.author_id, g.content, g.created_at, \
@@ -537,14 +538,25 @@ impl Store {
         emoji: &str,
     ) -> Result<(), StoreError> {
         on_backend!(self, |writer, reader, pg| {
+            let mut tx = writer.begin().await?;
+            if pg {
+                // The message row first, as an addition takes it: the count trigger updates it
+                // after the delete, and a remove taking the reaction's row before the message's
+                // could deadlock with an add of the same reaction.
+                sqlx::query("SELECT 1 FROM messages WHERE id = $1 FOR UPDATE")
+                    .bind(message_id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
             sqlx::query(
                 "DELETE FROM reactions WHERE message_id = $1 AND emoji = $2 AND member_id = $3",
             )
             .bind(message_id)
             .bind(emoji)
             .bind(member_id)
-            .execute(writer)
+            .execute(&mut *tx)
             .await?;
+            tx.commit().await?;
             Ok(())
         })
     }
