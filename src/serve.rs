@@ -4,8 +4,8 @@
 //! Not `axum::serve`: it builds hyper connections without a timer, which silently disables
 //! hyper's header-read timeout, so an idle or slowloris connection stays open forever. Here each
 //! connection is a hyper `http1` connection with a timer and a 5-second header-read timeout
-//! (re-armed while a keep-alive connection waits for its next request), `TCP_NODELAY`, a cap on
-//! open connections, and a graceful drain on shutdown (the listener closes at once, so a new
+//! (re-armed while a keep-alive connection waits for its next request), `TCP_NODELAY`, a bound on
+//! the request head, a cap on open connections, and a graceful drain on shutdown (the listener closes at once, so a new
 //! connection is refused rather than left in the backlog).
 //!
 //! A response sent before its request body was read to the end (a refusal before the body, a
@@ -24,7 +24,7 @@ use axum::body::{Body, HttpBody};
 use axum::extract::Request;
 use axum::http::{HeaderValue, header};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use hyper::server::conn::http1;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
@@ -42,6 +42,12 @@ pub const CLIENT_IDLE_TIMEOUT: Duration = Duration::from_secs(2);
 pub const MAX_CONNECTIONS: usize = 2048;
 /// How long shutdown waits for in-flight requests before dropping their connections.
 pub const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
+
+/// The largest request head served, counted in its canonical form: the request line and one
+/// `Name: value` line per header, each ending in CRLF, then the blank line. A larger one is
+/// answered 431 and the connection closed. (hyper's own bound, its read buffer of this size, lets
+/// a head of up to about twice it through: [`bounded_head`] is the exact one.)
+pub const MAX_REQUEST_HEAD: usize = 64 * 1024;
 
 /// The open-file soft limit a service asks for: its connection cap, with room for the runtimes'
 /// pipes and credential files, the database and the memory watcher.
@@ -91,7 +97,9 @@ pub async fn serve(
     });
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let tracker = TaskTracker::new();
-    let app = app.layer(axum::middleware::from_fn(close_unread));
+    let app = app
+        .layer(axum::middleware::from_fn(close_unread))
+        .layer(axum::middleware::from_fn(bounded_head));
 
     loop {
         let permit = tokio::select! {
@@ -119,7 +127,7 @@ pub async fn serve(
             builder
                 .timer(TokioTimer::new())
                 .header_read_timeout(HEADER_READ_TIMEOUT)
-                .max_buf_size(64 * 1024);
+                .max_buf_size(MAX_REQUEST_HEAD);
             let connection = builder.serve_connection(TokioIo::new(stream), service);
             tokio::pin!(connection);
             tokio::select! {
@@ -161,6 +169,36 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
             _ = interrupt.recv() => {}
         }
     }
+}
+
+/// Refuses a request whose head is over [`MAX_REQUEST_HEAD`] (431, `Connection: close`: its body
+/// is never read).
+async fn bounded_head(request: Request, next: Next) -> Response {
+    if head_len(&request) > MAX_REQUEST_HEAD {
+        return (
+            axum::http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
+            [(header::CONNECTION, HeaderValue::from_static("close"))],
+        )
+            .into_response();
+    }
+    next.run(request).await
+}
+
+/// The bytes of `request`'s head in its canonical form: `METHOD target HTTP/1.1`, one
+/// `Name: value` line per header, each line ending in CRLF, and the blank line.
+fn head_len(request: &Request) -> usize {
+    let uri = request.uri();
+    let target = uri.path_and_query().map_or(0, |p| p.as_str().len())
+        + uri.authority().map_or(0, |a| {
+            a.as_str().len() + uri.scheme_str().map_or(0, |s| s.len() + "://".len())
+        });
+    let line = request.method().as_str().len() + 1 + target + 1 + "HTTP/1.1".len() + 2;
+    let headers: usize = request
+        .headers()
+        .iter()
+        .map(|(name, value)| name.as_str().len() + 2 + value.len() + 2)
+        .sum();
+    line + headers + 2
 }
 
 /// Marks the response `Connection: close` when the handler answered before the request body

@@ -1,5 +1,5 @@
-//! The shared accept loop closes connections that do not send a request head in time: idle
-//! sockets and slowloris clients cannot pin the server.
+//! The shared accept loop closes connections that do not send a request head in time (idle
+//! sockets and slowloris clients cannot pin the server) and bounds the request head exactly.
 
 use std::time::{Duration, Instant};
 
@@ -38,6 +38,44 @@ async fn idle_and_slowloris_connections_are_closed_after_the_header_timeout() {
             elapsed >= Duration::from_secs(4) && elapsed < Duration::from_secs(10),
             "closed after {elapsed:?}"
         );
+    }
+}
+
+/// A request head of exactly `MAX_REQUEST_HEAD` bytes is served; one byte more is refused with
+/// 431 and the connection closed, on a known route and an unknown one alike, and whichever
+/// bound (hyper's read buffer or the exact count) catches it.
+#[tokio::test]
+async fn the_request_head_is_bounded_at_its_exact_size() {
+    use agentteam::serve::MAX_REQUEST_HEAD;
+    let server = TestServer::start().await;
+    let address = server.base_url.trim_start_matches("http://").to_string();
+    for path in ["/admin/workspaces", "/no/such/route"] {
+        for (size, refused) in [
+            (MAX_REQUEST_HEAD - 1, false),
+            (MAX_REQUEST_HEAD, false),
+            (MAX_REQUEST_HEAD + 1, true),
+            (MAX_REQUEST_HEAD + 4096, true),
+        ] {
+            let start = format!("GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\nX-Pad: ");
+            let end = "\r\n\r\n";
+            let pad = "p".repeat(size - start.len() - end.len());
+            let request = format!("{start}{pad}{end}");
+            assert_eq!(request.len(), size);
+            let mut stream = TcpStream::connect(&address).await.unwrap();
+            stream.write_all(request.as_bytes()).await.unwrap();
+            let mut answer = Vec::new();
+            tokio::time::timeout(Duration::from_secs(10), stream.read_to_end(&mut answer))
+                .await
+                .expect("the connection ends after its one answer")
+                .unwrap();
+            let answer = String::from_utf8_lossy(&answer).to_lowercase();
+            assert_eq!(
+                answer.starts_with("http/1.1 431"),
+                refused,
+                "{path}, a {size}-byte head: {answer}"
+            );
+            assert!(answer.starts_with("http/1.1 "), "{path}, {size}: {answer}");
+        }
     }
 }
 
