@@ -10,6 +10,7 @@ pub mod error;
 pub mod extension;
 pub mod gate;
 pub mod handlers;
+pub mod ids;
 pub mod json;
 pub mod kinds;
 pub mod runtime_catalog;
