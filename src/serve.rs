@@ -5,8 +5,8 @@
 //! hyper's header-read timeout, so an idle or slowloris connection stays open forever. Here each
 //! connection is a hyper `http1` connection with a timer and a 5-second header-read timeout
 //! (re-armed while a keep-alive connection waits for its next request), `TCP_NODELAY`, a bound on
-//! the request head, a cap on open connections, and a graceful drain on shutdown (the listener closes at once, so a new
-//! connection is refused rather than left in the backlog).
+//! the request head, a cap on open connections, and a graceful drain on shutdown (the listener
+//! closes at once, so a new connection is refused rather than left in the backlog).
 //!
 //! A response sent before its request body was read to the end (a refusal before the body, a
 //! body over its bound or too slow) says `Connection: close`: hyper will not read the rest, so

@@ -14,7 +14,9 @@
 /// Defines the identifier types, each as
 /// `Name = ("prefix_", min, max, max_length, "description");`.
 macro_rules! id_types {
-    ($($name:ident = ($prefix:literal, $min:literal, $max:literal, $max_length:literal, $doc:literal);)*) => {
+    ($(
+        $name:ident = ($prefix:literal, $min:literal, $max:literal, $max_length:literal, $doc:literal);
+    )*) => {
         $(
             #[doc = $doc]
             #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
@@ -34,7 +36,8 @@ macro_rules! id_types {
                     });
                     if !matches {
                         return Err(concat!(
-                            "doesn't match pattern \"^", $prefix, "[0-9A-Za-z]{", $min, ",", $max, "}$\""
+                            "doesn't match pattern \"^", $prefix,
+                            "[0-9A-Za-z]{", $min, ",", $max, "}$\""
                         )
                         .into());
                     }
@@ -57,7 +60,9 @@ macro_rules! id_types {
 
             impl ::std::str::FromStr for $name {
                 type Err = self::error::ConversionError;
-                fn from_str(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+                fn from_str(
+                    value: &str,
+                ) -> ::std::result::Result<Self, self::error::ConversionError> {
                     Self::check(value)?;
                     Ok(Self(value.to_string()))
                 }
@@ -65,7 +70,9 @@ macro_rules! id_types {
 
             impl ::std::convert::TryFrom<&str> for $name {
                 type Error = self::error::ConversionError;
-                fn try_from(value: &str) -> ::std::result::Result<Self, self::error::ConversionError> {
+                fn try_from(
+                    value: &str,
+                ) -> ::std::result::Result<Self, self::error::ConversionError> {
                     value.parse()
                 }
             }
