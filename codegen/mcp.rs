@@ -117,7 +117,7 @@ pub fn render_handlers(model: &Model) -> String {
     );
     for tool in &served {
         out.push_str(&format!(
-            "    /// `{name}`.\n    fn {name}(&self, ctx: &Self::Context, input: types::{input}) -> impl ::std::future::Future<Output = ActionResult<types::{output}>> + Send;\n",
+            "    /// `{name}`.\n    fn {name}(&self, ctx: &Self::Context, input: types::{input}) -> impl ::std::future::Future<Output = ActionResult<Written<types::{output}>>> + Send;\n",
             name = tool.name,
             input = tool.input_type,
             output = tool.output_type,
@@ -126,8 +126,9 @@ pub fn render_handlers(model: &Model) -> String {
     out.push_str("}\n\n");
     out.push_str(
         "/// Decodes validated arguments into the tool's typed input, calls its handler method, and\n\
-         /// encodes the typed result straight to JSON text; `None` for a tool the server does not own.\n\
-         pub async fn dispatch_tool<H: ServerToolHandler>(handler: &H, ctx: &H::Context, id: ToolId, input: ::serde_json::Value) -> Option<Result<Box<::serde_json::value::RawValue>, DispatchError>> {\n\
+         /// encodes the typed result straight to JSON text (or takes the text its owner wrote);\n\
+         /// `None` for a tool the server does not own.\n\
+         pub async fn dispatch_tool<H: ServerToolHandler>(handler: &H, ctx: &H::Context, id: ToolId, input: ::serde_json::Value) -> Option<Result<String, DispatchError>> {\n\
          \x20   Some(match id {\n",
     );
     for tool in &served {
@@ -135,7 +136,7 @@ pub fn render_handlers(model: &Model) -> String {
             "        ToolId::{stem} => async {{\n\
              \x20           let input: types::{input} = ::serde_json::from_value(input).map_err(DispatchError::Decode)?;\n\
              \x20           let output = handler.{name}(ctx, input).await.map_err(DispatchError::Action)?;\n\
-             \x20           ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)\n\
+             \x20           output.into_text().map_err(DispatchError::Encode)\n\
              \x20       }}.await,\n",
             stem = tool.rust_stem(),
             input = tool.input_type,

@@ -709,7 +709,7 @@ pub trait ServerToolHandler: Send + Sync {
         ctx: &Self::Context,
         input: types::AttachmentReadInput,
     ) -> impl ::std::future::Future<
-        Output = ActionResult<types::AttachmentReadOutput>,
+        Output = ActionResult<Written<types::AttachmentReadOutput>>,
     > + Send;
     /// `message_history_read`.
     fn message_history_read(
@@ -717,7 +717,7 @@ pub trait ServerToolHandler: Send + Sync {
         ctx: &Self::Context,
         input: types::MessageHistoryReadInput,
     ) -> impl ::std::future::Future<
-        Output = ActionResult<types::MessageHistoryReadOutput>,
+        Output = ActionResult<Written<types::MessageHistoryReadOutput>>,
     > + Send;
     /// `message_send`.
     fn message_send(
@@ -725,7 +725,7 @@ pub trait ServerToolHandler: Send + Sync {
         ctx: &Self::Context,
         input: types::MessageSendInput,
     ) -> impl ::std::future::Future<
-        Output = ActionResult<types::MessageSendOutput>,
+        Output = ActionResult<Written<types::MessageSendOutput>>,
     > + Send;
     /// `reaction_add`.
     fn reaction_add(
@@ -733,7 +733,7 @@ pub trait ServerToolHandler: Send + Sync {
         ctx: &Self::Context,
         input: types::ReactionAddInput,
     ) -> impl ::std::future::Future<
-        Output = ActionResult<types::ReactionAddOutput>,
+        Output = ActionResult<Written<types::ReactionAddOutput>>,
     > + Send;
     /// `reaction_remove`.
     fn reaction_remove(
@@ -741,17 +741,18 @@ pub trait ServerToolHandler: Send + Sync {
         ctx: &Self::Context,
         input: types::ReactionRemoveInput,
     ) -> impl ::std::future::Future<
-        Output = ActionResult<types::ReactionRemoveOutput>,
+        Output = ActionResult<Written<types::ReactionRemoveOutput>>,
     > + Send;
 }
 /// Decodes validated arguments into the tool's typed input, calls its handler method, and
-/// encodes the typed result straight to JSON text; `None` for a tool the server does not own.
+/// encodes the typed result straight to JSON text (or takes the text its owner wrote);
+/// `None` for a tool the server does not own.
 pub async fn dispatch_tool<H: ServerToolHandler>(
     handler: &H,
     ctx: &H::Context,
     id: ToolId,
     input: ::serde_json::Value,
-) -> Option<Result<Box<::serde_json::value::RawValue>, DispatchError>> {
+) -> Option<Result<String, DispatchError>> {
     Some(
         match id {
             ToolId::AttachmentRead => {
@@ -764,8 +765,7 @@ pub async fn dispatch_tool<H: ServerToolHandler>(
                         .attachment_read(ctx, input)
                         .await
                         .map_err(DispatchError::Action)?;
-                    ::serde_json::value::to_raw_value(&output)
-                        .map_err(DispatchError::Encode)
+                    output.into_text().map_err(DispatchError::Encode)
                 }
                     .await
             }
@@ -779,8 +779,7 @@ pub async fn dispatch_tool<H: ServerToolHandler>(
                         .message_history_read(ctx, input)
                         .await
                         .map_err(DispatchError::Action)?;
-                    ::serde_json::value::to_raw_value(&output)
-                        .map_err(DispatchError::Encode)
+                    output.into_text().map_err(DispatchError::Encode)
                 }
                     .await
             }
@@ -792,8 +791,7 @@ pub async fn dispatch_tool<H: ServerToolHandler>(
                         .message_send(ctx, input)
                         .await
                         .map_err(DispatchError::Action)?;
-                    ::serde_json::value::to_raw_value(&output)
-                        .map_err(DispatchError::Encode)
+                    output.into_text().map_err(DispatchError::Encode)
                 }
                     .await
             }
@@ -805,8 +803,7 @@ pub async fn dispatch_tool<H: ServerToolHandler>(
                         .reaction_add(ctx, input)
                         .await
                         .map_err(DispatchError::Action)?;
-                    ::serde_json::value::to_raw_value(&output)
-                        .map_err(DispatchError::Encode)
+                    output.into_text().map_err(DispatchError::Encode)
                 }
                     .await
             }
@@ -820,8 +817,7 @@ pub async fn dispatch_tool<H: ServerToolHandler>(
                         .reaction_remove(ctx, input)
                         .await
                         .map_err(DispatchError::Action)?;
-                    ::serde_json::value::to_raw_value(&output)
-                        .map_err(DispatchError::Encode)
+                    output.into_text().map_err(DispatchError::Encode)
                 }
                     .await
             }

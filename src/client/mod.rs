@@ -473,7 +473,8 @@ async fn in_process(
     let status = response.status();
     let body = http_body_util::Limited::new(response.into_body(), http::MAX_RESPONSE_BYTES);
     match body.collect().await {
-        Ok(collected) => Ok((status, collected.to_bytes().to_vec())),
+        // The server wrote one buffer: taken back as it is, not copied.
+        Ok(collected) => Ok((status, Vec::from(collected.to_bytes()))),
         Err(error) if error.is::<http_body_util::LengthLimitError>() => {
             Err(upstream_failed("the server's answer is too large"))
         }
@@ -586,6 +587,21 @@ mod tests {
         assert!(matches!(text, Cow::Borrowed(_)), "{text}");
         assert_eq!(text, serde_json::to_string(&data).unwrap());
         assert_eq!(document.to_value(), data);
+
+        // The envelope around an adapter's text is the same bytes.
+        let written = serde_json::to_string(&data).unwrap();
+        assert_eq!(
+            crate::wire::render_text(&Ok(written.clone())),
+            (status, answer.0.clone())
+        );
+        let refused = Err(crate::contract::ActionError::new(
+            crate::contract::error::ErrorCode::NotFound,
+            "gone",
+        ));
+        assert_eq!(
+            crate::wire::render_text(&refused),
+            crate::wire::render_as::<()>(&refused.clone().map(|_: String| ()))
+        );
     }
 
     #[test]

@@ -45,6 +45,13 @@ macro_rules! id_types {
                 }
             }
 
+            impl $name {
+                /// Whether `value` is one, without making one.
+                pub fn is_valid(value: &str) -> bool {
+                    Self::check(value).is_ok()
+                }
+            }
+
             impl ::std::ops::Deref for $name {
                 type Target = ::std::string::String;
                 fn deref(&self) -> &::std::string::String {

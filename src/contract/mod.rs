@@ -26,7 +26,8 @@ pub use catalog::{
 };
 pub use error::{ActionError, ActionResult, DispatchError};
 pub use handlers::{
-    ActionHandler, DaemonActionHandler, ServerToolHandler, dispatch, dispatch_daemon, dispatch_tool,
+    ActionHandler, DaemonActionHandler, ServerToolHandler, Written, dispatch, dispatch_daemon,
+    dispatch_tool,
 };
 pub use runtime_catalog::RuntimeCatalog;
 pub use validate::{ValidationDetail, Validators};

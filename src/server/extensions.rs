@@ -235,12 +235,20 @@ async fn run(
         ActionError::new(ErrorCode::InternalError, "the recorded provider is unknown")
     })?;
     let key = format!("ext.{name}.{action}");
-    runtime_api::once(state, &caller, &key, selector, &input, || async {
-        let data = execute(state, &caller, name, provider, action, input.clone()).await?;
-        // What the runtime gets is what its pinned version promises.
-        pinned.validate_output(action, &data)?;
-        Ok(data)
-    })
+    runtime_api::once(
+        state,
+        &caller,
+        &key,
+        selector,
+        &input,
+        wire::render_as,
+        || async {
+            let data = execute(state, &caller, name, provider, action, input.clone()).await?;
+            // What the runtime gets is what its pinned version promises.
+            pinned.validate_output(action, &data)?;
+            Ok(data)
+        },
+    )
     .await
 }
 

@@ -149,9 +149,15 @@ async fn run(
     } else {
         None
     };
-    once(state, &caller, &op.key(), selector, &input, || {
-        execute(state, &caller, op, input.clone())
-    })
+    once(
+        state,
+        &caller,
+        &op.key(),
+        selector,
+        &input,
+        wire::render_text,
+        || execute(state, &caller, op, input.clone()),
+    )
     .await
 }
 
@@ -183,7 +189,7 @@ pub(super) async fn authenticate(
     })
 }
 
-/// Runs `execute` and answers with its envelope; with an idempotency `selector`, at most once
+/// Runs `execute` and answers with its envelope (written by `render`); with an idempotency `selector`, at most once
 /// per `(agent, action, selector)`: a repeat replays the first answer, another payload is
 /// `idempotency_key_reused`, a repeat while the first runs is `idempotency_in_progress`.
 pub(super) async fn once<F, Fut, T>(
@@ -192,15 +198,15 @@ pub(super) async fn once<F, Fut, T>(
     action: &str,
     selector: Option<String>,
     input: &serde_json::Value,
+    render: fn(&Result<T, ActionError>) -> (u16, String),
     execute: F,
 ) -> Result<Response, ActionError>
 where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, ActionError>>,
-    T: serde::Serialize,
 {
     let Some(key) = selector else {
-        let (status, body) = wire::render_as(&execute().await);
+        let (status, body) = render(&execute().await);
         return Ok(wire::raw_json_response(status, body));
     };
     // The selector is scoped by agent and action; the fingerprint is the canonical input.
@@ -219,7 +225,7 @@ where
         .map_err(internal)?;
     match claim {
         Claim::Acquired => {
-            let (status, body) = wire::render_as(&execute().await);
+            let (status, body) = render(&execute().await);
             state
                 .store
                 .finish_idempotent(&caller.agent_id, action, &key, status, &body)
@@ -241,16 +247,18 @@ where
     }
 }
 
-/// The generated typed adapter, with its internal failures made generic.
+/// The generated typed adapter, with its internal failures made generic: the output's JSON text.
 async fn execute(
     state: &AppState,
     caller: &Caller,
     op: Operation,
     input: serde_json::Value,
-) -> Result<Box<serde_json::value::RawValue>, ActionError> {
+) -> Result<String, ActionError> {
     let handler = ServerActions { state };
     let result = match op {
-        Operation::Action(id) => dispatch(&handler, caller, id, input).await,
+        Operation::Action(id) => dispatch(&handler, caller, id, input)
+            .await
+            .map(|raw| Box::<str>::from(raw).into_string()),
         Operation::Tool(id) => dispatch_tool(&handler, caller, id, input)
             .await
             .expect("only server-owned tools have routes"),

@@ -94,6 +94,21 @@ pub fn render_as<T: serde::Serialize>(result: &Result<T, ActionError>) -> (u16, 
     (status.as_u16(), body)
 }
 
+/// [`render_as`] for data already written as JSON text (a typed adapter's output): the success
+/// envelope written around it in one buffer of its final size.
+pub fn render_text(result: &Result<String, ActionError>) -> (u16, String) {
+    use crate::contract::budget::{SUCCESS_CLOSE, SUCCESS_OPEN};
+    let Ok(data) = result else {
+        return render_as(result);
+    };
+    let mut body = String::with_capacity(SUCCESS_OPEN.len() + data.len() + SUCCESS_CLOSE.len() + 1);
+    body.push_str(SUCCESS_OPEN);
+    body.push_str(data);
+    body.push_str(SUCCESS_CLOSE);
+    body.push('\n');
+    (StatusCode::OK.as_u16(), body)
+}
+
 /// The error envelope with the code's status.
 pub fn error_response(error: &ActionError) -> Response {
     let (status, body) = render(&Err(error.clone()));

@@ -8,7 +8,7 @@ use super::{Caller, internal, not_found, page};
 use crate::contract::error::ErrorCode;
 use crate::contract::target::Target;
 use crate::contract::types as t;
-use crate::contract::{ActionError, ActionResult, ToolId};
+use crate::contract::{ActionError, ActionResult, ToolId, Written};
 use crate::server::AppState;
 use crate::server::store::Membership;
 
@@ -60,11 +60,13 @@ pub async fn send(
     Ok(t::MessageSendOutput { message })
 }
 
+/// The caller's page of a conversation, written as the store reads it: the messages' text as
+/// the store wrote it, then the cursor and the target.
 pub async fn history(
     state: &AppState,
     caller: &Caller,
     input: t::MessageHistoryReadInput,
-) -> ActionResult<t::MessageHistoryReadOutput> {
+) -> ActionResult<Written<t::MessageHistoryReadOutput>> {
     let target = Target::parse_canonical(&input.target)?;
     let filter = page::Filter::new(caller, ToolId::MessageHistoryRead.descriptor().name)
         .with("target", target.to_string());
@@ -79,25 +81,36 @@ pub async fn history(
     let limit = input
         .limit
         .map_or(page::DEFAULT_LIMIT, |l| l.get().min(100) as usize);
-    let found = state
+    // `MessageHistoryReadOutput`'s members in the order its serializer writes them.
+    let mut out = b"{\"messages\":".to_vec();
+    let next = state
         .store
-        .history_for_member(
+        .history_written_for_member(
             &caller.workspace_id,
             &caller.agent_id,
             &target,
             after.as_ref(),
             limit,
+            &mut out,
         )
         .await
         .map_err(internal)?
         .ok_or_else(|| not_found(target.kind.as_str(), &target.id))?;
-    Ok(t::MessageHistoryReadOutput {
-        target: input.target,
-        messages: found.items,
-        next_cursor: found
-            .next
-            .map(|position| page::encode_position(state, &filter, &position))
-            .transpose()?,
+    if let Some(position) = next {
+        let cursor = page::encode_position(state, &filter, &position)?;
+        out.extend_from_slice(b",\"nextCursor\":");
+        serde_json::to_writer(&mut out, &cursor).expect("a cursor serializes");
+    }
+    out.extend_from_slice(b",\"target\":");
+    serde_json::to_writer(&mut out, &input.target).expect("a target serializes");
+    out.push(b'}');
+    let text = String::from_utf8(out).expect("serde_json writes UTF-8");
+    Written::text(text).map_err(|error| {
+        tracing::error!(error = %error, "a written history page is not its typed output");
+        ActionError::new(
+            ErrorCode::InternalError,
+            "the server failed to handle this request",
+        )
     })
 }
 

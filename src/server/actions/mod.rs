@@ -15,7 +15,7 @@ mod workflow;
 
 use crate::contract::error::ErrorCode;
 use crate::contract::types as t;
-use crate::contract::{ActionError, ActionHandler, ActionResult, ServerToolHandler};
+use crate::contract::{ActionError, ActionHandler, ActionResult, ServerToolHandler, Written};
 
 use super::AppState;
 use super::store::{Membership, StoreError};
@@ -346,35 +346,43 @@ impl ServerToolHandler for ServerActions<'_> {
         &self,
         caller: &Caller,
         input: t::AttachmentReadInput,
-    ) -> ActionResult<t::AttachmentReadOutput> {
-        messages::read_attachment(self.state, caller, input).await
+    ) -> ActionResult<Written<t::AttachmentReadOutput>> {
+        messages::read_attachment(self.state, caller, input)
+            .await
+            .map(Written::from)
     }
     async fn message_history_read(
         &self,
         caller: &Caller,
         input: t::MessageHistoryReadInput,
-    ) -> ActionResult<t::MessageHistoryReadOutput> {
+    ) -> ActionResult<Written<t::MessageHistoryReadOutput>> {
         messages::history(self.state, caller, input).await
     }
     async fn message_send(
         &self,
         caller: &Caller,
         input: t::MessageSendInput,
-    ) -> ActionResult<t::MessageSendOutput> {
-        messages::send(self.state, caller, input).await
+    ) -> ActionResult<Written<t::MessageSendOutput>> {
+        messages::send(self.state, caller, input)
+            .await
+            .map(Written::from)
     }
     async fn reaction_add(
         &self,
         caller: &Caller,
         input: t::ReactionAddInput,
-    ) -> ActionResult<t::ReactionAddOutput> {
-        messages::react(self.state, caller, input).await
+    ) -> ActionResult<Written<t::ReactionAddOutput>> {
+        messages::react(self.state, caller, input)
+            .await
+            .map(Written::from)
     }
     async fn reaction_remove(
         &self,
         caller: &Caller,
         input: t::ReactionRemoveInput,
-    ) -> ActionResult<t::ReactionRemoveOutput> {
-        messages::unreact(self.state, caller, input).await
+    ) -> ActionResult<Written<t::ReactionRemoveOutput>> {
+        messages::unreact(self.state, caller, input)
+            .await
+            .map(Written::from)
     }
 }

@@ -9,8 +9,10 @@ use sqlx::Row;
 use super::raw::Bind;
 use super::{Columns, Membership, Page, Position, Store, StoreError, instant, new_id, on_backend};
 use crate::contract::target::{Target, TargetKind};
+use crate::contract::timestamp::Timestamp;
 use crate::contract::types::{
-    AttachmentInfo, ConversationTarget, Message, MessageAuthorId, Reaction,
+    AttachmentInfo, ConversationTarget, Message, MessageAuthorId, MessageContent, MessageId,
+    Reaction,
 };
 
 /// Distinct reactions one message can carry (the `Message.reactions` bound).
@@ -27,6 +29,124 @@ macro_rules! message_columns {
         "g.id, g.channel_id, g.thread_id, c.kind, g.author_id, g.content, g.created_at, \
          g.reaction_count > 0, g.attachment_count > 0"
     };
+}
+
+/// What follows the columns in the statement of a channel's or a dm's history page, with the
+/// caller's membership checked inside it: `$1` the conversation, `$2`/`$3` the position read
+/// after, `$4` the rows wanted, `$5` the workspace, `$6` the conversation's kind, `$7` the member.
+macro_rules! channel_page {
+    () => {
+        " FROM messages g JOIN channels c ON c.id = g.channel_id \
+          WHERE g.channel_id = $1 AND g.thread_id IS NULL AND (g.created_at, g.id) < ($2, $3) \
+          AND c.workspace_id = $5 AND c.kind = $6 \
+          AND EXISTS (SELECT 1 FROM channel_members m WHERE m.channel_id = $1 AND m.member_id = $7) \
+          ORDER BY g.thread_id, g.created_at DESC, g.id DESC LIMIT $4"
+    };
+}
+
+/// The values of [`channel_page!`]'s parameters, in their order.
+fn channel_page_binds<'a>(
+    workspace_id: &'a str,
+    member_id: &'a str,
+    channel_id: &'a str,
+    kind: &'a str,
+    (after_ms, after_id): (i64, &'a str),
+    limit: usize,
+) -> [Bind<'a>; 7] {
+    [
+        Bind::Text(channel_id),
+        Bind::Int(after_ms),
+        Bind::Text(after_id),
+        Bind::Int((limit + 1) as i64),
+        Bind::Text(workspace_id),
+        Bind::Text(kind),
+        Bind::Text(member_id),
+    ]
+}
+
+/// One message of a written page: where its fields lie in the page's buffer.
+struct WrittenRow {
+    /// `"authorId":…,"content":…,"createdAt":…,"id":…`, the members `Message` writes between
+    /// `attachments` and `reactions`.
+    fields: std::ops::Range<usize>,
+    /// The id's text (inside its quotes).
+    id: std::ops::Range<usize>,
+    created_at: i64,
+    has_reactions: bool,
+    has_attachments: bool,
+}
+
+/// Checks one row of a written page's statement as `Message`'s field types check it and writes
+/// its fields at the end of `fields`. `author` is the last author checked: a page's messages
+/// mostly share theirs.
+fn written_fields(
+    row: &super::raw::RawRow<'_>,
+    fields: &mut Vec<u8>,
+    author: &mut Option<String>,
+) -> Result<WrittenRow, StoreError> {
+    let corrupt = |column| StoreError::Corrupt { column };
+    let id = row.str(0)?;
+    if !MessageId::is_valid(id) {
+        return Err(corrupt("id"));
+    }
+    let author_id = row.str(1)?;
+    if author.as_deref() != Some(author_id) {
+        author_id
+            .parse::<MessageAuthorId>()
+            .map_err(|_| corrupt("author_id"))?;
+        *author = Some(author_id.to_string());
+    }
+    let content = row.str(2)?;
+    content
+        .parse::<MessageContent>()
+        .map_err(|_| corrupt("content"))?;
+    let created_at: i64 = row.int(3)?;
+    let at: Timestamp = instant(created_at, "created_at")?;
+    let start = fields.len();
+    // serde_json's own serializer, so each value is written as its typed field would be.
+    member(fields, b"\"authorId\":", author_id);
+    member(fields, b",\"content\":", content);
+    member(fields, b",\"createdAt\":", &at);
+    member(fields, b",\"id\":", id);
+    // An id is ASCII letters, digits and `_`: written as it is, between its quotes.
+    let id_range = fields.len() - 1 - id.len()..fields.len() - 1;
+    Ok(WrittenRow {
+        fields: start..fields.len(),
+        id: id_range,
+        created_at,
+        has_reactions: row.int(4)? != 0,
+        has_attachments: row.int(5)? != 0,
+    })
+}
+
+/// Writes `"name":value` (`name` given with its quotes, colon and any leading comma).
+fn member<T: serde::Serialize + ?Sized>(out: &mut Vec<u8>, name: &[u8], value: &T) {
+    out.extend_from_slice(name);
+    serde_json::to_writer(out, value).expect("a text or a time serializes");
+}
+
+/// The reactions and attachments of a page's messages that have some, each with its message's
+/// id, fetched in at most two queries.
+struct Extras {
+    reactions: Vec<(String, Reaction)>,
+    attachments: Vec<(String, AttachmentInfo)>,
+}
+
+impl Extras {
+    /// The reactions and attachments of `message_id`, taken out of the page's.
+    fn take(&mut self, message_id: &str) -> (Vec<Reaction>, Vec<AttachmentInfo>) {
+        let reactions = self
+            .reactions
+            .extract_if(.., |(id, _)| id == message_id)
+            .map(|(_, reaction)| reaction)
+            .collect();
+        let attachments = self
+            .attachments
+            .extract_if(.., |(id, _)| id == message_id)
+            .map(|(_, attachment)| attachment)
+            .collect();
+        (reactions, attachments)
+    }
 }
 
 /// An attachment to store with a new message.
@@ -285,28 +405,19 @@ impl Store {
             TargetKind::Channel => "channel",
             TargetKind::Dm => "dm",
         };
-        const SQL: &str = concat!(
-            "SELECT ",
-            message_columns!(),
-            " FROM messages g JOIN channels c ON c.id = g.channel_id \
-              WHERE g.channel_id = $1 AND g.thread_id IS NULL AND (g.created_at, g.id) < ($2, $3) \
-              AND c.workspace_id = $5 AND c.kind = $6 \
-              AND EXISTS (SELECT 1 FROM channel_members m WHERE m.channel_id = $1 AND m.member_id = $7) \
-              ORDER BY g.thread_id, g.created_at DESC, g.id DESC LIMIT $4"
-        );
+        const SQL: &str = concat!("SELECT ", message_columns!(), channel_page!());
         let (after_ms, after_id) = match after {
             Some(p) => (p.at_ms, p.id.as_str()),
             None => (i64::MAX, "\u{10FFFF}"),
         };
-        let binds = [
-            Bind::Text(&target.id),
-            Bind::Int(after_ms),
-            Bind::Text(after_id),
-            Bind::Int((limit + 1) as i64),
-            Bind::Text(workspace_id),
-            Bind::Text(kind),
-            Bind::Text(member_id),
-        ];
+        let binds = channel_page_binds(
+            workspace_id,
+            member_id,
+            &target.id,
+            kind,
+            (after_ms, after_id),
+            limit,
+        );
         let read = match self.raw() {
             Some(raw) => raw.query(SQL, &binds, |row| message_row(row))?,
             None => None,
@@ -337,6 +448,121 @@ impl Store {
             .map(|_| page))
     }
 
+    /// The history page of `target`, as [`Store::history_for_member`] reads it, written as the
+    /// JSON text of its `Message` array at the end of `out`; the position of its last message
+    /// when another page exists. `None` (and `out` unchanged) where the member may not read it.
+    ///
+    /// A channel's or dm's page read on the caller's thread is written from its rows as they are
+    /// stepped: each field checked as its contract type checks it, and written by the same
+    /// serializer, without building the `Message` values in between (about a sixth of a history
+    /// read, BENCHMARKS.md). Any other page (a thread's, or one the pooled readers answer) is
+    /// the typed page serialized.
+    pub async fn history_written_for_member(
+        &self,
+        workspace_id: &str,
+        member_id: &str,
+        target: &Target,
+        after: Option<&Position>,
+        limit: usize,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<Option<Position>>, StoreError> {
+        let kind = match target.kind {
+            TargetKind::Thread => None,
+            TargetKind::Channel => Some("channel"),
+            TargetKind::Dm => Some("dm"),
+        };
+        let written = match (kind, self.raw()) {
+            (Some(kind), Some(raw)) => {
+                let (after_ms, after_id) = match after {
+                    Some(p) => (p.at_ms, p.id.as_str()),
+                    None => (i64::MAX, "\u{10FFFF}"),
+                };
+                let binds = channel_page_binds(
+                    workspace_id,
+                    member_id,
+                    &target.id,
+                    kind,
+                    (after_ms, after_id),
+                    limit,
+                );
+                let mut fields = Vec::with_capacity(256 * (limit + 1));
+                let mut author: Option<String> = None;
+                const SQL: &str = concat!(
+                    "SELECT g.id, g.author_id, g.content, g.created_at, \
+                     g.reaction_count > 0, g.attachment_count > 0",
+                    channel_page!()
+                );
+                raw.query(SQL, &binds, |row| {
+                    written_fields(row, &mut fields, &mut author)
+                })?
+                .map(|rows| (rows, fields, kind))
+            }
+            _ => None,
+        };
+        let Some((mut rows, fields, kind)) = written else {
+            let Some(page) = self
+                .history_for_member(workspace_id, member_id, target, after, limit)
+                .await?
+            else {
+                return Ok(None);
+            };
+            serde_json::to_writer(&mut *out, &page.items).expect("messages serialize");
+            return Ok(Some(page.next));
+        };
+        if rows.is_empty()
+            && self
+                .member_channel(workspace_id, member_id, &target.id, Some(kind))
+                .await?
+                .is_none()
+        {
+            return Ok(None);
+        }
+        let has_more = rows.len() > limit;
+        rows.truncate(limit);
+        let id = |row: &WrittenRow| {
+            std::str::from_utf8(&fields[row.id.clone()]).expect("an id is checked ASCII")
+        };
+        let ids_where = |wanted: fn(&WrittenRow) -> bool| -> Vec<&str> {
+            rows.iter().filter(|r| wanted(r)).map(id).collect()
+        };
+        let mut extras = self
+            .extras(
+                &ids_where(|r| r.has_reactions),
+                &ids_where(|r| r.has_attachments),
+                member_id,
+            )
+            .await?;
+        // Every row of this statement lives at the target read (its `WHERE`), whose canonical
+        // text the handler checked.
+        let target_text = serde_json::to_string(&target.to_string()).expect("a string serializes");
+        out.reserve(fields.len() + rows.len() * (64 + target_text.len()) + 2);
+        out.push(b'[');
+        for (n, row) in rows.iter().enumerate() {
+            if n > 0 {
+                out.push(b',');
+            }
+            // `Message`'s members in the order its serializer writes them.
+            let (reactions, attachments) = extras.take(id(row));
+            out.extend_from_slice(b"{\"attachments\":");
+            serde_json::to_writer(&mut *out, &attachments).expect("attachments serialize");
+            out.push(b',');
+            out.extend_from_slice(&fields[row.fields.clone()]);
+            out.extend_from_slice(b",\"reactions\":");
+            serde_json::to_writer(&mut *out, &reactions).expect("reactions serialize");
+            out.extend_from_slice(b",\"target\":");
+            out.extend_from_slice(target_text.as_bytes());
+            out.push(b'}');
+        }
+        out.push(b']');
+        Ok(Some(has_more.then(|| {
+            let last = rows.last().expect("a page with more has a last message");
+            Position {
+                at_ms: last.created_at,
+                id: id(last).to_string(),
+            }
+        })))
+    }
+
     /// A page of messages from up to `limit + 1` rows of `message_columns!`.
     async fn page_of(
         &self,
@@ -364,74 +590,93 @@ impl Store {
         rows: Vec<MessageRow>,
         member_id: &str,
     ) -> Result<Vec<Message>, StoreError> {
-        on_backend!(self, |writer, reader, pg| {
-            let ids_where = |wanted: fn(&MessageRow) -> bool| {
-                let ids: Vec<&String> = rows.iter().filter(|r| wanted(r)).map(|r| &r.id).collect();
-                (!ids.is_empty()).then(|| serde_json::to_string(&ids).expect("strings serialize"))
-            };
-            let mut reactions = match ids_where(|r| r.has_reactions) {
-                None => Vec::new(),
-                Some(ids) => self.reactions_of(&ids, member_id).await?,
-            };
-            let attachment_rows = match ids_where(|r| r.has_attachments) {
-                None => Vec::new(),
-                Some(ids) => {
-                    sqlx::query(if pg {
-                        "SELECT message_id, id, name, media_type, size FROM attachments \
-                         WHERE message_id IN (SELECT json_array_elements_text($1::json)) ORDER BY message_id, position"
-                    } else {
-                        "SELECT message_id, id, name, media_type, size FROM attachments \
-                         WHERE message_id IN (SELECT value FROM json_each($1)) ORDER BY message_id, position"
-                    })
-                    .bind(ids)
-                    .fetch_all(reader)
-                    .await?
+        let ids_where = |wanted: fn(&MessageRow) -> bool| -> Vec<&str> {
+            rows.iter()
+                .filter(|r| wanted(r))
+                .map(|r| r.id.as_str())
+                .collect()
+        };
+        let mut extras = self
+            .extras(
+                &ids_where(|r| r.has_reactions),
+                &ids_where(|r| r.has_attachments),
+                member_id,
+            )
+            .await?;
+        let mut out = Vec::with_capacity(rows.len());
+        // A page's messages share their target and mostly their authors: each is checked
+        // against its schema type once, and cloned for the rows that repeat it.
+        let mut target: Option<(Target, ConversationTarget)> = None;
+        let mut author: Option<(String, MessageAuthorId)> = None;
+        for row in rows {
+            let (reactions, attachments) = extras.take(&row.id);
+            let row_target = match &target {
+                Some((seen, parsed)) if *seen == row.target => parsed.clone(),
+                _ => {
+                    let parsed: ConversationTarget = parse(row.target.to_string(), "target")?;
+                    target.insert((row.target, parsed)).1.clone()
                 }
             };
-            let mut out = Vec::with_capacity(rows.len());
-            // A page's messages share their target and mostly their authors: each is checked
-            // against its schema type once, and cloned for the rows that repeat it.
-            let mut target: Option<(Target, ConversationTarget)> = None;
-            let mut author: Option<(String, MessageAuthorId)> = None;
-            for row in rows {
-                // This message's reactions, taken out of the page's.
-                let reactions: Vec<Reaction> = reactions
-                    .extract_if(.., |(message_id, _)| *message_id == row.id)
-                    .map(|(_, reaction)| reaction)
-                    .collect();
-                let attachments = attachment_rows
-                    .iter()
-                    .filter(|a| a.get::<String, _>(0) == row.id)
-                    .map(attachment_info)
-                    .collect::<Result<_, _>>()?;
-                let row_target = match &target {
-                    Some((seen, parsed)) if *seen == row.target => parsed.clone(),
-                    _ => {
-                        let parsed: ConversationTarget = parse(row.target.to_string(), "target")?;
-                        target.insert((row.target, parsed)).1.clone()
-                    }
-                };
-                let author_id = match &author {
-                    Some((seen, parsed)) if *seen == row.author_id => parsed.clone(),
-                    _ => {
-                        let parsed: MessageAuthorId =
-                            row.author_id.parse().map_err(|_| StoreError::Corrupt {
-                                column: "author_id",
-                            })?;
-                        author.insert((row.author_id, parsed)).1.clone()
-                    }
-                };
-                out.push(Message {
-                    id: parse(row.id, "id")?,
-                    target: row_target,
-                    author_id,
-                    content: parse(row.content, "content")?,
-                    created_at: instant(row.created_at, "created_at")?,
-                    reactions,
-                    attachments,
-                });
-            }
-            Ok(out)
+            let author_id = match &author {
+                Some((seen, parsed)) if *seen == row.author_id => parsed.clone(),
+                _ => {
+                    let parsed: MessageAuthorId =
+                        row.author_id.parse().map_err(|_| StoreError::Corrupt {
+                            column: "author_id",
+                        })?;
+                    author.insert((row.author_id, parsed)).1.clone()
+                }
+            };
+            out.push(Message {
+                id: parse(row.id, "id")?,
+                target: row_target,
+                author_id,
+                content: parse(row.content, "content")?,
+                created_at: instant(row.created_at, "created_at")?,
+                reactions,
+                attachments,
+            });
+        }
+        Ok(out)
+    }
+
+    /// The reactions of the messages `with_reactions` and the attachments of the messages
+    /// `with_attachments`: no query for an empty list.
+    async fn extras(
+        &self,
+        with_reactions: &[&str],
+        with_attachments: &[&str],
+        member_id: &str,
+    ) -> Result<Extras, StoreError> {
+        let ids = |ids: &[&str]| serde_json::to_string(ids).expect("strings serialize");
+        let reactions = if with_reactions.is_empty() {
+            Vec::new()
+        } else {
+            self.reactions_of(&ids(with_reactions), member_id).await?
+        };
+        let attachments = if with_attachments.is_empty() {
+            Vec::new()
+        } else {
+            let ids = ids(with_attachments);
+            on_backend!(self, |writer, reader, pg| {
+                sqlx::query(if pg {
+                    "SELECT message_id, id, name, media_type, size FROM attachments \
+                     WHERE message_id IN (SELECT json_array_elements_text($1::json)) ORDER BY message_id, position"
+                } else {
+                    "SELECT message_id, id, name, media_type, size FROM attachments \
+                     WHERE message_id IN (SELECT value FROM json_each($1)) ORDER BY message_id, position"
+                })
+                .bind(ids)
+                .fetch_all(reader)
+                .await?
+                .iter()
+                .map(|row| Ok((Columns::column(row, 0)?, attachment_info(row)?)))
+                .collect::<Result<_, StoreError>>()?
+            })
+        };
+        Ok(Extras {
+            reactions,
+            attachments,
         })
     }
 
@@ -612,4 +857,207 @@ fn attachment_info(row: &impl Columns) -> Result<AttachmentInfo, StoreError> {
         media_type: parse(row.column(3)?, "media_type")?,
         size: size as u64,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every page of `target` for `member`, `limit` at a time, as the written text and the
+    /// position each page ends at, and the same pages typed and serialized.
+    async fn both_ways(
+        store: &Store,
+        workspace: &str,
+        member: &str,
+        target: &Target,
+        limit: usize,
+    ) -> Option<(
+        Vec<(String, Option<Position>)>,
+        Vec<(String, Option<Position>)>,
+    )> {
+        let (mut written, mut typed) = (Vec::new(), Vec::new());
+        let mut after: Option<Position> = None;
+        loop {
+            let mut out = Vec::new();
+            let next = store
+                .history_written_for_member(
+                    workspace,
+                    member,
+                    target,
+                    after.as_ref(),
+                    limit,
+                    &mut out,
+                )
+                .await
+                .unwrap()?;
+            written.push((String::from_utf8(out).unwrap(), next.clone()));
+            let done = next.is_none();
+            after = next;
+            if done {
+                break;
+            }
+        }
+        let mut after: Option<Position> = None;
+        loop {
+            let page = store
+                .history_for_member(workspace, member, target, after.as_ref(), limit)
+                .await
+                .unwrap()
+                .expect("the typed read finds what the written one found");
+            typed.push((
+                serde_json::to_string(&page.items).unwrap(),
+                page.next.clone(),
+            ));
+            if page.next.is_none() {
+                break;
+            }
+            after = page.next;
+        }
+        Some((written, typed))
+    }
+
+    /// A written page is byte for byte its typed page serialized, with the same position, for a
+    /// channel, a dm and a thread, on the caller's thread and through the pooled readers: escapes,
+    /// non-ASCII text, the longest content, two authors, reactions (the caller's and others'),
+    /// attachments, and pages of 1, 2 and 100.
+    #[tokio::test]
+    async fn a_written_page_is_its_typed_page_serialized() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("db.sqlite").display());
+        let store = Store::open(&url).await.unwrap();
+        let wsp = store.create_workspace("w", 1).await.unwrap();
+        let human = store
+            .create_human(&wsp, "h", "H", 1)
+            .await
+            .unwrap()
+            .unwrap();
+        let member = store
+            .create_agent(&wsp, &human, "a", "A", 1)
+            .await
+            .unwrap()
+            .unwrap();
+        let outsider = store
+            .create_agent(&wsp, &human, "b", "B", 1)
+            .await
+            .unwrap()
+            .unwrap();
+        let channel = store
+            .create_channel(&wsp, "general", &[member.clone(), human.clone()], 1)
+            .await
+            .unwrap()
+            .unwrap();
+        let dm = store.open_dm(&wsp, &member, &human, 1).await.unwrap();
+        let thread = store.create_thread(&channel, "t", 1).await.unwrap();
+        let empty = store
+            .create_channel(&wsp, "quiet", std::slice::from_ref(&member), 1)
+            .await
+            .unwrap()
+            .unwrap();
+        let contents = [
+            "plain".to_string(),
+            "quote \" backslash \\ newline \n tab \t bell \u{7} slash /".to_string(),
+            "é 漢字 🎉 \u{2028}".to_string(),
+            "x".repeat(4000),
+            "last".to_string(),
+        ];
+        let mut now = 10;
+        for conversation in [(&channel, None), (&dm, None), (&channel, Some(&thread))] {
+            let at = Membership {
+                channel_id: conversation.0.clone(),
+                thread_id: conversation.1.cloned(),
+            };
+            for (n, content) in contents.iter().enumerate() {
+                now += 1;
+                let author = if n % 2 == 0 { &member } else { &human };
+                let attachments = if n == 2 {
+                    vec![
+                        NewAttachment {
+                            name: "notes \"1\".txt".into(),
+                            media_type: "text/plain".into(),
+                            content: b"hello".to_vec(),
+                        },
+                        NewAttachment {
+                            name: "b.bin".into(),
+                            media_type: "application/octet-stream".into(),
+                            content: vec![0; 3],
+                        },
+                    ]
+                } else {
+                    Vec::new()
+                };
+                let (id, _) = store
+                    .post_message(&wsp, &at, author, content, &attachments, now)
+                    .await
+                    .unwrap();
+                if n == 1 || n == 4 {
+                    for (who, emoji) in [(&member, "👍"), (&human, "👍"), (&human, "eyes")] {
+                        now += 1;
+                        assert!(store.add_reaction(&id, who, emoji, now).await.unwrap());
+                    }
+                }
+            }
+            // Two messages at the same millisecond: the id orders them.
+            for content in ["same ms a", "same ms b"] {
+                store
+                    .post_message(&wsp, &at, &member, content, &[], now)
+                    .await
+                    .unwrap();
+            }
+        }
+        let targets = [
+            Target {
+                kind: TargetKind::Channel,
+                id: channel.clone(),
+            },
+            Target {
+                kind: TargetKind::Dm,
+                id: dm.clone(),
+            },
+            Target {
+                kind: TargetKind::Thread,
+                id: thread.clone(),
+            },
+        ];
+        let check = async || {
+            for target in &targets {
+                for limit in [1, 2, 100] {
+                    let (written, typed) = both_ways(&store, &wsp, &member, target, limit)
+                        .await
+                        .expect("a member reads the conversation");
+                    assert_eq!(written, typed, "{target} by {limit}");
+                    let messages: usize = written
+                        .iter()
+                        .map(|(text, _)| serde_json::from_str::<Vec<Message>>(text).unwrap().len())
+                        .sum();
+                    assert_eq!(messages, contents.len() + 2, "{target} by {limit}");
+                }
+                assert!(
+                    both_ways(&store, &wsp, &outsider, target, 2)
+                        .await
+                        .is_none(),
+                    "a non-member reads nothing of {target}"
+                );
+            }
+            let quiet = Target {
+                kind: TargetKind::Channel,
+                id: empty.clone(),
+            };
+            let (written, typed) = both_ways(&store, &wsp, &member, &quiet, 2).await.unwrap();
+            assert_eq!(written, [("[]".to_string(), None)]);
+            assert_eq!(written, typed);
+            assert!(
+                both_ways(&store, &wsp, &outsider, &quiet, 2)
+                    .await
+                    .is_none()
+            );
+        };
+        check().await;
+        let raw = store
+            .raw()
+            .expect("a database file has caller-thread readers");
+        let held = raw.exhaust();
+        check().await;
+        drop(held);
+        check().await;
+    }
 }

@@ -402,8 +402,14 @@ impl RawRow<'_> {
     }
 
     pub(crate) fn text(&self, index: usize) -> Result<String, sqlx::Error> {
+        self.str(index).map(str::to_string)
+    }
+
+    /// The text of column `index`, borrowed from SQLite: it lives as long as this borrow of the
+    /// row, which ends before the statement steps again.
+    pub(crate) fn str(&self, index: usize) -> Result<&str, sqlx::Error> {
         // SAFETY: as in `is_null`; the text pointer is valid for `bytes` bytes until the next
-        // step, and is copied out here.
+        // step, and `RawRow` is only lent to a mapper between two steps.
         let bytes = unsafe {
             if ffi::sqlite3_column_type(self.statement, index as c_int) != ffi::SQLITE_TEXT {
                 return Err(Self::mismatch(index, "a text"));
@@ -415,7 +421,7 @@ impl RawRow<'_> {
             }
             std::slice::from_raw_parts(text, len as usize)
         };
-        String::from_utf8(bytes.to_vec()).map_err(|_| Self::mismatch(index, "UTF-8 text"))
+        std::str::from_utf8(bytes).map_err(|_| Self::mismatch(index, "UTF-8 text"))
     }
 
     pub(crate) fn blob(&self, index: usize) -> Result<Vec<u8>, sqlx::Error> {
