@@ -14,6 +14,7 @@
 use std::sync::Arc;
 
 use axum::Router;
+use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::{self, Next};
@@ -198,29 +199,73 @@ async fn endpoint(State(state): State<DaemonState>, request: Request) -> Respons
     if authorization.is_revoked() {
         return unauthorized();
     }
-    // The body written once around a serialized result, into a buffer of its final size.
-    let serialized = |result: &str| {
-        let id = id.to_string();
-        let parts = [
-            r#"{"jsonrpc":"2.0","id":"#,
-            &id,
-            r#","result":"#,
-            result,
-            "}",
-        ];
-        let mut body = String::with_capacity(parts.iter().map(|part| part.len()).sum());
-        for part in parts {
-            body.push_str(part);
-        }
-        json_response(body)
+    // The body sent as three pieces, the framing around the result as it was written (hyper
+    // writes them with one `writev`): the result is not copied again.
+    let framed = |result: Bytes| {
+        let head = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":"#);
+        let body = Pieces::new([Bytes::from(head), result, Bytes::from_static(b"}")]);
+        (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            Body::new(body),
+        )
+            .into_response()
     };
     match answer {
         Ok(Reply::Value(result)) => {
             json_response(json!({ "jsonrpc": "2.0", "id": id, "result": result }).to_string())
         }
-        Ok(Reply::Serialized(result)) => serialized(result),
-        Ok(Reply::Owned(result)) => serialized(&result),
+        Ok(Reply::Serialized(result)) => framed(Bytes::from_static(result.as_bytes())),
+        Ok(Reply::Owned(result)) => framed(Bytes::from(result)),
         Err((status, error)) => error.respond(status, Some(&id)),
+    }
+}
+
+/// A body of a few pieces, each sent as it is, with its exact length known up front (a
+/// `Content-Length`, not chunks).
+struct Pieces<const N: usize> {
+    pieces: [Bytes; N],
+    next: usize,
+    remaining: u64,
+}
+
+impl<const N: usize> Pieces<N> {
+    fn new(pieces: [Bytes; N]) -> Pieces<N> {
+        let remaining = pieces.iter().map(|piece| piece.len() as u64).sum();
+        Pieces {
+            pieces,
+            next: 0,
+            remaining,
+        }
+    }
+}
+
+impl<const N: usize> hyper::body::Body for Pieces<N> {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        while this.next < N {
+            let piece = std::mem::take(&mut this.pieces[this.next]);
+            this.next += 1;
+            if !piece.is_empty() {
+                this.remaining -= piece.len() as u64;
+                return std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(piece))));
+            }
+        }
+        std::task::Poll::Ready(None)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.remaining == 0
+    }
+
+    fn size_hint(&self) -> hyper::body::SizeHint {
+        hyper::body::SizeHint::with_exact(self.remaining)
     }
 }
 
@@ -245,7 +290,37 @@ fn json_response(body: String) -> Response {
 
 #[cfg(test)]
 mod tests {
-    use super::route_binding;
+    use super::{Bytes, Pieces, route_binding};
+
+    /// The pieces come out in order, whole, an empty one skipped, under an exact length that
+    /// counts down to the end.
+    #[tokio::test]
+    async fn a_body_of_pieces_is_their_concatenation_of_exact_length() {
+        use http_body_util::BodyExt;
+        use hyper::body::Body as _;
+        let mut body = Pieces::new([
+            Bytes::from(r#"{"id":1,"result":"#.to_string()),
+            Bytes::new(),
+            Bytes::from(r#"{"a":"b"}"#.to_string()),
+            Bytes::from_static(b"}"),
+        ]);
+        assert_eq!(body.size_hint().exact(), Some(27));
+        assert!(!body.is_end_stream());
+        let mut frames = Vec::new();
+        while let Some(frame) = body.frame().await {
+            frames.push(frame.unwrap().into_data().unwrap());
+            assert_eq!(
+                body.size_hint().exact(),
+                Some(27 - frames.iter().map(Bytes::len).sum::<usize>() as u64)
+            );
+        }
+        assert_eq!(frames.len(), 3, "the empty piece is no frame");
+        assert_eq!(frames.concat(), br#"{"id":1,"result":{"a":"b"}}"#);
+        assert!(body.is_end_stream());
+        let empty = Pieces::new([Bytes::new()]);
+        assert!(empty.is_end_stream());
+        assert_eq!(empty.collect().await.unwrap().to_bytes(), Bytes::new());
+    }
 
     #[test]
     fn both_route_forms_bind_the_same_pair() {
