@@ -44,15 +44,20 @@ macro_rules! channel_page {
     };
 }
 
-/// The values of [`channel_page!`]'s parameters, in their order.
+/// The values of [`channel_page!`]'s parameters, in their order; without a position, the page
+/// starts past every message.
 fn channel_page_binds<'a>(
     workspace_id: &'a str,
     member_id: &'a str,
     channel_id: &'a str,
     kind: &'a str,
-    (after_ms, after_id): (i64, &'a str),
+    after: Option<&'a Position>,
     limit: usize,
 ) -> [Bind<'a>; 7] {
+    let (after_ms, after_id) = match after {
+        Some(p) => (p.at_ms, p.id.as_str()),
+        None => (i64::MAX, "\u{10FFFF}"),
+    };
     [
         Bind::Text(channel_id),
         Bind::Int(after_ms),
@@ -406,18 +411,7 @@ impl Store {
             TargetKind::Dm => "dm",
         };
         const SQL: &str = concat!("SELECT ", message_columns!(), channel_page!());
-        let (after_ms, after_id) = match after {
-            Some(p) => (p.at_ms, p.id.as_str()),
-            None => (i64::MAX, "\u{10FFFF}"),
-        };
-        let binds = channel_page_binds(
-            workspace_id,
-            member_id,
-            &target.id,
-            kind,
-            (after_ms, after_id),
-            limit,
-        );
+        let binds = channel_page_binds(workspace_id, member_id, &target.id, kind, after, limit);
         let read = match self.raw() {
             Some(raw) => raw.query(SQL, &binds, |row| message_row(row))?,
             None => None,
@@ -425,16 +419,15 @@ impl Store {
         let rows = match read {
             Some(rows) => rows,
             None => on_backend!(self, |writer, reader, pg| {
-                let rows = sqlx::query(SQL)
-                    .bind(&target.id)
-                    .bind(after_ms)
-                    .bind(after_id)
-                    .bind((limit + 1) as i64)
-                    .bind(workspace_id)
-                    .bind(kind)
-                    .bind(member_id)
-                    .fetch_all(reader)
-                    .await?;
+                // The same values, bound in the same order.
+                let mut query = sqlx::query(SQL);
+                for &bind in &binds {
+                    query = match bind {
+                        Bind::Int(value) => query.bind(value),
+                        Bind::Text(text) => query.bind(text),
+                    };
+                }
+                let rows = query.fetch_all(reader).await?;
                 rows.iter().map(message_row).collect::<Result<_, _>>()?
             }),
         };
@@ -473,18 +466,8 @@ impl Store {
         };
         let written = match (kind, self.raw()) {
             (Some(kind), Some(raw)) => {
-                let (after_ms, after_id) = match after {
-                    Some(p) => (p.at_ms, p.id.as_str()),
-                    None => (i64::MAX, "\u{10FFFF}"),
-                };
-                let binds = channel_page_binds(
-                    workspace_id,
-                    member_id,
-                    &target.id,
-                    kind,
-                    (after_ms, after_id),
-                    limit,
-                );
+                let binds =
+                    channel_page_binds(workspace_id, member_id, &target.id, kind, after, limit);
                 let mut fields = Vec::with_capacity(256 * (limit + 1));
                 let mut author: Option<String> = None;
                 const SQL: &str = concat!(
