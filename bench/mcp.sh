@@ -15,6 +15,9 @@
 #
 # Usage: bench/mcp.sh            (builds the release binary and the peer first; installs wrk
 #                                 from Debian's packages when missing)
+#        LOADS=N bench/mcp.sh    loads the history read N times against the same daemon (default
+#                                 1) and takes the median for the ratio: this machine's runs of
+#                                 the same code move by up to 10%
 #        PERF=FILE bench/mcp.sh  also records `perf record --call-graph dwarf` of our daemon for
 #                                 8 s during the history load into FILE (read it with `perf report
 #                                 -i FILE --no-children`); that load's numbers are then not clean
@@ -64,7 +67,10 @@ done
 history_args="{\"target\":\"$target\",\"limit\":20}"
 
 load ours_tools_list "$mcp_url" "$token_file" tools/list
-load ours_history "$mcp_url" "$token_file" tools/call message_history_read "$history_args"
+for n in $(seq 1 "${LOADS:-1}"); do
+    load ours_history "$mcp_url" "$token_file" tools/call message_history_read "$history_args"
+    cp "$work/ours_history.rps" "$work/ours_history.$n.rps"
+done
 
 # Stop ours before the peer starts: core 0 is then the peer's alone.
 ours_stop
@@ -75,7 +81,12 @@ peer_echo_load
 
 python3 - "$work" <<'PY'
 import sys
-rps = {name: float(open(f"{sys.argv[1]}/{name}.rps").read()) for name in ("ours_tools_list", "ours_history", "rmcp_tools_call")}
+import glob, statistics
+rps = {name: float(open(f"{sys.argv[1]}/{name}.rps").read()) for name in ("ours_tools_list", "rmcp_tools_call")}
+loads = sorted(float(open(path).read()) for path in glob.glob(f"{sys.argv[1]}/ours_history.*.rps"))
+rps["ours_history"] = statistics.median(loads)
+if len(loads) > 1:
+    print("ours message_history_read loads: " + ", ".join(f"{value:.0f}" for value in loads) + " req/s (median below)")
 peer = rps["rmcp_tools_call"]
 print(f"summary: ours tools/list {rps['ours_tools_list']:.0f} req/s, ours message_history_read {rps['ours_history']:.0f} req/s, "
       f"rmcp tools/call {peer:.0f} req/s; ratio ours_tools_list/rmcp_tools_call {rps['ours_tools_list']/peer:.2f} (target >= 1.5), "

@@ -118,9 +118,11 @@ peer_build() {
     peer_bin="$PWD/target/bench-peer/release/mcp-peer"
 }
 
-# peer_start: starts the peer alone on core 0; sets `peer_pid` and `peer_url`.
+# peer_start [BUSY_US]: starts the peer alone on core 0 (each `echo` spinning BUSY_US first, when
+# given); sets `peer_pid` and `peer_url`.
 peer_start() {
-    taskset -c 0 "$peer_bin" 0 > "$work/peer.out" 2> "$work/peer.log" &
+    # shellcheck disable=SC2086 # no busy wait: no argument
+    taskset -c 0 "$peer_bin" 0 ${1:-} > "$work/peer.out" 2> "$work/peer.log" &
     peer_pid=$!
     until grep -q "listening on" "$work/peer.out" 2>/dev/null; do
         kill -0 "$peer_pid" 2>/dev/null || { cat "$work/peer.log" >&2; exit 1; }

@@ -1,13 +1,16 @@
 //! Benchmark peer for `bench/mcp.sh`: an rmcp 3.11 Streamable HTTP server in stateless JSON mode
 //! with one trivial tool, `echo {text}` -> `text`, mounted at `/mcp`.
 //!
-//! Usage: `mcp-peer PORT` — binds 127.0.0.1:PORT and prints `listening on 127.0.0.1:PORT`.
+//! Usage: `mcp-peer PORT [BUSY_US]` — binds 127.0.0.1:PORT and prints `listening on 127.0.0.1:PORT`.
+//! With `BUSY_US`, each `echo` first spins that many microseconds (`bench/wake_cost.sh`: what a
+//! slower answer costs beyond its own work); without it, one relaxed load per call.
 //! The runtime is tokio's multi-thread one with its default worker count, like the daemon's;
 //! under `taskset -c 0` both get one worker. It is served the way rmcp's users serve it
 //! (`axum::serve`, no header-read timeout): a throughput peer for loopback load, not a server
 //! that faces idle or slow clients the way the daemon's `serve` loop must.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use axum::serve::ListenerExt;
 use rmcp::handler::server::wrapper::Parameters;
@@ -24,10 +27,20 @@ struct EchoArgs {
 #[derive(Clone)]
 struct Peer;
 
+/// Microseconds each `echo` spins before it answers (0: none).
+static BUSY_US: AtomicU64 = AtomicU64::new(0);
+
 #[tool_router(server_handler)]
 impl Peer {
     #[tool(description = "Return the given text")]
     fn echo(&self, Parameters(EchoArgs { text }): Parameters<EchoArgs>) -> String {
+        let busy = BUSY_US.load(Ordering::Relaxed);
+        if busy > 0 {
+            let started = std::time::Instant::now();
+            while started.elapsed() < std::time::Duration::from_micros(busy) {
+                std::hint::spin_loop();
+            }
+        }
         text
     }
 }
@@ -38,9 +51,16 @@ async fn main() {
         .nth(1)
         .and_then(|arg| arg.parse().ok())
         .unwrap_or_else(|| {
-            eprintln!("usage: mcp-peer PORT");
+            eprintln!("usage: mcp-peer PORT [BUSY_US]");
             std::process::exit(2)
         });
+    if let Some(busy) = std::env::args().nth(2) {
+        let busy: u64 = busy.parse().unwrap_or_else(|_| {
+            eprintln!("usage: mcp-peer PORT [BUSY_US]");
+            std::process::exit(2)
+        });
+        BUSY_US.store(busy, Ordering::Relaxed);
+    }
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true);
