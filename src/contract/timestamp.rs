@@ -86,6 +86,9 @@ const RFC3339_MAX: usize = 30;
 /// its length; `None` for an instant chrono writes in another shape (a year outside 0–9999, a
 /// leap second).
 fn write_rfc3339(at: &DateTime<Utc>, out: &mut [u8; RFC3339_MAX]) -> Option<usize> {
+    // UTC's local time is its naive time: taken once (each field of a `DateTime` adds the
+    // offset to it again).
+    let at = at.naive_utc();
     let year = at.year();
     let nanos = at.nanosecond();
     if !(0..=9999).contains(&year) || nanos >= 1_000_000_000 {
