@@ -174,17 +174,19 @@ async fn append(store: &Store, batch: &[AuditRecord], dropped: &AtomicU64) {
 /// The middleware (`axum::middleware::from_fn_with_state(state, layer)`): every request to a
 /// runtime or operator route is recorded once it is answered.
 pub async fn layer(State(state): State<AppState>, request: Request, next: Next) -> Response {
-    let path = request.uri().path().to_string();
-    let Some((family, action)) = classify(request.method(), &path) else {
+    // The path is split once, for the family, the action and the claimed ids.
+    let path = request.uri().path();
+    let segments = segments(path);
+    let Some((family, action)) = classify_segments(request.method(), path, &segments) else {
         return next.run(request).await;
     };
+    let (workspace_id, agent_id) = claimed_ids_of(&segments);
     let at = state.clock.now_ms();
     let started = std::time::Instant::now();
     let key_hash = request
         .headers()
         .get("idempotency-key")
         .map(|key| hex::encode(Sha256::digest(key.as_bytes())));
-    let (workspace_id, agent_id) = claimed_ids(&path);
     let (response, established) = CALLER
         .scope(std::sync::Mutex::new(Established::default()), async move {
             let response = next.run(request).await;
@@ -209,10 +211,19 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
     response
 }
 
+/// A path's segments, after its leading slashes.
+fn segments(path: &str) -> Vec<&str> {
+    path.trim_start_matches('/').split('/').collect()
+}
+
 /// The route family of a server path, in the server's own terms (`None`: not audited).
 pub fn family(path: &str) -> Option<&'static str> {
-    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
-    match segments.as_slice() {
+    family_of(&segments(path))
+}
+
+/// [`family`] of a path's [`segments`].
+fn family_of(segments: &[&str]) -> Option<&'static str> {
+    match segments {
         ["runtime", "servers", _, "agents", _, "actions", ..] => Some("actions"),
         [
             "runtime",
@@ -232,11 +243,20 @@ pub fn family(path: &str) -> Option<&'static str> {
 
 /// The family and action of an audited route: the action, tool or extension action, or the
 /// operator route with its ids as `{id}` (what was done, not to which record).
+#[cfg(test)]
 fn classify(method: &Method, path: &str) -> Option<(&'static str, String)> {
-    let family = family(path)?;
-    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    classify_segments(method, path, &segments(path))
+}
+
+/// [`classify`] of `path` split into its [`segments`].
+fn classify_segments(
+    method: &Method,
+    path: &str,
+    segments: &[&str],
+) -> Option<(&'static str, String)> {
+    let family = family_of(segments)?;
     let clip = |s: &str| s.chars().take(64).collect::<String>();
-    let action = match (family, segments.as_slice()) {
+    let action = match (family, segments) {
         ("operator", _) => {
             let route: Vec<String> = segments
                 .iter()
@@ -269,10 +289,15 @@ fn is_id(segment: &str) -> bool {
 }
 
 /// The workspace and agent the path names (claimed; `verified` says whether they were checked).
+#[cfg(test)]
 fn claimed_ids(path: &str) -> (Option<String>, Option<String>) {
-    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    claimed_ids_of(&segments(path))
+}
+
+/// [`claimed_ids`] of a path's [`segments`].
+fn claimed_ids_of(segments: &[&str]) -> (Option<String>, Option<String>) {
     let id = |s: &&str| is_id(s).then(|| s.to_string());
-    match segments.as_slice() {
+    match segments {
         ["runtime", "servers", workspace, "agents", agent, ..] => (id(workspace), id(agent)),
         ["runtime", "servers", workspace, ..] | ["admin", "workspaces", workspace, ..] => {
             (id(workspace), None)
