@@ -11,19 +11,22 @@ use super::types;
 
 include!(concat!(env!("OUT_DIR"), "/handlers.rs"));
 
-/// A server tool's result as its handler hands it to the adapter.
+/// A server tool's result as its handler hands it to the adapter: its typed output, or the JSON
+/// text of one (built only by [`Written::text`]).
 #[derive(Debug)]
-pub enum Written<T> {
+pub struct Written<T>(Form<T>);
+
+#[derive(Debug)]
+enum Form<T> {
     /// The typed output, serialized by the adapter.
     Typed(T),
-    /// The JSON text serializing a `T` gives, written by the owner (built only by
-    /// [`Written::text`]).
-    Text(String, ::std::marker::PhantomData<T>),
+    /// The JSON text serializing a `T` gives, written by the owner.
+    Text(String),
 }
 
 impl<T> From<T> for Written<T> {
     fn from(typed: T) -> Written<T> {
-        Written::Typed(typed)
+        Written(Form::Typed(typed))
     }
 }
 
@@ -40,14 +43,46 @@ impl<T: ::serde::Serialize + ::serde::de::DeserializeOwned> Written<T> {
                 "a written result differs from its typed serialization"
             );
         }
-        Ok(Written::Text(text, ::std::marker::PhantomData))
+        Ok(Written(Form::Text(text)))
     }
 
     /// The result as JSON text.
     pub fn into_text(self) -> Result<String, ::serde_json::Error> {
-        match self {
-            Written::Typed(typed) => ::serde_json::to_string(&typed),
-            Written::Text(text, _) => Ok(text),
+        match self.0 {
+            Form::Typed(typed) => ::serde_json::to_string(&typed),
+            Form::Text(text) => Ok(text),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Written;
+    use crate::contract::types::Reaction;
+
+    const REACTION: &str = r#"{"count":2,"emoji":"👍","mine":true}"#;
+
+    #[test]
+    fn a_written_text_is_sent_as_written_and_equals_the_typed_form() {
+        let typed: Reaction = serde_json::from_str(REACTION).unwrap();
+        let written = Written::<Reaction>::text(REACTION.to_string()).unwrap();
+        assert_eq!(written.into_text().unwrap(), REACTION);
+        assert_eq!(Written::from(typed).into_text().unwrap(), REACTION);
+    }
+
+    #[test]
+    fn a_text_the_type_refuses_is_an_error() {
+        // The emoji's pattern refuses a space.
+        let refused = r#"{"count":2,"emoji":"a b","mine":true}"#;
+        assert!(Written::<Reaction>::text(refused.to_string()).is_err());
+    }
+
+    #[test]
+    #[cfg(debug_assertions)]
+    #[should_panic(expected = "differs from its typed serialization")]
+    fn a_text_in_another_form_than_the_typed_one_panics_in_debug_builds() {
+        // The same value, members in another order.
+        let reordered = r#"{"mine":true,"count":2,"emoji":"👍"}"#;
+        let _ = Written::<Reaction>::text(reordered.to_string());
     }
 }

@@ -189,9 +189,10 @@ pub(super) async fn authenticate(
     })
 }
 
-/// Runs `execute` and answers with its envelope (written by `render`); with an idempotency `selector`, at most once
-/// per `(agent, action, selector)`: a repeat replays the first answer, another payload is
-/// `idempotency_key_reused`, a repeat while the first runs is `idempotency_in_progress`.
+/// Runs `execute` and answers with its envelope, written by `render`; with an idempotency
+/// `selector`, at most once per `(agent, action, selector)`: a repeat replays the first answer,
+/// another payload is `idempotency_key_reused`, a repeat while the first runs is
+/// `idempotency_in_progress`.
 pub(super) async fn once<F, Fut, T>(
     state: &AppState,
     caller: &Caller,
