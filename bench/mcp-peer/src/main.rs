@@ -1,9 +1,10 @@
 //! Benchmark peer for `bench/mcp.sh`: an rmcp 3.11 Streamable HTTP server in stateless JSON mode
 //! with one trivial tool, `echo {text}` -> `text`, mounted at `/mcp`.
 //!
-//! Usage: `mcp-peer PORT [BUSY_US]` — binds 127.0.0.1:PORT and prints `listening on 127.0.0.1:PORT`.
-//! With `BUSY_US`, each `echo` first spins that many microseconds (`bench/wake_cost.sh`: what a
-//! slower answer costs beyond its own work); without it, one relaxed load per call.
+//! Usage: `mcp-peer PORT [BUSY_US]` — binds 127.0.0.1:PORT and prints
+//! `listening on 127.0.0.1:PORT`. With `BUSY_US`, each `echo` first spins that many microseconds
+//! (`bench/wake_cost.sh`: what a slower answer costs beyond its own work); without it, one
+//! relaxed load per call.
 //! The runtime is tokio's multi-thread one with its default worker count, like the daemon's;
 //! under `taskset -c 0` both get one worker. It is served the way rmcp's users serve it
 //! (`axum::serve`, no header-read timeout): a throughput peer for loopback load, not a server
