@@ -505,16 +505,11 @@ impl Store {
         let id = |row: &WrittenRow| {
             std::str::from_utf8(&fields[row.id.clone()]).expect("an id is checked ASCII")
         };
-        let ids_where = |wanted: fn(&WrittenRow) -> bool| -> Vec<&str> {
-            rows.iter().filter(|r| wanted(r)).map(id).collect()
-        };
-        let mut extras = self
-            .extras(
-                &ids_where(|r| r.has_reactions),
-                &ids_where(|r| r.has_attachments),
-                member_id,
-            )
-            .await?;
+        let flags: Vec<_> = rows
+            .iter()
+            .map(|r| (id(r), r.has_reactions, r.has_attachments))
+            .collect();
+        let mut extras = self.extras(&flags, member_id).await?;
         // Every row of this statement lives at the target read (its `WHERE`), whose canonical
         // text the handler checked.
         let target_text = serde_json::to_string(&target.to_string()).expect("a string serializes");
@@ -573,19 +568,11 @@ impl Store {
         rows: Vec<MessageRow>,
         member_id: &str,
     ) -> Result<Vec<Message>, StoreError> {
-        let ids_where = |wanted: fn(&MessageRow) -> bool| -> Vec<&str> {
-            rows.iter()
-                .filter(|r| wanted(r))
-                .map(|r| r.id.as_str())
-                .collect()
-        };
-        let mut extras = self
-            .extras(
-                &ids_where(|r| r.has_reactions),
-                &ids_where(|r| r.has_attachments),
-                member_id,
-            )
-            .await?;
+        let flags: Vec<_> = rows
+            .iter()
+            .map(|r| (r.id.as_str(), r.has_reactions, r.has_attachments))
+            .collect();
+        let mut extras = self.extras(&flags, member_id).await?;
         let mut out = Vec::with_capacity(rows.len());
         // A page's messages share their target and mostly their authors: each is checked
         // against its schema type once, and cloned for the rows that repeat it.
@@ -623,24 +610,27 @@ impl Store {
         Ok(out)
     }
 
-    /// The reactions of the messages `with_reactions` and the attachments of the messages
-    /// `with_attachments`: no query for an empty list.
+    /// The reactions and attachments of a page's messages, each given as `(id, has reactions,
+    /// has attachments)`: one query for each kind some message has, none otherwise.
     async fn extras(
         &self,
-        with_reactions: &[&str],
-        with_attachments: &[&str],
+        messages: &[(&str, bool, bool)],
         member_id: &str,
     ) -> Result<Extras, StoreError> {
+        let with = |has: fn(&(&str, bool, bool)) -> bool| -> Vec<&str> {
+            messages.iter().filter(|m| has(m)).map(|m| m.0).collect()
+        };
+        let (with_reactions, with_attachments) = (with(|m| m.1), with(|m| m.2));
         let ids = |ids: &[&str]| serde_json::to_string(ids).expect("strings serialize");
         let reactions = if with_reactions.is_empty() {
             Vec::new()
         } else {
-            self.reactions_of(&ids(with_reactions), member_id).await?
+            self.reactions_of(&ids(&with_reactions), member_id).await?
         };
         let attachments = if with_attachments.is_empty() {
             Vec::new()
         } else {
-            let ids = ids(with_attachments);
+            let ids = ids(&with_attachments);
             on_backend!(self, |writer, reader, pg| {
                 sqlx::query(if pg {
                     "SELECT message_id, id, name, media_type, size FROM attachments \
@@ -906,24 +896,8 @@ mod tests {
     #[tokio::test]
     async fn a_written_page_is_its_typed_page_serialized() {
         let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("db.sqlite").display());
-        let store = Store::open(&url).await.unwrap();
-        let wsp = store.create_workspace("w", 1).await.unwrap();
-        let human = store
-            .create_human(&wsp, "h", "H", 1)
-            .await
-            .unwrap()
-            .unwrap();
-        let member = store
-            .create_agent(&wsp, &human, "a", "A", 1)
-            .await
-            .unwrap()
-            .unwrap();
-        let outsider = store
-            .create_agent(&wsp, &human, "b", "B", 1)
-            .await
-            .unwrap()
-            .unwrap();
+        let (store, wsp, human, member, outsider) =
+            crate::server::store::tests::people(dir.path()).await;
         let channel = store
             .create_channel(&wsp, "general", &[member.clone(), human.clone()], 1)
             .await

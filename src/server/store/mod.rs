@@ -278,14 +278,10 @@ mod tests {
         assert_eq!(first, second);
     }
 
-    /// The reads that run on the caller's thread (`raw.rs`) answer exactly as the pooled readers
-    /// do, which take over when every caller-thread connection is in use: a member's task and
-    /// pages of a channel, and nothing for a non-member.
-    #[tokio::test]
-    async fn hot_reads_answer_alike_on_the_callers_thread_and_through_the_pool() {
-        use crate::contract::target::{Target, TargetKind};
-        let dir = tempfile::tempdir().unwrap();
-        let url = format!("sqlite://{}", dir.path().join("db.sqlite").display());
+    /// A store on a SQLite file in `dir` with a workspace, a human and two of the human's agents:
+    /// `(store, workspace, human, member, outsider)`.
+    pub(crate) async fn people(dir: &std::path::Path) -> (Store, String, String, String, String) {
+        let url = format!("sqlite://{}", dir.join("db.sqlite").display());
         let store = Store::open(&url).await.unwrap();
         let wsp = store.create_workspace("w", 1).await.unwrap();
         let human = store
@@ -303,6 +299,17 @@ mod tests {
             .await
             .unwrap()
             .unwrap();
+        (store, wsp, human, member, outsider)
+    }
+
+    /// The reads that run on the caller's thread (`raw.rs`) answer exactly as the pooled readers
+    /// do, which take over when every caller-thread connection is in use: a member's task and
+    /// pages of a channel, and nothing for a non-member.
+    #[tokio::test]
+    async fn hot_reads_answer_alike_on_the_callers_thread_and_through_the_pool() {
+        use crate::contract::target::{Target, TargetKind};
+        let dir = tempfile::tempdir().unwrap();
+        let (store, wsp, _, member, outsider) = people(dir.path()).await;
         let channel = store
             .create_channel(&wsp, "general", std::slice::from_ref(&member), 1)
             .await
