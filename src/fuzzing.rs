@@ -275,14 +275,30 @@ pub fn target(data: &[u8]) {
 /// A server-owned tool's result as the daemon reads it in place: `Borrowed` accepts a subset of
 /// what serde_json accepts and reads the same value, writes it back to the same value, and every
 /// tool's output schema finds exactly the violations it finds in that `Value` (in the document's
-/// member order); a refusal is bounded.
+/// member order); a tool's shape accepts exactly the texts that pass both; a refusal is bounded.
 pub fn tool_output(data: &[u8]) {
     static CATALOG: LazyLock<Validators> =
         LazyLock::new(|| Validators::new().expect("the catalog compiles"));
     let Ok(text) = std::str::from_utf8(data) else {
         return;
     };
-    match Borrowed::parse(text) {
+    // Each tool's shape gives the slow path's verdict: no false yes, and no needless no.
+    let document = Borrowed::parse(text);
+    for tool in TOOLS {
+        if let Some(accepted) = CATALOG.tool_output_conforms(tool.id, text) {
+            let slow = document.as_ref().is_ok_and(|document| {
+                CATALOG
+                    .tool_output_violations_in_place(tool.id, document)
+                    .is_empty()
+            });
+            assert_eq!(
+                accepted, slow,
+                "`{}`'s shape and its schema disagree",
+                tool.name
+            );
+        }
+    }
+    match document {
         Ok(document) => {
             let value: Value =
                 serde_json::from_str(text).expect("borrowed accepted what serde_json refuses");

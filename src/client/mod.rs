@@ -360,6 +360,17 @@ impl ToolAnswer {
         ToolAnswer(body)
     }
 
+    /// The text where the reference server's envelope writes `data`, when the answer has that
+    /// envelope's frame. Only the frame is checked: the text is `data` once it is proven to be
+    /// exactly one JSON value (then the whole answer is exactly `{"data":…,"ok":true}`).
+    pub fn written(&self) -> Option<&str> {
+        self.0
+            .trim_end()
+            .strip_prefix(SUCCESS_OPEN)
+            .and_then(|rest| rest.strip_suffix(SUCCESS_CLOSE))
+            .map(str::trim)
+    }
+
     /// The envelope's `data` read in place, with its JSON text: the text as the server wrote it
     /// when the envelope is exactly `{"data":…,"ok":true}` (the reference server's form), else
     /// `data` written compactly. One pass over the answer: it is proven to be one JSON object of
@@ -383,13 +394,8 @@ impl ToolAnswer {
         };
         let exact = members.len() == 2;
         let data = members.into_iter().nth(at).expect("found above").1;
-        let text = match self
-            .0
-            .trim_end()
-            .strip_prefix(SUCCESS_OPEN)
-            .and_then(|rest| rest.strip_suffix(SUCCESS_CLOSE))
-        {
-            Some(written) if exact => Cow::Borrowed(written.trim()),
+        let text = match self.written() {
+            Some(written) if exact => Cow::Borrowed(written),
             _ => Cow::Owned(serde_json::to_string(&data).expect("a document serializes")),
         };
         Ok((data, text))

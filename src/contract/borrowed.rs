@@ -98,7 +98,7 @@ impl Serialize for Borrowed<'_> {
 }
 
 /// Reads one value, borrowing unescaped strings.
-struct ValueSeed;
+pub(crate) struct ValueSeed;
 
 impl<'de> DeserializeSeed<'de> for ValueSeed {
     type Value = Borrowed<'de>;
@@ -218,6 +218,20 @@ impl<'de> Visitor<'de> for NameVisitor {
     }
 }
 
+/// Whether `text` holds `min..=max` code points (JSON Schema's string length), counted only
+/// when its byte length leaves the answer open.
+pub(crate) fn length_within(text: &str, min: u64, max: u64) -> bool {
+    // A code point takes one to four bytes: the count lies in `ceil(bytes / 4)..=bytes`.
+    let bytes = text.len() as u64;
+    if bytes < min || bytes.div_ceil(4) > max {
+        return false;
+    }
+    if min <= bytes.div_ceil(4) && bytes <= max {
+        return true;
+    }
+    (min..=max).contains(&(text.chars().count() as u64))
+}
+
 /// The [`Json`] representation whose nodes are `&Borrowed`: validators built with
 /// `jsonschema::options_for::<BorrowedJson>()` check a [`Borrowed`] document.
 pub struct BorrowedJson;
@@ -301,15 +315,7 @@ impl<'a> Node<'a, BorrowedJson> for &'a Borrowed<'a> {
         let Borrowed::String(s) = self else {
             return None;
         };
-        // A code point takes one to four bytes: the count lies in `ceil(bytes / 4)..=bytes`.
-        let bytes = s.len() as u64;
-        if bytes < min || bytes.div_ceil(4) > max {
-            return Some(false);
-        }
-        if min <= bytes.div_ceil(4) && bytes <= max {
-            return Some(true);
-        }
-        Some((min..=max).contains(&(s.chars().count() as u64)))
+        Some(length_within(s, min, max))
     }
 
     fn to_value(&self) -> Cow<'a, Value> {

@@ -12,6 +12,7 @@ use serde_json::Value;
 use super::borrowed::{Borrowed, BorrowedJson};
 use super::catalog::{ACTIONS, ActionId, TOOLS, ToolId};
 use super::error::{ActionError, ErrorCode, ErrorDetail};
+use super::shape::Shape;
 
 /// At most this many details are reported for one invalid request (the envelope's `maxItems`).
 pub const MAX_DETAILS: usize = 32;
@@ -29,6 +30,8 @@ pub struct Validators {
     tool_outputs: Vec<OnceLock<jsonschema::Validator>>,
     /// The same output schemas for a result checked as the server wrote it.
     tool_outputs_borrowed: Vec<OnceLock<jsonschema::Validator<BorrowedJson>>>,
+    /// The same output schemas checked as their text is read, where a [`Shape`] can hold one.
+    tool_output_shapes: Vec<OnceLock<Option<Shape>>>,
 }
 
 /// A descriptor schema that does not compile: a defect in `schema/` that tests catch.
@@ -61,6 +64,7 @@ impl Validators {
                 "output",
                 tool.output_schema,
             )?);
+            let _ = catalog.tool_output_conforms(tool.id, "");
         }
         Ok(catalog)
     }
@@ -73,6 +77,7 @@ impl Validators {
             tool_inputs: TOOLS.iter().map(|_| OnceLock::new()).collect(),
             tool_outputs: TOOLS.iter().map(|_| OnceLock::new()).collect(),
             tool_outputs_borrowed: TOOLS.iter().map(|_| OnceLock::new()).collect(),
+            tool_output_shapes: TOOLS.iter().map(|_| OnceLock::new()).collect(),
         }
     }
 
@@ -173,6 +178,19 @@ impl Validators {
                 .expect("tool schemas compile (a tested invariant)")
         });
         collect(validator, output)
+    }
+
+    /// Whether the JSON text `output` is one document with distinct keys that the tool's output
+    /// schema accepts, checked as it is read: `Some(true)` is the same verdict as
+    /// [`Borrowed::parse`] and [`Self::tool_output_violations_in_place`] finding nothing;
+    /// anything else (`None`: the schema has no [`Shape`]) leaves the verdict to them.
+    pub fn tool_output_conforms(&self, id: ToolId, output: &str) -> Option<bool> {
+        let shape = self.tool_output_shapes[id as usize].get_or_init(|| {
+            let schema: Value = serde_json::from_str(id.descriptor().output_schema)
+                .expect("tool schemas are JSON (a tested invariant)");
+            Shape::compile(&schema)
+        });
+        shape.as_ref().map(|shape| shape.accepts(output))
     }
 }
 
