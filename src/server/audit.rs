@@ -5,8 +5,9 @@
 //! The [`layer`] middleware builds the record after the answer and hands it to a bounded queue
 //! ([`QUEUE`] records): a full queue drops the record and counts it (`auditDropped` in
 //! `/admin/stats`), so auditing never blocks a request. One writer task gathers records for
-//! [`LINGER`] after the first (up to [`BATCH`]) and appends them in one statement (group commit). Retention is by age and
-//! by count ([`RETENTION`], [`MAX_RECORDS`]), applied by the scheduler pass.
+//! [`LINGER`] after the first, or until [`BATCH`] are queued, and appends up to [`BATCH`] in one
+//! transaction (group commit). Retention is by age and by count ([`RETENTION`], [`MAX_RECORDS`]),
+//! applied by the scheduler pass.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -18,7 +19,7 @@ use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
 use sha2::{Digest, Sha256};
-use tokio::sync::mpsc;
+use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use super::AppState;
@@ -68,6 +69,8 @@ pub fn operator_verified() {
 #[derive(Clone)]
 pub struct Auditor {
     queue: mpsc::Sender<AuditRecord>,
+    /// Told when a batch's worth is queued: the writer then stops gathering early.
+    full: Arc<Notify>,
     dropped: Arc<AtomicU64>,
     stop: CancellationToken,
     writer: Arc<tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>>,
@@ -84,6 +87,7 @@ impl Auditor {
         let writer = tokio::spawn(write(
             store,
             receiver,
+            auditor.full.clone(),
             auditor.dropped.clone(),
             auditor.stop.clone(),
         ));
@@ -95,6 +99,7 @@ impl Auditor {
         let (queue, receiver) = mpsc::channel(capacity);
         let auditor = Auditor {
             queue,
+            full: Arc::new(Notify::new()),
             dropped: Arc::new(AtomicU64::new(0)),
             stop: CancellationToken::new(),
             writer: Arc::new(tokio::sync::Mutex::new(None)),
@@ -106,6 +111,8 @@ impl Auditor {
     pub fn record(&self, record: AuditRecord) {
         if self.queue.try_send(record).is_err() {
             self.dropped.fetch_add(1, Ordering::Relaxed);
+        } else if self.queue.max_capacity() - self.queue.capacity() >= BATCH {
+            self.full.notify_one();
         }
     }
 
@@ -127,34 +134,16 @@ impl Auditor {
 async fn write(
     store: Store,
     mut receiver: mpsc::Receiver<AuditRecord>,
+    full: Arc<Notify>,
     dropped: Arc<AtomicU64>,
     stop: CancellationToken,
 ) {
-    loop {
-        let first = tokio::select! {
-            record = receiver.recv() => match record {
-                Some(record) => record,
-                None => return,
-            },
-            () = stop.cancelled() => break,
-        };
-        let mut batch = vec![first];
-        let window = tokio::time::sleep(LINGER);
-        tokio::pin!(window);
-        while batch.len() < BATCH {
-            tokio::select! {
-                record = receiver.recv() => match record {
-                    Some(record) => batch.push(record),
-                    None => break,
-                },
-                () = &mut window => break,
-                () = stop.cancelled() => break,
-            }
-        }
+    let mut batch = Vec::new();
+    while gather(&mut receiver, &full, &stop, &mut batch).await {
         append(&store, &batch, &dropped).await;
+        batch.clear();
     }
     receiver.close();
-    let mut batch = Vec::new();
     while let Ok(record) = receiver.try_recv() {
         batch.push(record);
         if batch.len() == BATCH {
@@ -162,6 +151,40 @@ async fn write(
         }
     }
     append(&store, &batch, &dropped).await;
+}
+
+/// The next batch into `batch`: the first record to come, and what is queued once [`LINGER`] has
+/// passed since, or a batch's worth is queued, or the writer is stopped (up to [`BATCH`]).
+/// `false` when stopped (or closed) before a first record came.
+///
+/// The writer sleeps through the window instead of taking each record as it comes: a wake-up
+/// per record cost a busy server more than writing the record.
+async fn gather(
+    receiver: &mut mpsc::Receiver<AuditRecord>,
+    full: &Notify,
+    stop: &CancellationToken,
+    batch: &mut Vec<AuditRecord>,
+) -> bool {
+    let first = tokio::select! {
+        record = receiver.recv() => match record {
+            Some(record) => record,
+            None => return false,
+        },
+        () = stop.cancelled() => return false,
+    };
+    batch.push(first);
+    tokio::select! {
+        () = tokio::time::sleep(LINGER) => {}
+        () = full.notified() => {}
+        () = stop.cancelled() => {}
+    }
+    while batch.len() < BATCH {
+        let Ok(record) = receiver.try_recv() else {
+            break;
+        };
+        batch.push(record);
+    }
+    true
 }
 
 async fn append(store: &Store, batch: &[AuditRecord], dropped: &AtomicU64) {
@@ -342,11 +365,8 @@ async fn outcome(response: Response) -> (Response, String) {
 mod tests {
     use super::*;
 
-    /// The queue's bound at its edge: the record past it is dropped and counted, never waited for.
-    #[test]
-    fn a_full_queue_drops_and_counts_without_blocking() {
-        let (auditor, mut receiver) = Auditor::unstarted(2);
-        let record = |n: i64| AuditRecord {
+    fn record(n: i64) -> AuditRecord {
+        AuditRecord {
             id: format!("aud_{n:08}"),
             at: n,
             workspace_id: None,
@@ -358,7 +378,13 @@ mod tests {
             outcome: "ok".into(),
             key_hash: None,
             duration_us: 1,
-        };
+        }
+    }
+
+    /// The queue's bound at its edge: the record past it is dropped and counted, never waited for.
+    #[test]
+    fn a_full_queue_drops_and_counts_without_blocking() {
+        let (auditor, mut receiver) = Auditor::unstarted(2);
         auditor.record(record(1));
         auditor.record(record(2));
         assert_eq!(auditor.dropped(), 0);
@@ -369,6 +395,53 @@ mod tests {
         assert_eq!(auditor.dropped(), 1);
         assert_eq!(receiver.try_recv().unwrap().at, 2);
         assert_eq!(receiver.try_recv().unwrap().at, 4);
+    }
+
+    /// A batch is what came in the window after its first record (time is paused: the window
+    /// passes when nothing else can happen).
+    #[tokio::test(start_paused = true)]
+    async fn a_batch_is_what_the_window_gathered() {
+        let (auditor, mut receiver) = Auditor::unstarted(QUEUE);
+        let stop = CancellationToken::new();
+        for n in 0..3 {
+            auditor.record(record(n));
+        }
+        let start = tokio::time::Instant::now();
+        let mut batch = Vec::new();
+        assert!(gather(&mut receiver, &auditor.full, &stop, &mut batch).await);
+        assert_eq!(batch.len(), 3);
+        assert_eq!(start.elapsed(), LINGER);
+    }
+
+    /// A batch's worth queued ends the window at once, and a batch holds at most [`BATCH`].
+    #[tokio::test(start_paused = true)]
+    async fn a_full_batch_does_not_wait_for_the_window() {
+        let (auditor, mut receiver) = Auditor::unstarted(QUEUE);
+        let stop = CancellationToken::new();
+        for n in 0..=BATCH as i64 {
+            auditor.record(record(n));
+        }
+        let start = tokio::time::Instant::now();
+        let mut batch = Vec::new();
+        assert!(gather(&mut receiver, &auditor.full, &stop, &mut batch).await);
+        assert_eq!(start.elapsed(), Duration::ZERO);
+        assert_eq!(batch.len(), BATCH);
+        assert_eq!(batch.last().unwrap().at, BATCH as i64 - 1);
+        batch.clear();
+        assert!(gather(&mut receiver, &auditor.full, &stop, &mut batch).await);
+        assert_eq!(batch.len(), 1);
+        assert_eq!(batch[0].at, BATCH as i64);
+    }
+
+    /// Stopped, the writer gathers no further batch once the queue is empty.
+    #[tokio::test(start_paused = true)]
+    async fn a_stopped_writer_gathers_nothing_more() {
+        let (auditor, mut receiver) = Auditor::unstarted(QUEUE);
+        let stop = CancellationToken::new();
+        stop.cancel();
+        let mut batch = Vec::new();
+        assert!(!gather(&mut receiver, &auditor.full, &stop, &mut batch).await);
+        assert!(batch.is_empty());
     }
 
     #[test]
