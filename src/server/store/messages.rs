@@ -11,8 +11,7 @@ use super::{Columns, Membership, Page, Position, Store, StoreError, instant, new
 use crate::contract::target::{Target, TargetKind};
 use crate::contract::timestamp::Timestamp;
 use crate::contract::types::{
-    AttachmentInfo, ConversationTarget, Message, MessageAuthorId, MessageContent, MessageId,
-    Reaction,
+    AttachmentInfo, ConversationTarget, Message, MessageAuthorId, MessageId, Reaction,
 };
 
 /// Distinct reactions one message can carry (the `Message.reactions` bound).
@@ -102,9 +101,9 @@ fn written_fields(
         *author = Some(author_id.to_string());
     }
     let content = row.str(2)?;
-    content
-        .parse::<MessageContent>()
-        .map_err(|_| corrupt("content"))?;
+    if !content_is_valid(content) {
+        return Err(corrupt("content"));
+    }
     let created_at: i64 = row.int(3)?;
     let at: Timestamp = instant(created_at, "created_at")?;
     let start = fields.len();
@@ -122,6 +121,12 @@ fn written_fields(
         has_reactions: row.int(4)? != 0,
         has_attachments: row.int(5)? != 0,
     })
+}
+
+/// Whether `text` is a `MessageContent` (1 to 4,000 characters), without making one: its type
+/// counts the characters twice and copies the text.
+fn content_is_valid(text: &str) -> bool {
+    crate::contract::borrowed::length_within(text, 1, 4000)
 }
 
 /// Writes `"name":value` (`name` given with its quotes, colon and any leading comma).
@@ -835,6 +840,23 @@ fn attachment_info(row: &impl Columns) -> Result<AttachmentInfo, StoreError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::contract::types::MessageContent;
+
+    /// The written page's content check is `MessageContent`'s, at both edges and with characters
+    /// of every width.
+    #[test]
+    fn content_is_checked_as_its_type_checks_it() {
+        for unit in ["x", "\u{e9}", "\u{20ac}", "\u{1f600}"] {
+            for n in [0, 1, 2, 999, 1000, 1001, 3999, 4000, 4001, 16001] {
+                let text = unit.repeat(n);
+                assert_eq!(
+                    content_is_valid(&text),
+                    text.parse::<MessageContent>().is_ok(),
+                    "{n} of {unit:?}"
+                );
+            }
+        }
+    }
 
     /// Every page of `target` for `member`, `limit` at a time, as the written text and the
     /// position each page ends at, and the same pages typed and serialized.
