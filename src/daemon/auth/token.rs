@@ -52,14 +52,16 @@ pub enum Malformed {
 
 /// Signs and verifies tokens with this daemon start's key.
 pub struct TokenCodec {
-    key: [u8; 32],
+    /// HMAC-SHA256 with the key absorbed (its inner and outer pads hashed once, not per token).
+    keyed: Hmac<Sha256>,
 }
 
 impl Default for TokenCodec {
     fn default() -> Self {
         let mut key = [0u8; 32];
         rand::rng().fill(&mut key);
-        TokenCodec { key }
+        let keyed = Hmac::<Sha256>::new_from_slice(&key).expect("HMAC takes any key length");
+        TokenCodec { keyed }
     }
 }
 
@@ -101,7 +103,7 @@ impl TokenCodec {
     }
 
     fn mac(&self) -> Hmac<Sha256> {
-        Hmac::<Sha256>::new_from_slice(&self.key).expect("HMAC takes any key length")
+        self.keyed.clone()
     }
 }
 

@@ -247,18 +247,57 @@ fn success_sent(era: Era, text: &str) -> String {
 /// Appends `text`, JSON with no byte below a space, to `out` as a JSON string: what
 /// `serde_json::to_string(text)` gives. Such JSON holds no control character (inside its strings
 /// they are escaped, and its whitespace, if any, is spaces), so only `"` and `\` need a
-/// backslash, and the runs between them are copied whole.
+/// backslash.
+///
+/// Eight bytes at a time: a word without either is copied whole, and a word with some is copied
+/// byte by byte, a backslash written before each byte and kept only before those two. A page's
+/// text has a quote every few bytes, so a search for the next one (memchr, 2.6 µs for a page of
+/// 20 messages) cost more than this pass (1.7 µs).
 fn quote_compact(out: &mut String, text: &str) {
-    out.push('"');
-    let mut start = 0;
-    for at in memchr::memchr2_iter(b'"', b'\\', text.as_bytes()) {
-        // `at` is an ASCII byte's index, so both cuts are on character boundaries.
-        out.push_str(&text[start..at]);
-        out.push('\\');
-        start = at;
+    let mut bytes = std::mem::take(out).into_bytes();
+    let base = bytes.len();
+    // At most a backslash per byte, and the two quotes.
+    bytes.resize(base + 2 * text.len() + 2, 0);
+    let room = &mut bytes[base..];
+    let mut at = 0;
+    room[at] = b'"';
+    at += 1;
+    let mut words = text.as_bytes().chunks_exact(8);
+    for word in &mut words {
+        let marks = quote_or_backslash(u64::from_le_bytes(word.try_into().expect("8 bytes")));
+        if marks == 0 {
+            room[at..at + 8].copy_from_slice(word);
+            at += 8;
+            continue;
+        }
+        for (i, &byte) in word.iter().enumerate() {
+            room[at] = b'\\';
+            at += ((marks >> (8 * i + 7)) & 1) as usize;
+            room[at] = byte;
+            at += 1;
+        }
     }
-    out.push_str(&text[start..]);
-    out.push('"');
+    for &byte in words.remainder() {
+        room[at] = b'\\';
+        at += usize::from(byte == b'"' || byte == b'\\');
+        room[at] = byte;
+        at += 1;
+    }
+    room[at] = b'"';
+    at += 1;
+    bytes.truncate(base + at);
+    // Only ASCII backslashes were added, each before an ASCII byte: still UTF-8.
+    *out = String::from_utf8(bytes).expect("quoting keeps UTF-8");
+}
+
+/// The high bit of each byte of `word` (little-endian) that is `"` or `\`, and no other bit.
+fn quote_or_backslash(word: u64) -> u64 {
+    const ONES: u64 = u64::from_ne_bytes([1; 8]);
+    const HIGH: u64 = ONES << 7;
+    // A byte of `x` is zero exactly when its high bit here is set (no borrow between bytes: the
+    // addition never carries past a byte's high bit).
+    let zero = |x: u64| !((x & !HIGH).wrapping_add(!HIGH) | x) & HIGH;
+    zero(word ^ (ONES * u64::from(b'"'))) | zero(word ^ (ONES * u64::from(b'\\')))
 }
 
 /// A decorated success result cut around its two holes: the text block's string and the
@@ -497,14 +536,37 @@ mod tests {
             json!(["\\\"", "", 1, null, { "": "\\" }]),
             json!("\""),
         ];
-        for value in &values {
-            let text = compact(value);
+        let mut texts: Vec<String> = values.iter().map(compact).collect();
+        // Each of the two bytes, alone and in runs, at every place in and across the 8-byte
+        // words, beside bytes that are neither (one of them `"` + 1 and `\` ± 1, and UTF-8).
+        for len in 0..=24 {
+            for at in 0..len {
+                for (mark, other) in [("\"", "#"), ("\\", "]"), ("\"", "\u{e9}"), ("\\", "[")] {
+                    let mut text: Vec<&str> = vec![other; len];
+                    text[at] = mark;
+                    texts.push(text.concat());
+                    text[at..].fill(mark);
+                    texts.push(text.concat());
+                }
+            }
+        }
+        for text in &texts {
             let mut quoted = String::from("before");
-            quote_compact(&mut quoted, &text);
+            quote_compact(&mut quoted, text);
             assert_eq!(
                 quoted,
-                format!("before{}", serde_json::to_string(&text).unwrap())
+                format!("before{}", serde_json::to_string(text).unwrap()),
+                "{text:?}"
             );
+        }
+        for byte in 0..=u8::MAX {
+            let word = u64::from_le_bytes([b'a', byte, b'a', b'a', b'a', b'a', b'a', byte]);
+            let expected = if byte == b'"' || byte == b'\\' {
+                0x8000_0000_0000_8000
+            } else {
+                0
+            };
+            assert_eq!(quote_or_backslash(word), expected, "{byte}");
         }
     }
 
