@@ -240,4 +240,71 @@ mod tests {
         let written: Vec<AuditRecord> = first.into_iter().chain(second).collect();
         assert_eq!(read, written);
     }
+
+    /// A trail written at schema version 9 reads back whole after the move to a table kept in
+    /// `(at, id)` order, and each record then lives in two B-trees: the table and the workspace
+    /// index.
+    #[tokio::test]
+    async fn the_trail_moves_to_its_time_ordered_table_whole() {
+        use sqlx::Connection;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("db.sqlite");
+        let url = format!("sqlite://{}", path.display());
+        {
+            let options = sqlx::sqlite::SqliteConnectOptions::new()
+                .filename(&path)
+                .create_if_missing(true);
+            let mut old = sqlx::SqliteConnection::connect_with(&options)
+                .await
+                .unwrap();
+            for sql in &super::super::migrations::MIGRATIONS[..9] {
+                sqlx::raw_sql(*sql).execute(&mut old).await.unwrap();
+            }
+            sqlx::raw_sql("PRAGMA user_version = 9")
+                .execute(&mut old)
+                .await
+                .unwrap();
+            for n in 0..3i64 {
+                sqlx::query(
+                    "INSERT INTO audit_records (id, at, workspace_id, verified, family, action, \
+                     outcome, duration_us) VALUES ($1, $2, 'wsp_1', 1, 'tools', 'x', 'ok', $3)",
+                )
+                .bind(format!("aud_{n:010}"))
+                .bind(2_000 - n)
+                .bind(n)
+                .execute(&mut old)
+                .await
+                .unwrap();
+            }
+            old.close().await.unwrap();
+        }
+        let store = Store::open(&url).await.unwrap();
+        let page = store.list_audit("wsp_1", None, 0, None, 10).await.unwrap();
+        let read: Vec<(String, i64)> = page.items.iter().map(|r| (r.id.clone(), r.at)).collect();
+        assert_eq!(
+            read,
+            [
+                ("aud_0000000000".to_string(), 2_000),
+                ("aud_0000000001".to_string(), 1_999),
+                ("aud_0000000002".to_string(), 1_998),
+            ]
+        );
+        let super::super::db::Db::Sqlite { writer, .. } = &store.db else {
+            unreachable!("a sqlite url")
+        };
+        let trees: Vec<(String,)> = sqlx::query_as(
+            "SELECT name FROM sqlite_schema WHERE tbl_name = 'audit_records' ORDER BY name",
+        )
+        .fetch_all(writer)
+        .await
+        .unwrap();
+        let trees: Vec<&str> = trees.iter().map(|(name,)| name.as_str()).collect();
+        assert_eq!(trees, ["audit_records", "audit_records_by_workspace"]);
+        let (sql,): (String,) =
+            sqlx::query_as("SELECT sql FROM sqlite_schema WHERE name = 'audit_records'")
+                .fetch_one(writer)
+                .await
+                .unwrap();
+        assert!(sql.ends_with("WITHOUT ROWID"), "{sql}");
+    }
 }

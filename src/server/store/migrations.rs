@@ -461,6 +461,32 @@ pub const MIGRATIONS: &[&str] = &[
         UPDATE messages SET attachment_count = attachment_count - 1 WHERE id = old.message_id;
     END;
     "#,
+    // 10: the audit trail kept in its time order: the table is its own `(at, id)` index, so a
+    // record is written into two B-trees rather than four (the rows, the id's unique index and
+    // the two indexes). Every read and every retention delete goes by `(at, id)` or by workspace.
+    r#"
+    CREATE TABLE audit_records_by_at (
+        id TEXT NOT NULL,
+        at BIGINT NOT NULL,
+        workspace_id TEXT,
+        device_id TEXT,
+        agent_id TEXT,
+        verified BIGINT NOT NULL,
+        family TEXT NOT NULL,
+        action TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        key_hash TEXT,
+        duration_us BIGINT NOT NULL,
+        PRIMARY KEY (at, id)
+    ) WITHOUT ROWID;
+    INSERT INTO audit_records_by_at
+        SELECT id, at, workspace_id, device_id, agent_id, verified, family, action, outcome,
+               key_hash, duration_us
+        FROM audit_records;
+    DROP TABLE audit_records;
+    ALTER TABLE audit_records_by_at RENAME TO audit_records;
+    CREATE INDEX audit_records_by_workspace ON audit_records (workspace_id, at DESC, id DESC);
+    "#,
 ];
 
 /// The same migrations for PostgreSQL, entry for entry (their versions are the same): `BLOB` is
@@ -946,6 +972,12 @@ pub const PG_MIGRATIONS: &[&str] = &[
         FOR EACH ROW EXECUTE FUNCTION messages_counts();
     CREATE TRIGGER attachments_counted AFTER INSERT OR DELETE ON attachments
         FOR EACH ROW EXECUTE FUNCTION messages_counts();
+    "#,
+    // 10: the audit trail keyed by `(at, id)`, as on SQLite: the key replaces the time index.
+    r#"
+    ALTER TABLE audit_records DROP CONSTRAINT audit_records_pkey;
+    ALTER TABLE audit_records ADD PRIMARY KEY (at, id);
+    DROP INDEX audit_records_by_time;
     "#,
 ];
 
