@@ -64,7 +64,7 @@ impl Validators {
                 "output",
                 tool.output_schema,
             )?);
-            let _ = catalog.tool_output_conforms(tool.id, "");
+            let _ = catalog.tool_output_shape(tool.id);
         }
         Ok(catalog)
     }
@@ -185,12 +185,19 @@ impl Validators {
     /// [`Borrowed::parse`] and [`Self::tool_output_violations_in_place`] finding nothing;
     /// anything else (`None`: the schema has no [`Shape`]) leaves the verdict to them.
     pub fn tool_output_conforms(&self, id: ToolId, output: &str) -> Option<bool> {
-        let shape = self.tool_output_shapes[id as usize].get_or_init(|| {
-            let schema: Value = serde_json::from_str(id.descriptor().output_schema)
-                .expect("tool schemas are JSON (a tested invariant)");
-            Shape::compile(&schema)
-        });
-        shape.as_ref().map(|shape| shape.accepts(output))
+        self.tool_output_shape(id)
+            .map(|shape| shape.accepts(output))
+    }
+
+    /// The tool's output schema as a [`Shape`], compiled on first use (`None`: it has none).
+    fn tool_output_shape(&self, id: ToolId) -> Option<&Shape> {
+        self.tool_output_shapes[id as usize]
+            .get_or_init(|| {
+                let schema: Value = serde_json::from_str(id.descriptor().output_schema)
+                    .expect("tool schemas are JSON (a tested invariant)");
+                Shape::compile(&schema)
+            })
+            .as_ref()
     }
 }
 
