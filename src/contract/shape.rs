@@ -641,7 +641,7 @@ enum Key<'de> {
 
 struct KeySeed<'a> {
     properties: &'a [(Box<str>, usize)],
-    /// Where the search for the name starts (it wraps around).
+    /// The index of the name expected next: tried first.
     next: usize,
 }
 
@@ -655,10 +655,12 @@ impl<'de> DeserializeSeed<'de> for KeySeed<'_> {
 
 impl KeySeed<'_> {
     fn declared(&self, name: &str) -> Option<Key<'static>> {
-        let count = self.properties.len();
-        (0..count)
-            .map(|step| (self.next + step) % count)
-            .find(|&index| &*self.properties[index].0 == name)
+        let is = |index: &usize| &*self.properties[*index].0 == name;
+        // The expected name first, then the others in order (no division per key).
+        Some(self.next)
+            .filter(|next| *next < self.properties.len())
+            .filter(is)
+            .or_else(|| (0..self.properties.len()).find(is))
             .map(Key::Declared)
     }
 }

@@ -124,6 +124,63 @@ fn write_rfc3339(at: &DateTime<Utc>, out: &mut [u8; RFC3339_MAX]) -> Option<usiz
     Some(len + 1)
 }
 
+/// Appends the JSON text of the instant `ms` milliseconds after the Unix epoch, quoted, exactly
+/// as [`Timestamp`]'s `Serialize` writes it, computed from the count itself (no chrono value, no
+/// escaping pass: every byte is ASCII). `false`, with nothing written, for an instant outside the
+/// years 0–9999: the caller makes a `Timestamp` of it instead.
+pub fn write_millis(ms: i64, out: &mut Vec<u8>) -> bool {
+    // Days since 0000-03-01 (a year from March, so the leap day ends it), then the civil date of
+    // that day count (the algorithm of Howard Hinnant's `civil_from_days`).
+    const MS_PER_DAY: i64 = 86_400_000;
+    const EPOCH_FROM_MARCH_0: i64 = 719_468;
+    let (days, in_day) = (ms.div_euclid(MS_PER_DAY), ms.rem_euclid(MS_PER_DAY));
+    let Some(from_march) = days.checked_add(EPOCH_FROM_MARCH_0) else {
+        return false;
+    };
+    let (era, of_era) = (
+        from_march.div_euclid(146_097),
+        from_march.rem_euclid(146_097),
+    );
+    let year_of_era = (of_era - of_era / 1_460 + of_era / 36_524 - of_era / 146_096) / 365;
+    let day_of_year = of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_from_march = (5 * day_of_year + 2) / 153;
+    let day = day_of_year - (153 * month_from_march + 2) / 5 + 1;
+    let month = if month_from_march < 10 {
+        month_from_march + 3
+    } else {
+        month_from_march - 9
+    };
+    let year = era * 400 + year_of_era + i64::from(month <= 2);
+    if !(0..=9999).contains(&year) {
+        return false;
+    }
+    let (seconds, millis) = (in_day / 1_000, in_day % 1_000);
+    let mut text = [0u8; RFC3339_MAX + 2];
+    text[0] = b'"';
+    let mut len = 1;
+    let fields = [
+        (year, 4, b'-'),
+        (month, 2, b'-'),
+        (day, 2, b'T'),
+        (seconds / 3_600, 2, b':'),
+        (seconds / 60 % 60, 2, b':'),
+    ];
+    for (value, digits, separator) in fields {
+        put_digits(&mut text, &mut len, value as u32, digits);
+        text[len] = separator;
+        len += 1;
+    }
+    put_digits(&mut text, &mut len, (seconds % 60) as u32, 2);
+    if millis != 0 {
+        text[len] = b'.';
+        len += 1;
+        put_digits(&mut text, &mut len, millis as u32, 3);
+    }
+    text[len..len + 2].copy_from_slice(b"Z\"");
+    out.extend_from_slice(&text[..len + 2]);
+    true
+}
+
 /// Writes the last `digits` decimal digits of `value` at `out[*len..]`.
 fn put_digits(out: &mut [u8], len: &mut usize, mut value: u32, digits: usize) {
     for at in (*len..*len + digits).rev() {
@@ -201,6 +258,63 @@ mod tests {
                 chrono_text(at),
                 "{at:?}"
             );
+        }
+    }
+
+    #[test]
+    fn a_count_of_milliseconds_is_written_as_its_timestamp_is() {
+        let year_0 = -62_167_219_200_000; // 0000-01-01T00:00:00Z
+        let after_9999 = 253_402_300_800_000; // 10000-01-01T00:00:00Z
+        let mut counts = vec![
+            0,
+            -1,
+            1,
+            999,
+            1_000,
+            86_399_999,
+            86_400_000,
+            -86_400_000,
+            -86_400_001,
+            951_782_400_000,   // 2000-02-29
+            951_868_800_000,   // 2000-03-01
+            4_107_542_400_000, // 2100-02-28
+            4_107_628_800_000, // 2100-03-01
+            1_764_554_584_005,
+            year_0,
+            year_0 + 1,
+            year_0 - 1,
+            after_9999 - 1,
+            after_9999,
+            i64::MIN,
+            i64::MAX,
+            i64::MIN / 2,
+            i64::MAX / 2,
+        ];
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        for _ in 0..20_000 {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            // Across and a little past the years 0-9999.
+            let span = (after_9999 - year_0) as u64 + 2 * 86_400_000 * 366;
+            counts.push(year_0 - 86_400_000 * 366 + (state % span) as i64);
+        }
+        for ms in counts {
+            let mut out = b"[".to_vec();
+            let written = write_millis(ms, &mut out);
+            let typed = DateTime::from_timestamp_millis(ms)
+                .filter(|at| (0..=9999).contains(&at.year()))
+                .map(|at| serde_json::to_string(&Timestamp(at)).unwrap());
+            match typed {
+                Some(text) => {
+                    assert!(written, "{ms}");
+                    assert_eq!(std::str::from_utf8(&out[1..]).unwrap(), text, "{ms}");
+                }
+                None => {
+                    assert!(!written, "{ms}");
+                    assert_eq!(out, b"[", "{ms}: nothing written");
+                }
+            }
         }
     }
 

@@ -85,10 +85,9 @@ fn is_loopback_authority(authority: &str) -> bool {
         Some((name, port)) if !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => name,
         _ => authority,
     };
-    matches!(
-        name.to_ascii_lowercase().as_str(),
-        "127.0.0.1" | "localhost" | "[::1]"
-    )
+    ["127.0.0.1", "localhost", "[::1]"]
+        .iter()
+        .any(|loopback| name.eq_ignore_ascii_case(loopback))
 }
 
 /// Counts and times every request by route family and outcome (`daemon::metrics`).
@@ -131,4 +130,37 @@ async fn loopback_only(request: Request, next: Next) -> Response {
         ));
     }
     next.run(request).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_loopback_authority_is_named_in_any_case_with_or_without_a_port() {
+        for authority in [
+            "127.0.0.1",
+            "127.0.0.1:0",
+            "localhost",
+            "LocalHost:8080",
+            "LOCALHOST",
+            "[::1]",
+            "[::1]:65535",
+        ] {
+            assert!(is_loopback_authority(authority), "{authority}");
+        }
+        for authority in [
+            "",
+            "attacker.example",
+            "localhost.attacker.example",
+            "127.0.0.1.attacker.example:80",
+            "localhost:",
+            "localhost:80x",
+            "127.0.0.2",
+            "[::2]:80",
+            "::1",
+        ] {
+            assert!(!is_loopback_authority(authority), "{authority}");
+        }
+    }
 }

@@ -81,12 +81,12 @@ struct WrittenRow {
 }
 
 /// Checks one row of a written page's statement as `Message`'s field types check it and writes
-/// its fields at the end of `fields`. `author` is the last author checked: a page's messages
-/// mostly share theirs.
+/// its fields at the end of `fields`. `author` is the last author checked, with its JSON text: a
+/// page's messages mostly share theirs.
 fn written_fields(
     row: &super::raw::RawRow<'_>,
     fields: &mut Vec<u8>,
-    author: &mut Option<String>,
+    author: &mut Option<(String, Vec<u8>)>,
 ) -> Result<WrittenRow, StoreError> {
     let corrupt = |column| StoreError::Corrupt { column };
     let id = row.str(0)?;
@@ -94,26 +94,34 @@ fn written_fields(
         return Err(corrupt("id"));
     }
     let author_id = row.str(1)?;
-    if author.as_deref() != Some(author_id) {
+    if author.as_ref().is_none_or(|(known, _)| known != author_id) {
         author_id
             .parse::<MessageAuthorId>()
             .map_err(|_| corrupt("author_id"))?;
-        *author = Some(author_id.to_string());
+        let text = serde_json::to_vec(author_id).expect("a text serializes");
+        *author = Some((author_id.to_string(), text));
     }
+    let (_, author_text) = author.as_ref().expect("set above");
     let content = row.str(2)?;
     if !content_is_valid(content) {
         return Err(corrupt("content"));
     }
     let created_at: i64 = row.int(3)?;
-    let at: Timestamp = instant(created_at, "created_at")?;
     let start = fields.len();
-    // serde_json's own serializer, so each value is written as its typed field would be.
-    member(fields, b"\"authorId\":", author_id);
+    fields.extend_from_slice(b"\"authorId\":");
+    fields.extend_from_slice(author_text);
+    // serde_json's own serializer for the text, so it is escaped as its typed field would be.
     member(fields, b",\"content\":", content);
-    member(fields, b",\"createdAt\":", &at);
-    member(fields, b",\"id\":", id);
+    fields.extend_from_slice(b",\"createdAt\":");
+    if !crate::contract::timestamp::write_millis(created_at, fields) {
+        let at: Timestamp = instant(created_at, "created_at")?;
+        serde_json::to_writer(&mut *fields, &at).expect("a time serializes");
+    }
     // An id is ASCII letters, digits and `_`: written as it is, between its quotes.
-    let id_range = fields.len() - 1 - id.len()..fields.len() - 1;
+    fields.extend_from_slice(b",\"id\":\"");
+    let id_range = fields.len()..fields.len() + id.len();
+    fields.extend_from_slice(id.as_bytes());
+    fields.push(b'"');
     Ok(WrittenRow {
         fields: start..fields.len(),
         id: id_range,
@@ -474,7 +482,7 @@ impl Store {
                 let binds =
                     channel_page_binds(workspace_id, member_id, &target.id, kind, after, limit);
                 let mut fields = Vec::with_capacity(256 * (limit + 1));
-                let mut author: Option<String> = None;
+                let mut author: Option<(String, Vec<u8>)> = None;
                 const SQL: &str = concat!(
                     "SELECT g.id, g.author_id, g.content, g.created_at, \
                      g.reaction_count > 0, g.attachment_count > 0",
