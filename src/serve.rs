@@ -46,7 +46,7 @@ pub const DRAIN_DEADLINE: Duration = Duration::from_secs(10);
 /// The largest request head served, counted in its canonical form: the request line and one
 /// `Name: value` line per header, each ending in CRLF, then the blank line. A larger one is
 /// answered 431 and the connection closed. (hyper's own bound, its read buffer of this size, lets
-/// a head of up to about twice it through: [`bounded_head`] is the exact one.)
+/// a head of up to about twice it through: [`bounded`] is the exact one.)
 pub const MAX_REQUEST_HEAD: usize = 64 * 1024;
 
 /// The open-file soft limit a service asks for: its connection cap, with room for the runtimes'
@@ -97,9 +97,7 @@ pub async fn serve(
     });
     let connections = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     let tracker = TaskTracker::new();
-    let app = app
-        .layer(axum::middleware::from_fn(close_unread))
-        .layer(axum::middleware::from_fn(bounded_head));
+    let app = app.layer(axum::middleware::from_fn(bounded));
 
     loop {
         let permit = tokio::select! {
@@ -172,8 +170,10 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
 }
 
 /// Refuses a request whose head is over [`MAX_REQUEST_HEAD`] (431, `Connection: close`: its body
-/// is never read).
-async fn bounded_head(request: Request, next: Next) -> Response {
+/// is never read), and marks the answer to any other `Connection: close` when the handler answered
+/// before its body ended. One layer, not two: each `from_fn` layer boxes its service and its
+/// future per request.
+async fn bounded(request: Request, next: Next) -> Response {
     if head_len(&request) > MAX_REQUEST_HEAD {
         return (
             axum::http::StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE,
@@ -181,7 +181,7 @@ async fn bounded_head(request: Request, next: Next) -> Response {
         )
             .into_response();
     }
-    next.run(request).await
+    close_unread(request, next).await
 }
 
 /// The bytes of `request`'s head in its canonical form: `METHOD target HTTP/1.1`, one

@@ -59,12 +59,7 @@ pub fn router(state: DaemonState) -> Router {
         .fallback(|| async {
             wire::error_response(&ActionError::new(ErrorCode::NotFound, "no such route"))
         })
-        .layer(middleware::from_fn(loopback_only))
-        .layer(middleware::from_fn_with_state(
-            classify as Classify,
-            wire::observe::observe,
-        ))
-        .layer(middleware::from_fn(measure))
+        .layer(middleware::from_fn(front))
         .with_state(state)
 }
 
@@ -90,8 +85,10 @@ fn is_loopback_authority(authority: &str) -> bool {
         .any(|loopback| name.eq_ignore_ascii_case(loopback))
 }
 
-/// Counts and times every request by route family and outcome (`daemon::metrics`).
-async fn measure(request: Request, next: Next) -> Response {
+/// Every request, outermost first: counted and timed by route family and outcome
+/// (`daemon::metrics`), observed (`wire::observe`), and refused unless it is a loopback request.
+/// One layer, not three: each `from_fn` layer boxes its service and its future per request.
+async fn front(request: Request, next: Next) -> Response {
     use super::metrics::RouteFamily;
     let path = request.uri().path();
     let family = if path.starts_with("/api/internal/mcp/") || path.starts_with("/mcp/") {
@@ -104,7 +101,10 @@ async fn measure(request: Request, next: Next) -> Response {
         RouteFamily::other
     };
     let started = std::time::Instant::now();
-    let response = next.run(request).await;
+    let response = wire::observe::observed(classify as Classify, request, |request| {
+        loopback_only(request, next)
+    })
+    .await;
     super::metrics::global().request(family, response.status().as_u16(), started.elapsed());
     response
 }

@@ -14,9 +14,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::Method;
-use axum::middleware::Next;
 use axum::response::Response;
 use sha2::{Digest, Sha256};
 use tokio::sync::{Notify, mpsc};
@@ -194,14 +193,18 @@ async fn append(store: &Store, batch: &[AuditRecord], dropped: &AtomicU64) {
     }
 }
 
-/// The middleware (`axum::middleware::from_fn_with_state(state, layer)`): every request to a
-/// runtime or operator route is recorded once it is answered.
-pub async fn layer(State(state): State<AppState>, request: Request, next: Next) -> Response {
+/// The middleware's part (`server::front`): every request to a runtime or operator route is
+/// recorded once `run` has answered it.
+pub async fn recorded<F: Future<Output = Response>>(
+    state: &AppState,
+    request: Request,
+    run: impl FnOnce(Request) -> F,
+) -> Response {
     // The path is split once, for the family, the action and the claimed ids.
     let path = request.uri().path();
     let segments = segments(path);
     let Some((family, action)) = classify_segments(request.method(), path, &segments) else {
-        return next.run(request).await;
+        return run(request).await;
     };
     let (workspace_id, agent_id) = claimed_ids_of(&segments);
     let at = state.clock.now_ms();
@@ -212,7 +215,7 @@ pub async fn layer(State(state): State<AppState>, request: Request, next: Next) 
         .map(|key| hex::encode(Sha256::digest(key.as_bytes())));
     let (response, established) = CALLER
         .scope(std::sync::Mutex::new(Established::default()), async move {
-            let response = next.run(request).await;
+            let response = run(request).await;
             let established = CALLER.with(|caller| caller.lock().expect("not poisoned").clone());
             (response, established)
         })

@@ -233,16 +233,22 @@ pub fn router(state: AppState) -> Router {
         .merge(admin_api::routes())
         .route("/health", axum::routing::get(health))
         .fallback(not_found)
-        .layer(axum::middleware::from_fn_with_state(
-            classify as crate::wire::observe::Classify,
-            crate::wire::observe::observe,
-        ))
-        // Outermost: the record sees the final answer, a handler's panic included.
-        .layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            audit::layer,
-        ))
+        .layer(axum::middleware::from_fn_with_state(state.clone(), front))
         .with_state(state)
+}
+
+/// Every request: audited (`audit`), outermost so that the record sees the final answer, a
+/// handler's panic included; inside it observed (`wire::observe`). One layer, not two: each
+/// `from_fn` layer boxes its service and its future per request.
+async fn front(
+    axum::extract::State(state): axum::extract::State<AppState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    audit::recorded(&state, request, |request| {
+        crate::wire::observe::observed(classify, request, |request| next.run(request))
+    })
+    .await
 }
 
 /// The route family of a server path, in the server's own terms, for the request span.

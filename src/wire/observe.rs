@@ -61,6 +61,16 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// The middleware: `axum::middleware::from_fn_with_state(classify, observe)`.
 pub async fn observe(State(classify): State<Classify>, request: Request, next: Next) -> Response {
+    observed(classify, request, |request| next.run(request)).await
+}
+
+/// What [`observe`] does around `run`, for a middleware that does more around the same request
+/// in one layer (each `from_fn` layer boxes its service and its future again per request).
+pub async fn observed<F: Future<Output = Response>>(
+    classify: Classify,
+    request: Request,
+    run: impl FnOnce(Request) -> F,
+) -> Response {
     install_panic_hook();
     let path = request.uri().path();
     let (family, protocol) = classify(path);
@@ -73,7 +83,7 @@ pub async fn observe(State(classify): State<Classify>, request: Request, next: N
     );
     let started = std::time::Instant::now();
     let handled = INCIDENT.scope(OnceLock::new(), async move {
-        let outcome = AssertUnwindSafe(next.run(request).instrument(span.clone()))
+        let outcome = AssertUnwindSafe(run(request).instrument(span.clone()))
             .catch_unwind()
             .await;
         let response = match outcome {
