@@ -78,6 +78,13 @@ impl DatabaseLock {
 
 /// Expands `$body` once per backend with `$writer` and `$reader` bound to that backend's pools and
 /// `$pg` to whether it is PostgreSQL; `Backend` names the sqlx database type inside the body.
+///
+/// The PostgreSQL expansion runs as a boxed future of its own: sqlx's PostgreSQL pool futures
+/// are about 14.5 KiB (its connection acquisition alone), and inline they made every store
+/// function's future, and every server handler's, about 17 KiB, on SQLite too. A handler's
+/// future is moved into its box on every request: a 17 KiB copy per call (1.9% of a history
+/// read's samples, BENCHMARKS.md). `$body` may `return` only as the tail of its function (it is
+/// the body of an `async` block there), and every use is.
 macro_rules! on_backend {
     ($store:expr, |$writer:ident, $reader:ident, $pg:ident| $body:expr) => {
         match &$store.db {
@@ -93,7 +100,7 @@ macro_rules! on_backend {
                 let ($writer, $reader, $pg) = (pool, pool, true);
                 #[allow(dead_code)]
                 type Backend = ::sqlx::Postgres;
-                $body
+                ::std::boxed::Box::pin(async { $body }).await
             }
         }
     };

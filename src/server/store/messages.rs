@@ -441,8 +441,10 @@ impl Store {
                     };
                 }
                 let rows = query.fetch_all(reader).await?;
-                rows.iter().map(message_row).collect::<Result<_, _>>()?
-            }),
+                rows.iter()
+                    .map(message_row)
+                    .collect::<Result<_, StoreError>>()
+            })?,
         };
         let page = self.page_of(rows, member_id, limit).await?;
         if !page.items.is_empty() {
@@ -657,8 +659,8 @@ impl Store {
                 .await?
                 .iter()
                 .map(|row| Ok((Columns::column(row, 0)?, attachment_info(row)?)))
-                .collect::<Result<_, StoreError>>()?
-            })
+                .collect::<Result<_, StoreError>>()
+            })?
         };
         Ok(Extras {
             reactions,
