@@ -74,17 +74,19 @@ fn render_dispatch(out: &mut String, function: &str, handler: &str, actions: &[&
     out.push_str(&format!(
         "/// Decodes validated JSON into the action's typed input, calls its `{handler}` method, and\n\
          /// encodes the typed output straight to JSON text (no `Value` tree in between). An action of another owner is `DispatchError::NotOwned`.\n\
+         /// Each action's future is boxed on its own: inline, every call's future would be as large as the largest action's,\n\
+         /// and it is moved (copied whole) on its way into the router's box.\n\
          pub async fn {function}<H: {handler}>(handler: &H, ctx: &H::Context, id: ActionId, input: ::serde_json::Value) -> Result<Box<::serde_json::value::RawValue>, DispatchError> {{\n\
          \x20   #[allow(unreachable_patterns, unused_variables)]\n\
          \x20   match id {{\n"
     ));
     for action in actions {
         out.push_str(&format!(
-            "        ActionId::{stem} => {{\n\
+            "        ActionId::{stem} => ::std::boxed::Box::pin(async {{\n\
              \x20           let input: types::{input} = ::serde_json::from_value(input).map_err(DispatchError::Decode)?;\n\
              \x20           let output = handler.{method}(ctx, input).await.map_err(DispatchError::Action)?;\n\
              \x20           ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)\n\
-             \x20       }}\n",
+             \x20       }}).await,\n",
             stem = action.rust_stem(),
             input = action.input_type,
             method = action.method_name(),

@@ -127,17 +127,17 @@ pub fn render_handlers(model: &Model) -> String {
     out.push_str(
         "/// Decodes validated arguments into the tool's typed input, calls its handler method, and\n\
          /// encodes the typed result straight to JSON text (or takes the text its owner wrote);\n\
-         /// `None` for a tool the server does not own.\n\
+         /// `None` for a tool the server does not own. Each tool's future is boxed on its own, as `dispatch`'s are.\n\
          pub async fn dispatch_tool<H: ServerToolHandler>(handler: &H, ctx: &H::Context, id: ToolId, input: ::serde_json::Value) -> Option<Result<String, DispatchError>> {\n\
          \x20   Some(match id {\n",
     );
     for tool in &served {
         out.push_str(&format!(
-            "        ToolId::{stem} => async {{\n\
+            "        ToolId::{stem} => ::std::boxed::Box::pin(async {{\n\
              \x20           let input: types::{input} = ::serde_json::from_value(input).map_err(DispatchError::Decode)?;\n\
              \x20           let output = handler.{name}(ctx, input).await.map_err(DispatchError::Action)?;\n\
              \x20           output.into_text().map_err(DispatchError::Encode)\n\
-             \x20       }}.await,\n",
+             \x20       }}).await,\n",
             stem = tool.rust_stem(),
             input = tool.input_type,
             name = tool.name,

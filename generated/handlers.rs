@@ -266,6 +266,8 @@ pub trait ActionHandler: Send + Sync {
 }
 /// Decodes validated JSON into the action's typed input, calls its `ActionHandler` method, and
 /// encodes the typed output straight to JSON text (no `Value` tree in between). An action of another owner is `DispatchError::NotOwned`.
+/// Each action's future is boxed on its own: inline, every call's future would be as large as the largest action's,
+/// and it is moved (copied whole) on its way into the router's box.
 pub async fn dispatch<H: ActionHandler>(
     handler: &H,
     ctx: &H::Context,
@@ -275,305 +277,457 @@ pub async fn dispatch<H: ActionHandler>(
     #[allow(unreachable_patterns, unused_variables)]
     match id {
         ActionId::ApprovalGet => {
-            let input: types::ApprovalGetInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .approval_get(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::ApprovalGetInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .approval_get(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ApprovalList => {
-            let input: types::ApprovalListInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .approval_list(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::ApprovalListInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .approval_list(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ApprovalRequest => {
-            let input: types::ApprovalRequestInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .approval_request(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::ApprovalRequestInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .approval_request(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ProfileGet => {
-            let input: types::ProfileGetInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .profile_get(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::ProfileGetInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .profile_get(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ProfileUpdate => {
-            let input: types::ProfileUpdateInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .profile_update(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::ProfileUpdateInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .profile_update(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ProjectArchive => {
-            let input: types::ProjectArchiveInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .project_archive(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::ProjectArchiveInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .project_archive(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ProjectCreate => {
-            let input: types::ProjectCreateInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .project_create(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::ProjectCreateInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .project_create(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ProjectGet => {
-            let input: types::ProjectGetInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .project_get(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::ProjectGetInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .project_get(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ProjectList => {
-            let input: types::ProjectListInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .project_list(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::ProjectListInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .project_list(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ProjectUpdate => {
-            let input: types::ProjectUpdateInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .project_update(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::ProjectUpdateInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .project_update(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ReviewAdd => {
-            let input: types::ReviewAddInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .review_add(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::ReviewAddInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .review_add(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ReviewGet => {
-            let input: types::ReviewGetInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .review_get(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::ReviewGetInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .review_get(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ReviewList => {
-            let input: types::ReviewListInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .review_list(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::ReviewListInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .review_list(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ReviewResolve => {
-            let input: types::ReviewResolveInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .review_resolve(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::ReviewResolveInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .review_resolve(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ScheduledMessageCancel => {
-            let input: types::ScheduledMessageCancelInput = ::serde_json::from_value(
-                    input,
-                )
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .scheduled_message_cancel(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::ScheduledMessageCancelInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .scheduled_message_cancel(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ScheduledMessageCreate => {
-            let input: types::ScheduledMessageCreateInput = ::serde_json::from_value(
-                    input,
-                )
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .scheduled_message_create(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::ScheduledMessageCreateInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .scheduled_message_create(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ScheduledMessageGet => {
-            let input: types::ScheduledMessageGetInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .scheduled_message_get(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::ScheduledMessageGetInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .scheduled_message_get(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ScheduledMessageList => {
-            let input: types::ScheduledMessageListInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .scheduled_message_list(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::ScheduledMessageListInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .scheduled_message_list(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::ScheduledMessageRuns => {
-            let input: types::ScheduledMessageRunsInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .scheduled_message_runs(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::ScheduledMessageRunsInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .scheduled_message_runs(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::TaskCancel => {
-            let input: types::TaskCancelInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .task_cancel(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::TaskCancelInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .task_cancel(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::TaskClaim => {
-            let input: types::TaskClaimInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .task_claim(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::TaskClaimInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .task_claim(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::TaskComplete => {
-            let input: types::TaskCompleteInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .task_complete(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::TaskCompleteInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .task_complete(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::TaskCreate => {
-            let input: types::TaskCreateInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .task_create(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::TaskCreateInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .task_create(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::TaskGet => {
-            let input: types::TaskGetInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .task_get(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::TaskGetInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .task_get(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::TaskList => {
-            let input: types::TaskListInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .task_list(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::TaskListInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .task_list(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::TaskUpdate => {
-            let input: types::TaskUpdateInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .task_update(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::TaskUpdateInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .task_update(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::TeamGet => {
-            let input: types::TeamGetInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .team_get(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::TeamGetInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .team_get(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::TeamList => {
-            let input: types::TeamListInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .team_list(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::TeamListInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .team_list(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::WorkflowPlan => {
-            let input: types::WorkflowPlanInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .workflow_plan(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::WorkflowPlanInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .workflow_plan(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::WorkflowRun => {
-            let input: types::WorkflowRunInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .workflow_run(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::WorkflowRunInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .workflow_run(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::WorkflowStep => {
-            let input: types::WorkflowStepInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .workflow_step(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::WorkflowStepInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .workflow_step(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::WorkflowTrigger => {
-            let input: types::WorkflowTriggerInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .workflow_trigger(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::WorkflowTriggerInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .workflow_trigger(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::WorkspaceGet => {
-            let input: types::WorkspaceGetInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .workspace_get(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::WorkspaceGetInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .workspace_get(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         other => Err(DispatchError::NotOwned(other)),
     }
@@ -634,6 +788,8 @@ pub trait DaemonActionHandler: Send + Sync {
 }
 /// Decodes validated JSON into the action's typed input, calls its `DaemonActionHandler` method, and
 /// encodes the typed output straight to JSON text (no `Value` tree in between). An action of another owner is `DispatchError::NotOwned`.
+/// Each action's future is boxed on its own: inline, every call's future would be as large as the largest action's,
+/// and it is moved (copied whole) on its way into the router's box.
 pub async fn dispatch_daemon<H: DaemonActionHandler>(
     handler: &H,
     ctx: &H::Context,
@@ -643,58 +799,82 @@ pub async fn dispatch_daemon<H: DaemonActionHandler>(
     #[allow(unreachable_patterns, unused_variables)]
     match id {
         ActionId::AgentCreate => {
-            let input: types::AgentCreateInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .agent_create(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::AgentCreateInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .agent_create(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::AgentDelete => {
-            let input: types::AgentDeleteInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .agent_delete(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::AgentDeleteInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .agent_delete(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::AgentGet => {
-            let input: types::AgentGetInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .agent_get(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::AgentGetInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .agent_get(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::AgentList => {
-            let input: types::AgentListInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .agent_list(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::AgentListInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .agent_list(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::AgentReload => {
-            let input: types::AgentReloadInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .agent_reload(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::AgentReloadInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .agent_reload(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         ActionId::AgentUpdate => {
-            let input: types::AgentUpdateInput = ::serde_json::from_value(input)
-                .map_err(DispatchError::Decode)?;
-            let output = handler
-                .agent_update(ctx, input)
+            ::std::boxed::Box::pin(async {
+                    let input: types::AgentUpdateInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .agent_update(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::value::to_raw_value(&output)
+                        .map_err(DispatchError::Encode)
+                })
                 .await
-                .map_err(DispatchError::Action)?;
-            ::serde_json::value::to_raw_value(&output).map_err(DispatchError::Encode)
         }
         other => Err(DispatchError::NotOwned(other)),
     }
@@ -746,7 +926,7 @@ pub trait ServerToolHandler: Send + Sync {
 }
 /// Decodes validated arguments into the tool's typed input, calls its handler method, and
 /// encodes the typed result straight to JSON text (or takes the text its owner wrote);
-/// `None` for a tool the server does not own.
+/// `None` for a tool the server does not own. Each tool's future is boxed on its own, as `dispatch`'s are.
 pub async fn dispatch_tool<H: ServerToolHandler>(
     handler: &H,
     ctx: &H::Context,
@@ -756,69 +936,73 @@ pub async fn dispatch_tool<H: ServerToolHandler>(
     Some(
         match id {
             ToolId::AttachmentRead => {
-                async {
-                    let input: types::AttachmentReadInput = ::serde_json::from_value(
-                            input,
-                        )
-                        .map_err(DispatchError::Decode)?;
-                    let output = handler
-                        .attachment_read(ctx, input)
-                        .await
-                        .map_err(DispatchError::Action)?;
-                    output.into_text().map_err(DispatchError::Encode)
-                }
+                ::std::boxed::Box::pin(async {
+                        let input: types::AttachmentReadInput = ::serde_json::from_value(
+                                input,
+                            )
+                            .map_err(DispatchError::Decode)?;
+                        let output = handler
+                            .attachment_read(ctx, input)
+                            .await
+                            .map_err(DispatchError::Action)?;
+                        output.into_text().map_err(DispatchError::Encode)
+                    })
                     .await
             }
             ToolId::MessageHistoryRead => {
-                async {
-                    let input: types::MessageHistoryReadInput = ::serde_json::from_value(
-                            input,
-                        )
-                        .map_err(DispatchError::Decode)?;
-                    let output = handler
-                        .message_history_read(ctx, input)
-                        .await
-                        .map_err(DispatchError::Action)?;
-                    output.into_text().map_err(DispatchError::Encode)
-                }
+                ::std::boxed::Box::pin(async {
+                        let input: types::MessageHistoryReadInput = ::serde_json::from_value(
+                                input,
+                            )
+                            .map_err(DispatchError::Decode)?;
+                        let output = handler
+                            .message_history_read(ctx, input)
+                            .await
+                            .map_err(DispatchError::Action)?;
+                        output.into_text().map_err(DispatchError::Encode)
+                    })
                     .await
             }
             ToolId::MessageSend => {
-                async {
-                    let input: types::MessageSendInput = ::serde_json::from_value(input)
-                        .map_err(DispatchError::Decode)?;
-                    let output = handler
-                        .message_send(ctx, input)
-                        .await
-                        .map_err(DispatchError::Action)?;
-                    output.into_text().map_err(DispatchError::Encode)
-                }
+                ::std::boxed::Box::pin(async {
+                        let input: types::MessageSendInput = ::serde_json::from_value(
+                                input,
+                            )
+                            .map_err(DispatchError::Decode)?;
+                        let output = handler
+                            .message_send(ctx, input)
+                            .await
+                            .map_err(DispatchError::Action)?;
+                        output.into_text().map_err(DispatchError::Encode)
+                    })
                     .await
             }
             ToolId::ReactionAdd => {
-                async {
-                    let input: types::ReactionAddInput = ::serde_json::from_value(input)
-                        .map_err(DispatchError::Decode)?;
-                    let output = handler
-                        .reaction_add(ctx, input)
-                        .await
-                        .map_err(DispatchError::Action)?;
-                    output.into_text().map_err(DispatchError::Encode)
-                }
+                ::std::boxed::Box::pin(async {
+                        let input: types::ReactionAddInput = ::serde_json::from_value(
+                                input,
+                            )
+                            .map_err(DispatchError::Decode)?;
+                        let output = handler
+                            .reaction_add(ctx, input)
+                            .await
+                            .map_err(DispatchError::Action)?;
+                        output.into_text().map_err(DispatchError::Encode)
+                    })
                     .await
             }
             ToolId::ReactionRemove => {
-                async {
-                    let input: types::ReactionRemoveInput = ::serde_json::from_value(
-                            input,
-                        )
-                        .map_err(DispatchError::Decode)?;
-                    let output = handler
-                        .reaction_remove(ctx, input)
-                        .await
-                        .map_err(DispatchError::Action)?;
-                    output.into_text().map_err(DispatchError::Encode)
-                }
+                ::std::boxed::Box::pin(async {
+                        let input: types::ReactionRemoveInput = ::serde_json::from_value(
+                                input,
+                            )
+                            .map_err(DispatchError::Decode)?;
+                        let output = handler
+                            .reaction_remove(ctx, input)
+                            .await
+                            .map_err(DispatchError::Action)?;
+                        output.into_text().map_err(DispatchError::Encode)
+                    })
                     .await
             }
             ToolId::KbFetch | ToolId::KbSearch | ToolId::MemorySearch => return None,

@@ -101,7 +101,9 @@ pub async fn observed<F: Future<Output = Response>>(
             }
         };
         let response = if response.status().is_server_error() {
-            with_incident(response, protocol).await
+            // Boxed: the rare path's future (the body read back) would otherwise be carried,
+            // and copied, inside every request's.
+            Box::pin(with_incident(response, protocol)).await
         } else {
             response
         };
