@@ -33,7 +33,7 @@ pub fn router(state: DaemonState) -> Router {
             "/api/internal/exec/servers/{serverId}/agents/{agentId}/{domain}/{action}",
             post(exec::action),
         )
-        .merge(mcp::route::routes(state.clone()))
+        .merge(mcp::route::routes())
         .route("/api/admin/status", get(admin::status))
         .route("/api/admin/metrics", get(admin::metrics))
         .route(

@@ -3,10 +3,10 @@
 //! `POST /api/internal/mcp/servers/{serverId}/agents/{agentId}` and its legacy alias
 //! `/mcp/agentteam/{serverId}/{agentId}` run the same pipeline:
 //! 1. Host/Origin (the router's loopback layer, 403);
-//! 2. authentication and route binding ([`authenticate`], a route layer): an MCP-scope bearer
-//!    whose server and agent match the path, or one uniform 401 with `WWW-Authenticate: Bearer`;
-//!    the verified authorization goes into the request's extensions and nothing after it re-reads
-//!    the token;
+//! 2. authentication and route binding ([`authenticate`], the handler's first step, before the
+//!    method or any header but the bearer is looked at): an MCP-scope bearer whose server and
+//!    agent match the path, or one uniform 401 with `WWW-Authenticate: Bearer`; nothing after it
+//!    re-reads the token;
 //! 3. the handler: POST only (405), admission (429, before the body), a client that accepts JSON
 //!    (406), the body (`wire::body`: 415 / 413 / 408 / 400), one JSON-RPC object (400
 //!    -32700 / -32600), the era (`era`), then the method (`protocol`).
@@ -17,7 +17,6 @@ use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use serde_json::json;
@@ -38,12 +37,12 @@ pub const ROUTES: [&str; 2] = [
     "/mcp/agentteam/{serverId}/{agentId}",
 ];
 
-pub fn routes(state: DaemonState) -> Router<DaemonState> {
+pub fn routes() -> Router<DaemonState> {
     let mut router = Router::new();
     for route in ROUTES {
         router = router.route(route, any(endpoint));
     }
-    router.route_layer(middleware::from_fn_with_state(state, authenticate))
+    router
 }
 
 /// The one answer to every refused credential: missing, malformed, forged, expired, revoked,
@@ -62,20 +61,18 @@ fn unauthorized() -> Response {
     response
 }
 
-/// Authenticates the bearer and binds it to the route before any handler is chosen.
-async fn authenticate(
-    State(state): State<DaemonState>,
-    mut request: Request,
-    next: Next,
-) -> Response {
-    let started = std::time::Instant::now();
+/// Authenticates the bearer and binds it to the route, before anything else of the request is
+/// looked at: the verified authorization, or `None` for the uniform 401 (the refusal recorded).
+fn authenticate(
+    state: &DaemonState,
+    request: &Request,
+    started: std::time::Instant,
+) -> Option<Arc<Authorization>> {
     state
         .counters
         .mcp_requests
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    let Some((server_id, agent_id)) = route_binding(request.uri().path()) else {
-        return unauthorized();
-    };
+    let (server_id, agent_id) = route_binding(request.uri().path())?;
     let verified = access::verify(
         &state.authorizations,
         wire::bearer(request.headers()),
@@ -83,21 +80,17 @@ async fn authenticate(
         agent_id,
         Scope::Mcp,
     );
-    let authorization = match verified {
-        Ok(authorization) => authorization,
-        Err(denied) => {
+    verified
+        .inspect_err(|denied| {
             record_refusal(
-                &state,
-                &denied,
+                state,
+                denied,
                 (server_id, agent_id),
                 request.headers(),
                 started,
             );
-            return unauthorized();
-        }
-    };
-    request.extensions_mut().insert(authorization);
-    next.run(request).await
+        })
+        .ok()
 }
 
 /// Records a refused MCP request in the daemon's refusal log (the method from `Mcp-Method`,
@@ -138,11 +131,9 @@ fn route_binding(path: &str) -> Option<(&str, &str)> {
 
 async fn endpoint(State(state): State<DaemonState>, request: Request) -> Response {
     let started = std::time::Instant::now();
-    let authorization = request
-        .extensions()
-        .get::<Arc<Authorization>>()
-        .cloned()
-        .expect("the authenticate layer runs first");
+    let Some(authorization) = authenticate(&state, &request, started) else {
+        return unauthorized();
+    };
     if request.method() != Method::POST {
         let mut response = (StatusCode::METHOD_NOT_ALLOWED, "").into_response();
         response
