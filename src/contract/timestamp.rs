@@ -94,34 +94,17 @@ fn write_rfc3339(at: &DateTime<Utc>, out: &mut [u8; RFC3339_MAX]) -> Option<usiz
     if !(0..=9999).contains(&year) || nanos >= 1_000_000_000 {
         return None;
     }
-    let mut len = 0;
     let fields = [
-        (year as u32, 4, b'-'),
-        (at.month(), 2, b'-'),
-        (at.day(), 2, b'T'),
-        (at.hour(), 2, b':'),
-        (at.minute(), 2, b':'),
+        year as u32,
+        at.month(),
+        at.day(),
+        at.hour(),
+        at.minute(),
+        at.second(),
     ];
-    for (value, digits, separator) in fields {
-        put_digits(out, &mut len, value, digits);
-        out[len] = separator;
-        len += 1;
-    }
-    put_digits(out, &mut len, at.second(), 2);
-    if nanos != 0 {
-        let (value, digits) = if nanos.is_multiple_of(1_000_000) {
-            (nanos / 1_000_000, 3)
-        } else if nanos.is_multiple_of(1_000) {
-            (nanos / 1_000, 6)
-        } else {
-            (nanos, 9)
-        };
-        out[len] = b'.';
-        len += 1;
-        put_digits(out, &mut len, value, digits);
-    }
-    out[len] = b'Z';
-    Some(len + 1)
+    let mut len = 0;
+    put_instant(out, &mut len, fields, nanos);
+    Some(len)
 }
 
 /// Appends the JSON text of the instant `ms` milliseconds after the Unix epoch, quoted, exactly
@@ -154,31 +137,61 @@ pub fn write_millis(ms: i64, out: &mut Vec<u8>) -> bool {
     if !(0..=9999).contains(&year) {
         return false;
     }
-    let (seconds, millis) = (in_day / 1_000, in_day % 1_000);
+    let seconds = in_day / 1_000;
+    let fields = [
+        year,
+        month,
+        day,
+        seconds / 3_600,
+        seconds / 60 % 60,
+        seconds % 60,
+    ]
+    .map(|f| f as u32);
     let mut text = [0u8; RFC3339_MAX + 2];
     text[0] = b'"';
     let mut len = 1;
-    let fields = [
+    put_instant(
+        &mut text,
+        &mut len,
+        fields,
+        (in_day % 1_000) as u32 * 1_000_000,
+    );
+    text[len] = b'"';
+    out.extend_from_slice(&text[..len + 1]);
+    true
+}
+
+/// Writes `YYYY-MM-DDTHH:MM:SS` from `fields` (year, month, day, hour, minute, second), the
+/// fraction of `nanos` in 3, 6 or 9 digits, only as long as its non-zero digits need (none for
+/// 0), and `Z`, at `out[*len..]`.
+fn put_instant(out: &mut [u8], len: &mut usize, fields: [u32; 6], nanos: u32) {
+    let [year, month, day, hour, minute, second] = fields;
+    for (value, digits, separator) in [
         (year, 4, b'-'),
         (month, 2, b'-'),
         (day, 2, b'T'),
-        (seconds / 3_600, 2, b':'),
-        (seconds / 60 % 60, 2, b':'),
-    ];
-    for (value, digits, separator) in fields {
-        put_digits(&mut text, &mut len, value as u32, digits);
-        text[len] = separator;
-        len += 1;
+        (hour, 2, b':'),
+        (minute, 2, b':'),
+    ] {
+        put_digits(out, len, value, digits);
+        out[*len] = separator;
+        *len += 1;
     }
-    put_digits(&mut text, &mut len, (seconds % 60) as u32, 2);
-    if millis != 0 {
-        text[len] = b'.';
-        len += 1;
-        put_digits(&mut text, &mut len, millis as u32, 3);
+    put_digits(out, len, second, 2);
+    if nanos != 0 {
+        let (value, digits) = if nanos.is_multiple_of(1_000_000) {
+            (nanos / 1_000_000, 3)
+        } else if nanos.is_multiple_of(1_000) {
+            (nanos / 1_000, 6)
+        } else {
+            (nanos, 9)
+        };
+        out[*len] = b'.';
+        *len += 1;
+        put_digits(out, len, value, digits);
     }
-    text[len..len + 2].copy_from_slice(b"Z\"");
-    out.extend_from_slice(&text[..len + 2]);
-    true
+    out[*len] = b'Z';
+    *len += 1;
 }
 
 /// Writes the last `digits` decimal digits of `value` at `out[*len..]`.
