@@ -96,8 +96,8 @@ pub fn domain_help(model: &Model, domain: &Domain) -> String {
     out
 }
 
-/// `agentteam exec <domain> <action> --help`: concise usage, the input fields, one example (for
-/// an operation union: each operation's risk, policy and fields, and one example each).
+/// `agentteam exec <domain> <action> --help`: concise usage, the input fields and one canonical
+/// example (for an operation union: each operation's risk, policy and fields).
 pub fn action_help(model: &Model, action: &Action) -> String {
     if !action.operations.is_empty() {
         return operations_help(model, action);
@@ -134,28 +134,17 @@ pub fn action_help(model: &Model, action: &Action) -> String {
     out
 }
 
-/// The help of an operation union: one row per operation, then one example per operation.
+/// The help of an operation union: one row per operation with its risk, policy and fields, then
+/// the action's one canonical example (the spec's help shows one per action).
 fn operations_help(model: &Model, action: &Action) -> String {
     let command = format!("agentteam exec {} {}", action.domain, action.action);
     let discriminator = action.discriminator.as_deref().unwrap_or("operation");
     let variants =
         operations::variants(&model.defs, &action.input_type, discriminator).unwrap_or_default();
     let mut out = String::new();
-    out.push_str(&format!(
-        "{}
-
-",
-        action.summary
-    ));
-    out.push_str(&format!(
-        "Usage: {command} {INPUT_FORMS}
-
-"
-    ));
-    out.push_str(&format!(
-        "Operations (chosen by `{discriminator}`):
-"
-    ));
+    out.push_str(&format!("{}\n\n", action.summary));
+    out.push_str(&format!("Usage: {command} {INPUT_FORMS}\n\n"));
+    out.push_str(&format!("Operations (chosen by `{discriminator}`):\n"));
     let name_width = action
         .operations
         .iter()
@@ -185,8 +174,7 @@ fn operations_help(model: &Model, action: &Action) -> String {
             })
             .unwrap_or_default();
         out.push_str(&format!(
-            "  {:name_width$}  {:11}  {:8}  {fields}
-",
+            "  {:name_width$}  {:11}  {:8}  {fields}\n",
             op.name,
             op.risk.as_str(),
             op.result_policy.as_str()
@@ -194,21 +182,10 @@ fn operations_help(model: &Model, action: &Action) -> String {
     }
     out.push('\n');
     out.push_str(&format!(
-        "Schemas: {command} --input-schema | --output-schema; errors: agentteam exec --error-schema
-
-"
+        "Schemas: {command} --input-schema | --output-schema; errors: agentteam exec --error-schema\n\n"
     ));
-    out.push_str(
-        "Examples:
-",
-    );
-    for op in &action.operations {
-        out.push_str(&format!(
-            "  {}
-",
-            command_line(action, &op.example)
-        ));
-    }
+    out.push_str("Example:\n");
+    out.push_str(&format!("  {}\n", example_command(action)));
     out
 }
 

@@ -8549,15 +8549,8 @@ Operations (chosen by `operation`):
 
 Schemas: agentteam exec workflow plan --input-schema | --output-schema; errors: agentteam exec --error-schema
 
-Examples:
-  agentteam exec workflow plan '{"limit":20,"operation":"list","status":"active"}'
+Example:
   agentteam exec workflow plan '{"operation":"show","planId":"wfp_01JD7M9Q2R"}'
-  agentteam exec workflow plan '{"operation":"version","planId":"wfp_01JD7M9Q2R","version":2}'
-  agentteam exec workflow plan '{"operation":"validate","steps":[{"key":"build","kind":"task","title":"Build the release"},{"instructions":"Approve the release notes","key":"sign-off","kind":"approval","title":"Release sign-off"}]}'
-  agentteam exec workflow plan '{"name":"Release","operation":"create","requestId":"req-plan-create-01","steps":[{"key":"build","kind":"task","title":"Build the release"},{"instructions":"Approve the release notes","key":"sign-off","kind":"approval","title":"Release sign-off"}]}'
-  agentteam exec workflow plan '{"expectedRevision":2,"operation":"update","planId":"wfp_01JD7M9Q2R","requestId":"req-plan-update-01","steps":[{"key":"build","kind":"task","title":"Build the release"},{"instructions":"Approve the release notes","key":"sign-off","kind":"approval","title":"Release sign-off"}]}'
-  agentteam exec workflow plan '{"operation":"archive","planId":"wfp_01JD7M9Q2R","requestId":"req-plan-archive-01"}'
-  agentteam exec workflow plan '{"operation":"publish","planId":"wfp_01JD7M9Q2R","requestId":"req-plan-publish-01"}'
 "#,
     },
     ActionDescriptor {
@@ -9238,12 +9231,8 @@ Operations (chosen by `operation`):
 
 Schemas: agentteam exec workflow run --input-schema | --output-schema; errors: agentteam exec --error-schema
 
-Examples:
-  agentteam exec workflow run '{"operation":"list","planId":"wfp_01JD7M9Q2R","status":"running"}'
-  agentteam exec workflow run '{"operation":"show","runId":"wfr_01JD7MB5D6"}'
-  agentteam exec workflow run '{"operation":"logs","runId":"wfr_01JD7MB5D6","section":0}'
+Example:
   agentteam exec workflow run '{"operation":"start","requestId":"req-run-start-01","triggerId":"wft_01JD7MA3C4"}'
-  agentteam exec workflow run '{"operation":"cancel","reason":"superseded","requestId":"req-run-cancel-01","runId":"wfr_01JD7MB5D6"}'
 "#,
     },
     ActionDescriptor {
@@ -9820,13 +9809,8 @@ Operations (chosen by `operation`):
 
 Schemas: agentteam exec workflow step --input-schema | --output-schema; errors: agentteam exec --error-schema
 
-Examples:
-  agentteam exec workflow step '{"limit":20,"operation":"list","runId":"wfr_01JD7MB5D6"}'
-  agentteam exec workflow step '{"operation":"get","stepId":"wfs_01JD7MC7E8"}'
+Example:
   agentteam exec workflow step '{"operation":"complete","output":"built 1.4.0","requestId":"req-step-complete-01","stepId":"wfs_01JD7MC7E8"}'
-  agentteam exec workflow step '{"operation":"fail","reason":"the build broke","requestId":"req-step-fail-01","stepId":"wfs_01JD7MC7E8"}'
-  agentteam exec workflow step '{"operation":"pause","reason":"waiting for a fix","requestId":"req-step-pause-01","stepId":"wfs_01JD7MC7E8"}'
-  agentteam exec workflow step '{"operation":"park","reason":"blocked on another team","requestId":"req-step-park-01","stepId":"wfs_01JD7MC7E8"}'
 "#,
     },
     ActionDescriptor {
@@ -10544,15 +10528,8 @@ Operations (chosen by `operation`):
 
 Schemas: agentteam exec workflow trigger --input-schema | --output-schema; errors: agentteam exec --error-schema
 
-Examples:
-  agentteam exec workflow trigger '{"operation":"list","planId":"wfp_01JD7M9Q2R","status":"enabled"}'
-  agentteam exec workflow trigger '{"operation":"show","triggerId":"wft_01JD7MA3C4"}'
-  agentteam exec workflow trigger '{"everyMinutes":1440,"kind":"scheduled","operation":"validate","planId":"wfp_01JD7M9Q2R","startAt":"2026-12-01T09:00:00Z"}'
+Example:
   agentteam exec workflow trigger '{"kind":"manual","name":"On demand","operation":"create","planId":"wfp_01JD7M9Q2R","requestId":"req-trigger-create-01"}'
-  agentteam exec workflow trigger '{"name":"Nightly","operation":"update","requestId":"req-trigger-update-01","triggerId":"wft_01JD7MA3C4"}'
-  agentteam exec workflow trigger '{"operation":"enable","requestId":"req-trigger-enable-01","triggerId":"wft_01JD7MA3C4"}'
-  agentteam exec workflow trigger '{"operation":"disable","requestId":"req-trigger-disable-01","triggerId":"wft_01JD7MA3C4"}'
-  agentteam exec workflow trigger '{"operation":"archive","requestId":"req-trigger-archive-01","triggerId":"wft_01JD7MA3C4"}'
 "#,
     },
     ActionDescriptor {
