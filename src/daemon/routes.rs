@@ -122,12 +122,18 @@ fn loopback_request(headers: &HeaderMap) -> bool {
     })
 }
 
+/// Refuses a request that is not a loopback one with 403, in its route's protocol: a JSON-RPC
+/// error on the MCP routes (MCP asks for 403 on a foreign `Origin`), the envelope elsewhere.
 async fn loopback_only(request: Request, next: Next) -> Response {
     if !loopback_request(request.headers()) {
-        return wire::error_response(&ActionError::new(
-            ErrorCode::Forbidden,
-            "requests must come from this machine's loopback, not a browser",
-        ));
+        const WHY: &str = "requests must come from this machine's loopback, not a browser";
+        return match classify(request.uri().path()).1 {
+            Protocol::JsonRpc => mcp::rpc::RpcError::new(crate::wire::jsonrpc::INVALID_REQUEST, WHY)
+                .respond(axum::http::StatusCode::FORBIDDEN, None),
+            Protocol::Envelope => {
+                wire::error_response(&ActionError::new(ErrorCode::Forbidden, WHY))
+            }
+        };
     }
     next.run(request).await
 }

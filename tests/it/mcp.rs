@@ -657,8 +657,12 @@ async fn foreign_hosts_and_origins_are_refused_before_authentication() {
     ];
     for headers in refused {
         for bearer in [auth, None] {
-            let (status, _, _) = post(&daemon, &rt.url, bearer, headers, ping.clone()).await;
+            let (status, _, body) = post(&daemon, &rt.url, bearer, headers, ping.clone()).await;
             assert_eq!(status, 403, "{headers:?}, bearer: {}", bearer.is_some());
+            // The MCP route answers in JSON-RPC, never with the Exec envelope.
+            assert_eq!(body["jsonrpc"], "2.0", "{body}");
+            assert_eq!(body["error"]["code"], -32600, "{body}");
+            assert!(body.get("ok").is_none(), "{body}");
         }
     }
 }
