@@ -79,26 +79,35 @@ pub fn create_or_read(path: &Path, contents: &str) -> io::Result<(String, bool)>
     read_private(path).map(|existing| (existing, false))
 }
 
-/// Reads a file that must be owner-only (no group or other permission bits) and not a symlink.
+/// Reads a file that must be this user's own regular file, owner-only (no group or other
+/// permission bits), and not a symlink; at most 4 KiB of it (a secret file is small).
 pub fn read_private(path: &Path) -> io::Result<String> {
     use std::io::Read;
-    use std::os::unix::fs::PermissionsExt;
+    use std::os::unix::fs::MetadataExt;
     let mut file = OpenOptions::new()
         .read(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32)
         .open(path)?;
-    let mode = file.metadata()?.permissions().mode();
+    let metadata = file.metadata()?;
+    let refused = |why: String| Err(io::Error::new(io::ErrorKind::PermissionDenied, why));
+    if !metadata.is_file() {
+        return refused("it is not a regular file".into());
+    }
+    let euid = rustix::process::geteuid().as_raw();
+    if metadata.uid() != euid {
+        return refused(format!(
+            "it belongs to user {}, not to this user ({euid})",
+            metadata.uid()
+        ));
+    }
+    let mode = metadata.mode();
     if mode & 0o077 != 0 {
-        return Err(io::Error::new(
-            io::ErrorKind::PermissionDenied,
-            format!(
-                "mode {:o} lets others read it; it must be 0600",
-                mode & 0o777
-            ),
+        return refused(format!(
+            "mode {:o} lets others read it; it must be 0600",
+            mode & 0o777
         ));
     }
     let mut text = String::new();
-    // A secret file is small; a huge one is not ours.
     (&mut file).take(4096).read_to_string(&mut text)?;
     Ok(text)
 }
@@ -195,5 +204,7 @@ mod tests {
         let link = dir.path().join("link");
         std::os::unix::fs::symlink(&path, &link).unwrap();
         assert!(read_private(&link).is_err());
+        let error = read_private(dir.path()).unwrap_err();
+        assert!(error.to_string().contains("not a regular file"), "{error}");
     }
 }

@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use super::output::Exit;
+use super::output::{Exit, usage_error};
 use crate::server::provider::ProviderConfig;
 use crate::server::{AppState, ServerConfig, router};
 
@@ -89,12 +89,8 @@ pub fn run(args: ServerArgs) -> Exit {
         }
     };
     let postgres = crate::server::store::is_postgres(&database);
-    if postgres && url_has_password(&database) {
-        eprintln!(
-            "error: the database URL carries a password, which every user of this machine can read in the process list\n  \
-             put it in a pgpass file (PGPASSFILE or ~/.pgpass, mode 0600) or in PGPASSWORD, and drop it from the URL"
-        );
-        return Exit::Usage;
+    if postgres && let Err(refusal) = check_postgres_url(&database) {
+        return usage_error(&format!("`--database`: {refusal}"), &[PASSWORD_HINT.into()]);
     }
     let operator_token_file = match operator_token_file {
         Some(path) => path,
@@ -143,9 +139,62 @@ pub fn run(args: ServerArgs) -> Exit {
     })
 }
 
-/// Whether a `postgres://` URL has a password in its user info.
-fn url_has_password(database: &str) -> bool {
-    url::Url::parse(database).is_ok_and(|url| url.password().is_some())
+/// Where a database password goes instead of the URL.
+const PASSWORD_HINT: &str = "a password goes in a pgpass file (PGPASSFILE or ~/.pgpass, mode 0600) or in PGPASSWORD, never in the URL";
+
+/// The connection parameters a `postgres://` URL may carry in its query: none of them holds a
+/// secret (`sslkey` names a key file; sqlx reads no key from the URL itself). Anything else is
+/// refused by its name, since sqlx would take a `password` from the query and log any parameter it
+/// does not know together with its value, and every user of the machine can read a process's
+/// arguments.
+const POSTGRES_QUERY_KEYS: &[&str] = &[
+    "sslmode",
+    "ssl-mode",
+    "sslrootcert",
+    "ssl-root-cert",
+    "ssl-ca",
+    "sslcert",
+    "ssl-cert",
+    "sslkey",
+    "ssl-key",
+    "statement-cache-capacity",
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "application_name",
+    "options",
+];
+
+/// Checks a `postgres://` URL for a secret before anything reads it: no password in its user
+/// info, and only [`POSTGRES_QUERY_KEYS`] (and `options[NAME]`) in its query, each key compared as
+/// sqlx reads it (percent-decoded). The refusal names a key, never a value.
+fn check_postgres_url(text: &str) -> Result<(), String> {
+    let url = url::Url::parse(text).map_err(|_| "it is not a valid URL".to_string())?;
+    if url.password().is_some() {
+        return Err(
+            "the URL carries a password, which every user of this machine can read in the process list"
+                .into(),
+        );
+    }
+    for (key, _) in url.query_pairs() {
+        let allowed = POSTGRES_QUERY_KEYS.contains(&key.as_ref())
+            || (key.starts_with("options[") && key.ends_with(']'));
+        if allowed {
+            continue;
+        }
+        let shown: String = key.chars().take(64).flat_map(char::escape_default).collect();
+        return Err(if key.eq_ignore_ascii_case("password") {
+            "the URL carries a password in its query (`password`), which every user of this machine can read in the process list".into()
+        } else {
+            format!(
+                "the query parameter `{shown}` is not accepted (accepted: {})",
+                POSTGRES_QUERY_KEYS.join(", ")
+            )
+        });
+    }
+    Ok(())
 }
 
 /// `operator.token` beside the SQLite file.
@@ -158,4 +207,47 @@ fn default_token_file(database: &str) -> PathBuf {
         .parent()
         .map(|dir| dir.join("operator.token"))
         .unwrap_or_else(|| PathBuf::from("operator.token"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_postgres_url_may_carry_only_secret_free_parameters() {
+        for good in [
+            "postgres://agentteam@db.internal:5432/agentteam",
+            "postgres://agentteam@db/agentteam?sslmode=verify-full&sslrootcert=/etc/ca.pem",
+            "postgres:///agentteam?host=/run/postgresql&user=agentteam&application_name=at",
+            "postgres://u@h/db?sslcert=/c.pem&sslkey=/k.pem&options=-c%20search_path%3Dat",
+            "postgres://u@h/db?options[statement_timeout]=5s&port=5433&dbname=x",
+        ] {
+            assert_eq!(check_postgres_url(good), Ok(()), "{good}");
+        }
+        for (bad, named) in [
+            ("postgres://u:secret@h/db", "carries a password"),
+            ("postgres://u@h/db?password=secret", "(`password`)"),
+            ("postgres://u@h/db?PassWord=secret", "(`password`)"),
+            ("postgres://u@h/db?pass%77ord=secret", "(`password`)"),
+            ("postgres://u@h/db?sslmode=require&passfile=secret", "`passfile`"),
+            ("postgres://u@h/db?sslpassword=secret", "`sslpassword`"),
+            ("postgres://u@h/db?%73ecret=secret", "`secret`"),
+            ("postgres://u@h/db?sslmode=require&x+y=secret", "`x y`"),
+        ] {
+            let refusal = check_postgres_url(bad).unwrap_err();
+            assert!(refusal.contains(named), "{bad}: {refusal}");
+            let without_key = refusal.replace("`secret`", "");
+            assert!(!without_key.contains("secret"), "{bad}: the value is repeated: {refusal}");
+        }
+    }
+
+    #[test]
+    fn a_refused_key_is_shown_bounded_and_escaped() {
+        let long = check_postgres_url(&format!("postgres://u@h/db?{}=v", "k".repeat(100)));
+        let long = long.unwrap_err();
+        assert!(long.contains(&format!("`{}`", "k".repeat(64))), "{long}");
+        let control = check_postgres_url("postgres://u@h/db?a%0Ab%1B=v").unwrap_err();
+        assert!(control.contains(r"`a\nb\u{1b}`"), "{control}");
+        assert!(!control.contains('\n') && !control.contains('\u{1b}'), "{control}");
+    }
 }
