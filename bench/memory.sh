@@ -20,10 +20,11 @@ bin="$PWD/target/release/agentteam"
 work="$(mktemp -d)"
 daemon_pid=""
 runtimes=512
+# The `agentteam run` relays this script started, by their own PIDs.
+relay_pids=()
 cleanup() {
-    pkill -P $$ 2>/dev/null || true
     # shellcheck disable=SC2086 # an empty id drops out
-    kill $daemon_pid 2>/dev/null || true
+    kill "${relay_pids[@]}" $daemon_pid 2>/dev/null || true
     wait 2>/dev/null || true
     rm -rf "$work"
 }
@@ -45,6 +46,7 @@ echo "daemon idle: $(mib "$idle")"
 
 for _ in $(seq 1 "$runtimes"); do
     "$bin" run --state-dir "$work/state" --agent bench -- sleep 600 > /dev/null 2>&1 &
+    relay_pids+=("$!")
 done
 # Every launch admitted and running (polls the daemon's own count, bounded).
 deadline=$((SECONDS + 300))
@@ -53,12 +55,11 @@ until [ "$(status_field '["admission"]["runtimes"]')" -eq "$runtimes" ]; do
     sleep 1
 done
 loaded=$(rss_kib "$daemon_pid")
-relay_pid=$(pgrep -n -f "agentteam run --state-dir $work/state")
-relay=$(rss_kib "$relay_pid")
+relay=$(rss_kib "${relay_pids[-1]}")
 echo "daemon with $runtimes live authorizations: $(mib "$loaded") (target < 64 MiB)"
 echo "one agentteam run relay: $(mib "$relay")"
 
-pkill -f "agentteam run --state-dir $work/state" || true
+kill "${relay_pids[@]}" 2>/dev/null || true
 until [ "$(status_field '["admission"]["runtimes"]')" -eq 0 ]; do
     [ "$SECONDS" -lt "$deadline" ] || { echo "the runtimes did not end" >&2; exit 1; }
     sleep 1

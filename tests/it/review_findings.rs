@@ -825,14 +825,18 @@ async fn a_daemon_started_in_a_runtime_scrubs_the_inherited_credential_variables
         assert!(line.contains(name), "{name} not scrubbed: {line}");
     }
     assert!(crate::support::secret_shapes(&text).is_empty());
-    // Stop the nested daemon itself (SIGTERM, matched by its unique state dir): it would outlive
-    // the test daemon otherwise. `agentteam run` ends when its runtime does.
-    let stopped = std::process::Command::new("pkill")
-        .args(["-TERM", "-f"])
-        .arg(format!("state-dir {}", dir.path().join("nested").display()))
-        .status()
-        .unwrap();
-    assert!(stopped.success(), "no nested daemon to stop");
+    // Stop the nested daemon itself, by the PID its `daemon.json` records: it would outlive the
+    // test daemon otherwise. `agentteam run` ends when its runtime does.
+    let announcement: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(dir.path().join("nested").join("daemon.json")).unwrap(),
+    )
+    .unwrap();
+    let pid = announcement["pid"].as_i64().expect("the nested daemon's pid") as i32;
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .expect("the nested daemon is running");
     runtime.child.wait().await.unwrap();
 }
 
