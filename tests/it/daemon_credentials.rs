@@ -28,11 +28,25 @@ fn now_ms() -> i64 {
         .as_millis() as i64
 }
 
-/// Waits until the wall clock is past `deadline_ms` (the expiry under test, not a guess).
-async fn sleep_until_ms(deadline_ms: i64) {
-    let wait = deadline_ms - now_ms();
-    if wait > 0 {
-        tokio::time::sleep(Duration::from_millis(wait as u64)).await;
+/// Presents `token` on the catalog route of `(workspace, agent)` until it is refused, and holds
+/// the refusal to the token's own expiry: every answer before the expiry is 200, every answer
+/// after it is 403 (the daemon refuses at `now >= expiry`). It measures the bound instead of
+/// sleeping past it.
+async fn refused_from_its_expiry(daemon: &TestDaemon, workspace: &str, agent: &str, token: &str) {
+    let expiry = expiry_ms(token);
+    loop {
+        let before = now_ms();
+        let status = daemon.catalog(workspace, agent, Some(token)).await.0;
+        let after = now_ms();
+        match status {
+            200 => assert!(before < expiry, "accepted {} ms past its expiry", before - expiry),
+            403 => {
+                assert!(after >= expiry, "refused {} ms before its expiry", expiry - after);
+                return;
+            }
+            other => panic!("unexpected status {other}"),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
@@ -141,11 +155,7 @@ async fn tokens_rotate_without_a_restart_and_each_generation_keeps_its_own_expir
                 200
             );
             // ...until its own expiry, and not after (the runtime is still running).
-            sleep_until_ms(expiry_ms(&first) + 50).await;
-            assert_eq!(
-                daemon.catalog(&workspace, &agent, Some(&first)).await.0,
-                403
-            );
+            refused_from_its_expiry(&daemon, &workspace, &agent, &first).await;
             checked_old = true;
         }
     }
@@ -331,7 +341,7 @@ async fn every_credential_failure_gets_the_same_bytes() {
     };
     let mut bad_signature = first.clone();
     bad_signature.replace_range(mac_at..mac_at + 1, flipped);
-    sleep_until_ms(expiry_ms(&first) + 50).await;
+    refused_from_its_expiry(&daemon, &workspace, &agent, &first).await;
     let current = std::fs::read_to_string(dir.join("token")).unwrap();
     let mcp = std::fs::read_to_string(dir.join("mcp-token")).unwrap();
     // A token of a runtime that has exited (well within its lifetime): revoked.

@@ -5,7 +5,7 @@
 //! the official Python SDK client over both tools.
 
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
@@ -454,6 +454,36 @@ async fn exec_requests_never_carry_the_turn() {
     }
 }
 
+/// The memory contract's freshness bound: a write completed this long before a call is in the
+/// call's answer.
+const FRESHNESS: Duration = Duration::from_secs(1);
+
+/// Calls `memory_search` with `query` until `seen` holds of its matches, and returns them. A call
+/// that starts once [`FRESHNESS`] has passed since `written` and still does not see the write
+/// fails the test: the bound is measured, not slept through.
+async fn search_until(
+    rt: &Runtime,
+    daemon: &TestDaemon,
+    query: Value,
+    written: Instant,
+    seen: impl Fn(&Value) -> bool,
+) -> Value {
+    loop {
+        let started = Instant::now();
+        let found = rt.ok(daemon, "memory_search", query.clone()).await;
+        if seen(&found["matches"]) {
+            return found;
+        }
+        assert!(
+            started.duration_since(written) < FRESHNESS,
+            "a call {:?} after the write does not see it: {found}",
+            started.duration_since(written)
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+
 fn write(dir: &Path, path: &str, text: &str) {
     let path = dir.join(path);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -524,15 +554,14 @@ async fn memory_search_finds_fresh_writes_as_locators_and_survives_a_damaged_ind
     for (path, text) in files {
         write(&memory, path, text);
     }
-    // The contract's bound: a write completed 1 s before the call is in its answer.
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let found = rt
-        .ok(
-            &daemon,
-            "memory_search",
-            json!({"query": "canary promotion"}),
-        )
-        .await;
+    let found = search_until(
+        &rt,
+        &daemon,
+        json!({"query": "canary promotion"}),
+        Instant::now(),
+        |matches| matches[0]["path"] == "deploy-process.md",
+    )
+    .await;
     assert_eq!(
         found["matches"][0],
         json!({"path": "deploy-process.md", "heading": "Deploy process", "lineStart": 1, "lineEnd": 3, "score": found["matches"][0]["score"]}),
@@ -591,12 +620,15 @@ async fn memory_search_finds_fresh_writes_as_locators_and_survives_a_damaged_ind
         "# Ada\nAda now runs the payroll export.\n",
     );
     std::fs::remove_file(memory.join("deploy-process.md")).unwrap();
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(
-        rt.ok(&daemon, "memory_search", json!({"query": "canary"}))
-            .await["matches"],
-        json!([])
-    );
+    let written = Instant::now();
+    search_until(&rt, &daemon, json!({"query": "canary"}), written, |m| {
+        *m == json!([])
+    })
+    .await;
+    search_until(&rt, &daemon, json!({"query": "payroll"}), written, |m| {
+        m[0]["path"] == "people/ada.md"
+    })
+    .await;
     assert_eq!(
         rt.ok(&daemon, "memory_search", json!({"query": "reconciliation"}))
             .await["matches"],
@@ -656,12 +688,14 @@ async fn memory_search_finds_fresh_writes_as_locators_and_survives_a_damaged_ind
         "fresh.md",
         "# Fresh\nrecreated directories are watched again\n",
     );
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    assert_eq!(
-        rt.ok(&daemon, "memory_search", json!({"query": "recreated"}))
-            .await["matches"][0]["path"],
-        "fresh.md"
-    );
+    search_until(
+        &rt,
+        &daemon,
+        json!({"query": "recreated"}),
+        Instant::now(),
+        |m| m[0]["path"] == "fresh.md",
+    )
+    .await;
     drop(rt);
 
     // A restart over a corrupted snapshot rebuilds from the files: the first call answers.
@@ -712,7 +746,14 @@ async fn the_python_sdk_searches_knowledge_and_memory() {
         "incidents.md",
         "# Incidents\n\n## Pooler outage\nThe pooler ran out of connections.\n",
     );
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    search_until(
+        &rt,
+        &daemon,
+        json!({"query": "pooler connections"}),
+        Instant::now(),
+        |m| m[0]["path"] == "incidents.md",
+    )
+    .await;
     let output = tokio::process::Command::new(crate::support::venv_tool("python"))
         .arg(repo_root().join("tests/it/mcp_sdk_client.py"))
         .args([
