@@ -63,7 +63,7 @@ until grep -q "listening on" "$work/daemon.out" 2>/dev/null; do
     kill -0 "$daemon_pid" 2>/dev/null || { cat "$work/daemon.log" >&2; exit 1; }
     sleep 0.1
 done
-agent="$("$bin" agent add bench --state-dir "$state" | python3 -c 'import json,sys; print(json.load(sys.stdin)["agent"]["id"])')"
+agent="$("$bin" agent add bench --json --state-dir "$state" | python3 -c 'import json,sys; print(json.load(sys.stdin)["agent"]["id"])')"
 
 # The corpora: the knowledge base's and the memory directory's (another seed).
 python3 bench/search_corpus.py "$work/kb" 10000 7 > "$work/kb.json"
@@ -84,11 +84,11 @@ field() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
 human="$(operator /humans '{"handle":"asker","displayName":"Asker"}' | field humanId)"
 operator "/channels/$channel/members" "{\"memberId\":\"$human\"}" > /dev/null
 message="$(operator /messages "{\"authorHumanId\":\"$human\",\"channelId\":\"$channel\",\"content\":\"what do we know?\"}" | field messageId)"
-source="$("$bin" admin kb source --workspace "$workspace" --name bench --server-url "$server_url" --operator-token-file "$operator_token_file" | field sourceId)"
+source="$("$bin" admin --json kb source --workspace "$workspace" --name bench --server-url "$server_url" --operator-token-file "$operator_token_file" | field sourceId)"
 "$bin" admin kb grant --workspace "$workspace" --source "$source" --channel "$channel" \
     --server-url "$server_url" --operator-token-file "$operator_token_file" > /dev/null
 import_started=$(date +%s.%N)
-"$bin" admin kb import --workspace "$workspace" --source "$source" "$work/kb" \
+"$bin" admin --json kb import --workspace "$workspace" --source "$source" "$work/kb" \
     --server-url "$server_url" --operator-token-file "$operator_token_file" 2> "$work/import.log" > "$work/import.json"
 import_seconds=$(python3 -c "import time; print(f'{time.time() - $import_started:.1f}')")
 echo "import: $(cat "$work/import.json") in ${import_seconds} s"

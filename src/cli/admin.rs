@@ -2,8 +2,8 @@
 //! credentials, channels, threads, direct conversations, teams and human messages — over the
 //! server's operator API.
 //!
-//! Results are printed as JSON on stdout. A device credential is a secret: it is written to a
-//! new owner-only file and never printed.
+//! Results are printed for a person on stdout, or as JSON with `--json`. A device credential is
+//! a secret: it is written to a new owner-only file and never printed.
 
 use std::path::PathBuf;
 
@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::http::{self, Peer};
 use super::operator::Connection;
-use super::output::{Exit, print, usage_error};
+use super::output::{Exit, usage_error};
 
 #[derive(Debug, Subcommand)]
 pub enum ExtensionCommand {
@@ -230,10 +230,10 @@ pub enum AdminCommand {
     },
 }
 
-pub fn run(command: AdminCommand) -> Exit {
+pub fn run(command: AdminCommand, json: bool) -> Exit {
     let (connection, path, body, credential_file) = match command {
-        AdminCommand::Kb { command } => return super::kb::run(command),
-        AdminCommand::Audit(args) => return super::audit::run(args),
+        AdminCommand::Kb { command } => return super::kb::run(command, json),
+        AdminCommand::Audit(args) => return super::audit::run(args, json),
         AdminCommand::Workspace { connection, name } => (
             connection,
             "/admin/workspaces".to_string(),
@@ -483,7 +483,7 @@ pub fn run(command: AdminCommand) -> Exit {
         }
         data["credentialFile"] = json!(file.display().to_string());
     }
-    print(&format!("{data}\n"))
+    super::output::answer(&data, json)
 }
 
 fn strip_nulls(mut body: Value) -> Value {

@@ -12,7 +12,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Map, Value, json};
 
 use super::daemon::{StateDir, admin_call};
-use super::output::{Exit, print, usage_error};
+use super::output::{Exit, count, print, table, usage_error};
 
 /// The longest secret file read (an API key, a header file, a base URL).
 const MAX_SECRET_FILE: u64 = 64 * 1024;
@@ -26,6 +26,9 @@ pub enum AgentCommand {
         handle: String,
         #[command(flatten)]
         settings: Settings,
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
     },
     /// List this daemon's agents
     List {
@@ -57,11 +60,23 @@ pub enum AgentCommand {
         /// Remove a setting
         #[arg(long, value_enum, value_name = "SETTING")]
         clear: Vec<Clear>,
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
     },
     /// Remove an agent's local profile and secrets (by id or handle); it stays on the server
-    Remove { agent: String },
+    Remove {
+        agent: String,
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
     /// Reload the profiles from disk and drop those the server no longer knows
-    Reload,
+    Reload {
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 /// The settings `add` and `update` take.
@@ -129,54 +144,86 @@ pub enum Clear {
 }
 
 pub fn run(state: StateDir, command: AgentCommand) -> Exit {
-    let result = match command {
-        AgentCommand::Add { handle, settings } => change(&state, None, settings, &[], |agent| {
-            agent.insert("handle".into(), json!(handle));
-        }),
+    // Each command's answer, whether it was asked for as JSON, and its text for a person.
+    let (result, json, for_person): (_, bool, fn(&Value) -> String) = match command {
+        AgentCommand::Add {
+            handle,
+            settings,
+            json,
+        } => (
+            change(&state, None, settings, &[], |agent| {
+                agent.insert("handle".into(), json!(handle));
+            }),
+            json,
+            |data| describe(&data["agent"]),
+        ),
         AgentCommand::Update {
             agent,
             handle,
             settings,
             clear,
-        } => change(&state, Some(&agent), settings, &clear, |change| {
-            if let Some(handle) = handle {
-                change.insert("handle".into(), json!(handle));
-            }
-        }),
+            json,
+        } => (
+            change(&state, Some(&agent), settings, &clear, |change| {
+                if let Some(handle) = handle {
+                    change.insert("handle".into(), json!(handle));
+                }
+            }),
+            json,
+            |data| describe(&data["agent"]),
+        ),
         AgentCommand::List {
             json,
             runtime_family,
             provider,
         } => return list(&state, json, runtime_family, provider),
-        AgentCommand::Get { agent, json } => admin_call(
-            &state.state_dir,
-            reqwest::Method::GET,
-            &format!("/api/admin/agents/{}", path_segment(&agent)),
-            None,
-        )
-        .map(|data| {
-            if json {
-                data
-            } else {
-                Value::String(describe(&data["agent"]))
-            }
-        }),
-        AgentCommand::Remove { agent } => admin_call(
-            &state.state_dir,
-            reqwest::Method::DELETE,
-            &format!("/api/admin/agents/{}", path_segment(&agent)),
-            None,
+        AgentCommand::Get { agent, json } => (
+            admin_call(
+                &state.state_dir,
+                reqwest::Method::GET,
+                &format!("/api/admin/agents/{}", path_segment(&agent)),
+                None,
+            ),
+            json,
+            |data| describe(&data["agent"]),
         ),
-        AgentCommand::Reload => admin_call(
-            &state.state_dir,
-            reqwest::Method::POST,
-            "/api/admin/agents/reload",
-            Some(json!({})),
+        AgentCommand::Remove { agent, json } => (
+            admin_call(
+                &state.state_dir,
+                reqwest::Method::DELETE,
+                &format!("/api/admin/agents/{}", path_segment(&agent)),
+                None,
+            ),
+            json,
+            |data| {
+                format!(
+                    "removed the local profile of {} ({}); the agent stays on the server\n",
+                    data["removed"]["handle"].as_str().unwrap_or("?"),
+                    data["removed"]["id"].as_str().unwrap_or("?"),
+                )
+            },
+        ),
+        AgentCommand::Reload { json } => (
+            admin_call(
+                &state.state_dir,
+                reqwest::Method::POST,
+                "/api/admin/agents/reload",
+                Some(json!({})),
+            ),
+            json,
+            |data| {
+                let number = |field: &str| data[field].as_u64().unwrap_or(0);
+                format!(
+                    "loaded {}; removed {} the server no longer knows\n",
+                    count(number("loaded"), "profile", "profiles"),
+                    count(number("removed"), "profile", "profiles"),
+                )
+            },
         ),
     };
     match result {
-        Ok(Value::String(text)) => print(&text),
-        Ok(data) => print(&format!("{data}\n")),
+        Ok(data) if json => print(&format!("{data}\n")),
+        Ok(data) => print(&for_person(&data)),
         Err(exit) => exit,
     }
 }
@@ -367,17 +414,22 @@ fn list(
     if json {
         return print(&format!("{}\n", json!({ "agents": agents })));
     }
-    let mut table = String::new();
-    for agent in &agents {
-        table.push_str(&format!(
-            "{}  {}  {}  {}\n",
-            agent["id"].as_str().unwrap_or(""),
-            agent["handle"].as_str().unwrap_or(""),
-            agent["runtimeFamily"].as_str().unwrap_or(""),
-            agent["displayName"].as_str().unwrap_or("")
-        ));
+    if agents.is_empty() {
+        return print("no agent is registered here; add one with `agentteam agent add HANDLE`\n");
     }
-    print(&table)
+    let text = |agent: &Value, field: &str| agent[field].as_str().unwrap_or("-").to_string();
+    let rows: Vec<Vec<String>> = agents
+        .iter()
+        .map(|agent| {
+            vec![
+                text(agent, "handle"),
+                text(agent, "id"),
+                text(agent, "runtimeFamily"),
+                text(agent, "displayName"),
+            ]
+        })
+        .collect();
+    print(&table(&["HANDLE", "ID", "RUNTIME", "DISPLAY NAME"], &rows))
 }
 
 /// A profile for a person.

@@ -29,12 +29,10 @@ pub struct AuditArgs {
     /// How many records, newest first (1 to 10000)
     #[arg(long, default_value_t = 50)]
     limit: usize,
-    /// Print the records as JSON
-    #[arg(long)]
-    json: bool,
 }
 
-pub fn run(args: AuditArgs) -> Exit {
+/// Prints the records as a table, or as JSON with `json` (`agentteam admin --json`).
+pub fn run(args: AuditArgs, json: bool) -> Exit {
     if !(1..=MAX_LIMIT).contains(&args.limit) {
         return usage_error(&format!("`--limit` is 1 to {MAX_LIMIT}"), &[]);
     }
@@ -67,23 +65,23 @@ pub fn run(args: AuditArgs) -> Exit {
             break;
         }
     }
-    if args.json {
+    if json {
         return print(&format!("{}\n", json!({ "records": records })));
     }
-    print(&table(&records))
+    print(&records_table(&records))
 }
 
 /// The records as aligned columns.
-fn table(records: &[Value]) -> String {
+fn records_table(records: &[Value]) -> String {
     let text = |record: &Value, field: &str| record[field].as_str().unwrap_or("-").to_string();
-    let rows: Vec<[String; 7]> = records
+    let rows: Vec<Vec<String>> = records
         .iter()
         .map(|r| {
             let agent = match (text(r, "agentId"), r["verified"].as_bool()) {
                 (agent, Some(false)) if agent != "-" => format!("{agent} (unverified)"),
                 (agent, _) => agent,
             };
-            [
+            vec![
                 text(r, "at"),
                 text(r, "family"),
                 text(r, "action"),
@@ -97,30 +95,12 @@ fn table(records: &[Value]) -> String {
             ]
         })
         .collect();
-    let header = [
-        "TIME", "FAMILY", "ACTION", "OUTCOME", "AGENT", "DEVICE", "DURATION",
-    ];
-    let mut widths = header.map(str::len);
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.chars().count());
-        }
-    }
-    let line = |cells: &[String]| -> String {
-        let mut out = String::new();
-        for (i, (cell, width)) in cells.iter().zip(widths).enumerate() {
-            if i + 1 == cells.len() {
-                out.push_str(cell);
-            } else {
-                out.push_str(&format!("{cell:<width$}  "));
-            }
-        }
-        out.trim_end().to_string() + "\n"
-    };
-    let mut out = line(&header.map(str::to_string));
-    for row in &rows {
-        out.push_str(&line(row));
-    }
+    let mut out = super::output::table(
+        &[
+            "TIME", "FAMILY", "ACTION", "OUTCOME", "AGENT", "DEVICE", "DURATION",
+        ],
+        &rows,
+    );
     if rows.is_empty() {
         out.push_str("(no records)\n");
     }

@@ -182,30 +182,58 @@ pub fn run_daemon(args: DaemonArgs, scrubbed: Vec<String>) -> Exit {
     }
 }
 
-/// The daemon's base URL and admin token from its state directory.
-fn connect(state_dir: &Option<PathBuf>) -> Result<(String, String), Exit> {
+/// What `daemon.json` says of the running daemon.
+#[derive(Debug)]
+pub struct Announcement {
+    /// The state directory it was read from.
+    pub state_dir: PathBuf,
+    /// The daemon's loopback base URL.
+    pub base_url: String,
+    /// The server it uses: its embedded one's loopback listener, or `--server-url`.
+    pub server_url: String,
+    /// Whether that server is the embedded one (its operator token is in the state directory).
+    pub server_embedded: bool,
+}
+
+/// The local daemon's announcement in `state_dir` (default: the default state directory), or the
+/// printed refusal when no daemon is running there.
+pub fn announcement(state_dir: &Option<PathBuf>) -> Result<Announcement, Exit> {
     let dir = state_dir.clone().unwrap_or_else(default_state_dir);
-    let hint = || vec!["start it with `agentteam daemon`".to_string()];
+    let not_running = || {
+        usage_error(
+            &format!("no daemon is running with state dir `{}`", dir.display()),
+            &["start it with `agentteam daemon`".to_string()],
+        )
+    };
     let announcement: Value = std::fs::read(dir.join(DAEMON_FILE))
         .ok()
         .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-        .ok_or_else(|| {
-            usage_error(
-                &format!("no daemon is running with state dir `{}`", dir.display()),
-                &hint(),
-            )
-        })?;
-    let base_url = announcement["baseUrl"]
-        .as_str()
-        .ok_or_else(|| usage_error("`daemon.json` has no `baseUrl`", &[]))?
-        .to_string();
-    let token = std::fs::read_to_string(dir.join(ADMIN_TOKEN_FILE)).map_err(|_| {
+        .ok_or_else(not_running)?;
+    let text = |field: &str| {
+        announcement[field]
+            .as_str()
+            .map(str::to_string)
+            .ok_or_else(|| usage_error(&format!("`{DAEMON_FILE}` has no `{field}`"), &[]))
+    };
+    Ok(Announcement {
+        base_url: text("baseUrl")?,
+        server_url: text("serverUrl")?,
+        server_embedded: announcement["serverEmbedded"].as_bool() == Some(true),
+        state_dir: dir,
+    })
+}
+
+/// The daemon's base URL and admin token from its state directory.
+fn connect(state_dir: &Option<PathBuf>) -> Result<(String, String), Exit> {
+    let daemon = announcement(state_dir)?;
+    let token_file = daemon.state_dir.join(ADMIN_TOKEN_FILE);
+    let token = crate::private_file::read_private(&token_file).map_err(|e| {
         usage_error(
-            &format!("cannot read `{}`", dir.join(ADMIN_TOKEN_FILE).display()),
-            &hint(),
+            &format!("cannot read `{}`: {e}", token_file.display()),
+            &["start the daemon with `agentteam daemon`".to_string()],
         )
     })?;
-    Ok((base_url, token.trim().to_string()))
+    Ok((daemon.base_url, token.trim().to_string()))
 }
 
 /// One admin API call; the success `data` or the printed refusal and its exit status.
@@ -223,6 +251,12 @@ pub fn admin_call(
         &token,
         body.as_ref(),
     )
+}
+
+/// One admin API `GET` whose success is text (the metrics), or the printed refusal.
+pub fn admin_text(state_dir: &Option<PathBuf>, path: &str) -> Result<String, Exit> {
+    let (base_url, token) = connect(state_dir)?;
+    http::Session::new(Peer::Daemon).text(&format!("{base_url}{path}"), &token)
 }
 
 /// `agentteam run`: the daemon launches the command; this process relays its output and exits

@@ -92,6 +92,38 @@ impl<'a> Session<'a> {
         bearer: &str,
         body: Option<&Value>,
     ) -> Result<Value, Exit> {
+        let (status, bytes) = self.send(method, url, bearer, body)?;
+        let envelope = self.envelope(status, &bytes)?;
+        if status.is_success() && envelope["ok"] == true {
+            return Ok(envelope["data"].clone());
+        }
+        Err(refusal(self.peer, &envelope))
+    }
+
+    /// One `GET` whose success is text rather than an envelope (the metrics); a refusal is
+    /// printed as [`call`] prints it.
+    pub fn text(&self, url: &str, bearer: &str) -> Result<String, Exit> {
+        let (status, bytes) = self.send(reqwest::Method::GET, url, bearer, None)?;
+        if status.is_success() {
+            return String::from_utf8(bytes).map_err(|_| {
+                usage_error(
+                    &format!("the {} answered text that is not UTF-8", self.peer.name()),
+                    &[],
+                )
+            });
+        }
+        Err(refusal(self.peer, &self.envelope(status, &bytes)?))
+    }
+
+    /// Sends one request and reads its bounded answer; an unreachable peer or an unread answer
+    /// is printed here.
+    fn send(
+        &self,
+        method: reqwest::Method,
+        url: &str,
+        bearer: &str,
+        body: Option<&Value>,
+    ) -> Result<(reqwest::StatusCode, Vec<u8>), Exit> {
         let peer = self.peer;
         let answer = self.runtime.block_on(async {
             let mut request = self.http.request(method, url).bearer_auth(bearer);
@@ -108,34 +140,25 @@ impl<'a> Session<'a> {
                 .map_err(Ok)?;
             Ok::<_, Result<crate::client::http::ReadError, &'static str>>((status, bytes))
         });
-        let (status, bytes) = match answer {
-            Ok(answer) => answer,
-            Err(Err(why)) => {
-                return Err(usage_error(
-                    &format!("cannot reach the {} at `{url}`: {why}", peer.name()),
-                    &[peer.unreachable_hint().to_string()],
-                ));
-            }
-            Err(Ok(error)) => {
-                return Err(usage_error(
-                    &format!("the {} answered, but {error}", peer.name()),
-                    &[],
-                ));
-            }
-        };
-        let envelope: Value = serde_json::from_slice(&bytes).map_err(|_| {
+        answer.map_err(|failure| match failure {
+            Err(why) => usage_error(
+                &format!("cannot reach the {} at `{url}`: {why}", peer.name()),
+                &[peer.unreachable_hint().to_string()],
+            ),
+            Ok(error) => usage_error(&format!("the {} answered, but {error}", peer.name()), &[]),
+        })
+    }
+
+    fn envelope(&self, status: reqwest::StatusCode, bytes: &[u8]) -> Result<Value, Exit> {
+        serde_json::from_slice(bytes).map_err(|_| {
             usage_error(
                 &format!(
                     "the {} answered {status} without a JSON envelope",
-                    peer.name()
+                    self.peer.name()
                 ),
                 &[],
             )
-        })?;
-        if status.is_success() && envelope["ok"] == true {
-            return Ok(envelope["data"].clone());
-        }
-        Err(refusal(peer, &envelope))
+        })
     }
 }
 

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 
 use super::http::{Peer, Session};
 use super::operator::Connection;
-use super::output::{Exit, print, usage_error};
+use super::output::{Exit, count, print, usage_error};
 
 /// Files the importer reads; everything else is skipped.
 const EXTENSIONS: &[&str] = &["md", "markdown", "txt"];
@@ -67,7 +67,7 @@ pub enum KbCommand {
     },
 }
 
-pub fn run(command: KbCommand) -> Exit {
+pub fn run(command: KbCommand, json: bool) -> Exit {
     match command {
         KbCommand::Source {
             connection,
@@ -77,6 +77,7 @@ pub fn run(command: KbCommand) -> Exit {
             &connection,
             &format!("/admin/workspaces/{workspace}/kb/sources"),
             json!({ "name": name }),
+            json,
         ),
         KbCommand::Grant {
             connection,
@@ -94,6 +95,7 @@ pub fn run(command: KbCommand) -> Exit {
                 &connection,
                 &format!("/admin/workspaces/{workspace}/kb/sources/{source}/grants"),
                 body,
+                json,
             )
         }
         KbCommand::Add {
@@ -112,7 +114,7 @@ pub fn run(command: KbCommand) -> Exit {
                     (name, file)
                 })
                 .collect();
-            upload(&connection, &workspace, &source, named, false)
+            upload(&connection, &workspace, &source, named, false, json)
         }
         KbCommand::Import {
             connection,
@@ -134,12 +136,12 @@ pub fn run(command: KbCommand) -> Exit {
                 );
             }
             files.sort();
-            upload(&connection, &workspace, &source, files, true)
+            upload(&connection, &workspace, &source, files, true, json)
         }
     }
 }
 
-fn one(connection: &Connection, path: &str, body: Value) -> Exit {
+fn one(connection: &Connection, path: &str, body: Value, json: bool) -> Exit {
     let (base, token, remote) = match connection.open() {
         Ok(opened) => opened,
         Err(exit) => return exit,
@@ -150,7 +152,7 @@ fn one(connection: &Connection, path: &str, body: Value) -> Exit {
         &token,
         Some(&body),
     ) {
-        Ok(data) => print(&format!("{data}\n")),
+        Ok(data) => super::output::answer(&data, json),
         Err(exit) => exit,
     }
 }
@@ -180,13 +182,14 @@ fn walk(root: &Path, dir: &Path, out: &mut Vec<(String, PathBuf)>) -> std::io::R
 }
 
 /// Uploads `files` one request each over one connection; a file that cannot be read (or is not
-/// UTF-8, or is too large) is skipped and said so. Prints a JSON summary.
+/// UTF-8, or is too large) is skipped and said so. Prints a summary (JSON with `json`).
 fn upload(
     connection: &Connection,
     workspace: &str,
     source: &str,
     files: Vec<(String, PathBuf)>,
     progress: bool,
+    json: bool,
 ) -> Exit {
     let (base, token, remote) = match connection.open() {
         Ok(opened) => opened,
@@ -242,8 +245,15 @@ fn upload(
             }
         }
     }
+    if json {
+        return print(&format!(
+            "{}\n",
+            json!({ "files": total, "created": created, "replaced": replaced, "skipped": skipped })
+        ));
+    }
     print(&format!(
-        "{}\n",
-        json!({ "files": total, "created": created, "replaced": replaced, "skipped": skipped })
+        "{}: {created} new, {replaced} replaced, {} skipped\n",
+        count(total as u64, "file", "files"),
+        skipped.len()
     ))
 }

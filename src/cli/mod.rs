@@ -62,6 +62,9 @@ enum Command {
     },
     /// Set up a server as its operator: workspaces, humans, agents, devices, channels, threads, teams, messages
     Admin {
+        /// Print the server's answer as JSON, for a program
+        #[arg(long, global = true)]
+        json: bool,
         #[command(subcommand)]
         command: admin::AdminCommand,
     },
@@ -74,6 +77,12 @@ enum Command {
         /// Print the daemon's answer as JSON
         #[arg(long)]
         json: bool,
+        /// Print the daemon's Prometheus metrics (OpenMetrics text) instead
+        #[arg(long, conflicts_with = "json")]
+        metrics: bool,
+        /// Name agents by their ids rather than their handles
+        #[arg(long)]
+        ids: bool,
     },
     /// List the extension definitions the local daemon pinned and the ones it left out
     Extensions {
@@ -100,6 +109,9 @@ enum Command {
         /// Print the runs as JSON
         #[arg(long)]
         json: bool,
+        /// Name agents by their ids rather than their handles
+        #[arg(long)]
+        ids: bool,
     },
     /// Bind a run to the Human-initiated turn it answers now (`kb_search` and `kb_fetch` use it)
     Turn {
@@ -168,7 +180,7 @@ pub fn main() -> ExitCode {
             prompt_summary(&catalog::launch_extensions()),
             crate::contract::skill::skill_doc(&runtime.naming())
         )),
-        Command::Admin { command } => admin::run(command),
+        Command::Admin { json, command } => admin::run(command, json),
         Command::Mcp { command } => mcp::run(command),
         Command::Daemon(args) => {
             // Before any thread exists: a daemon started inside another runtime drops that
@@ -177,13 +189,20 @@ pub fn main() -> ExitCode {
             daemon::run_daemon(args, scrubbed)
         }
         Command::Agent { state, command } => agent::run(state, command),
-        Command::Status { state, json } => status::status(state, json),
+        Command::Status {
+            state,
+            metrics: true,
+            ..
+        } => status::metrics(state),
+        Command::Status {
+            state, json, ids, ..
+        } => status::status(state, json, ids),
         Command::Extensions {
             state,
             reload,
             json,
         } => status::extensions(state, reload, json),
-        Command::Runs { state, json } => status::runs(state, json),
+        Command::Runs { state, json, ids } => status::runs(state, json, ids),
         Command::Turn {
             state,
             run,

@@ -184,7 +184,11 @@ fn check_postgres_url(text: &str) -> Result<(), String> {
         if allowed {
             continue;
         }
-        let shown: String = key.chars().take(64).flat_map(char::escape_default).collect();
+        let shown: String = key
+            .chars()
+            .take(64)
+            .flat_map(char::escape_default)
+            .collect();
         return Err(if key.eq_ignore_ascii_case("password") {
             "the URL carries a password in its query (`password`), which every user of this machine can read in the process list".into()
         } else {
@@ -229,7 +233,10 @@ mod tests {
             ("postgres://u@h/db?password=secret", "(`password`)"),
             ("postgres://u@h/db?PassWord=secret", "(`password`)"),
             ("postgres://u@h/db?pass%77ord=secret", "(`password`)"),
-            ("postgres://u@h/db?sslmode=require&passfile=secret", "`passfile`"),
+            (
+                "postgres://u@h/db?sslmode=require&passfile=secret",
+                "`passfile`",
+            ),
             ("postgres://u@h/db?sslpassword=secret", "`sslpassword`"),
             ("postgres://u@h/db?%73ecret=secret", "`secret`"),
             ("postgres://u@h/db?sslmode=require&x+y=secret", "`x y`"),
@@ -237,7 +244,10 @@ mod tests {
             let refusal = check_postgres_url(bad).unwrap_err();
             assert!(refusal.contains(named), "{bad}: {refusal}");
             let without_key = refusal.replace("`secret`", "");
-            assert!(!without_key.contains("secret"), "{bad}: the value is repeated: {refusal}");
+            assert!(
+                !without_key.contains("secret"),
+                "{bad}: the value is repeated: {refusal}"
+            );
         }
     }
 
@@ -248,6 +258,9 @@ mod tests {
         assert!(long.contains(&format!("`{}`", "k".repeat(64))), "{long}");
         let control = check_postgres_url("postgres://u@h/db?a%0Ab%1B=v").unwrap_err();
         assert!(control.contains(r"`a\nb\u{1b}`"), "{control}");
-        assert!(!control.contains('\n') && !control.contains('\u{1b}'), "{control}");
+        assert!(
+            !control.contains('\n') && !control.contains('\u{1b}'),
+            "{control}"
+        );
     }
 }

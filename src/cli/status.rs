@@ -5,10 +5,10 @@
 use serde_json::Value;
 
 use super::daemon::{StateDir, admin_call};
-use super::output::{Exit, print};
+use super::output::{Exit, count, print, table};
 
-/// `agentteam status [--json]`.
-pub fn status(state: StateDir, json: bool) -> Exit {
+/// `agentteam status [--json] [--ids]`.
+pub fn status(state: StateDir, json: bool, ids: bool) -> Exit {
     let data = match admin_call(
         &state.state_dir,
         reqwest::Method::GET,
@@ -24,7 +24,7 @@ pub fn status(state: StateDir, json: bool) -> Exit {
     let number = |field: &str| data[field].as_u64().unwrap_or(0);
     let admission = &data["admission"];
     let mut out = format!(
-        "daemon     up, version {}, pid {}\nserver     {} ({})\nworkspace  {}\nagents     {}\n",
+        "daemon     up, version {}, pid {}\nserver     {} ({})\nworkspace  {}\nagents     {} registered here\n",
         data["version"].as_str().unwrap_or("?"),
         number("pid"),
         if data["serverReachable"].as_bool() == Some(true) {
@@ -34,7 +34,7 @@ pub fn status(state: StateDir, json: bool) -> Exit {
         },
         data["serverHop"].as_str().unwrap_or("?"),
         data["workspaceId"].as_str().unwrap_or("?"),
-        number("agents"),
+        count(number("agents"), "agent", "agents"),
     );
     out.push_str(&format!(
         "runtimes   {} of {}{}\n",
@@ -45,28 +45,41 @@ pub fn status(state: StateDir, json: bool) -> Exit {
             None => String::new(),
         },
     ));
-    for run in data["runtimes"].as_array().into_iter().flatten() {
-        out.push_str(&format!(
-            "           {}  {}  up {}\n",
-            run["runId"].as_str().unwrap_or("?"),
-            run["agentId"].as_str().unwrap_or("?"),
-            age(run["ageMs"].as_u64().unwrap_or(0)),
-        ));
+    let runtimes: Vec<Vec<String>> = data["runtimes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|run| {
+            vec![
+                run["runId"].as_str().unwrap_or("?").to_string(),
+                agent_name(run, ids),
+                format!("up {}", age(run["ageMs"].as_u64().unwrap_or(0))),
+            ]
+        })
+        .collect();
+    if !runtimes.is_empty() {
+        for line in table(&["RUN", "AGENT", "AGE"], &runtimes).lines() {
+            out.push_str(&format!("           {line}\n"));
+        }
     }
     out.push_str(&format!(
-        "requests   {} exec, {} mcp; {} of {} admission slots in use\ncleanup    {} credential directories waiting for removal\n",
+        "requests   {} exec, {} mcp; {} of {} admission slots in use\ncleanup    {} waiting for removal\n",
         number("execRequests"),
         number("mcpRequests"),
         admission["requestsInFlight"].as_u64().unwrap_or(0),
         admission["maxRequestsInFlight"].as_u64().unwrap_or(0),
-        number("cleanupDebt"),
+        count(number("cleanupDebt"), "credential directory", "credential directories"),
     ));
     let memory = &data["memory"];
     out.push_str(&format!(
-        "memory     {} files, {} sections indexed for {} agents{}{}\n",
-        memory["files"].as_u64().unwrap_or(0),
-        memory["sections"].as_u64().unwrap_or(0),
-        memory["agents"].as_u64().unwrap_or(0),
+        "memory     {}, {} indexed for {}{}{}\n",
+        count(memory["files"].as_u64().unwrap_or(0), "file", "files"),
+        count(
+            memory["sections"].as_u64().unwrap_or(0),
+            "section",
+            "sections"
+        ),
+        count(memory["agents"].as_u64().unwrap_or(0), "agent", "agents"),
         match memory["building"].as_u64().unwrap_or(0) {
             0 => String::new(),
             n => format!(", {n} building"),
@@ -79,11 +92,21 @@ pub fn status(state: StateDir, json: bool) -> Exit {
     ));
     if let Some(skipped) = memory["skippedFiles"].as_u64().filter(|n| *n > 0) {
         out.push_str(&format!(
-            "           {skipped} files left out (over 1 MiB, a path over 512 bytes, or over 50000 files)\n"
+            "           {} left out (over 1 MiB, a path over 512 bytes, or over 50000 files)\n",
+            count(skipped, "file", "files")
         ));
     }
     out.push_str(&extensions_text(&data["extensions"]));
     print(&out)
+}
+
+/// `agentteam status --metrics`: the daemon's metrics as Prometheus scrapes them, fetched with
+/// the admin token the CLI reads itself (no token on a command line).
+pub fn metrics(state: StateDir) -> Exit {
+    match super::daemon::admin_text(&state.state_dir, "/api/admin/metrics") {
+        Ok(text) => print(&text),
+        Err(exit) => exit,
+    }
 }
 
 /// A duration for a person: `45s`, `3m 12s`, `2h 5m`.
@@ -96,8 +119,8 @@ fn age(ms: u64) -> String {
     }
 }
 
-/// `agentteam runs [--json]`.
-pub fn runs(state: StateDir, json: bool) -> Exit {
+/// `agentteam runs [--json] [--ids]`.
+pub fn runs(state: StateDir, json: bool, ids: bool) -> Exit {
     let data = match admin_call(
         &state.state_dir,
         reqwest::Method::GET,
@@ -114,20 +137,28 @@ pub fn runs(state: StateDir, json: bool) -> Exit {
     if runs.is_empty() {
         return print("no runtime is running\n");
     }
-    let mut out = String::from(
-        "RUN                       AGENT                     SESSION           PID      TURN\n",
-    );
-    for run in &runs {
-        out.push_str(&format!(
-            "{:<25} {:<25} {:<17} {:<8} {}\n",
-            run["runId"].as_str().unwrap_or("?"),
-            run["agentId"].as_str().unwrap_or("?"),
-            run["session"].as_str().unwrap_or("?"),
-            run["pid"],
-            turn_text(&run["turn"]),
-        ));
+    let rows: Vec<Vec<String>> = runs
+        .iter()
+        .map(|run| {
+            vec![
+                run["runId"].as_str().unwrap_or("?").to_string(),
+                agent_name(run, ids),
+                run["session"].as_str().unwrap_or("?").to_string(),
+                run["pid"].to_string(),
+                turn_text(&run["turn"]),
+            ]
+        })
+        .collect();
+    print(&table(&["RUN", "AGENT", "SESSION", "PID", "TURN"], &rows))
+}
+
+/// A run's agent for a person: its handle, or its id when asked (or when no profile is left).
+fn agent_name(run: &Value, ids: bool) -> String {
+    let id = run["agentId"].as_str().unwrap_or("?");
+    match run["agentHandle"].as_str() {
+        Some(handle) if !ids => handle.to_string(),
+        _ => id.to_string(),
     }
-    print(&out)
 }
 
 /// `agentteam turn RUN (--target T --message M | --clear) [--json]`.

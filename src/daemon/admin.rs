@@ -91,6 +91,7 @@ pub async fn status(State(state): State<DaemonState>, _: AdminAuth) -> Answer {
             json!({
                 "runId": run.run_id,
                 "agentId": run.agent_id,
+                "agentHandle": handle(&state, &run.agent_id),
                 "session": run.session,
                 "ageMs": (now - run.started_at_ms).max(0),
             })
@@ -248,7 +249,26 @@ pub async fn reload_agents(State(state): State<DaemonState>, _: AdminAuth) -> An
 
 /// `GET /api/admin/runs`: every live launch.
 pub async fn list_runs(State(state): State<DaemonState>, _: AdminAuth) -> Answer {
-    Ok(Data(json!({ "runs": state.dispatcher.runs() })))
+    let runs: Vec<Value> = state
+        .dispatcher
+        .runs()
+        .into_iter()
+        .map(|run| {
+            let mut shown = serde_json::to_value(&run).expect("a run serializes");
+            shown["agentHandle"] = json!(handle(&state, &run.agent_id));
+            shown
+        })
+        .collect();
+    Ok(Data(json!({ "runs": runs })))
+}
+
+/// The handle of a local agent, for a person (`None` once its profile is gone).
+fn handle(state: &DaemonState, agent_id: &str) -> Option<String> {
+    state
+        .agents
+        .store
+        .get(agent_id)
+        .map(|stored| stored.profile.handle)
 }
 
 /// `PUT /api/admin/runs/{runId}/turn` with `{"target", "messageId"}`: the run's current turn,

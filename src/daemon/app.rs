@@ -33,6 +33,9 @@ pub const DEFAULT_ROTATION_TICK: Duration = Duration::from_secs(5);
 pub const DAEMON_FILE: &str = "daemon.json";
 /// The admin token the local CLI presents (0600, new at every start).
 pub const ADMIN_TOKEN_FILE: &str = "admin.token";
+/// The embedded server's operator token (0600, new at every start), which `agentteam admin`
+/// uses when it names no server.
+pub const EMBEDDED_OPERATOR_TOKEN_FILE: &str = "operator.token";
 
 /// How the daemon is started.
 #[derive(Debug, Clone)]
@@ -129,7 +132,7 @@ pub async fn run(
         None => {
             let server_config = crate::server::ServerConfig {
                 database_url: format!("sqlite://{}", config.state_dir.join("server.db").display()),
-                operator_token_file: config.state_dir.join("operator.token"),
+                operator_token_file: config.state_dir.join(EMBEDDED_OPERATOR_TOKEN_FILE),
                 provider: crate::server::provider::ProviderConfig::default(),
             };
             let state = crate::server::AppState::open(&server_config)
@@ -259,7 +262,13 @@ pub async fn run(
         ),
     });
     let daemon_file = config.state_dir.join(DAEMON_FILE);
-    let announcement = json!({ "baseUrl": base_url, "pid": std::process::id(), "serverUrl": server_url, "serverHop": server_hop });
+    let announcement = json!({
+        "baseUrl": base_url,
+        "pid": std::process::id(),
+        "serverUrl": server_url,
+        "serverHop": server_hop,
+        "serverEmbedded": embedded.is_some(),
+    });
     crate::private_file::replace(&daemon_file, &format!("{announcement}\n"))
         .map_err(|e| state_err("cannot write daemon.json", e))?;
     tracing::info!(%base_url, state_dir = %config.state_dir.display(), "daemon listening");

@@ -37,6 +37,6 @@ pub mod state;
 
 pub use app::{
     ADMIN_TOKEN_FILE, DAEMON_FILE, DEFAULT_ROTATION_TICK, DEFAULT_TOKEN_TTL, DaemonConfig,
-    EmbeddedHop, default_runtime_dir, default_state_dir, run,
+    EMBEDDED_OPERATOR_TOKEN_FILE, EmbeddedHop, default_runtime_dir, default_state_dir, run,
 };
 pub use error::DaemonError;

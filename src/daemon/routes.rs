@@ -128,8 +128,10 @@ async fn loopback_only(request: Request, next: Next) -> Response {
     if !loopback_request(request.headers()) {
         const WHY: &str = "requests must come from this machine's loopback, not a browser";
         return match classify(request.uri().path()).1 {
-            Protocol::JsonRpc => mcp::rpc::RpcError::new(crate::wire::jsonrpc::INVALID_REQUEST, WHY)
-                .respond(axum::http::StatusCode::FORBIDDEN, None),
+            Protocol::JsonRpc => {
+                mcp::rpc::RpcError::new(crate::wire::jsonrpc::INVALID_REQUEST, WHY)
+                    .respond(axum::http::StatusCode::FORBIDDEN, None)
+            }
             Protocol::Envelope => {
                 wire::error_response(&ActionError::new(ErrorCode::Forbidden, WHY))
             }

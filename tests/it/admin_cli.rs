@@ -7,7 +7,7 @@ use crate::support::{TestServer, bin};
 
 async fn admin(server: &TestServer, args: &[&str]) -> (i32, Value, String) {
     let output = tokio::process::Command::new(bin())
-        .arg("admin")
+        .args(["admin", "--json"])
         .args(args)
         .arg("--server-url")
         .arg(&server.base_url)

@@ -157,6 +157,7 @@ async fn no_secret_of_a_profile_reaches_a_model_a_log_or_argv() {
             "openai",
             "--model",
             "gpt-5",
+            "--json",
             "--api-key-file",
         ])
         .arg(&key_file)
@@ -693,7 +694,7 @@ async fn the_human_cli_manages_the_same_profiles() {
         "{out}"
     );
     assert!(out.contains("API key:            configured"), "{out}");
-    let (_, out, _) = run(&["agent", "update", "builder", "--clear", "api-key"]).await;
+    let (_, out, _) = run(&["agent", "update", "builder", "--clear", "api-key", "--json"]).await;
     let updated: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(updated["agent"]["apiKeyConfigured"], false);
     assert_eq!(updated["agent"]["revision"], 3);
@@ -709,7 +710,7 @@ async fn the_human_cli_manages_the_same_profiles() {
     assert_eq!(code, 2);
     assert!(stderr.contains("--base-url-file"), "{stderr}");
     let (_, table, _) = run(&["agent", "list", "--runtime-family", "claude"]).await;
-    assert_eq!(table.lines().count(), 1, "{table}");
+    assert_eq!(table.lines().count(), 2, "a heading and one agent: {table}");
     assert!(
         table.contains("builder") && table.contains("claude"),
         "{table}"
@@ -717,7 +718,7 @@ async fn the_human_cli_manages_the_same_profiles() {
     let (_, json_list, _) = run(&["agent", "list", "--json"]).await;
     let listed: Value = serde_json::from_str(&json_list).unwrap();
     assert_eq!(listed["agents"].as_array().unwrap().len(), 1);
-    let (code, out, _) = run(&["agent", "reload"]).await;
+    let (code, out, _) = run(&["agent", "reload", "--json"]).await;
     assert_eq!(
         (
             code,

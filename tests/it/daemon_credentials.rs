@@ -39,9 +39,17 @@ async fn refused_from_its_expiry(daemon: &TestDaemon, workspace: &str, agent: &s
         let status = daemon.catalog(workspace, agent, Some(token)).await.0;
         let after = now_ms();
         match status {
-            200 => assert!(before < expiry, "accepted {} ms past its expiry", before - expiry),
+            200 => assert!(
+                before < expiry,
+                "accepted {} ms past its expiry",
+                before - expiry
+            ),
             403 => {
-                assert!(after >= expiry, "refused {} ms before its expiry", expiry - after);
+                assert!(
+                    after >= expiry,
+                    "refused {} ms before its expiry",
+                    expiry - after
+                );
                 return;
             }
             other => panic!("unexpected status {other}"),

@@ -483,7 +483,6 @@ async fn search_until(
     }
 }
 
-
 fn write(dir: &Path, path: &str, text: &str) {
     let path = dir.join(path);
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();

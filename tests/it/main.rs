@@ -15,6 +15,7 @@ mod faults;
 mod fixture_build;
 mod generated_fresh;
 mod knowledge;
+mod local_cli;
 mod mcp;
 mod openapi_fuzz;
 mod operation_matrix;

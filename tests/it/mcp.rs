@@ -1660,7 +1660,14 @@ async fn status_and_metrics_show_real_traffic() {
     ] {
         assert!(text.contains(shown), "`{shown}` missing from:\n{text}");
     }
-    assert!(text.contains(&agent), "{text}");
+    assert!(
+        text.contains("agents     1 agent registered here"),
+        "{text}"
+    );
+    // A person reads the agent's handle; `--ids` names it by its id.
+    assert!(text.contains(" alpha ") && !text.contains(&agent), "{text}");
+    let by_id = daemon.cli(&["status", "--ids"]).output().await.unwrap();
+    assert!(String::from_utf8(by_id.stdout).unwrap().contains(&agent));
 
     let admin_token = std::fs::read_to_string(daemon.state_dir.join("admin.token")).unwrap();
     let url = format!("{}/api/admin/metrics", daemon.base_url);
@@ -1727,6 +1734,17 @@ async fn status_and_metrics_show_real_traffic() {
         "{metrics}"
     );
     assert!(!metrics.contains(token.trim()) && !metrics.contains(admin_token.trim()));
+    // `agentteam status --metrics` prints the same text, finding the daemon and its admin token
+    // itself: no token on a command line.
+    let printed = daemon.cli(&["status", "--metrics"]).output().await.unwrap();
+    assert!(printed.status.success(), "{printed:?}");
+    let printed = String::from_utf8(printed.stdout).unwrap();
+    assert!(printed.ends_with("# EOF\n"), "{printed}");
+    assert_eq!(
+        sample(&printed, "agentteam_runtimes"),
+        Some(1.0),
+        "{printed}"
+    );
     let anonymous = daemon.client.get(&url).send().await.unwrap();
     assert!(matches!(anonymous.status().as_u16(), 401 | 403));
 

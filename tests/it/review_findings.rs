@@ -831,7 +831,9 @@ async fn a_daemon_started_in_a_runtime_scrubs_the_inherited_credential_variables
         &std::fs::read(dir.path().join("nested").join("daemon.json")).unwrap(),
     )
     .unwrap();
-    let pid = announcement["pid"].as_i64().expect("the nested daemon's pid") as i32;
+    let pid = announcement["pid"]
+        .as_i64()
+        .expect("the nested daemon's pid") as i32;
     rustix::process::kill_process(
         rustix::process::Pid::from_raw(pid).unwrap(),
         rustix::process::Signal::TERM,

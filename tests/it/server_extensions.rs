@@ -63,7 +63,7 @@ impl Host {
 
     /// `agentteam admin ARGS` against this server.
     fn admin(&self, args: &[&str]) -> Run {
-        let mut all = vec!["admin"];
+        let mut all = vec!["admin", "--json"];
         all.extend_from_slice(args);
         all.extend_from_slice(&[
             "--server-url",

@@ -1067,7 +1067,7 @@ async fn server_knowledge_fetch_reads_a_document_in_bounded_sections() {
 
 async fn admin_kb(server: &TestServer, args: &[&str]) -> (i32, Value, String) {
     let output = tokio::process::Command::new(bin())
-        .args(["admin", "kb"])
+        .args(["admin", "--json", "kb"])
         .args(args)
         .arg("--server-url")
         .arg(&server.base_url)

@@ -1283,6 +1283,7 @@ async fn a_workflow_runs_to_completion_through_agentteam_exec_with_a_human_appro
     assert!(pending.stdout.contains(&approval_id), "{}", pending.stdout);
     let decided = agentteam(&[
         "admin",
+        "--json",
         "decide",
         "--server-url",
         &flow.server_url,

@@ -392,8 +392,18 @@ impl TestDaemon {
 
     /// [`TestDaemon::start_in`] with `env` added to the daemon's environment.
     pub async fn start_in_with_env(root: &Path, args: &[&str], env: &[(&str, &str)]) -> TestDaemon {
+        TestDaemon::start_at(&root.join("state"), root, args, env).await
+    }
+
+    /// A daemon whose state dir is `state_dir`, its log a new file under `root`.
+    pub async fn start_at(
+        state_dir: &Path,
+        root: &Path,
+        args: &[&str],
+        env: &[(&str, &str)],
+    ) -> TestDaemon {
         use tokio::io::AsyncBufReadExt;
-        let state_dir = root.join("state");
+        let state_dir = state_dir.to_path_buf();
         let log_file = root.join(format!(
             "daemon-{}.log",
             std::time::SystemTime::now()
@@ -449,7 +459,11 @@ impl TestDaemon {
 
     /// Registers an agent; returns its id.
     pub async fn add_agent(&self, handle: &str) -> String {
-        let output = self.cli(&["agent", "add", handle]).output().await.unwrap();
+        let output = self
+            .cli(&["agent", "add", handle, "--json"])
+            .output()
+            .await
+            .unwrap();
         assert!(
             output.status.success(),
             "{}",
