@@ -39,9 +39,14 @@ pub struct DaemonArgs {
     /// The operator token file of `--server-url`
     #[arg(long)]
     operator_token_file: Option<PathBuf>,
-    /// A proxy to reach `--server-url` through; proxy variables of the environment are never used
+    /// A proxy to reach `--server-url` through (`http://`, `https://`, `socks5://`, or
+    /// `socks5h://` for the proxy to resolve the name), never for a loopback server; proxy
+    /// variables of the environment are never used
     #[arg(long, value_name = "URL", requires = "server_url")]
     server_proxy: Option<String>,
+    /// An owner-only file holding the proxy's `user:password` (never in the proxy URL)
+    #[arg(long, value_name = "PATH", requires = "server_proxy")]
+    server_proxy_credential_file: Option<PathBuf>,
     /// How runtime calls reach the embedded server: `in-process` (its router, no socket) or
     /// `tcp` (its loopback listener, the HTTP client a `--server-url` daemon uses); ignored with
     /// `--server-url`
@@ -131,15 +136,23 @@ pub fn run_daemon(args: DaemonArgs, scrubbed: Vec<String>) -> Exit {
             &[],
         );
     }
-    let proxy = match args.server_proxy.as_deref().map(reqwest::Url::parse) {
+    let proxy = match args
+        .server_proxy
+        .as_deref()
+        .map(|url| crate::client::http::proxy_url("--server-proxy", url))
+    {
         None => None,
-        Some(Ok(url)) if matches!(url.scheme(), "http" | "https" | "socks5") => Some(url),
-        Some(_) => {
-            return usage_error(
-                "`--server-proxy` must be an `http://`, `https://` or `socks5://` URL",
-                &[],
-            );
-        }
+        Some(Ok(url)) => Some(url),
+        Some(Err(refusal)) => return usage_error(&refusal, &[]),
+    };
+    let proxy_auth = match args
+        .server_proxy_credential_file
+        .as_deref()
+        .map(crate::client::http::ProxyAuth::read)
+    {
+        None => None,
+        Some(Ok(auth)) => Some(auth),
+        Some(Err(e)) => return usage_error(&format!("`--server-proxy-credential-file`: {e}"), &[]),
     };
     if let Some(url) = &args.server_url
         && let Err(e) = crate::client::http::server_url(url)
@@ -160,7 +173,11 @@ pub fn run_daemon(args: DaemonArgs, scrubbed: Vec<String>) -> Exit {
         server_url: args.server_url,
         operator_token_file: args.operator_token_file,
         embedded_hop: args.embedded_hop,
-        remote: crate::client::http::Remote { proxy, roots },
+        remote: crate::client::http::Remote {
+            proxy,
+            proxy_auth,
+            roots,
+        },
         runtime: RuntimeConfig {
             ttl: Duration::from_secs(args.token_ttl_secs),
             tick: Duration::from_millis(args.rotation_tick_ms),

@@ -59,6 +59,7 @@ impl Connection {
         }
         let remote = crate::client::http::Remote {
             proxy: None,
+            proxy_auth: None,
             roots: match &self.server_ca_file {
                 None => Vec::new(),
                 Some(path) => crate::client::http::load_roots(path)

@@ -28,9 +28,14 @@ pub struct ServerArgs {
     /// Read a watched pull request again when its last read is older than this, in seconds
     #[arg(long, default_value_t = 60)]
     provider_refresh_secs: u64,
-    /// A proxy to reach providers through (the environment's proxy variables are never used)
+    /// A proxy to reach providers through (`http://`, `https://`, `socks5://`, or `socks5h://`
+    /// for the proxy to resolve names), never for a loopback provider; the environment's proxy
+    /// variables are never used
     #[arg(long, value_name = "URL")]
     provider_proxy: Option<String>,
+    /// An owner-only file holding the provider proxy's `user:password` (never in its URL)
+    #[arg(long, value_name = "PATH", requires = "provider_proxy")]
+    provider_proxy_credential_file: Option<PathBuf>,
     /// PEM certificates a provider's TLS chain may end in, beside the platform's roots
     #[arg(long, value_name = "PATH")]
     provider_ca_file: Option<PathBuf>,
@@ -46,22 +51,31 @@ pub fn run(args: ServerArgs) -> Exit {
         provider_timeout_ms,
         provider_refresh_secs,
         provider_proxy,
+        provider_proxy_credential_file,
         provider_ca_file,
     } = args;
     super::init_tracing();
     let open_files = crate::serve::raise_open_file_limit();
     tracing::debug!(?open_files, "open-file soft limit");
     if provider_timeout_ms == 0 {
-        return super::output::usage_error("`--provider-timeout-ms` must be positive", &[]);
+        return usage_error("`--provider-timeout-ms` must be positive", &[]);
     }
-    let proxy = match provider_proxy.as_deref().map(reqwest::Url::parse) {
+    let proxy = match provider_proxy
+        .as_deref()
+        .map(|url| crate::client::http::proxy_url("--provider-proxy", url))
+    {
         None => None,
-        Some(Ok(url)) if matches!(url.scheme(), "http" | "https" | "socks5") => Some(url),
-        Some(_) => {
-            return super::output::usage_error(
-                "`--provider-proxy` must be an `http://`, `https://` or `socks5://` URL",
-                &[],
-            );
+        Some(Ok(url)) => Some(url),
+        Some(Err(refusal)) => return usage_error(&refusal, &[]),
+    };
+    let proxy_auth = match provider_proxy_credential_file
+        .as_deref()
+        .map(crate::client::http::ProxyAuth::read)
+    {
+        None => None,
+        Some(Ok(auth)) => Some(auth),
+        Some(Err(e)) => {
+            return usage_error(&format!("`--provider-proxy-credential-file`: {e}"), &[]);
         }
     };
     let roots = match &provider_ca_file {
@@ -69,14 +83,18 @@ pub fn run(args: ServerArgs) -> Exit {
         Some(path) => match crate::client::http::load_roots(path) {
             Ok(roots) => roots,
             Err(e) => {
-                return super::output::usage_error(&format!("`--provider-ca-file`: {e}"), &[]);
+                return usage_error(&format!("`--provider-ca-file`: {e}"), &[]);
             }
         },
     };
     let provider = ProviderConfig {
         timeout: Duration::from_millis(provider_timeout_ms),
         min_refresh: Duration::from_secs(provider_refresh_secs),
-        remote: crate::client::http::Remote { proxy, roots },
+        remote: crate::client::http::Remote {
+            proxy,
+            proxy_auth,
+            roots,
+        },
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

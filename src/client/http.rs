@@ -22,9 +22,71 @@ pub const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
 /// the command line (never taken from the environment).
 #[derive(Debug, Clone, Default)]
 pub struct Remote {
+    /// An `http://`, `https://`, `socks5://` (names resolved here) or `socks5h://` (names resolved
+    /// by the proxy) URL without user info ([`proxy_url`]).
     pub proxy: Option<reqwest::Url>,
+    /// The proxy's user name and password, from an owner-only file ([`ProxyAuth::read`]).
+    pub proxy_auth: Option<ProxyAuth>,
     /// Certificates a server's chain may end in, beside the platform's roots.
     pub roots: Vec<reqwest::Certificate>,
+}
+
+/// A proxy's user name and password (basic authentication for an HTTP proxy, the
+/// username/password method for SOCKS5). Its `Debug` shows neither.
+#[derive(Clone)]
+pub struct ProxyAuth {
+    user: String,
+    password: String,
+}
+
+impl std::fmt::Debug for ProxyAuth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ProxyAuth(..)")
+    }
+}
+
+impl ProxyAuth {
+    /// `user:password` on one line of `path`, this user's own owner-only file: a proxy password
+    /// never travels on a command line, which every user of the machine can read.
+    pub fn read(path: &Path) -> Result<ProxyAuth, String> {
+        let text = crate::private_file::read_private(path)
+            .map_err(|e| format!("cannot use `{}`: {e}", path.display()))?;
+        let line = text.strip_suffix('\n').unwrap_or(&text);
+        match line.split_once(':') {
+            Some((user, password)) if !user.is_empty() && !line.contains('\n') => Ok(ProxyAuth {
+                user: user.to_string(),
+                password: password.to_string(),
+            }),
+            _ => Err(format!(
+                "`{}` must hold one line `user:password`",
+                path.display()
+            )),
+        }
+    }
+}
+
+/// Checks a proxy URL named with `flag`: `http://`, `https://`, `socks5://` or `socks5h://`, with
+/// a host and without user info (its password would be in the process list; it goes in a
+/// `{flag}-credential-file`), query or fragment. The refusal never repeats the URL.
+pub fn proxy_url(flag: &str, text: &str) -> Result<reqwest::Url, String> {
+    let url = reqwest::Url::parse(text).map_err(|_| format!("`{flag}` is not a URL"))?;
+    if !matches!(url.scheme(), "http" | "https" | "socks5" | "socks5h") {
+        return Err(format!(
+            "`{flag}` must be an `http://`, `https://`, `socks5://` or `socks5h://` URL"
+        ));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(format!(
+            "`{flag}` must not carry user info: every user of this machine can read a process's arguments; put `user:password` in an owner-only file and name it with `{flag}-credential-file`"
+        ));
+    }
+    if url.query().is_some() || url.fragment().is_some() {
+        return Err(format!("`{flag}` must not carry a query or fragment"));
+    }
+    if url.host().is_none() {
+        return Err(format!("`{flag}` has no host"));
+    }
+    Ok(url)
 }
 
 /// Checks an AgentTeam Server base URL: `https://` to any host, `http://` to a loopback host
@@ -91,13 +153,20 @@ pub fn builder(remote: Option<&Remote>) -> reqwest::ClientBuilder {
         .as_ref()
         .map(|url| reqwest::Proxy::all(url.clone()))
     {
-        Some(Ok(proxy)) => {
-            builder.proxy(proxy.no_proxy(reqwest::NoProxy::from_string("127.0.0.1,localhost,::1")))
+        Some(Ok(mut proxy)) => {
+            if let Some(auth) = &remote.proxy_auth {
+                proxy = proxy.basic_auth(&auth.user, &auth.password);
+            }
+            // Every loopback address and name is reached directly, never through the proxy.
+            builder.proxy(proxy.no_proxy(reqwest::NoProxy::from_string(LOOPBACK_HOSTS)))
         }
         // A URL that parsed cannot fail here; fail closed to a direct connection anyway.
         Some(Err(_)) | None => builder,
     }
 }
+
+/// The hosts a named proxy is never used for: what [`is_loopback`] calls loopback.
+const LOOPBACK_HOSTS: &str = "127.0.0.0/8,::1,localhost";
 
 /// A builder for a client of the local daemon only (plain `http://` to loopback): no proxy, and no
 /// TLS trust roots, since it never speaks TLS (loading the platform's roots opened ~150 files and
@@ -182,4 +251,72 @@ pub async fn read_bounded(
         body.extend_from_slice(&chunk);
     }
     Ok(body)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_proxy_url_carries_no_secret_and_names_a_known_scheme() {
+        for good in [
+            "http://proxy.internal:3128",
+            "https://proxy.internal",
+            "socks5://127.0.0.1:1080",
+            "socks5h://socks.internal:1080",
+        ] {
+            assert!(proxy_url("--server-proxy", good).is_ok(), "{good}");
+        }
+        for (bad, said) in [
+            (
+                "socks5://ops:hunter2@127.0.0.1:1080",
+                "must not carry user info",
+            ),
+            ("http://ops@proxy:3128", "must not carry user info"),
+            ("http://proxy:3128/?token=hunter2", "query or fragment"),
+            ("socks4://proxy:1080", "must be an `http://`"),
+            ("hunter2", "is not a URL"),
+        ] {
+            let refusal = proxy_url("--server-proxy", bad).unwrap_err();
+            assert!(refusal.contains(said), "{bad}: {refusal}");
+            assert!(
+                !refusal.contains("hunter2"),
+                "{bad}: the URL is repeated: {refusal}"
+            );
+        }
+        let refusal = proxy_url("--provider-proxy", "http://u:p@x").unwrap_err();
+        assert!(
+            refusal.contains("`--provider-proxy-credential-file`"),
+            "{refusal}"
+        );
+    }
+
+    #[test]
+    fn a_proxy_credential_comes_from_one_line_of_an_owner_only_file() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("proxy.credential");
+        let write = |text: &str, mode: u32| {
+            std::fs::write(&file, text).unwrap();
+            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+        };
+        write("ops:pa:ss word\n", 0o600);
+        let auth = ProxyAuth::read(&file).unwrap();
+        assert_eq!(
+            (auth.user.as_str(), auth.password.as_str()),
+            ("ops", "pa:ss word")
+        );
+        assert_eq!(format!("{auth:?}"), "ProxyAuth(..)");
+        write("ops:secret\n", 0o644);
+        assert!(ProxyAuth::read(&file).unwrap_err().contains("mode 644"));
+        for malformed in ["no-colon\n", ":password\n", "a:b\nc:d\n"] {
+            write(malformed, 0o600);
+            let refusal = ProxyAuth::read(&file).unwrap_err();
+            assert!(
+                refusal.contains("one line `user:password`"),
+                "{malformed:?}: {refusal}"
+            );
+            assert!(!refusal.contains("password\n"), "{refusal}");
+        }
+    }
 }

@@ -21,6 +21,7 @@ mod openapi_fuzz;
 mod operation_matrix;
 mod pg_replicas;
 mod provider_stub;
+mod proxies;
 mod review_findings;
 mod runtime_drivers;
 mod schema_lint;

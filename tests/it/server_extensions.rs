@@ -784,6 +784,53 @@ async fn unauthorized_elsewhere(host: &Host) -> (u16, Value) {
     (response.status().as_u16(), response.json().await.unwrap())
 }
 
+/// `--provider-proxy socks5h://…`: the server reaches a provider whose name only the proxy can
+/// resolve, through a real SOCKS5 server, and nothing else goes through it.
+#[tokio::test]
+async fn a_provider_is_reached_through_a_socks5h_proxy() {
+    let Some(dante) = crate::support::Dante::start(&[("provider.test", "127.0.0.1")]).await else {
+        return;
+    };
+    let ca = TestCa::new();
+    let stub = ProviderStub::start(MARKER).await;
+    let front = TlsFront::start_named(
+        &ca,
+        &stub.url,
+        "provider.test",
+        "127.0.0.1".parse().unwrap(),
+    )
+    .await;
+    stub.set_pull("o/r", 7, "Through SOCKS", "open", false, "7777777");
+    let proxy = dante.url(true);
+    let host = Host::start(&[
+        "--provider-ca-file",
+        ca.pem_file.to_str().unwrap(),
+        "--provider-proxy",
+        &proxy,
+    ])
+    .await;
+    let agent = host.daemon.add_agent("watcher").await;
+    host.install("github", &front.url);
+    host.allow("github", &agent);
+    host.reload().await;
+    let runtime = host.runtime("watcher").await;
+    let watched = runtime
+        .ok("github", "watch", json!({"repository": "o/r", "number": 7}))
+        .await;
+    assert_eq!(watched["watch"]["title"], "Through SOCKS");
+    let through = dante.destinations();
+    assert!(
+        !through.is_empty(),
+        "the provider was not reached through the proxy"
+    );
+    assert!(
+        through
+            .iter()
+            .all(|d| *d == format!("127.0.0.1.{}", front.port)),
+        "{through:?}"
+    );
+}
+
 #[tokio::test]
 async fn a_provider_over_tls_is_reached_through_the_operators_ca() {
     let ca = TestCa::new();

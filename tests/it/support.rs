@@ -789,13 +789,13 @@ impl TestCa {
         }
     }
 
-    /// A TLS server config with a certificate for `localhost` and `127.0.0.1`.
-    pub fn server_config(&self) -> tokio_rustls::rustls::ServerConfig {
+    /// A TLS server config with a certificate for `localhost`, `127.0.0.1` and `names`.
+    pub fn server_config_for(&self, names: &[&str]) -> tokio_rustls::rustls::ServerConfig {
         use tokio_rustls::rustls;
         let key = rcgen::KeyPair::generate().unwrap();
-        let params =
-            rcgen::CertificateParams::new(vec!["localhost".to_string(), "127.0.0.1".to_string()])
-                .unwrap();
+        let mut subjects = vec!["localhost".to_string(), "127.0.0.1".to_string()];
+        subjects.extend(names.iter().map(|name| name.to_string()));
+        let params = rcgen::CertificateParams::new(subjects).unwrap();
         let cert = params.signed_by(&key, &self.issuer).unwrap();
         let key = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap();
         rustls::ServerConfig::builder_with_provider(std::sync::Arc::new(
@@ -812,19 +812,32 @@ impl TestCa {
 /// A TLS terminator on `127.0.0.1:0` in front of a plain HTTP `backend` (what a load balancer
 /// does for an AgentTeam Server), with a certificate from `ca`. Stops when dropped.
 pub struct TlsFront {
-    /// `https://localhost:PORT`.
+    /// `https://localhost:PORT` (or the host it was started for).
     pub url: String,
+    pub port: u16,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl TlsFront {
     pub async fn start(ca: &TestCa, backend: &str) -> TlsFront {
+        TlsFront::start_named(ca, backend, "localhost", "127.0.0.1".parse().unwrap()).await
+    }
+
+    /// A front listening on `ip:0` whose certificate also names `host`, reached as
+    /// `https://{host}:PORT`.
+    pub async fn start_named(
+        ca: &TestCa,
+        backend: &str,
+        host: &str,
+        ip: std::net::IpAddr,
+    ) -> TlsFront {
         let backend = backend
             .strip_prefix("http://")
             .expect("an http:// backend")
             .to_string();
-        let acceptor = tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(ca.server_config()));
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let acceptor =
+            tokio_rustls::TlsAcceptor::from(std::sync::Arc::new(ca.server_config_for(&[host])));
+        let listener = tokio::net::TcpListener::bind((ip, 0)).await.unwrap();
         let port = listener.local_addr().unwrap().port();
         let task = tokio::spawn(async move {
             while let Ok((inbound, _)) = listener.accept().await {
@@ -842,7 +855,8 @@ impl TlsFront {
             }
         });
         TlsFront {
-            url: format!("https://localhost:{port}"),
+            url: format!("https://{host}:{port}"),
+            port,
             task,
         }
     }
@@ -939,4 +953,139 @@ impl Drop for Tap {
 pub fn sample(text: &str, name: &str) -> Option<f64> {
     text.lines()
         .find_map(|line| line.strip_prefix(name)?.strip_prefix(' ')?.parse().ok())
+}
+
+/// A real SOCKS5 server on loopback: Debian's `danted` (`scripts/test` installs `dante-server`),
+/// without authentication, logging every connection it makes with its destination. With
+/// `hosts`, it resolves names in a private `/etc/hosts` of its own (a mount namespace), so a
+/// name only the proxy can resolve proves a client left the name to it (`socks5h`). Stopped
+/// (by its PID) when dropped.
+pub struct Dante {
+    pub port: u16,
+    log: PathBuf,
+    child: tokio::process::Child,
+    _dir: tempfile::TempDir,
+}
+
+/// Where Debian's `dante-server` installs the server.
+const DANTED: &str = "/usr/sbin/danted";
+
+impl Dante {
+    /// The running server, or `None` (said in one loud line) where `danted` is not installed;
+    /// in CI a missing `danted` fails the test.
+    pub async fn start(hosts: &[(&str, &str)]) -> Option<Dante> {
+        if !Path::new(DANTED).exists() {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "{DANTED} is missing: scripts/test installs dante-server as root"
+            );
+            eprintln!(
+                "################ {DANTED} IS MISSING: SKIPPING THE SOCKS5 TEST (scripts/test installs dante-server as root) ################"
+            );
+            return None;
+        }
+        let root = rustix::process::geteuid().is_root();
+        // danted cannot bind port 0: a free port is chosen here, and taken again if another
+        // process won it in between.
+        for _ in 0..5 {
+            let dir = tempfile::tempdir().unwrap();
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let log = dir.path().join("danted.log");
+            let users = if root {
+                "user.privileged: root\nuser.unprivileged: nobody\n"
+            } else {
+                ""
+            };
+            let config = format!(
+                "logoutput: {log}\ninternal: 127.0.0.1 port = {port}\nexternal: 127.0.0.1\nsocksmethod: none\nclientmethod: none\n{users}client pass {{\n    from: 127.0.0.0/8 to: 0.0.0.0/0\n    log: error\n}}\nsocks pass {{\n    from: 127.0.0.0/8 to: 0.0.0.0/0\n    command: connect\n    log: connect error\n}}\n",
+                log = log.display()
+            );
+            let conf = dir.path().join("danted.conf");
+            std::fs::write(&conf, config).unwrap();
+            let pid_file = dir.path().join("danted.pid");
+            let mut command = if hosts.is_empty() {
+                let mut command = tokio::process::Command::new(DANTED);
+                command.arg("-f").arg(&conf).arg("-p").arg(&pid_file);
+                command
+            } else {
+                let mut file = std::fs::read_to_string("/etc/hosts").unwrap_or_default();
+                for (name, ip) in hosts {
+                    file.push_str(&format!("\n{ip} {name}\n"));
+                }
+                let hosts_file = dir.path().join("hosts");
+                std::fs::write(&hosts_file, file).unwrap();
+                // `exec` keeps one process: the child is danted itself.
+                let mut command = tokio::process::Command::new("unshare");
+                if !root {
+                    command.args(["--user", "--map-root-user"]);
+                }
+                command
+                    .args(["--mount", "--propagation", "private", "sh", "-c"])
+                    .arg(r#"mount --bind "$0" /etc/hosts && exec "$1" -f "$2" -p "$3""#)
+                    .arg(&hosts_file)
+                    .arg(DANTED)
+                    .arg(&conf)
+                    .arg(&pid_file);
+                command
+            };
+            let mut child = command
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .kill_on_drop(true)
+                .spawn()
+                .expect("danted starts");
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+            loop {
+                let text = std::fs::read_to_string(&log).unwrap_or_default();
+                if text.contains(" running") {
+                    return Some(Dante {
+                        port,
+                        log,
+                        child,
+                        _dir: dir,
+                    });
+                }
+                if let Ok(Some(_)) = child.try_wait() {
+                    assert!(
+                        text.contains("Address already in use"),
+                        "danted exited:\n{text}"
+                    );
+                    break;
+                }
+                assert!(
+                    std::time::Instant::now() < deadline,
+                    "danted did not start:\n{text}"
+                );
+                tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            }
+        }
+        panic!("danted lost the race for a free port five times")
+    }
+
+    /// `socks5://127.0.0.1:PORT` (or `socks5h://` with `remote_dns`).
+    pub fn url(&self, remote_dns: bool) -> String {
+        let scheme = if remote_dns { "socks5h" } else { "socks5" };
+        format!("{scheme}://127.0.0.1:{}", self.port)
+    }
+
+    /// The destination (`IP.PORT`, as danted writes it) of every connection it opened so far.
+    pub fn destinations(&self) -> Vec<String> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .filter(|line| line.contains("tcp/connect ["))
+            .filter_map(|line| line.split_whitespace().last().map(str::to_string))
+            .collect()
+    }
+}
+
+impl Drop for Dante {
+    fn drop(&mut self) {
+        let _ = self.child.start_kill();
+    }
 }
