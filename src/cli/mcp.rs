@@ -4,7 +4,8 @@
 //!
 //! `headers` is the header helper Claude Code (`headersHelper`) and Codex
 //! (`http_headers_helper`) run: it prints `{"Authorization":"Bearer …"}`, reading the token file
-//! at every call, so a rotated token is picked up on the runtime's next reconnect or 401.
+//! at every call, so a rotated token is picked up on the runtime's next reconnect or 401. Codex
+//! runs it with a cleared environment, so the route and the file come as arguments.
 //!
 //! `stdio` is an MCP server on stdin/stdout (newline-delimited JSON-RPC, both protocol eras) for
 //! runtimes that only speak stdio: each message is one `POST` to the daemon's MCP route with the
@@ -46,8 +47,11 @@ const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 #[derive(Debug, Subcommand)]
 pub enum McpCommand {
     /// Print the HTTP headers of the daemon's MCP route as one JSON object, reading the token
-    /// file now (the header helper of Claude Code and Codex)
+    /// file now (the header helper of Claude Code and Codex); the route is checked first
     Headers {
+        /// The daemon's MCP route of this launch, which the headers are for
+        #[arg(long, value_name = "URL", env = "AGENTTEAM_MCP_URL")]
+        url: String,
         /// The launch's MCP token file
         #[arg(long, value_name = "PATH", env = "AGENTTEAM_MCP_TOKEN_FILE")]
         token_file: PathBuf,
@@ -66,7 +70,7 @@ pub enum McpCommand {
 
 pub fn run(command: McpCommand) -> Exit {
     match command {
-        McpCommand::Headers { token_file } => headers(&token_file),
+        McpCommand::Headers { url, token_file } => headers(&url, &token_file),
         McpCommand::Stdio { url, token_file } => stdio(&url, token_file),
     }
 }
@@ -74,7 +78,11 @@ pub fn run(command: McpCommand) -> Exit {
 const TOKEN_FILE_REFUSED: &str =
     "the token file is missing, unreadable, or not this user's private regular file";
 
-fn headers(token_file: &Path) -> Exit {
+fn headers(url: &str, token_file: &Path) -> Exit {
+    // The bearer is printed only for the launch's canonical loopback MCP route.
+    if let Err(why) = runtime_url::parse(url, Bridge::Mcp) {
+        return usage_error(&format!("`--url`: {why}"), &[]);
+    }
     let Ok(token) = read_token_file(token_file) else {
         return usage_error(TOKEN_FILE_REFUSED, &[]);
     };

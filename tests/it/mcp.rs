@@ -1433,10 +1433,10 @@ async fn a_delegated_codex_thread_may_only_read() {
     assert!(rt.exec_token_file.exists());
 }
 
-/// Issue 16: `agentteam mcp headers` prints the header object a runtime's header helper must,
-/// with the token its file holds now: after a rotation it prints the new token, which the route
-/// accepts, also past the first generation's expiry. A token file that is not the user's
-/// private file is refused without a word of its content.
+/// `agentteam mcp headers` prints the header object a runtime's header helper must, with the
+/// token its file holds now: after a rotation it prints the new token, which the route accepts,
+/// also past the first generation's expiry. A token file that is not the user's private file is
+/// refused without a word of its content, and so is any route but the launch's own.
 #[tokio::test]
 async fn the_header_helper_prints_the_current_bearer() {
     let daemon = TestDaemon::start(&["--token-ttl-secs", "2", "--rotation-tick-ms", "100"]).await;
@@ -1444,8 +1444,9 @@ async fn the_header_helper_prints_the_current_bearer() {
     let rt = Runtime::start(&daemon, "alpha").await;
     let helper = || async {
         let output = tokio::process::Command::new(crate::support::bin())
-            .args(["mcp", "headers", "--token-file"])
+            .args(["mcp", "headers", "--url", &rt.url, "--token-file"])
             .arg(&rt.token_file)
+            .env_clear()
             .output()
             .await
             .unwrap();
@@ -1512,7 +1513,7 @@ async fn the_header_helper_prints_the_current_bearer() {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&loose, std::fs::Permissions::from_mode(0o644)).unwrap();
     let refused = tokio::process::Command::new(crate::support::bin())
-        .args(["mcp", "headers", "--token-file"])
+        .args(["mcp", "headers", "--url", &rt.url, "--token-file"])
         .arg(&loose)
         .output()
         .await
@@ -1522,6 +1523,38 @@ async fn the_header_helper_prints_the_current_bearer() {
     let said = String::from_utf8_lossy(&refused.stderr);
     assert!(said.contains("private regular file"), "{said}");
     assert!(!said.contains(rt.token().trim()));
+
+    // The route is checked before the file is read, as `agentteam exec` checks its own: the
+    // bearer is printed only for the launch's canonical MCP route on a literal loopback address.
+    let port = rt.url.split(':').nth(2).unwrap().split('/').next().unwrap();
+    for wrong in [
+        rt.url.replace("127.0.0.1", "localhost"),
+        rt.url.replace("http://127.0.0.1", "http://192.0.2.1"),
+        rt.url.replace("/api/internal/mcp/", "/api/internal/exec/"),
+        format!("http://127.0.0.1:{port}/elsewhere"),
+        format!("{}?x=1", rt.url),
+    ] {
+        let refused = tokio::process::Command::new(crate::support::bin())
+            .args(["mcp", "headers", "--url", &wrong, "--token-file"])
+            .arg(&rt.token_file)
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(refused.status.code(), Some(2), "{wrong}");
+        assert!(refused.stdout.is_empty(), "{wrong}");
+        let said = String::from_utf8_lossy(&refused.stderr);
+        assert!(said.contains("`--url`"), "{wrong}: {said}");
+    }
+    // Without a route at all (Codex clears the helper's environment), nothing is printed.
+    let bare = tokio::process::Command::new(crate::support::bin())
+        .args(["mcp", "headers", "--token-file"])
+        .arg(&rt.token_file)
+        .env_clear()
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(bare.status.code(), Some(2));
+    assert!(bare.stdout.is_empty());
 }
 
 /// Issue 16: `agentteam mcp stdio` serves the official Python SDK over stdio in both eras (list,

@@ -148,6 +148,14 @@ fn tokens_in_processes(tokens: &[String]) -> Vec<String> {
     found
 }
 
+/// Whether any process's argv holds `needle`.
+fn any_argv_contains(needle: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+        std::fs::read(entry.path().join("cmdline"))
+            .is_ok_and(|bytes| String::from_utf8_lossy(&bytes).contains(needle))
+    })
+}
+
 /// Which files under `dir` hold any of `tokens`.
 fn tokens_in_files(dir: &Path, tokens: &[String]) -> Vec<String> {
     files_under(dir)
@@ -269,6 +277,9 @@ async fn drive(runtime: Runtime) {
     // While it runs: every generation's tokens, and where they must never be.
     let mut tokens: Vec<String> = Vec::new();
     let mut leaks = Vec::new();
+    // Codex runs its header helper with a cleared environment: the route travels in the helper
+    // command itself, which the helper checks before it reads the token file.
+    let mut helper_names_its_route = false;
     let deadline = std::time::Instant::now() + Duration::from_secs(120);
     let status = loop {
         let files = files_named(&run_dir, "token")
@@ -283,6 +294,7 @@ async fn drive(runtime: Runtime) {
             }
         }
         leaks.extend(tokens_in_processes(&tokens));
+        helper_names_its_route |= any_argv_contains("mcp headers --url http://127.0.0.1:");
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
@@ -373,6 +385,7 @@ async fn drive(runtime: Runtime) {
                 .log()
                 .contains("the Codex runtime named its primary thread")
         );
+        assert!(helper_names_its_route, "the helper command lacks its route");
     }
     drop(model.child);
 }

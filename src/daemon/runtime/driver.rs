@@ -3,7 +3,8 @@
 //!
 //! Every generated file lives in the launch's private credential directory (0700, its files
 //! 0600) and goes with it. The bearer is never written into a configuration, an argument or an
-//! environment value: the configurations name the header helper (`agentteam mcp headers`) or the
+//! environment value: the configurations name the header helper (`agentteam mcp headers --url
+//! ROUTE --token-file PATH`, which checks the route before it reads the file) or the
 //! stdio bridge (`agentteam mcp stdio`) by the daemon's own executable's absolute path (Codex runs
 //! a helper with a cleared environment, so a `PATH` lookup would fail), with the MCP token file's
 //! path, and the helper or bridge reads the file at every use (rotation needs no restart).
@@ -68,11 +69,19 @@ pub fn wire(
 ) -> io::Result<Wiring> {
     let exe = executable.display().to_string();
     let token = token_file.display().to_string();
-    let helper = [exe.as_str(), "mcp", "headers", "--token-file", &token]
-        .iter()
-        .map(|word| shell_word(word))
-        .collect::<Vec<_>>()
-        .join(" ");
+    let helper = [
+        exe.as_str(),
+        "mcp",
+        "headers",
+        "--url",
+        mcp_url,
+        "--token-file",
+        &token,
+    ]
+    .iter()
+    .map(|word| shell_word(word))
+    .collect::<Vec<_>>()
+    .join(" ");
     match family {
         Family::Generic => Ok(Wiring::default()),
         Family::Claude => {
@@ -249,7 +258,7 @@ mod tests {
         assert_eq!(
             entry["headersHelper"],
             format!(
-                "'/opt/agent team/agentteam' mcp headers --token-file {}",
+                "'/opt/agent team/agentteam' mcp headers --url {url} --token-file {}",
                 token.display()
             )
         );
