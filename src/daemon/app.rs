@@ -288,7 +288,15 @@ pub async fn run(
     memory_stop.cancel();
     let _ = maintenance.await;
     let _ = std::fs::remove_file(&daemon_file);
-    let _ = auth::files::remove_dir(&instance.dir);
+    if let Err(error) = auth::files::remove_dir(&instance.dir) {
+        let left = std::fs::read_dir(&instance.dir).map_or(0, |entries| entries.count());
+        tracing::warn!(
+            left,
+            error_kind = ?error.kind(),
+            dir = %instance.dir.display(),
+            "credential directories are left after shutdown; the next daemon removes them before it serves"
+        );
+    }
     if let Some((stop, server, scheduler, state)) = embedded {
         stop.cancel();
         let _ = server.await;

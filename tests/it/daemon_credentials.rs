@@ -204,6 +204,65 @@ fn set_unwritable(dir: &Path, unwritable: bool) {
     }
 }
 
+/// Strong shutdown retries a credential directory it cannot remove, within its bound: one that
+/// becomes removable while the daemon stops is gone when it exits; one that stays is reported and
+/// left for the next daemon, which removes it before it serves.
+#[tokio::test]
+async fn strong_shutdown_retries_credential_removal_and_reports_what_is_left() {
+    let root = tempfile::tempdir().unwrap();
+    let mut daemon = TestDaemon::start_in(root.path(), &[]).await;
+    daemon.add_agent("mended").await;
+    daemon.add_agent("stuck").await;
+    let mut dirs = Vec::new();
+    let mut runtimes = Vec::new();
+    for agent in ["mended", "stuck"] {
+        let mut runtime = daemon.launch(
+            agent,
+            &[],
+            r#"dirname "$AGENTTEAM_EXEC_TOKEN_FILE"; exec sleep 60"#,
+        );
+        let dir = PathBuf::from(runtime.line().await);
+        set_unwritable(&dir, true);
+        dirs.push(dir);
+        runtimes.push(runtime);
+    }
+    let pid = daemon.child.id().unwrap() as i32;
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(pid).unwrap(),
+        rustix::process::Signal::TERM,
+    )
+    .unwrap();
+    wait_for(
+        "a failed removal at shutdown",
+        Duration::from_secs(20),
+        || daemon.log().contains("credential cleanup failed; retrying"),
+    )
+    .await;
+    set_unwritable(&dirs[0], false);
+    let status = tokio::time::timeout(Duration::from_secs(30), daemon.child.wait())
+        .await
+        .expect("the daemon exits within its shutdown bound")
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    assert!(
+        !dirs[0].exists(),
+        "a directory removable again during shutdown stayed"
+    );
+    assert!(dirs[1].exists());
+    let log = daemon.log();
+    assert!(
+        log.contains("credential directories are left after shutdown"),
+        "{log}"
+    );
+    set_unwritable(&dirs[1], false);
+    for mut runtime in runtimes {
+        let _ = runtime.child.wait().await;
+    }
+    let next = TestDaemon::start_in(root.path(), &[]).await;
+    assert!(!dirs[1].exists(), "the next daemon removes what was left");
+    drop(next);
+}
+
 #[tokio::test]
 async fn a_failed_rotation_keeps_the_current_token_working() {
     let daemon = TestDaemon::start(&["--token-ttl-secs", "4", "--rotation-tick-ms", "100"]).await;

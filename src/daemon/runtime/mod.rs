@@ -631,7 +631,7 @@ impl Dispatcher {
         self.begin_shutdown();
         self.tracker.close();
         if tokio::time::timeout(
-            DRAIN_DEADLINE + KILL_GRACE + Duration::from_secs(2),
+            DRAIN_DEADLINE + KILL_GRACE + SHUTDOWN_CLEANUP + Duration::from_secs(2),
             self.tracker.wait(),
         )
         .await
@@ -951,9 +951,17 @@ fn publish_generation_with(
     }
 }
 
+/// How long a strong shutdown keeps retrying a credential directory it could not remove, well
+/// inside the bound `Dispatcher::shutdown` waits for every lease.
+const SHUTDOWN_CLEANUP: Duration = Duration::from_secs(3);
+/// The pause between those retries.
+const SHUTDOWN_RETRY: Duration = Duration::from_millis(100);
+
 /// Removes `dir`, retrying with capped exponential backoff (250 ms doubling to 60 s, full
-/// jitter) until it succeeds or the daemon shuts down (the next daemon then removes it). While
-/// it retries, the directory counts in `debt`.
+/// jitter) until it succeeds. Once the daemon shuts down, the retries come every
+/// [`SHUTDOWN_RETRY`] for at most [`SHUTDOWN_CLEANUP`]; a directory still there then is left for
+/// the next daemon, which removes it before it serves, and said so. While it retries, the
+/// directory counts in `debt`.
 async fn cleanup_dir(
     dir: &std::path::Path,
     shutdown: &CancellationToken,
@@ -969,26 +977,40 @@ async fn cleanup_dir(
     }
     let mut owed = None;
     let mut attempt: u32 = 0;
+    let mut give_up_at: Option<tokio::time::Instant> = None;
     loop {
-        match files::remove_dir(dir) {
+        let error = match files::remove_dir(dir) {
             Ok(()) => return,
-            Err(error) => {
-                if owed.is_none() {
-                    debt.fetch_add(1, Ordering::Relaxed);
-                    owed = Some(Owed(debt));
-                }
-                attempt += 1;
-                let cap = Duration::from_millis(250)
-                    .saturating_mul(2u32.saturating_pow(attempt.min(16)))
-                    .min(Duration::from_secs(60));
-                let wait =
-                    Duration::from_millis(rand::rng().random_range(0..=cap.as_millis() as u64));
-                tracing::warn!(error_kind = ?error.kind(), attempt, "credential cleanup failed; retrying");
-                tokio::select! {
-                    () = tokio::time::sleep(wait) => {}
-                    () = shutdown.cancelled() => return,
-                }
+            Err(error) => error,
+        };
+        if owed.is_none() {
+            debt.fetch_add(1, Ordering::Relaxed);
+            owed = Some(Owed(debt));
+        }
+        attempt += 1;
+        tracing::warn!(error_kind = ?error.kind(), attempt, "credential cleanup failed; retrying");
+        let stopping = shutdown.is_cancelled();
+        let wait = if stopping {
+            let deadline =
+                *give_up_at.get_or_insert_with(|| tokio::time::Instant::now() + SHUTDOWN_CLEANUP);
+            if tokio::time::Instant::now() >= deadline {
+                tracing::warn!(
+                    attempts = attempt,
+                    "a credential directory could not be removed before shutdown; the next daemon removes it before it serves"
+                );
+                return;
             }
+            SHUTDOWN_RETRY
+        } else {
+            let cap = Duration::from_millis(250)
+                .saturating_mul(2u32.saturating_pow(attempt.min(16)))
+                .min(Duration::from_secs(60));
+            Duration::from_millis(rand::rng().random_range(0..=cap.as_millis() as u64))
+        };
+        // A shutdown that begins during a long backoff retries at once, then at its own pace.
+        tokio::select! {
+            () = tokio::time::sleep(wait) => {}
+            () = shutdown.cancelled(), if !stopping => {}
         }
     }
 }
