@@ -10767,9 +10767,10 @@ pub const ERROR_SCHEMA: &str = r##"{
       "type": "object"
     },
     "KnowledgeStage": {
-      "description": "Only on a failure of the MCP knowledge tools (`kb_search`, `kb_fetch`): the hop that failed. `route_missing`: the call has no route to the knowledge owner (no current Human-initiated turn is bound to this runtime, or the AgentTeam Server cannot be reached, refuses this daemon or does not serve the route); `request_validation`: the arguments or the turn's fields are malformed; `target_scope_resolution`: AgentTeam Core refused the turn's target (another workspace, another scope type, a message outside the target or not written by a human, a target the agent cannot read, a task without a thread); `upstream`: the knowledge owner failed or refused.",
+      "description": "Only on a failure of the MCP knowledge tools (`kb_search`, `kb_fetch`): the hop that failed. `route_missing`: the call has no route to the knowledge owner: no current Human-initiated turn is bound to this runtime, or the AgentTeam Server answered but does not serve the knowledge route or refuses this daemon's device; `core_unreachable`: the daemon got no usable answer from AgentTeam Core: the connection failed or timed out, or the answer was not the contract's; `request_validation`: the arguments or the turn's fields are malformed; `target_scope_resolution`: AgentTeam Core refused the turn's target (another workspace, another scope type, a message outside the target or not written by a human, a target the agent cannot read, a task without a thread); `upstream`: the knowledge owner failed or refused.",
       "enum": [
         "route_missing",
+        "core_unreachable",
         "request_validation",
         "target_scope_resolution",
         "upstream"

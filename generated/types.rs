@@ -2092,7 +2092,7 @@ impl<'de> ::serde::Deserialize<'de> for KbSearchOutputDocumentsItemTitle {
             })
     }
 }
-///Only on a failure of the MCP knowledge tools (`kb_search`, `kb_fetch`): the hop that failed. `route_missing`: the call has no route to the knowledge owner (no current Human-initiated turn is bound to this runtime, or the AgentTeam Server cannot be reached, refuses this daemon or does not serve the route); `request_validation`: the arguments or the turn's fields are malformed; `target_scope_resolution`: AgentTeam Core refused the turn's target (another workspace, another scope type, a message outside the target or not written by a human, a target the agent cannot read, a task without a thread); `upstream`: the knowledge owner failed or refused.
+///Only on a failure of the MCP knowledge tools (`kb_search`, `kb_fetch`): the hop that failed. `route_missing`: the call has no route to the knowledge owner: no current Human-initiated turn is bound to this runtime, or the AgentTeam Server answered but does not serve the knowledge route or refuses this daemon's device; `core_unreachable`: the daemon got no usable answer from AgentTeam Core: the connection failed or timed out, or the answer was not the contract's; `request_validation`: the arguments or the turn's fields are malformed; `target_scope_resolution`: AgentTeam Core refused the turn's target (another workspace, another scope type, a message outside the target or not written by a human, a target the agent cannot read, a task without a thread); `upstream`: the knowledge owner failed or refused.
 #[derive(
     ::serde::Deserialize,
     ::serde::Serialize,
@@ -2108,6 +2108,8 @@ impl<'de> ::serde::Deserialize<'de> for KbSearchOutputDocumentsItemTitle {
 pub enum KnowledgeStage {
     #[serde(rename = "route_missing")]
     RouteMissing,
+    #[serde(rename = "core_unreachable")]
+    CoreUnreachable,
     #[serde(rename = "request_validation")]
     RequestValidation,
     #[serde(rename = "target_scope_resolution")]
@@ -2119,6 +2121,7 @@ impl ::std::fmt::Display for KnowledgeStage {
     fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
         match *self {
             Self::RouteMissing => f.write_str("route_missing"),
+            Self::CoreUnreachable => f.write_str("core_unreachable"),
             Self::RequestValidation => f.write_str("request_validation"),
             Self::TargetScopeResolution => f.write_str("target_scope_resolution"),
             Self::Upstream => f.write_str("upstream"),
@@ -2132,6 +2135,7 @@ impl ::std::str::FromStr for KnowledgeStage {
     ) -> ::std::result::Result<Self, self::error::ConversionError> {
         match value {
             "route_missing" => Ok(Self::RouteMissing),
+            "core_unreachable" => Ok(Self::CoreUnreachable),
             "request_validation" => Ok(Self::RequestValidation),
             "target_scope_resolution" => Ok(Self::TargetScopeResolution),
             "upstream" => Ok(Self::Upstream),

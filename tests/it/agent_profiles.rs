@@ -591,10 +591,8 @@ async fn seed_profiles_named(daemon: &TestDaemon, prefix: &str, count: usize) {
     let state = &daemon.state_dir;
     let identity: Value =
         serde_json::from_slice(&std::fs::read(state.join("identity.json")).unwrap()).unwrap();
-    let announcement: Value =
-        serde_json::from_slice(&std::fs::read(state.join("daemon.json")).unwrap()).unwrap();
-    let server = announcement["serverUrl"].as_str().unwrap().to_string();
-    let operator = std::fs::read_to_string(state.join("operator.token")).unwrap();
+    let server = daemon.server_url.clone();
+    let operator = std::fs::read_to_string(&daemon.operator_token_file).unwrap();
     let workspace = identity["workspaceId"].as_str().unwrap().to_string();
     let human = identity["humanId"].as_str().unwrap().to_string();
     let agents_dir = state.join("agents");

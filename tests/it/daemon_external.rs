@@ -95,6 +95,7 @@ async fn an_https_server_is_reached_through_the_named_ca_and_an_unknown_one_is_r
         command
             .args([
                 "admin",
+                "--json",
                 "workspace",
                 "--name",
                 "tls",

@@ -102,19 +102,11 @@ impl Session {
 
     /// The embedded server's count of runtime requests that reached a handler.
     async fn server_requests(&self) -> u64 {
-        let announcement: Value = serde_json::from_slice(
-            &std::fs::read(self.daemon.state_dir.join("daemon.json")).unwrap(),
-        )
-        .unwrap();
-        let operator =
-            std::fs::read_to_string(self.daemon.state_dir.join("operator.token")).unwrap();
+        let operator = std::fs::read_to_string(&self.daemon.operator_token_file).unwrap();
         let response = self
             .daemon
             .client
-            .get(format!(
-                "{}/admin/stats",
-                announcement["serverUrl"].as_str().unwrap()
-            ))
+            .get(format!("{}/admin/stats", self.daemon.server_url))
             .bearer_auth(operator)
             .send()
             .await
@@ -258,8 +250,7 @@ async fn a_runtime_runs_the_task_lifecycle_and_adds_a_review() {
         &std::fs::read(session.daemon.state_dir.join("identity.json")).unwrap(),
     )
     .unwrap();
-    let operator =
-        std::fs::read_to_string(session.daemon.state_dir.join("operator.token")).unwrap();
+    let operator = std::fs::read_to_string(&session.daemon.operator_token_file).unwrap();
     let thread_url = format!(
         "{}/admin/workspaces/{}/channels/{}/threads",
         announcement["serverUrl"].as_str().unwrap(),

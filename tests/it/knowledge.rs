@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
+use crate::fault_proxy::{Fault, FaultProxy};
 use crate::support::{Launched, Tap, TestDaemon, repo_root, spawn_server};
 
 /// One runtime's MCP endpoint and what it printed at start.
@@ -75,15 +76,12 @@ impl Runtime {
 
 /// `POST` to the daemon's server's operator API for the daemon's workspace; the `data`.
 async fn operator(daemon: &TestDaemon, path: &str, body: Value) -> Value {
-    let announcement: Value =
-        serde_json::from_slice(&std::fs::read(daemon.state_dir.join("daemon.json")).unwrap())
-            .unwrap();
-    let token = std::fs::read_to_string(daemon.state_dir.join("operator.token")).unwrap();
+    let token = std::fs::read_to_string(&daemon.operator_token_file).unwrap();
     let response = daemon
         .client
         .post(format!(
             "{}/admin/workspaces/{}{path}",
-            announcement["serverUrl"].as_str().unwrap(),
+            daemon.server_url,
             daemon.workspace_id()
         ))
         .bearer_auth(token.trim())
@@ -375,6 +373,104 @@ async fn a_runtime_searches_knowledge_in_the_turn_it_answers() {
 
 /// The turn travels only on the knowledge route: the server's side of the wire shows it on every
 /// `kb_search`, and on no Exec action and no other tool.
+/// Every hop of a knowledge call that fails names its stage, at the network edge between the
+/// daemon and a real server (`fault_proxy`): a server that does not serve the knowledge route is
+/// `route_missing`; no usable answer from AgentTeam Core (the connection dropped, an answer that
+/// is not the contract's) is `core_unreachable`, never `route_missing`; the knowledge owner's
+/// refusal is `upstream`. (No turn, malformed arguments and a refused target are in
+/// `a_runtime_searches_knowledge_in_the_turn_it_answers`.)
+#[tokio::test]
+async fn the_hop_that_fails_names_its_stage() {
+    let server_dir = tempfile::tempdir().unwrap();
+    let (_server, server_url, _) = spawn_server(server_dir.path()).await;
+    let proxy = FaultProxy::start(&server_url).await;
+    let token_file = server_dir.path().join("operator.token");
+    let daemon = TestDaemon::start(&[
+        "--server-url",
+        &proxy.url,
+        "--operator-token-file",
+        token_file.to_str().unwrap(),
+    ])
+    .await;
+    daemon.add_agent("alpha").await;
+    let talk = conversation(&daemon).await;
+    let rt = Runtime::start(
+        &daemon,
+        "alpha",
+        &[
+            "--turn-target",
+            &talk.channel,
+            "--turn-message",
+            &talk.in_channel,
+        ],
+        "exec sleep 120",
+    )
+    .await;
+    let found = rt
+        .ok(&daemon, "kb_search", json!({"query": "replica"}))
+        .await;
+    let document = found["documents"][0]["documentId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let stage = |error: &Value| error["stage"].as_str().map(str::to_string);
+
+    // The owner refuses: a document that is not there.
+    let unknown = format!("{}0", &document[..document.len() - 1]);
+    let unknown = if unknown == document {
+        format!("{}1", &document[..document.len() - 1])
+    } else {
+        unknown
+    };
+    let error = rt
+        .error(&daemon, "kb_fetch", json!({"documentId": unknown}))
+        .await;
+    assert_eq!(stage(&error).as_deref(), Some("upstream"), "{error}");
+
+    // A server without the knowledge route answers its own `no such route`.
+    proxy.set(
+        "/knowledge/",
+        Fault::Answer(
+            404,
+            json!({"ok": false, "error": {"code": "not_found", "message": "no such route"}})
+                .to_string(),
+        ),
+    );
+    let error = rt
+        .error(&daemon, "kb_search", json!({"query": "replica"}))
+        .await;
+    assert_eq!(stage(&error).as_deref(), Some("route_missing"), "{error}");
+
+    // No usable answer from Core: the connection closed, or bytes that are not the envelope.
+    proxy.set("/knowledge/", Fault::Drop);
+    let error = rt
+        .error(&daemon, "kb_search", json!({"query": "replica"}))
+        .await;
+    assert_eq!(
+        stage(&error).as_deref(),
+        Some("core_unreachable"),
+        "{error}"
+    );
+    assert_eq!(error["code"], "upstream_unavailable", "{error}");
+    proxy.set(
+        "/knowledge/",
+        Fault::Rewrite(|_| b"<html>bad gateway</html>".to_vec()),
+    );
+    let error = rt
+        .error(&daemon, "kb_fetch", json!({"documentId": document}))
+        .await;
+    assert_eq!(
+        stage(&error).as_deref(),
+        Some("core_unreachable"),
+        "{error}"
+    );
+
+    // The hop mended, the same call answers again.
+    proxy.clear();
+    rt.ok(&daemon, "kb_fetch", json!({"documentId": document}))
+        .await;
+}
+
 #[tokio::test]
 async fn exec_requests_never_carry_the_turn() {
     let server_dir = tempfile::tempdir().unwrap();
@@ -388,8 +484,6 @@ async fn exec_requests_never_carry_the_turn() {
         token_file.to_str().unwrap(),
     ])
     .await;
-    // Where `operator` looks for the token (an external server's daemon keeps none of its own).
-    std::fs::copy(&token_file, daemon.state_dir.join("operator.token")).unwrap();
     daemon.add_agent("alpha").await;
     let talk = conversation(&daemon).await;
     let rt = Runtime::start(

@@ -11,6 +11,7 @@ mod completions;
 mod daemon_credentials;
 mod daemon_external;
 mod exec_transport;
+mod fault_proxy;
 mod faults;
 mod fixture_build;
 mod generated_fresh;

@@ -177,15 +177,12 @@ async fn human_in(daemon: &TestDaemon, target: &str, handle: &str) -> Value {
 
 /// `POST` to the embedded server's operator API.
 async fn operator(daemon: &TestDaemon, path: &str, body: Value) -> Value {
-    let announcement: Value =
-        serde_json::from_slice(&std::fs::read(daemon.state_dir.join("daemon.json")).unwrap())
-            .unwrap();
-    let token = std::fs::read_to_string(daemon.state_dir.join("operator.token")).unwrap();
+    let token = std::fs::read_to_string(&daemon.operator_token_file).unwrap();
     let response = daemon
         .client
         .post(format!(
             "{}/admin/workspaces/{}{path}",
-            announcement["serverUrl"].as_str().unwrap(),
+            daemon.server_url,
             daemon.workspace_id()
         ))
         .bearer_auth(token)

@@ -275,10 +275,16 @@ async fn the_cli_bounds_answers_and_run_frames() {
     let address = listener.local_addr().unwrap();
     std::fs::write(
         state.join("daemon.json"),
-        json!({"baseUrl": format!("http://{address}")}).to_string(),
+        json!({"baseUrl": format!("http://{address}"), "serverUrl": format!("http://{address}")})
+            .to_string(),
     )
     .unwrap();
     std::fs::write(state.join("admin.token"), "adm_x").unwrap();
+    std::fs::set_permissions(
+        state.join("admin.token"),
+        std::fs::Permissions::from_mode(0o600),
+    )
+    .unwrap();
     let peer = tokio::spawn(hostile_peer(
         listener,
         "HTTP/1.1 200 OK\r\nContent-Type: application/x-ndjson\r\nConnection: close\r\n\r\n".into(),
@@ -666,7 +672,7 @@ async fn the_bearer_scheme_is_case_insensitive_everywhere() {
     let mcp_token = std::fs::read_to_string(runtime.line().await).unwrap();
     let state = &daemon.state_dir;
     let admin_token = std::fs::read_to_string(state.join("admin.token")).unwrap();
-    let operator_token = std::fs::read_to_string(state.join("operator.token")).unwrap();
+    let operator_token = std::fs::read_to_string(&daemon.operator_token_file).unwrap();
     let identity: Value =
         serde_json::from_slice(&std::fs::read(state.join("identity.json")).unwrap()).unwrap();
     let device = identity["deviceCredential"].as_str().unwrap().to_string();
@@ -851,7 +857,7 @@ async fn the_daemon_refuses_conflicting_selectors_before_dispatch() {
     let (mut runtime, base, token_file) = exec_runtime(&daemon, "worker").await;
     let token = std::fs::read_to_string(token_file).unwrap();
     let state = &daemon.state_dir;
-    let operator = std::fs::read_to_string(state.join("operator.token")).unwrap();
+    let operator = std::fs::read_to_string(&daemon.operator_token_file).unwrap();
     let announcement: Value =
         serde_json::from_slice(&std::fs::read(state.join("daemon.json")).unwrap()).unwrap();
     let stats_url = format!(

@@ -364,6 +364,11 @@ pub struct TestDaemon {
     pub log_file: PathBuf,
     pub child: tokio::process::Child,
     pub client: reqwest::Client,
+    /// The server the daemon uses (`daemon.json`'s `serverUrl`) and its operator token file.
+    pub server_url: String,
+    pub operator_token_file: PathBuf,
+    /// The `agentteam server` process started for this daemon in the PostgreSQL pass.
+    _server: Option<tokio::process::Child>,
     _dir: Option<tempfile::TempDir>,
 }
 
@@ -396,6 +401,11 @@ impl TestDaemon {
     }
 
     /// A daemon whose state dir is `state_dir`, its log a new file under `root`.
+    ///
+    /// In the PostgreSQL pass ([`on_postgres`]) a daemon that names no `--server-url` does not run
+    /// the embedded SQLite server: it gets `agentteam server` on a database of the test cluster
+    /// (kept under `root/server`, so a restarted daemon finds its data again), and this asserts
+    /// it, so no daemon test of that pass runs on SQLite unnoticed.
     pub async fn start_at(
         state_dir: &Path,
         root: &Path,
@@ -404,6 +414,30 @@ impl TestDaemon {
     ) -> TestDaemon {
         use tokio::io::AsyncBufReadExt;
         let state_dir = state_dir.to_path_buf();
+        let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        let flag = |args: &[String], flag: &str| {
+            let at = args.iter().position(|a| a == flag)?;
+            args.get(at + 1).cloned()
+        };
+        let mut server = None;
+        if on_postgres() && flag(&args, "--server-url").is_none() {
+            let dir = root.join("server");
+            std::fs::create_dir_all(&dir).unwrap();
+            let database = database_url(&dir).await;
+            let token_file = dir.join("operator.token");
+            let (child, url, _) =
+                spawn_server_on(&database, &token_file, Some(&dir.join("server.log"))).await;
+            args.extend([
+                "--server-url".to_string(),
+                url,
+                "--operator-token-file".to_string(),
+                token_file.display().to_string(),
+            ]);
+            server = Some(child);
+        }
+        let operator_token_file = flag(&args, "--operator-token-file")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| state_dir.join("operator.token"));
         let log_file = root.join(format!(
             "daemon-{}.log",
             std::time::SystemTime::now()
@@ -414,7 +448,7 @@ impl TestDaemon {
         let mut child = tokio::process::Command::new(bin())
             .args(["daemon", "--listen", "127.0.0.1:0", "--state-dir"])
             .arg(&state_dir)
-            .args(args)
+            .args(&args)
             .env("RUST_LOG", "agentteam=debug")
             .envs(env.iter().copied())
             .stdout(Stdio::piped())
@@ -433,12 +467,23 @@ impl TestDaemon {
             .strip_prefix("listening on ")
             .expect("`listening on URL`")
             .to_string();
+        let announcement: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(state_dir.join("daemon.json")).unwrap()).unwrap();
+        if on_postgres() {
+            assert_eq!(
+                announcement["serverEmbedded"], false,
+                "a daemon of the PostgreSQL pass runs the embedded SQLite server"
+            );
+        }
         TestDaemon {
             base_url,
             state_dir,
             log_file,
             child,
             client: http_client(),
+            server_url: announcement["serverUrl"].as_str().unwrap().to_string(),
+            operator_token_file,
+            _server: server,
             _dir: None,
         }
     }

@@ -126,7 +126,7 @@ fn has_control_byte(text: &[u8]) -> bool {
 }
 
 /// Validates the call and asks the tool's owner. A knowledge failure without a stage of its own
-/// did not reach the server's knowledge route: the caller marks it `route_missing`.
+/// was refused before the server's knowledge route: the caller marks it `route_missing`.
 async fn owner(
     state: &DaemonState,
     authorization: &Authorization,
@@ -186,10 +186,27 @@ async fn owner(
                 .at_stage(KnowledgeStage::RouteMissing)
             })?;
             tokio::select! {
-                data = state.server_client.call_knowledge(&ctx, tool.name, &arguments, &turn) => data.map(Answer::Value),
+                data = state.server_client.call_knowledge(&ctx, tool.name, &arguments, &turn) => {
+                    data.map(Answer::Value).map_err(core_unreachable)
+                }
                 () = cancel.cancelled() => Err(revoked()),
             }
         }
+    }
+}
+
+/// A knowledge call that got no usable answer from AgentTeam Core (the hop failed or timed out,
+/// or the answer was not the contract's) fails at `core_unreachable`; a refusal Core answered
+/// keeps its own stage, or none (then the caller marks it `route_missing`).
+fn core_unreachable(error: ActionError) -> ActionError {
+    let transport = matches!(
+        error.code,
+        ErrorCode::UpstreamUnavailable | ErrorCode::UpstreamTimeout | ErrorCode::UpstreamFailed
+    );
+    if error.stage.is_none() && transport {
+        error.at_stage(KnowledgeStage::CoreUnreachable)
+    } else {
+        error
     }
 }
 
