@@ -19,6 +19,19 @@
 //!
 //! The contract pipeline is `schema/` → `build.rs` + `codegen/` → `OUT_DIR` (included here) and
 //! `generated/` (the committed mirror, kept fresh by a test). ARCHITECTURE.md has the codemap.
+//!
+//! # Platforms
+//!
+//! Linux only: credential files rely on Unix owner-only modes and ownership, runtimes on process
+//! groups, signals and `/proc`, the state directory on `flock`, and the spec's Windows DACL for
+//! token files is not implemented. A build for any other target stops here, saying so.
+
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "agentteam supports Linux only: its credential files rely on Unix owner-only modes and \
+     ownership, its runtimes on process groups, signals and /proc, and the spec's Windows DACL \
+     for token files is not implemented"
+);
 
 pub mod cli;
 pub mod client;

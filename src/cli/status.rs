@@ -24,7 +24,7 @@ pub fn status(state: StateDir, json: bool, ids: bool) -> Exit {
     let number = |field: &str| data[field].as_u64().unwrap_or(0);
     let admission = &data["admission"];
     let mut out = format!(
-        "daemon     up, version {}, pid {}\nserver     {} ({})\nworkspace  {}\nagents     {} registered here\n",
+        "daemon     up, version {}, pid {}\nserver     {} ({})\nworkspace  {} (your channel {})\nagents     {} registered here\n",
         data["version"].as_str().unwrap_or("?"),
         number("pid"),
         if data["serverReachable"].as_bool() == Some(true) {
@@ -34,6 +34,7 @@ pub fn status(state: StateDir, json: bool, ids: bool) -> Exit {
         },
         data["serverHop"].as_str().unwrap_or("?"),
         data["workspaceId"].as_str().unwrap_or("?"),
+        data["channelId"].as_str().unwrap_or("?"),
         count(number("agents"), "agent", "agents"),
     );
     out.push_str(&format!(

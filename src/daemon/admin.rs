@@ -105,6 +105,7 @@ pub async fn status(State(state): State<DaemonState>, _: AdminAuth) -> Answer {
         "version": env!("CARGO_PKG_VERSION"),
         "pid": std::process::id(),
         "workspaceId": state.identity.workspace_id,
+        "channelId": state.identity.channel_id,
         "serverHop": state.server_client.hop(),
         "serverReachable": reachable,
         "runtimes": runtimes,

@@ -23,6 +23,7 @@ mod operation_matrix;
 mod pg_replicas;
 mod provider_stub;
 mod proxies;
+mod readme;
 mod review_findings;
 mod runtime_drivers;
 mod schema_lint;

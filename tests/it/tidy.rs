@@ -333,3 +333,83 @@ fn collect_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
         }
     }
 }
+
+/// A build for a system the crate does not support stops at once with the reason: the guard is
+/// the first item of `lib.rs`, and it names Linux as the one target. (Only Linux's standard
+/// library is installed where the tests run, so the guard is read, not cross-built.)
+#[test]
+fn a_build_for_an_unsupported_target_fails_with_the_reason() {
+    let lib = std::fs::read_to_string(repo_root().join("src/lib.rs")).unwrap();
+    let code: Vec<&str> = lib
+        .lines()
+        .filter(|line| !line.starts_with("//!") && !line.trim().is_empty())
+        .collect();
+    assert_eq!(code[0], "#[cfg(not(target_os = \"linux\"))]", "{code:?}");
+    assert_eq!(code[1], "compile_error!(", "{code:?}");
+    let message = code[2..]
+        .iter()
+        .take_while(|line| !line.starts_with(");"))
+        .copied()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for why in ["supports Linux only", "Windows DACL", "not implemented"] {
+        assert!(message.contains(why), "{message}");
+    }
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    assert!(
+        readme.contains("## Platforms"),
+        "the README says which systems are supported"
+    );
+}
+
+/// The PostgreSQL pass of `scripts/test` names whole modules that exist, and README's "What runs
+/// where" names the same ones: a renamed module cannot drop out of the pass unnoticed.
+#[test]
+fn the_postgresql_pass_names_existing_modules_as_the_readme_says() {
+    let script = std::fs::read_to_string(repo_root().join("scripts/test")).unwrap();
+    let list = script
+        .split("pg_modules=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("scripts/test lists `pg_modules`");
+    let modules: Vec<&str> = list
+        .split_whitespace()
+        .map(|m| {
+            m.strip_suffix("::")
+                .expect("each entry is a whole module, `name::`")
+        })
+        .collect();
+    let main = std::fs::read_to_string(repo_root().join("tests/it/main.rs")).unwrap();
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    let section = readme
+        .split("### What runs where")
+        .nth(1)
+        .expect("the README says what runs where");
+    let section = section.split("\n## ").next().unwrap();
+    for module in &modules {
+        assert!(
+            main.contains(&format!("mod {module};")),
+            "`{module}` is no module"
+        );
+        let named = if module.starts_with("server_") {
+            "`server_*`".to_string()
+        } else {
+            format!("`{module}`")
+        };
+        assert!(
+            section.contains(&named),
+            "README's pass does not name {named}"
+        );
+    }
+    // README says every `server_*` module runs there: every one does.
+    for line in main.lines() {
+        if let Some(module) = line.strip_prefix("mod server_") {
+            let module = format!("server_{}", module.trim_end_matches(';'));
+            assert!(
+                modules.contains(&module.as_str()),
+                "`{module}` is not in the pass"
+            );
+        }
+    }
+    assert!(modules.len() >= 10, "{modules:?}");
+}
