@@ -31,21 +31,18 @@ pub fn run(args: &[String]) -> Exit {
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
     match args.as_slice() {
         [] => {
-            eprint!("{ROOT_HELP}");
+            eprint!("{}", root_help(&launch_extensions()));
             usage_error(
                 "missing domain",
                 &["run `agentteam exec <domain> --help` to list a domain's actions".into()],
             )
         }
-        ["--help" | "-h"] => print(ROOT_HELP),
+        ["--help" | "-h"] => print(&root_help(&launch_extensions())),
         ["--error-schema"] => print(ERROR_SCHEMA),
         [flag, ..] if flag.starts_with('-') => unknown_flag(flag, "agentteam exec --help"),
         [domain, rest @ ..] => {
             let Some(domain) = catalog::find_domain(domain) else {
-                let extensions = std::env::var_os(TOKEN_FILE_VAR)
-                    .filter(|v| !v.is_empty())
-                    .map(|file| transport::launch_extensions(std::path::Path::new(&file)))
-                    .unwrap_or_default();
+                let extensions = launch_extensions();
                 if let Some(extension) = extensions.iter().find(|e| e.definition.name == *domain) {
                     return extension_command(extension, rest);
                 }
@@ -98,6 +95,52 @@ pub fn run(args: &[String]) -> Exit {
             }
         }
     }
+}
+
+/// Inside a runtime, the extensions the daemon pinned for its launch (from the catalog file
+/// beside its token file); elsewhere none.
+fn launch_extensions() -> Vec<Known> {
+    std::env::var_os(TOKEN_FILE_VAR)
+        .filter(|v| !v.is_empty())
+        .map(|file| transport::launch_extensions(std::path::Path::new(&file)))
+        .unwrap_or_default()
+}
+
+/// `agentteam exec --help`: the generated root help, with the launch's extension domains listed
+/// after the built-in ones, in the same column.
+fn root_help(extensions: &[Known]) -> String {
+    if extensions.is_empty() {
+        return ROOT_HELP.to_string();
+    }
+    let lines: Vec<&str> = ROOT_HELP.lines().collect();
+    let Some(start) = lines.iter().position(|line| *line == "Domains:") else {
+        return ROOT_HELP.to_string();
+    };
+    let end = lines[start + 1..]
+        .iter()
+        .position(|line| line.is_empty())
+        .map_or(lines.len(), |at| start + 1 + at);
+    // The column the built-in summaries start in.
+    let column = lines[start + 1]
+        .trim_start()
+        .find("  ")
+        .map(|name_end| {
+            let rest = &lines[start + 1][2 + name_end..];
+            2 + name_end + (rest.len() - rest.trim_start().len())
+        })
+        .unwrap_or(20);
+    let mut out: Vec<String> = lines[..end].iter().map(|l| l.to_string()).collect();
+    for extension in extensions {
+        let name = format!("  {}", extension.definition.name);
+        let pad = column.saturating_sub(name.len()).max(2);
+        out.push(format!(
+            "{name}{}{} (an app-hosted extension)",
+            " ".repeat(pad),
+            extension.definition.summary
+        ));
+    }
+    out.extend(lines[end..].iter().map(|l| l.to_string()));
+    out.join("\n") + "\n"
 }
 
 /// `agentteam exec <extension> …`: the same grammar as a built-in domain's.

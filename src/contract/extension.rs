@@ -603,26 +603,17 @@ pub fn action_help(definition: &Definition, action: &ExtensionAction) -> String 
         let mut rows: Vec<(String, bool, String, String)> = properties
             .iter()
             .map(|(name, schema)| {
+                let target = resolve(&action.input, schema);
                 let about = schema
                     .get("description")
+                    .or_else(|| target.get("description"))
                     .and_then(Value::as_str)
                     .map(|d| {
                         let end = d.find(". ").map(|i| i + 1).unwrap_or(d.len());
                         d[..end].trim().trim_end_matches('.').to_string()
                     })
                     .unwrap_or_default();
-                let ty = match schema.get("enum").and_then(Value::as_array) {
-                    Some(values) => values
-                        .iter()
-                        .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
-                        .collect::<Vec<_>>()
-                        .join("|"),
-                    None => schema
-                        .get("type")
-                        .and_then(Value::as_str)
-                        .unwrap_or("any")
-                        .to_string(),
-                };
+                let ty = type_label(&action.input, target);
                 (name.clone(), required.contains(&name.as_str()), ty, about)
             })
             .collect();
@@ -652,6 +643,46 @@ pub fn action_help(definition: &Definition, action: &ExtensionAction) -> String 
         example.replace('\'', r"'\''")
     ));
     out
+}
+
+/// `schema` with its local `$ref`s (`#/…` into `root`) followed, at most 16 deep (a cycle stops
+/// there, at the last schema reached).
+fn resolve<'a>(root: &'a Value, mut schema: &'a Value) -> &'a Value {
+    for _ in 0..16 {
+        let Some(target) = schema
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|reference| reference.strip_prefix('#'))
+            .and_then(|pointer| root.pointer(pointer))
+        else {
+            break;
+        };
+        schema = target;
+    }
+    schema
+}
+
+/// A short type label, as a built-in action's help shows it: `string`, `integer`, `open|closed`,
+/// `array of string`, `object`.
+fn type_label(root: &Value, schema: &Value) -> String {
+    if let Some(values) = schema.get("enum").and_then(Value::as_array) {
+        return values
+            .iter()
+            .map(|v| v.as_str().map_or_else(|| v.to_string(), str::to_string))
+            .collect::<Vec<_>>()
+            .join("|");
+    }
+    match schema.get("type").and_then(Value::as_str) {
+        Some("array") => match schema.get("items") {
+            Some(items) => format!("array of {}", type_label(root, resolve(root, items))),
+            None => "array".to_string(),
+        },
+        Some(kind) => kind.to_string(),
+        None if schema.get("oneOf").is_some() || schema.get("anyOf").is_some() => {
+            "object".to_string()
+        }
+        None => "any".to_string(),
+    }
 }
 
 /// A standalone schema as `--input-schema` prints it.
@@ -737,5 +768,40 @@ mod tests {
         let c: Value =
             serde_json::from_str(r#"{"b": 2, "a": [1, "x"], "c": {"z": 2, "y": 100}}"#).unwrap();
         assert_ne!(digest(&a), digest(&c));
+    }
+
+    /// An extension action's help shows each input's type, whether it is required and its
+    /// description, its `$ref`s followed, as a built-in action's help does.
+    #[test]
+    fn an_extension_actions_help_follows_its_refs() {
+        let seed: Definition =
+            serde_json::from_str(include_str!("../../schema/extensions/github.json")).unwrap();
+        let watch = seed.actions.iter().find(|a| a.action == "watch").unwrap();
+        let help = action_help(&seed, watch);
+        let row = |name: &str| {
+            help.lines()
+                .find(|line| line.trim_start().starts_with(&format!("{name} ")))
+                .unwrap_or_else(|| panic!("no row for `{name}`:\n{help}"))
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(
+            row("repository"),
+            "repository required string The repository as `owner/name`"
+        );
+        assert_eq!(
+            row("number"),
+            "number required integer The pull request's number in its repository"
+        );
+        assert!(row("requestId").starts_with("requestId optional string Caller-chosen"));
+        assert!(!help.contains(" any "), "{help}");
+        let root = json!({"$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}}});
+        assert_eq!(
+            type_label(&root, resolve(&root, &json!({"$ref": "#/$defs/A"}))),
+            "any"
+        );
+        let list = json!({"type": "array", "items": {"$ref": "#/$defs/S"}, "$defs": {"S": {"type": "string"}}});
+        assert_eq!(type_label(&list, &list), "array of string");
     }
 }

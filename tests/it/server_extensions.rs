@@ -244,7 +244,19 @@ async fn github_and_gitea_watches_work_end_to_end_from_a_runtime() {
         "abcdef1234567",
     );
 
-    // Help and schemas from inside the runtime, for both.
+    // Help and schemas from inside the runtime, for both; root help lists both domains beside
+    // the built-in ones.
+    let (code, root, _) = runtime.agentteam(&["exec", "--help"]).await;
+    assert_eq!(code, 0);
+    let column = |name: &str| {
+        let line = root
+            .lines()
+            .find(|line| line.starts_with(&format!("  {name} ")))
+            .unwrap_or_else(|| panic!("`{name}` is not listed:\n{root}"));
+        line.len() - line[2 + name.len()..].trim_start().len()
+    };
+    assert_eq!(column("github"), column("task"), "{root}");
+    assert_eq!(column("gitea"), column("task"), "{root}");
     for extension in ["github", "gitea"] {
         let (code, help, _) = runtime.agentteam(&["exec", extension, "--help"]).await;
         assert_eq!(code, 0);
