@@ -96,6 +96,72 @@ pub const SUCCESS_OPEN: &str = r#"{"data":"#;
 /// What follows `data` in the success envelope.
 pub const SUCCESS_CLOSE: &str = r#","ok":true}"#;
 
+/// The length of `data`'s success envelope, `data` serialized compactly as every answer is: what
+/// the Exec bridge holds to [`RESULT_BUDGET`]. Counted, not written.
+pub fn envelope_len(data: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // A typed output always serializes; a failure counts as over budget.
+    match serde_json::to_writer(&mut count, data) {
+        Ok(()) => SUCCESS_OPEN.len() + count.0 + SUCCESS_CLOSE.len(),
+        Err(_) => usize::MAX,
+    }
+}
+
+/// Refuses a write after which `read`, the resource's own retrieval read (`task get`), could no
+/// longer return it within [`RESULT_BUDGET`]: `data` is that read's output as it would be once
+/// the write commits. The refusal is a validation error (nothing is written) naming the one of
+/// `fields` (the request's text fields this write stores, by JSON pointer) whose shortening would
+/// help most (the largest), and how many bytes of JSON text it may take: the bound is in
+/// serialized bytes, so a control character counts 6, a quote or a backslash 2.
+pub fn readable(
+    read: &str,
+    data: &impl serde::Serialize,
+    fields: &[(String, Option<&str>)],
+) -> Result<(), ActionError> {
+    let size = envelope_len(data);
+    if size <= RESULT_BUDGET {
+        return Ok(());
+    }
+    let over = size - RESULT_BUDGET;
+    // A string's JSON text without its quotes, which stay when it is emptied.
+    let text_len = |text: &str| envelope_len(&text) - SUCCESS_OPEN.len() - SUCCESS_CLOSE.len() - 2;
+    let largest = fields
+        .iter()
+        .filter_map(|(path, text)| text.map(|text| (path, text_len(text))))
+        .max_by_key(|(_, len)| *len);
+    let message = format!(
+        "`{read}` could not return the result of this change: it would be {size} bytes, over the {RESULT_BUDGET}-byte result budget"
+    );
+    let mut error = ActionError::new(ErrorCode::ValidationFailed, message);
+    match largest {
+        Some((path, len)) if len >= over => {
+            error = error.with_details(vec![super::error::ErrorDetail {
+                path: path.clone(),
+                message: format!(
+                    "at most {} bytes of JSON text fit here (a control character takes 6, a quote or a backslash 2)",
+                    len - over
+                ),
+            }])
+        }
+        _ => {
+            error = error.with_next(format!(
+                "the rest of what `{read}` returns already fills the budget: shorten the other long fields first"
+            ))
+        }
+    }
+    Err(error)
+}
+
 pub fn fit(
     catalog: &Validators,
     descriptor: Effective,
@@ -337,6 +403,46 @@ mod tests {
         .unwrap()
         .len();
         json!({ "tasks": [], "hasMore": false, "pad": "a".repeat(size - empty) })
+    }
+
+    /// The bound is the serialized envelope: a field gets exactly the bytes the rest leaves, and
+    /// the refusal names the largest of the fields the write stores.
+    #[test]
+    fn a_write_is_readable_up_to_the_last_byte_of_the_budget() {
+        let frame = envelope_len(&json!({"text": "", "other": "x"}));
+        let fits = "a".repeat(RESULT_BUDGET - frame);
+        let data = json!({"text": fits, "other": "x"});
+        assert_eq!(envelope_len(&data), RESULT_BUDGET);
+        let fields = [("/text".to_string(), Some(fits.as_str()))];
+        assert!(readable("thing get", &data, &fields).is_ok());
+        let over = format!("{fits}\u{1}");
+        let data = json!({"text": over, "other": "x"});
+        let fields = [
+            ("/other".to_string(), Some("x")),
+            ("/text".to_string(), Some(over.as_str())),
+            ("/unset".to_string(), None),
+        ];
+        let refusal = readable("thing get", &data, &fields).unwrap_err();
+        assert_eq!(refusal.code, ErrorCode::ValidationFailed);
+        assert_eq!(refusal.details[0].path, "/text");
+        assert!(
+            refusal.details[0]
+                .message
+                .starts_with(&format!("at most {} bytes", RESULT_BUDGET - frame)),
+            "{refusal:?}"
+        );
+        assert!(
+            refusal
+                .message
+                .contains(&format!("{} bytes", RESULT_BUDGET + 6))
+        );
+        // No field of this write can make room: the refusal says the rest is too large.
+        let refusal =
+            readable("thing get", &data, &[("/other".to_string(), Some("x"))]).unwrap_err();
+        assert!(
+            refusal.details.is_empty() && refusal.next.is_some(),
+            "{refusal:?}"
+        );
     }
 
     #[test]

@@ -900,6 +900,8 @@ async fn decide_approval(
         comment,
     }): OperatorJson<ApprovalDecision>,
 ) -> Answer {
+    let comment = comment.as_deref().map(String::as_str);
+    let fields = [("/comment".to_string(), comment)];
     let decided = state
         .store
         .decide_approval(
@@ -907,8 +909,30 @@ async fn decide_approval(
             &approval_id,
             &human_id,
             decision == Decision::Approve,
-            comment.as_deref().map(String::as_str),
+            comment,
             state.clock.now_ms(),
+            // The comment lands on the approval and on the step that waited for it: nothing is
+            // written unless both can still be read back.
+            |approval, run| {
+                crate::contract::budget::readable(
+                    "approval get",
+                    &crate::contract::types::ApprovalGetOutput(
+                        crate::contract::types::ApprovalResult {
+                            approval: approval.clone(),
+                        },
+                    ),
+                    &fields,
+                )?;
+                let waiting = run.and_then(|run| {
+                    run.steps
+                        .iter()
+                        .find(|step| step.approval_id.as_deref() == Some(approval_id.as_str()))
+                });
+                match waiting {
+                    Some(step) => super::actions::step_readable(step, &fields),
+                    None => Ok(()),
+                }
+            },
         )
         .await
         .map_err(internal)?
@@ -930,6 +954,7 @@ async fn decide_approval(
             format!("no human `{human_id}` in this workspace"),
         )
         .into()),
+        Err(super::store::DecideRefusal::Refused(error)) => Err(error.into()),
     }
 }
 

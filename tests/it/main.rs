@@ -38,6 +38,7 @@ mod server_extensions;
 mod server_idempotency;
 mod server_knowledge;
 mod server_pagination;
+mod server_readable;
 mod server_workflow;
 mod support;
 mod tidy;

@@ -581,19 +581,34 @@ async fn scheduled_workflow_triggers_due_at_once_each_start_one_run_across_repli
     let steps: agentteam::contract::types::PlanSteps =
         serde_json::from_value(json!([{"key": "a", "title": "A", "kind": "task"}])).unwrap();
     let plan = store
-        .insert_plan(&w.workspace_id, "nightly", None, &steps, &w.agent_id, now)
+        .insert_plan(
+            &w.workspace_id,
+            "nightly",
+            None,
+            &steps,
+            &w.agent_id,
+            now,
+            |_, _| Ok::<_, ()>(()),
+        )
         .await
+        .unwrap()
         .unwrap();
     store
-        .change_plan(&w.workspace_id, plan.id.as_str(), now, |current, _| {
-            Ok::<_, ()>(agentteam::server::store::PlanChange {
-                name: current.name.to_string(),
-                description: None,
-                status: "active".into(),
-                steps: None,
-                publish: true,
-            })
-        })
+        .change_plan(
+            &w.workspace_id,
+            plan.id.as_str(),
+            now,
+            |current, _| {
+                Ok::<_, ()>(agentteam::server::store::PlanChange {
+                    name: current.name.to_string(),
+                    description: None,
+                    status: "active".into(),
+                    steps: None,
+                    publish: true,
+                })
+            },
+            |_, _| Ok(()),
+        )
         .await
         .unwrap()
         .unwrap()

@@ -1522,10 +1522,10 @@ async fn run_logs_over_64_kib_continue_by_section_without_loss() {
 }
 
 #[tokio::test]
-async fn a_side_effect_over_the_budget_answers_a_receipt_and_replays() {
+async fn a_step_write_the_step_could_not_be_read_after_is_refused() {
     let flow = Flow::start().await;
     // Control characters serialize as six bytes each: 8,000 of them in the step's instructions
-    // and 8,000 in its output make the completed step about 96 KB of JSON.
+    // and 8,000 in its output would make the completed step about 96 KB of JSON.
     let heavy = "\u{1}".repeat(8000);
     let (status, plan) = flow
         .post(
@@ -1592,29 +1592,30 @@ async fn a_side_effect_over_the_budget_answers_a_receipt_and_replays() {
     let (code, envelope) = flow.exec("workflow", "step", &complete).await;
     assert_eq!(code, 1, "{envelope}");
     let error = &envelope["error"];
-    assert_eq!(error["code"], "result_budget_exceeded");
-    assert_eq!(
-        error["metadata"],
-        json!({
-            "mutation_applied": true,
-            "mutation_receipt": {
-                "selectors": {"stepId": big},
-                "revision": 2,
-                "idempotencyKey": "req-heavy-00001",
-                "retrieval": format!("agentteam exec workflow step '{{\"operation\":\"get\",\"stepId\":\"{big}\"}}'"),
-            }
-        })
-    );
+    assert_eq!(error["code"], "validation_failed", "{error}");
+    assert_eq!(error["details"][0]["path"], "/output", "{error}");
     assert!(
         error["message"]
             .as_str()
             .unwrap()
-            .contains("workflow step complete"),
+            .contains("`workflow step get`"),
         "{error}"
     );
-    // The replay answers the same, and the step was completed once: the run is at `next`.
-    let (code, again) = flow.exec("workflow", "step", &complete).await;
-    assert_eq!((code, &again), (1, &envelope));
+    assert!(
+        error.get("metadata").is_none(),
+        "nothing was applied: {error}"
+    );
+    // Nothing moved: the step is still the run's current one, and readable.
+    let (code, read) = flow
+        .exec(
+            "workflow",
+            "step",
+            &json!({"operation": "get", "stepId": big}),
+        )
+        .await;
+    assert_eq!(code, 0, "{read}");
+    assert_eq!(read["data"]["step"]["revision"], 1, "{read}");
+    assert!(read["data"]["step"].get("output").is_none(), "{read}");
     let (_, shown) = flow
         .post(
             "workflow",
@@ -1628,25 +1629,7 @@ async fn a_side_effect_over_the_budget_answers_a_receipt_and_replays() {
         .iter()
         .filter(|e| e["event"] == "step.completed")
         .count();
-    assert_eq!(completions, 1);
-    // A read over the budget continues as its row says, never with a receipt.
-    let (code, read) = flow
-        .exec(
-            "workflow",
-            "step",
-            &json!({"operation": "get", "stepId": big}),
-        )
-        .await;
-    assert_eq!(
-        (code, read["error"]["code"].as_str()),
-        (1, Some("result_budget_exceeded")),
-        "{read}"
-    );
-    assert!(read["error"].get("metadata").is_none());
-    assert_eq!(
-        read["error"]["next"],
-        "list the run's steps with the `list` operation and a smaller `limit`"
-    );
+    assert_eq!(completions, 0);
 }
 
 /// The operations the other tests only refuse, each succeeding and saying so: a step paused and

@@ -13,6 +13,8 @@ mod task;
 mod team;
 mod workflow;
 
+pub(crate) use workflow::step_readable;
+
 use crate::contract::error::ErrorCode;
 use crate::contract::types as t;
 use crate::contract::{ActionError, ActionHandler, ActionResult, ServerToolHandler, Written};
@@ -41,6 +43,12 @@ pub fn internal(error: StoreError) -> ActionError {
         ErrorCode::InternalError,
         "the server failed to handle this request; retry later",
     )
+}
+
+/// The contract's time of `ms`, as the store writes it (a time outside chrono's range is the
+/// clock's defect: an internal failure).
+pub(crate) fn timestamp(ms: i64) -> ActionResult<crate::contract::timestamp::Timestamp> {
+    super::store::instant(ms, "now").map_err(internal)
 }
 
 /// A conversation locator from a request: exactly one thread or one channel.

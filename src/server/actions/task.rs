@@ -108,7 +108,14 @@ pub async fn update(
             "nothing to update: give `title` or `description`",
         ));
     }
-    let task = mutate(state, caller, &task_id, |current| {
+    let fields = [
+        ("/title".to_string(), title.as_deref().map(String::as_str)),
+        (
+            "/description".to_string(),
+            description.as_deref().map(String::as_str),
+        ),
+    ];
+    let task = mutate(state, caller, &task_id, &fields, |current| {
         refuse_final(current)?;
         if let Some(expected) = expected_revision
             && expected != current.revision
@@ -145,7 +152,7 @@ pub async fn claim(
         task_id,
         request_id: _,
     } = input;
-    let task = mutate(state, caller, &task_id, |current| {
+    let task = mutate(state, caller, &task_id, &[], |current| {
         refuse_final(current)?;
         if current.status == TaskStatus::Claimed {
             return Err(invalid_state(current, "is already claimed"));
@@ -174,7 +181,8 @@ pub async fn complete(
         result,
         request_id: _,
     } = input;
-    let task = mutate(state, caller, &task_id, |current| {
+    let fields = [("/result".to_string(), result.as_deref().map(String::as_str))];
+    let task = mutate(state, caller, &task_id, &fields, |current| {
         refuse_final(current)?;
         if current.status == TaskStatus::Open {
             return Err(
@@ -206,7 +214,8 @@ pub async fn cancel(
         reason,
         request_id: _,
     } = input;
-    let task = mutate(state, caller, &task_id, |current| {
+    let fields = [("/reason".to_string(), reason.as_deref().map(String::as_str))];
+    let task = mutate(state, caller, &task_id, &fields, |current| {
         refuse_final(current)?;
         let mut changed = current.clone();
         changed.status = TaskStatus::Cancelled;
@@ -217,21 +226,37 @@ pub async fn cancel(
     Ok(TaskCancelOutput(TaskResult { task }))
 }
 
-/// Runs `change` on the visible task inside one writer transaction.
+/// Runs `change` on the visible task inside one writer transaction, and refuses (before anything
+/// is written) a change after which `task get` could not return the task within the Exec result
+/// budget; `fields` are the request's text fields the change stores, by JSON pointer.
 async fn mutate(
     state: &AppState,
     caller: &Caller,
     task_id: &str,
+    fields: &[(String, Option<&str>)],
     change: impl FnOnce(&Task) -> ActionResult<Task>,
 ) -> ActionResult<Task> {
+    let now_ms = caller.now_ms;
     state
         .store
         .update_task(
             &caller.workspace_id,
             &caller.agent_id,
             task_id,
-            caller.now_ms,
-            change,
+            now_ms,
+            |current| {
+                let changed = change(current)?;
+                // As the store will write it: the next revision, updated now.
+                let mut stored = changed.clone();
+                stored.revision = current.revision.saturating_add(1);
+                stored.updated_at = super::timestamp(now_ms)?;
+                crate::contract::budget::readable(
+                    "task get",
+                    &TaskGetOutput(TaskResult { task: stored }),
+                    fields,
+                )?;
+                Ok(changed)
+            },
         )
         .await
         .map_err(internal)?

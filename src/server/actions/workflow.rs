@@ -108,6 +108,11 @@ pub async fn plan(
             request_id: _,
         } => {
             refuse_problems(step_problems(&steps))?;
+            let fields = plan_fields(
+                Some(&name),
+                description.as_deref().map(String::as_str),
+                Some(&steps),
+            );
             let plan = state
                 .store
                 .insert_plan(
@@ -117,9 +122,10 @@ pub async fn plan(
                     &steps,
                     &caller.agent_id,
                     caller.now_ms,
+                    |plan, latest| plan_readable(plan, latest, &fields),
                 )
                 .await
-                .map_err(internal)?;
+                .map_err(internal)??;
             Ok(WorkflowPlanOutput::Create { plan })
         }
         WorkflowPlanInput::Update {
@@ -139,7 +145,12 @@ pub async fn plan(
             if let Some(steps) = &steps {
                 refuse_problems(step_problems(steps))?;
             }
-            let plan = change_plan(state, caller, &plan_id, |current, _| {
+            let fields = plan_fields(
+                name.as_deref().map(String::as_str),
+                description.as_deref().map(String::as_str),
+                steps.as_ref(),
+            );
+            let plan = change_plan(state, caller, &plan_id, &fields, |current, _| {
                 refuse_archived_plan(current, "changed")?;
                 check_revision(
                     "workflow plan",
@@ -165,7 +176,7 @@ pub async fn plan(
             plan_id,
             request_id: _,
         } => {
-            let plan = change_plan(state, caller, &plan_id, |current, _| {
+            let plan = change_plan(state, caller, &plan_id, &[], |current, _| {
                 refuse_archived_plan(current, "archived again")?;
                 Ok(unchanged(current, "archived", false))
             })
@@ -176,7 +187,7 @@ pub async fn plan(
             plan_id,
             request_id: _,
         } => {
-            let plan = change_plan(state, caller, &plan_id, |current, latest| {
+            let plan = change_plan(state, caller, &plan_id, &[], |current, latest| {
                 refuse_archived_plan(current, "published")?;
                 if latest.state == PlanVersionState::Published {
                     return Err(ActionError::new(
@@ -206,10 +217,14 @@ async fn find_plan(state: &AppState, caller: &Caller, plan_id: &str) -> ActionRe
         .ok_or_else(|| not_found("workflow plan", plan_id))
 }
 
+/// Changes the plan in one transaction, refusing (before anything is written) a change after
+/// which `workflow plan show` could not return it; `fields` are the request's text fields it
+/// stores, by JSON pointer.
 async fn change_plan(
     state: &AppState,
     caller: &Caller,
     plan_id: &str,
+    fields: &[(String, Option<&str>)],
     change: impl FnOnce(
         &WorkflowPlan,
         &crate::contract::types::WorkflowPlanVersion,
@@ -217,10 +232,66 @@ async fn change_plan(
 ) -> ActionResult<WorkflowPlan> {
     state
         .store
-        .change_plan(&caller.workspace_id, plan_id, caller.now_ms, change)
+        .change_plan(
+            &caller.workspace_id,
+            plan_id,
+            caller.now_ms,
+            change,
+            |plan, latest| plan_readable(plan, latest, fields),
+        )
         .await
         .map_err(internal)?
         .ok_or_else(|| not_found("workflow plan", plan_id))?
+}
+
+/// Whether `workflow step get` can return the step as it would be.
+pub(crate) fn step_readable(
+    step: &super::super::workflow::StepRecord,
+    fields: &[(String, Option<&str>)],
+) -> ActionResult<()> {
+    crate::contract::budget::readable(
+        "workflow step get",
+        &WorkflowStepOutput::Get {
+            step: step_contract(step).map_err(internal)?,
+        },
+        fields,
+    )
+}
+
+/// Whether `workflow plan show` can return the plan and its latest version as they would be.
+fn plan_readable(
+    plan: &WorkflowPlan,
+    latest: &crate::contract::types::WorkflowPlanVersion,
+    fields: &[(String, Option<&str>)],
+) -> ActionResult<()> {
+    crate::contract::budget::readable(
+        "workflow plan show",
+        &WorkflowPlanOutput::Show {
+            plan: plan.clone(),
+            latest: latest.clone(),
+        },
+        fields,
+    )
+}
+
+/// The text fields a plan write stores, by their pointers in its request.
+fn plan_fields<'a>(
+    name: Option<&'a str>,
+    description: Option<&'a str>,
+    steps: Option<&'a crate::contract::types::PlanSteps>,
+) -> Vec<(String, Option<&'a str>)> {
+    let mut fields = vec![
+        ("/name".to_string(), name),
+        ("/description".to_string(), description),
+    ];
+    for (index, step) in steps.into_iter().flat_map(|s| s.iter()).enumerate() {
+        fields.push((format!("/steps/{index}/title"), Some(step.title.as_str())));
+        fields.push((
+            format!("/steps/{index}/instructions"),
+            step.instructions.as_deref().map(String::as_str),
+        ));
+    }
+    fields
 }
 
 /// The plan as it is, in `status`, published or not.
@@ -937,24 +1008,44 @@ pub async fn step(
             let index = run
                 .step_index(&step_id)
                 .ok_or_else(|| not_found("workflow step", &step_id))?;
-            match &transition {
+            let field = match &transition {
                 Transition::Complete { output, log } => {
-                    run.complete_step(index, output.as_deref(), log.as_deref())?
+                    run.complete_step(index, output.as_deref(), log.as_deref())?;
+                    ("/output", output.as_deref())
                 }
-                Transition::Fail { reason, log } => run.fail_step(index, reason, log.as_deref())?,
-                Transition::Pause { reason } => run.pause_step(index, reason.as_deref())?,
-                Transition::Park { reason } => run.park_step(index, reason.as_deref())?,
-            }
+                Transition::Fail { reason, log } => {
+                    run.fail_step(index, reason, log.as_deref())?;
+                    ("/reason", Some(reason.as_str()))
+                }
+                Transition::Pause { reason } => {
+                    run.pause_step(index, reason.as_deref())?;
+                    ("/reason", reason.as_deref())
+                }
+                Transition::Park { reason } => {
+                    run.park_step(index, reason.as_deref())?;
+                    ("/reason", reason.as_deref())
+                }
+            };
+            // Nothing is written unless `step get` can then return the step.
+            step_readable(&run.steps[index], &[(field.0.to_string(), field.1)])?;
             Ok::<_, ActionError>(index)
         })
         .await
         .map_err(internal)?
         .ok_or_else(|| not_found("workflow step", &step_id))??;
     let step = step_contract(&run.steps[index]).map_err(internal)?;
-    Ok(match transition {
+    Ok(answer_of(&transition, step))
+}
+
+/// A transition's answer: the changed step under the operation's name.
+fn answer_of(
+    transition: &Transition,
+    step: crate::contract::types::WorkflowStep,
+) -> WorkflowStepOutput {
+    match transition {
         Transition::Complete { .. } => WorkflowStepOutput::Complete { step },
         Transition::Fail { .. } => WorkflowStepOutput::Fail { step },
         Transition::Pause { .. } => WorkflowStepOutput::Pause { step },
         Transition::Park { .. } => WorkflowStepOutput::Park { step },
-    })
+    }
 }

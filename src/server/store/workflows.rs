@@ -117,8 +117,26 @@ fn steps_json(steps: &PlanSteps) -> String {
     serde_json::to_string(steps).expect("steps serialize")
 }
 
+/// Version `$version` of plan `$plan_id`, read inside the transaction `$tx` that wrote it (a
+/// macro: the transaction's type is each backend's own).
+macro_rules! version_in {
+    ($tx:expr, $plan_id:expr, $version:expr) => {
+        async {
+            let row = sqlx::query("SELECT plan_id, version, state, steps, created_at, published_at FROM workflow_plan_versions WHERE plan_id = $1 AND version = $2")
+                .bind($plan_id)
+                .bind($version)
+                .fetch_one(&mut *$tx)
+                .await?;
+            version_row(&row)
+        }
+    };
+}
+
 impl Store {
-    pub async fn insert_plan(
+    /// Creates plan `name` with its first (draft) version; `admit` sees the plan and that version
+    /// as stored before the transaction commits, and refuses the whole insert with its `Err`.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn insert_plan<E>(
         &self,
         workspace_id: &str,
         name: &str,
@@ -126,7 +144,8 @@ impl Store {
         steps: &PlanSteps,
         agent_id: &str,
         now_ms: i64,
-    ) -> Result<WorkflowPlan, StoreError> {
+        admit: impl FnOnce(&WorkflowPlan, &WorkflowPlanVersion) -> Result<(), E>,
+    ) -> Result<Result<WorkflowPlan, E>, StoreError> {
         on_backend!(self, |writer, reader, pg| {
             let id = new_id("wfp", now_ms);
             let mut tx = writer.begin().await?;
@@ -156,8 +175,13 @@ impl Store {
             .bind(&id)
             .fetch_one(&mut *tx)
             .await?;
+            let plan = plan_row(&row)?.0;
+            let latest = version_in!(tx, &id, 1i64).await?;
+            if let Err(refusal) = admit(&plan, &latest) {
+                return Ok(Err(refusal));
+            }
             tx.commit().await?;
-            Ok(plan_row(&row)?.0)
+            Ok(Ok(plan))
         })
     }
 
@@ -228,13 +252,16 @@ impl Store {
     }
 
     /// Reads the plan and its latest version, lets `change` decide, and writes the result with
-    /// `revision + 1`, in one transaction. `Ok(None)` when the workspace has no such plan.
+    /// `revision + 1`, in one transaction; `admit` sees the plan and its latest version as written
+    /// before the transaction commits, and refuses the change with its `Err`. `Ok(None)` when the
+    /// workspace has no such plan.
     pub async fn change_plan<E>(
         &self,
         workspace_id: &str,
         plan_id: &str,
         now_ms: i64,
         change: impl FnOnce(&WorkflowPlan, &WorkflowPlanVersion) -> Result<PlanChange, E>,
+        admit: impl FnOnce(&WorkflowPlan, &WorkflowPlanVersion) -> Result<(), E>,
     ) -> Result<Option<Result<WorkflowPlan, E>>, StoreError> {
         on_backend!(self, |writer, reader, pg| {
             let mut tx = writer.begin().await?;
@@ -258,12 +285,7 @@ impl Store {
             let Some(row) = row else { return Ok(None) };
             let current = plan_row(&row)?.0;
             let latest_number = current.latest_version.get() as i64;
-            let latest = sqlx::query("SELECT plan_id, version, state, steps, created_at, published_at FROM workflow_plan_versions WHERE plan_id = $1 AND version = $2")
-                .bind(plan_id)
-                .bind(latest_number)
-                .fetch_one(&mut *tx)
-                .await?;
-            let latest = version_row(&latest)?;
+            let latest = version_in!(tx, plan_id, latest_number).await?;
             let changed = match change(&current, &latest) {
                 Ok(changed) => changed,
                 Err(refusal) => return Ok(Some(Err(refusal))),
@@ -309,8 +331,13 @@ impl Store {
             .bind(plan_id)
             .fetch_one(&mut *tx)
             .await?;
+            let plan = plan_row(&row)?.0;
+            let latest = version_in!(tx, plan_id, latest_version).await?;
+            if let Err(refusal) = admit(&plan, &latest) {
+                return Ok(Some(Err(refusal)));
+            }
             tx.commit().await?;
-            Ok(Some(Ok(plan_row(&row)?.0)))
+            Ok(Some(Ok(plan)))
         })
     }
 }
@@ -1168,18 +1195,23 @@ use super::approvals::{approval_columns, approval_row};
 use crate::contract::types::Approval;
 
 /// Why an approval cannot be decided.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum DecideRefusal {
     /// It was decided already: `approved` or `rejected`.
     Decided(String),
     /// `human_id` is not a human of the workspace.
     UnknownHuman,
+    /// The caller's `admit` refused what the decision would store.
+    Refused(crate::contract::ActionError),
 }
 
 impl Store {
     /// A human of the workspace decides its pending approval `approval_id`; the run whose step
     /// waits on it moves on in the same transaction (the approval's row locked first, then the
-    /// run's). `Ok(None)` when the workspace has no such approval.
+    /// run's). `admit` sees the approval and the run as they would be stored, before the commit,
+    /// and refuses the decision with its `Err`. `Ok(None)` when the workspace has no such
+    /// approval.
+    #[allow(clippy::too_many_arguments)]
     pub async fn decide_approval(
         &self,
         workspace_id: &str,
@@ -1188,6 +1220,7 @@ impl Store {
         approved: bool,
         comment: Option<&str>,
         now_ms: i64,
+        admit: impl FnOnce(&Approval, Option<&RunState>) -> Result<(), crate::contract::ActionError>,
     ) -> Result<Option<Result<Approval, DecideRefusal>>, StoreError> {
         on_backend!(self, |writer, reader, pg| {
             let mut tx = writer.begin().await?;
@@ -1232,11 +1265,13 @@ impl Store {
             .bind(now_ms)
             .execute(&mut *tx)
             .await?;
+            let mut run = None;
             if let Some(run_id) = current.run_id.as_ref().map(|id| id.to_string())
                 && let Some(mut state) = load_run!(tx, pg, workspace_id, &run_id, now_ms)?
             {
                 state.approval_decided(approval_id, approved, comment);
                 save_run!(tx, &state, now_ms)?;
+                run = Some(state);
             }
             let row = sqlx::query(concat!(
                 "SELECT ",
@@ -1246,8 +1281,12 @@ impl Store {
             .bind(approval_id)
             .fetch_one(&mut *tx)
             .await?;
+            let decided = approval_row(&row)?.0;
+            if let Err(refusal) = admit(&decided, run.as_ref()) {
+                return Ok(Some(Err(DecideRefusal::Refused(refusal))));
+            }
             tx.commit().await?;
-            Ok(Some(Ok(approval_row(&row)?.0)))
+            Ok(Some(Ok(decided)))
         })
     }
 }
