@@ -1,26 +1,36 @@
 #!/usr/bin/env bash
 # MCP endpoint benchmark.
 #
-# Throughput at 16 connections, server on one core (taskset -c 0), wrk on the other (-c 1):
+# Throughput at 16 connections, server on one core (taskset -c 0), wrk on the other (-c 1), for
+# each hop of the daemon to its embedded server (in-process, then its loopback TCP listener:
+# `--embedded-hop`):
 #   (a) ours: tools/list
-#   (b) ours: tools/call message_history_read, a page of 20 channel messages
-#   (c) peer: tools/call of a trivial `echo` tool on rmcp 3.11 in stateless JSON mode
+#   (b) ours: tools/call message_history_read, a page of 20 channel messages (the best case: no
+#       thread, no reaction, no attachment)
+#   (c) ours: the same page of a thread
+#   (d) ours: the same page of a channel whose 20 messages each carry a reaction and an attachment
+#   (e) peer: tools/call of a trivial `echo` tool on rmcp 3.11 in stateless JSON mode
 #       (bench/mcp-peer, built here from crates.io)
-# All three use the 2026-07-28 wire (stateless by definition): per-request `_meta`,
+# All use the 2026-07-28 wire (stateless by definition): per-request `_meta`,
 # `MCP-Protocol-Version`, `Mcp-Method` and, for tools/call, `Mcp-Name`.
-# Targets: (a) >= 1.5 x (c); (b) >= 0.5 x (c).
+# Targets: (a) >= 1.5 x (e); (b) >= 0.5 x (e).
+# A load with a non-2xx answer, a socket error, a timeout or a dropped audit record is invalid:
+# the script fails instead of printing a number.
 #
 # The peer is started only after our daemon has been stopped, so each server has core 0 to itself
 # (no idle daemon ticking beside the peer, no peer beside ours).
 #
 # Usage: bench/mcp.sh            (builds the release binary and the peer first; installs wrk
 #                                 from Debian's packages when missing)
-#        LOADS=N bench/mcp.sh    loads the history read N times against the same daemon (default
-#                                 1) and takes the median for the ratio: this machine's runs of
-#                                 the same code move by up to 10%
+#        LOADS=N bench/mcp.sh    loads the channel history read N times per hop (default 1) and
+#                                 takes the median for the ratio: this machine's runs of the same
+#                                 code move by up to 10%
+#        HOPS="in-process" bench/mcp.sh
+#                                 only these hops (default: in-process tcp)
 #        PERF=FILE bench/mcp.sh  also records `perf record --call-graph dwarf` of our daemon for
-#                                 8 s during the history load into FILE (read it with `perf report
-#                                 -i FILE --no-children`); that load's numbers are then not clean
+#                                 8 s during the in-process channel history load into FILE (read it
+#                                 with `perf report -i FILE --no-children`); that load's numbers
+#                                 are then not clean
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for tool in wrk curl; do
@@ -44,51 +54,95 @@ trap cleanup EXIT
 . bench/lib/daemon.sh
 peer_build
 
-# --- ours: daemon with the embedded server on core 0 ---
-daemon_start taskset -c 0
-"$bin" agent add bench --state-dir "$work/state" > /dev/null
-# A runtime that publishes its variables and stays up; the benchmark acts as that runtime.
-"$bin" run --state-dir "$work/state" --agent bench -- sh -c 'echo "$AGENTTEAM_MCP_URL"; echo "$AGENTTEAM_MCP_TOKEN_FILE"; exec sleep 3600' > "$work/runtime.out" &
-runtime_pid=$!
-until [ "$(wc -l < "$work/runtime.out")" -ge 2 ]; do
-    kill -0 "$runtime_pid" 2>/dev/null || { echo "agentteam run exited" >&2; exit 1; }
-    sleep 0.1
-done
-mcp_url="$(sed -n 1p "$work/runtime.out")"
-token_file="$(sed -n 2p "$work/runtime.out")"
-channel="$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['channelId'])" "$work/state/identity.json")"
-target="channel:$channel"
+# operator PATH BODY: the embedded server's operator API as this daemon's operator (the token
+# from the state directory on curl's stdin, never argv); prints `data`.
+operator() {
+    local server
+    server=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["serverUrl"])' "$work/state/daemon.json")
+    printf 'Content-Type: application/json\nAuthorization: Bearer %s\n' "$(< "$work/state/operator.token")" |
+        curl -sS -H @- -d "$2" "$server/admin/workspaces/$workspace$1" |
+        python3 -c 'import json,sys; e=json.load(sys.stdin); assert e["ok"], e; print(json.dumps(e["data"]))'
+}
+field() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
 
-# A non-empty history: 20 messages, so the read returns a full page of 20.
-for i in $(seq 1 20); do
-    check "$mcp_url" "$token_file" tools/call message_send \
-        "{\"target\":\"$target\",\"content\":\"bench message $i\"}" > /dev/null
-done
-history_args="{\"target\":\"$target\",\"limit\":20}"
+# ours HOP: our daemon on core 0 with the embedded server reached over HOP; the loads of ours.
+ours() {
+    local hop=$1
+    rm -rf "$work/state"
+    daemon_start taskset -c 0 -- --embedded-hop "$hop"
+    "$bin" agent add bench --state-dir "$work/state" > /dev/null
+    # A runtime that publishes its variables and stays up; the benchmark acts as that runtime.
+    "$bin" run --state-dir "$work/state" --agent bench -- sh -c 'echo "$AGENTTEAM_MCP_URL"; echo "$AGENTTEAM_MCP_TOKEN_FILE"; exec sleep 3600' > "$work/runtime.out" &
+    runtime_pid=$!
+    until [ "$(wc -l < "$work/runtime.out")" -ge 2 ]; do
+        kill -0 "$runtime_pid" 2>/dev/null || { echo "agentteam run exited" >&2; exit 1; }
+        sleep 0.1
+    done
+    local mcp_url token_file channel agent human
+    mcp_url="$(sed -n 1p "$work/runtime.out")"
+    token_file="$(sed -n 2p "$work/runtime.out")"
+    workspace="$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['workspaceId'])" "$work/state/identity.json")"
+    channel="$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['channelId'])" "$work/state/identity.json")"
+    human="$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['humanId'])" "$work/state/identity.json")"
+    agent="$("$bin" agent get bench --json --state-dir "$work/state" | python3 -c 'import json,sys; print(json.load(sys.stdin)["agent"]["id"])')"
 
-load ours_tools_list "$mcp_url" "$token_file" tools/list
-for n in $(seq 1 "${LOADS:-1}"); do
-    load ours_history "$mcp_url" "$token_file" tools/call message_history_read "$history_args"
-    cp "$work/ours_history.rps" "$work/ours_history.$n.rps"
-done
+    # The pages: 20 messages in the channel, 20 in a thread of it, and 20 in a second channel,
+    # each with an attachment (posted by the human) and a reaction (added by the agent).
+    local thread rich
+    thread="$(operator "/channels/$channel/threads" '{"title":"bench"}' | field threadId)"
+    rich="$(operator /channels "{\"name\":\"rich\",\"members\":[\"$human\",\"$agent\"]}" | field channelId)"
+    for i in $(seq 1 20); do
+        check "$mcp_url" "$token_file" tools/call message_send \
+            "{\"target\":\"channel:$channel\",\"content\":\"bench message $i\"}" > /dev/null
+        check "$mcp_url" "$token_file" tools/call message_send \
+            "{\"target\":\"thread:$thread\",\"content\":\"bench reply $i\"}" > /dev/null
+        local message
+        message="$(operator /messages "{\"authorHumanId\":\"$human\",\"channelId\":\"$rich\",\"content\":\"report $i\",\"attachments\":[{\"name\":\"report-$i.txt\",\"mediaType\":\"text/plain\",\"text\":\"line $i\"}]}" | field messageId)"
+        check "$mcp_url" "$token_file" tools/call reaction_add \
+            "{\"messageId\":\"$message\",\"emoji\":\"👍\"}" > /dev/null
+    done
 
-# Stop ours before the peer starts: core 0 is then the peer's alone.
-ours_stop
+    load "ours_${hop}_tools_list" "$mcp_url" "$token_file" tools/list
+    local n
+    for n in $(seq 1 "${LOADS:-1}"); do
+        # The profile, when asked for, is of the in-process channel read.
+        local name="ours_${hop}_history"
+        [ "$hop" = in-process ] && name=ours_history
+        load "$name" "$mcp_url" "$token_file" tools/call message_history_read \
+            "{\"target\":\"channel:$channel\",\"limit\":20}"
+        cp "$work/$name.rps" "$work/ours_${hop}_history.$n.rps"
+    done
+    load "ours_${hop}_thread" "$mcp_url" "$token_file" tools/call message_history_read \
+        "{\"target\":\"thread:$thread\",\"limit\":20}"
+    load "ours_${hop}_rich" "$mcp_url" "$token_file" tools/call message_history_read \
+        "{\"target\":\"channel:$rich\",\"limit\":20}"
+    # Stop ours before anything else runs: core 0 is then the next server's alone.
+    ours_stop
+}
+
+hops="${HOPS:-in-process tcp}"
+for hop in $hops; do
+    ours "$hop"
+done
 
 # --- peer: rmcp 3.11 stateless JSON on core 0 ---
 peer_start
 peer_echo_load
 
-python3 - "$work" <<'PY'
-import sys
-import glob, statistics
-rps = {name: float(open(f"{sys.argv[1]}/{name}.rps").read()) for name in ("ours_tools_list", "rmcp_tools_call")}
-loads = sorted(float(open(path).read()) for path in glob.glob(f"{sys.argv[1]}/ours_history.*.rps"))
-rps["ours_history"] = statistics.median(loads)
-if len(loads) > 1:
-    print("ours message_history_read loads: " + ", ".join(f"{value:.0f}" for value in loads) + " req/s (median below)")
-peer = rps["rmcp_tools_call"]
-print(f"summary: ours tools/list {rps['ours_tools_list']:.0f} req/s, ours message_history_read {rps['ours_history']:.0f} req/s, "
-      f"rmcp tools/call {peer:.0f} req/s; ratio ours_tools_list/rmcp_tools_call {rps['ours_tools_list']/peer:.2f} (target >= 1.5), "
-      f"ours_history/rmcp_tools_call {rps['ours_history']/peer:.2f} (target >= 0.5)")
+python3 - "$work" $hops <<'PY'
+import glob, statistics, sys
+work, hops = sys.argv[1], sys.argv[2:]
+read = lambda name: float(open(f"{work}/{name}.rps").read())
+peer = read("rmcp_tools_call")
+print(f"summary: rmcp tools/call {peer:.0f} req/s")
+for hop in hops:
+    loads = sorted(float(open(p).read()) for p in glob.glob(f"{work}/ours_{hop}_history.*.rps"))
+    history = statistics.median(loads)
+    if len(loads) > 1:
+        print(f"  {hop}: channel history loads " + ", ".join(f"{v:.0f}" for v in loads) + " req/s (median below)")
+    tools = read(f"ours_{hop}_tools_list")
+    thread, rich = read(f"ours_{hop}_thread"), read(f"ours_{hop}_rich")
+    print(f"  {hop}: tools/list {tools:.0f} req/s (ratio {tools/peer:.2f}, target >= 1.5); "
+          f"message_history_read channel {history:.0f} ({history/peer:.2f}, target >= 0.5), "
+          f"thread {thread:.0f} ({thread/peer:.2f}), with reactions and attachments {rich:.0f} ({rich/peer:.2f})")
 PY

@@ -1,11 +1,15 @@
 # Sourced by the benchmarks that start our daemon. Needs `bin` (the agentteam binary) and `work`
 # (a scratch directory).
 
-# daemon_start [PREFIX…]: starts `PREFIX… $bin daemon` (e.g. `taskset -c 0`) on $work/state with
-# the embedded server, logs in $work/daemon.{out,log}; sets `daemon_pid` once it listens (fails
-# the script with its log if it exits first).
+# daemon_start [PREFIX…] [-- DAEMON_FLAGS…]: starts `PREFIX… $bin daemon DAEMON_FLAGS…` (e.g.
+# `taskset -c 0 -- --embedded-hop tcp`) on $work/state with the embedded server, logs in
+# $work/daemon.{out,log}; sets `daemon_pid` once it listens (fails the script with its log if it
+# exits first).
 daemon_start() {
-    "$@" "$bin" daemon --state-dir "$work/state" > "$work/daemon.out" 2> "$work/daemon.log" &
+    local prefix=() flags=()
+    while [ $# -gt 0 ] && [ "$1" != "--" ]; do prefix+=("$1"); shift; done
+    [ $# -eq 0 ] || { shift; flags=("$@"); }
+    "${prefix[@]}" "$bin" daemon --state-dir "$work/state" "${flags[@]}" > "$work/daemon.out" 2> "$work/daemon.log" &
     daemon_pid=$!
     until grep -q "listening on" "$work/daemon.out" 2>/dev/null; do
         kill -0 "$daemon_pid" 2>/dev/null || { cat "$work/daemon.log" >&2; exit 1; }
@@ -20,4 +24,14 @@ ours_stop() {
     # shellcheck disable=SC2086
     wait $runtime_pid "$daemon_pid" 2>/dev/null || true
     runtime_pid="" daemon_pid=""
+}
+
+# audit_dropped: how many audit records the daemon's embedded server has dropped so far (its
+# `/admin/stats`, with the operator token from the state directory on curl's stdin, never argv).
+audit_dropped() {
+    local server
+    server=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["serverUrl"])' "$work/state/daemon.json")
+    printf 'Authorization: Bearer %s\n' "$(< "$work/state/operator.token")" |
+        curl -sS -H @- "$server/admin/stats" |
+        python3 -c 'import json,sys; e=json.load(sys.stdin); assert e["ok"], e; print(e["data"]["auditDropped"])'
 }

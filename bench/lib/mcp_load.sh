@@ -90,7 +90,10 @@ end
 LUA
 
 # load NAME URL TOKEN_FILE METHOD [TOOL ARGUMENTS]: the full check, 10 s of wrk at 16 connections
-# on core 1, the full check again; fails on any non-2xx answer, records req/s in $work/NAME.rps.
+# on core 1, the full check again; records req/s in $work/NAME.rps. A load with any non-2xx answer,
+# socket error (connect, read, write) or timeout is invalid, not a number: the script fails. While
+# our daemon runs (`daemon_pid` set, `audit_dropped` defined), a load during which its server
+# dropped audit records is invalid too.
 load() {
     local name=$1 url=$2 token_file=$3
     check "$url" "$token_file" "${@:4}"
@@ -101,13 +104,41 @@ load() {
         perf record -q --call-graph dwarf,16384 -F 499 -p "$daemon_pid" -o "$PERF" -- sleep 8 &
         perf_pid=$!
     fi
+    local dropped_before=""
+    # Our daemon runs (its PID is set) while ours is loaded; the peer has no audit trail.
+    if [ -n "${daemon_pid:-}" ] && declare -F audit_dropped > /dev/null; then
+        dropped_before=$(audit_dropped)
+    fi
     MCP_BODY="$(request "${@:4}")" MCP_VERSION="$version" MCP_METHOD="$method" MCP_TOOL="$tool" \
         MCP_TOKEN_FILE="$token_file" \
         taskset -c 1 wrk -t1 -c16 -d10s --latency -s "$work/mcp.lua" "$url" | tee "$work/$name.wrk"
     [ -z "$perf_pid" ] || wait "$perf_pid"
-    if grep -q 'Non-2xx' "$work/$name.wrk"; then echo "$name: non-2xx answers under load" >&2; exit 1; fi
+    load_valid "$name" "$dropped_before"
     check "$url" "$token_file" "${@:4}"
     awk '/^Requests\/sec:/ { print $2 }' "$work/$name.wrk" > "$work/$name.rps"
+}
+
+# load_valid NAME DROPPED_BEFORE: fails the script unless the load in $work/NAME.wrk saw only 2xx
+# answers and no socket error or timeout (wrk prints `Socket errors: connect N, read N, write N,
+# timeout N` only when there were some), and, with DROPPED_BEFORE, the server dropped no audit
+# record meanwhile.
+load_valid() {
+    local name=$1 dropped_before=$2
+    if grep -q 'Non-2xx' "$work/$name.wrk"; then
+        echo "$name: INVALID LOAD: non-2xx answers" >&2; exit 1
+    fi
+    if grep -q 'Socket errors' "$work/$name.wrk"; then
+        echo "$name: INVALID LOAD: $(grep 'Socket errors' "$work/$name.wrk")" >&2; exit 1
+    fi
+    if [ -n "$dropped_before" ]; then
+        local dropped_after
+        dropped_after=$(audit_dropped)
+        if [ "$dropped_after" != "$dropped_before" ]; then
+            echo "$name: INVALID LOAD: the server dropped $((dropped_after - dropped_before)) audit records" >&2
+            exit 1
+        fi
+        echo "$name: valid (no socket error or timeout, no audit record dropped)"
+    fi
 }
 
 
