@@ -413,3 +413,134 @@ fn the_postgresql_pass_names_existing_modules_as_the_readme_says() {
     }
     assert!(modules.len() >= 10, "{modules:?}");
 }
+
+/// Runs `script` in bash from the repository root; its exit code and what it printed.
+fn bash(script: &str) -> (i32, String) {
+    let output = std::process::Command::new("bash")
+        .args(["-c", script])
+        .current_dir(repo_root())
+        .output()
+        .unwrap();
+    (
+        output.status.code().unwrap_or(-1),
+        format!(
+            "{}{}",
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        ),
+    )
+}
+
+/// A benchmark load with a non-2xx answer, a socket error, a timeout or a dropped audit record is
+/// invalid: `load_valid` fails the script instead of letting a number through.
+#[test]
+fn an_invalid_benchmark_load_fails_the_script() {
+    let check = |wrk: &str, dropped: (u64, u64)| {
+        bash(&format!(
+            r#"set -euo pipefail; work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+            . bench/lib/mcp_load.sh
+            audit_dropped() {{ echo {after}; }}
+            printf '%s\n' '{wrk}' > "$work/x.wrk"
+            load_valid x {before}"#,
+            after = dropped.1,
+            before = dropped.0,
+        ))
+    };
+    let clean = "Requests/sec:  1000.00";
+    assert_eq!(check(clean, (3, 3)).0, 0, "{}", check(clean, (3, 3)).1);
+    for (wrk, dropped, said) in [
+        (
+            "  Socket errors: connect 0, read 2, write 0, timeout 0",
+            (0, 0),
+            "Socket errors",
+        ),
+        (
+            "  Socket errors: connect 0, read 0, write 0, timeout 7",
+            (0, 0),
+            "timeout 7",
+        ),
+        ("  Non-2xx or 3xx responses: 12", (0, 0), "non-2xx"),
+        (clean, (3, 5), "dropped 2 audit records"),
+    ] {
+        let (code, output) = check(wrk, dropped);
+        assert_eq!(code, 1, "{wrk}: {output}");
+        assert!(
+            output.contains("INVALID LOAD") && output.contains(said),
+            "{output}"
+        );
+    }
+}
+
+/// A fuzz target that ran no input is a failure, not a clean run.
+#[test]
+fn a_fuzz_target_that_ran_nothing_fails() {
+    for (status, runs, verdict) in [
+        (0, "1234", "ok"),
+        (0, "0", "idle"),
+        (0, "", "idle"),
+        (0, "?", "idle"),
+        (1, "99", "failed"),
+    ] {
+        let (code, output) = bash(&format!(
+            ". scripts/lib/fuzz_verdict.sh; fuzz_verdict {status} '{runs}'"
+        ));
+        assert_eq!((code, output.trim()), (0, verdict), "{status} {runs:?}");
+    }
+    let script = std::fs::read_to_string(repo_root().join("scripts/fuzz")).unwrap();
+    assert!(
+        script.contains("fuzz_verdict \"$status\""),
+        "scripts/fuzz decides with it"
+    );
+}
+
+/// Processes are ended by their own PID: nothing of the repository kills by name, and no
+/// interpreter cache is committed.
+#[test]
+fn processes_are_ended_by_pid_and_no_cache_is_committed() {
+    let (_, listed) = bash("git ls-files");
+    let mut by_name = Vec::new();
+    for file in listed.lines() {
+        if file.contains("__pycache__") || file.ends_with(".pyc") {
+            panic!("a committed interpreter cache: {file}");
+        }
+        let checked = file.starts_with("bench/")
+            || file.starts_with("scripts/")
+            || file.starts_with("tests/")
+            || file.starts_with(".ci/");
+        // This file names what it looks for.
+        if !checked || file == "tests/it/tidy.rs" {
+            continue;
+        }
+        let text = std::fs::read_to_string(repo_root().join(file)).unwrap_or_default();
+        for pattern in ["pkill", "killall"] {
+            if text.contains(pattern) {
+                by_name.push(format!("{file}: {pattern}"));
+            }
+        }
+    }
+    assert!(by_name.is_empty(), "processes ended by name: {by_name:?}");
+    let ignored = std::fs::read_to_string(repo_root().join(".gitignore")).unwrap();
+    assert!(ignored.lines().any(|l| l.trim() == "__pycache__/"));
+}
+
+/// The README's examples keep every credential out of argv, and say what the Codex gate does not
+/// cover.
+#[test]
+fn the_readme_keeps_tokens_out_of_argv_and_states_the_gates_limits() {
+    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
+    for pattern in ["Bearer $(", "$(cat", "--token ", "admin.token)"] {
+        assert!(
+            !readme.contains(pattern),
+            "a README command puts a token in argv: `{pattern}`"
+        );
+    }
+    assert!(readme.contains("agentteam status --metrics"));
+    let flat = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    for limit in [
+        "covers Codex's native MCP calls only",
+        "The Exec credential belongs to the whole runtime process",
+        "a delegated thread can still act through `agentteam exec`",
+    ] {
+        assert!(flat.contains(limit), "README lacks: {limit}");
+    }
+}
