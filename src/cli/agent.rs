@@ -179,7 +179,7 @@ pub fn run(state: StateDir, command: AgentCommand) -> Exit {
         } => return list(&state, json, runtime_family, provider),
         AgentCommand::Get { agent, json } => (
             admin_call(
-                &state.state_dir,
+                &state,
                 reqwest::Method::GET,
                 &format!("/api/admin/agents/{}", path_segment(&agent)),
                 None,
@@ -189,7 +189,7 @@ pub fn run(state: StateDir, command: AgentCommand) -> Exit {
         ),
         AgentCommand::Remove { agent, json } => (
             admin_call(
-                &state.state_dir,
+                &state,
                 reqwest::Method::DELETE,
                 &format!("/api/admin/agents/{}", path_segment(&agent)),
                 None,
@@ -205,7 +205,7 @@ pub fn run(state: StateDir, command: AgentCommand) -> Exit {
         ),
         AgentCommand::Reload { json } => (
             admin_call(
-                &state.state_dir,
+                &state,
                 reqwest::Method::POST,
                 "/api/admin/agents/reload",
                 Some(json!({})),
@@ -318,13 +318,13 @@ fn change(
     let body = json!({ "agent": contract, "settings": human });
     match agent {
         None => admin_call(
-            &state.state_dir,
+            state,
             reqwest::Method::POST,
             "/api/admin/agents",
             Some(body),
         ),
         Some(agent) => admin_call(
-            &state.state_dir,
+            state,
             reqwest::Method::PATCH,
             &format!("/api/admin/agents/{}", path_segment(agent)),
             Some(body),
@@ -397,7 +397,7 @@ fn list(
             parameters.push(format!("cursor={cursor}"));
         }
         let page = match admin_call(
-            &state.state_dir,
+            state,
             reqwest::Method::GET,
             &format!("/api/admin/agents?{}", parameters.join("&")),
             None,

@@ -4,7 +4,7 @@
 
 use std::io::Write;
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::Args;
@@ -13,16 +13,14 @@ use serde_json::Value;
 use super::http::{self, Peer};
 use super::output::{Exit, print, usage_error};
 use crate::daemon::runtime::{LaunchOptions, Output, RuntimeConfig};
-use crate::daemon::{
-    ADMIN_TOKEN_FILE, DAEMON_FILE, DaemonConfig, default_runtime_dir, default_state_dir,
-};
+use crate::daemon::{ADMIN_TOKEN_FILE, DaemonConfig, default_runtime_dir, default_state_dir};
 use crate::wire::frame;
 
 /// Options of `agentteam daemon`.
 #[derive(Debug, Args)]
 pub struct DaemonArgs {
     /// Loopback address to listen on (port 0 picks a free port; `daemon.json` records it)
-    #[arg(long, default_value = "127.0.0.1:0")]
+    #[arg(long, default_value = DEFAULT_LISTEN)]
     listen: SocketAddr,
     /// State directory (default: `$XDG_STATE_HOME/agentteam`)
     #[arg(long)]
@@ -65,13 +63,188 @@ pub struct DaemonArgs {
     rotation_tick_ms: u64,
 }
 
-/// Where the local daemon keeps its state.
+/// Where the local daemon keeps its state, and whether a command may start it.
 #[derive(Debug, Args)]
 pub struct StateDir {
     /// State directory of the daemon (default: `$XDG_STATE_HOME/agentteam`)
     #[arg(long, global = true)]
     pub state_dir: Option<PathBuf>,
+    /// Fail when no daemon runs, instead of starting one (detached, its log in the state
+    /// directory)
+    #[arg(
+        long,
+        global = true,
+        env = "AGENTTEAM_NO_START",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    pub no_start: bool,
 }
+
+/// `agentteam daemon`: run the daemon, or manage it.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct DaemonCommand {
+    #[command(subcommand)]
+    action: Option<DaemonAction>,
+    #[command(flatten)]
+    args: DaemonArgs,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum DaemonAction {
+    /// Stop the running daemon: every runtime it runs loses its authorization and is stopped
+    /// (asked on a terminal unless `--yes`)
+    Stop {
+        #[command(flatten)]
+        state: StateDir,
+        /// Stop it without asking, whatever runs
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Stop the running daemon and start it again with the same flags (its runtimes are
+    /// stopped; asked on a terminal unless `--yes`)
+    Restart {
+        #[command(flatten)]
+        state: StateDir,
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Run the daemon at login: a systemd user unit with these daemon flags (`--print` shows it)
+    Install {
+        #[command(flatten)]
+        args: DaemonArgs,
+        /// Print the file instead of installing it
+        #[arg(long)]
+        print: bool,
+        /// The service format (default: this system's; `launchd` can only be printed here)
+        #[arg(long, value_enum)]
+        format: Option<super::service::Format>,
+    },
+    /// Stop and remove the login service of a state directory
+    Uninstall {
+        /// State directory of the daemon (default: `$XDG_STATE_HOME/agentteam`)
+        #[arg(long)]
+        state_dir: Option<PathBuf>,
+        #[arg(long, value_enum)]
+        format: Option<super::service::Format>,
+    },
+}
+
+/// Runs `agentteam daemon [ACTION]`.
+pub fn daemon_command(command: DaemonCommand, scrubbed: Vec<String>) -> Exit {
+    match command.action {
+        None => run_daemon(command.args, scrubbed),
+        Some(DaemonAction::Stop { state, yes }) => {
+            match super::local::stop(&state.state_dir, yes) {
+                Ok(_) => Exit::Success,
+                Err(exit) => exit,
+            }
+        }
+        Some(DaemonAction::Restart { state, yes }) => super::local::restart(&state.state_dir, yes),
+        Some(DaemonAction::Install {
+            args,
+            print,
+            format,
+        }) => match service(&args) {
+            Ok(service) => super::service::install(service, format, print),
+            Err(exit) => exit,
+        },
+        Some(DaemonAction::Uninstall { state_dir, format }) => {
+            let state_dir = std::path::absolute(state_dir.unwrap_or_else(default_state_dir));
+            match (state_dir, std::env::current_exe()) {
+                (Ok(state_dir), Ok(executable)) => super::service::uninstall(
+                    super::service::Service {
+                        executable,
+                        flags: Vec::new(),
+                        state_dir,
+                    },
+                    format,
+                ),
+                (Err(e), _) | (_, Err(e)) => usage_error(&format!("cannot resolve: {e}"), &[]),
+            }
+        }
+    }
+}
+
+/// The login service that runs the daemon with `args`.
+fn service(args: &DaemonArgs) -> Result<super::service::Service, Exit> {
+    let state_dir = args.state_dir()?;
+    let executable = std::env::current_exe()
+        .map_err(|e| usage_error(&format!("cannot find this executable: {e}"), &[]))?;
+    Ok(super::service::Service {
+        executable,
+        flags: args.flags(&state_dir)?,
+        state_dir,
+    })
+}
+
+impl DaemonArgs {
+    /// The state directory, absolute.
+    fn state_dir(&self) -> Result<PathBuf, Exit> {
+        std::path::absolute(self.state_dir.clone().unwrap_or_else(default_state_dir))
+            .map_err(|e| usage_error(&format!("cannot resolve the state directory: {e}"), &[]))
+    }
+
+    /// These flags as `agentteam daemon` takes them again (a service, a restart): the state
+    /// directory and every path absolute, and only what differs from the defaults. None of them
+    /// holds a secret: credentials come from the files they name.
+    fn flags(&self, state_dir: &Path) -> Result<Vec<String>, Exit> {
+        let absolute = |path: &Path| {
+            std::path::absolute(path)
+                .map(|p| p.display().to_string())
+                .map_err(|e| usage_error(&format!("cannot resolve `{}`: {e}", path.display()), &[]))
+        };
+        let mut flags = Vec::new();
+        if self.listen
+            != DEFAULT_LISTEN
+                .parse::<SocketAddr>()
+                .expect("the default parses")
+        {
+            flags.extend(["--listen".to_string(), self.listen.to_string()]);
+        }
+        flags.extend(["--state-dir".to_string(), state_dir.display().to_string()]);
+        for (flag, path) in [
+            ("--runtime-dir", &self.runtime_dir),
+            ("--server-ca-file", &self.server_ca_file),
+            ("--operator-token-file", &self.operator_token_file),
+            (
+                "--server-proxy-credential-file",
+                &self.server_proxy_credential_file,
+            ),
+        ] {
+            if let Some(path) = path {
+                flags.extend([flag.to_string(), absolute(path)?]);
+            }
+        }
+        for (flag, value) in [
+            ("--server-url", &self.server_url),
+            ("--server-proxy", &self.server_proxy),
+        ] {
+            if let Some(value) = value {
+                flags.extend([flag.to_string(), value.clone()]);
+            }
+        }
+        if self.embedded_hop == crate::daemon::EmbeddedHop::Tcp {
+            flags.extend(["--embedded-hop".to_string(), "tcp".to_string()]);
+        }
+        if self.token_ttl_secs != crate::daemon::DEFAULT_TOKEN_TTL.as_secs() {
+            flags.extend([
+                "--token-ttl-secs".to_string(),
+                self.token_ttl_secs.to_string(),
+            ]);
+        }
+        if self.rotation_tick_ms != crate::daemon::DEFAULT_ROTATION_TICK.as_millis() as u64 {
+            flags.extend([
+                "--rotation-tick-ms".to_string(),
+                self.rotation_tick_ms.to_string(),
+            ]);
+        }
+        Ok(flags)
+    }
+}
+
+/// `--listen`'s default: loopback, any free port.
+const DEFAULT_LISTEN: &str = "127.0.0.1:0";
 
 /// Options of `agentteam run`.
 #[derive(Debug, Args)]
@@ -119,12 +292,18 @@ pub fn run_daemon(args: DaemonArgs, scrubbed: Vec<String>) -> Exit {
     }
     // Absolute, so every path a runtime gets (token files, configurations, helpers) stays valid
     // from its own working directory and from the helpers its runtime starts elsewhere.
-    let state_dir = match std::path::absolute(args.state_dir.unwrap_or_else(default_state_dir)) {
+    let state_dir = match args.state_dir() {
         Ok(dir) => dir,
-        Err(e) => return usage_error(&format!("cannot resolve the state directory: {e}"), &[]),
+        Err(exit) => return exit,
+    };
+    // What a restart runs again.
+    let relaunch = match args.flags(&state_dir) {
+        Ok(flags) => flags,
+        Err(exit) => return exit,
     };
     let runtime_dir = match std::path::absolute(
         args.runtime_dir
+            .clone()
             .unwrap_or_else(|| default_runtime_dir(&state_dir)),
     ) {
         Ok(dir) => dir,
@@ -182,6 +361,7 @@ pub fn run_daemon(args: DaemonArgs, scrubbed: Vec<String>) -> Exit {
             ttl: Duration::from_secs(args.token_ttl_secs),
             tick: Duration::from_millis(args.rotation_tick_ms),
         },
+        relaunch,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -199,50 +379,10 @@ pub fn run_daemon(args: DaemonArgs, scrubbed: Vec<String>) -> Exit {
     }
 }
 
-/// What `daemon.json` says of the running daemon.
-#[derive(Debug)]
-pub struct Announcement {
-    /// The state directory it was read from.
-    pub state_dir: PathBuf,
-    /// The daemon's loopback base URL.
-    pub base_url: String,
-    /// The server it uses: its embedded one's loopback listener, or `--server-url`.
-    pub server_url: String,
-    /// Whether that server is the embedded one (its operator token is in the state directory).
-    pub server_embedded: bool,
-}
-
-/// The local daemon's announcement in `state_dir` (default: the default state directory), or the
-/// printed refusal when no daemon is running there.
-pub fn announcement(state_dir: &Option<PathBuf>) -> Result<Announcement, Exit> {
-    let dir = state_dir.clone().unwrap_or_else(default_state_dir);
-    let not_running = || {
-        usage_error(
-            &format!("no daemon is running with state dir `{}`", dir.display()),
-            &["start it with `agentteam daemon`".to_string()],
-        )
-    };
-    let announcement: Value = std::fs::read(dir.join(DAEMON_FILE))
-        .ok()
-        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-        .ok_or_else(not_running)?;
-    let text = |field: &str| {
-        announcement[field]
-            .as_str()
-            .map(str::to_string)
-            .ok_or_else(|| usage_error(&format!("`{DAEMON_FILE}` has no `{field}`"), &[]))
-    };
-    Ok(Announcement {
-        base_url: text("baseUrl")?,
-        server_url: text("serverUrl")?,
-        server_embedded: announcement["serverEmbedded"].as_bool() == Some(true),
-        state_dir: dir,
-    })
-}
-
-/// The daemon's base URL and admin token from its state directory.
-fn connect(state_dir: &Option<PathBuf>) -> Result<(String, String), Exit> {
-    let daemon = announcement(state_dir)?;
+/// The daemon's base URL and admin token from its state directory (a daemon started first when
+/// none runs, unless `--no-start`).
+fn connect(state: &StateDir) -> Result<(String, String), Exit> {
+    let daemon = super::local::daemon(&state.state_dir, state.no_start)?;
     let token_file = daemon.state_dir.join(ADMIN_TOKEN_FILE);
     let token = crate::private_file::read_private(&token_file).map_err(|e| {
         usage_error(
@@ -255,12 +395,12 @@ fn connect(state_dir: &Option<PathBuf>) -> Result<(String, String), Exit> {
 
 /// One admin API call; the success `data` or the printed refusal and its exit status.
 pub fn admin_call(
-    state_dir: &Option<PathBuf>,
+    state: &StateDir,
     method: reqwest::Method,
     path: &str,
     body: Option<Value>,
 ) -> Result<Value, Exit> {
-    let (base_url, token) = connect(state_dir)?;
+    let (base_url, token) = connect(state)?;
     http::call(
         Peer::Daemon,
         method,
@@ -271,8 +411,8 @@ pub fn admin_call(
 }
 
 /// One admin API `GET` whose success is text (the metrics), or the printed refusal.
-pub fn admin_text(state_dir: &Option<PathBuf>, path: &str) -> Result<String, Exit> {
-    let (base_url, token) = connect(state_dir)?;
+pub fn admin_text(state: &StateDir, path: &str) -> Result<String, Exit> {
+    let (base_url, token) = connect(state)?;
     http::Session::new(Peer::Daemon).text(&format!("{base_url}{path}"), &token)
 }
 
@@ -333,7 +473,7 @@ pub fn run_runtime(state: StateDir, args: RunArgs) -> Exit {
     if let Err(message) = options.check() {
         return usage_error(&message, &[]);
     }
-    let (base_url, token) = match connect(&state.state_dir) {
+    let (base_url, token) = match connect(&state) {
         Ok(connection) => connection,
         Err(exit) => return exit,
     };

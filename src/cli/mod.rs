@@ -12,11 +12,13 @@ mod daemon;
 mod exec;
 mod http;
 mod kb;
+mod local;
 mod mcp;
 mod operator;
 mod output;
 mod runtime_url;
 mod server;
+mod service;
 mod status;
 pub(crate) mod transport;
 
@@ -68,8 +70,9 @@ enum Command {
         #[command(subcommand)]
         command: admin::AdminCommand,
     },
-    /// Run the desktop daemon (with the embedded server unless `--server-url` is given)
-    Daemon(daemon::DaemonArgs),
+    /// Run the desktop daemon (with the embedded server unless `--server-url` is given), or
+    /// stop, restart, install or uninstall it
+    Daemon(daemon::DaemonCommand),
     /// Show what the local daemon runs, and the extension definitions it pinned
     Status {
         #[command(flatten)]
@@ -182,11 +185,11 @@ pub fn main() -> ExitCode {
         )),
         Command::Admin { json, command } => admin::run(command, json),
         Command::Mcp { command } => mcp::run(command),
-        Command::Daemon(args) => {
+        Command::Daemon(command) => {
             // Before any thread exists: a daemon started inside another runtime drops that
             // runtime's credentials from its own environment.
             let scrubbed = crate::daemon::runtime::env::scrub_own_env();
-            daemon::run_daemon(args, scrubbed)
+            daemon::daemon_command(command, scrubbed)
         }
         Command::Agent { state, command } => agent::run(state, command),
         Command::Status {

@@ -1,6 +1,7 @@
 //! How `agentteam admin` reaches a server as its operator: a server named by its URL with its
-//! operator token file, or, when neither is given, the local daemon's embedded server with the
-//! operator token that server wrote into the daemon's state directory.
+//! operator token file, or, when neither is given, the local daemon's embedded server (the
+//! daemon started first when none runs) with the operator token that server wrote into the
+//! daemon's state directory.
 
 use std::path::{Path, PathBuf};
 
@@ -26,6 +27,14 @@ pub struct Connection {
     /// `$XDG_STATE_HOME/agentteam`)
     #[arg(long, conflicts_with = "server_url")]
     state_dir: Option<PathBuf>,
+    /// Fail when no daemon runs there, instead of starting one
+    #[arg(
+        long,
+        env = "AGENTTEAM_NO_START",
+        conflicts_with = "server_url",
+        value_parser = clap::builder::BoolishValueParser::new()
+    )]
+    no_start: bool,
 }
 
 impl Connection {
@@ -34,7 +43,7 @@ impl Connection {
         let (server_url, token_file) = match (&self.server_url, &self.operator_token_file) {
             (Some(url), Some(file)) => (url.clone(), file.clone()),
             _ => {
-                let daemon = super::daemon::announcement(&self.state_dir)?;
+                let daemon = super::local::daemon(&self.state_dir, self.no_start)?;
                 if !daemon.server_embedded {
                     return Err(usage_error(
                         &format!(

@@ -9,12 +9,7 @@ use super::output::{Exit, count, print, table};
 
 /// `agentteam status [--json] [--ids]`.
 pub fn status(state: StateDir, json: bool, ids: bool) -> Exit {
-    let data = match admin_call(
-        &state.state_dir,
-        reqwest::Method::GET,
-        "/api/admin/status",
-        None,
-    ) {
+    let data = match admin_call(&state, reqwest::Method::GET, "/api/admin/status", None) {
         Ok(data) => data,
         Err(exit) => return exit,
     };
@@ -98,13 +93,24 @@ pub fn status(state: StateDir, json: bool, ids: bool) -> Exit {
         ));
     }
     out.push_str(&extensions_text(&data["extensions"]));
+    if data["binary"]["replaced"] == true {
+        out.push_str(&format!(
+            "upgrade    `{}` is another binary than this daemon started from: `agentteam daemon restart` runs it ({} then stopped)\n",
+            data["binary"]["path"].as_str().unwrap_or("?"),
+            count(
+                admission["runtimes"].as_u64().unwrap_or(0),
+                "runtime is",
+                "runtimes are"
+            ),
+        ));
+    }
     print(&out)
 }
 
 /// `agentteam status --metrics`: the daemon's metrics as Prometheus scrapes them, fetched with
 /// the admin token the CLI reads itself (no token on a command line).
 pub fn metrics(state: StateDir) -> Exit {
-    match super::daemon::admin_text(&state.state_dir, "/api/admin/metrics") {
+    match super::daemon::admin_text(&state, "/api/admin/metrics") {
         Ok(text) => print(&text),
         Err(exit) => exit,
     }
@@ -122,12 +128,7 @@ fn age(ms: u64) -> String {
 
 /// `agentteam runs [--json] [--ids]`.
 pub fn runs(state: StateDir, json: bool, ids: bool) -> Exit {
-    let data = match admin_call(
-        &state.state_dir,
-        reqwest::Method::GET,
-        "/api/admin/runs",
-        None,
-    ) {
+    let data = match admin_call(&state, reqwest::Method::GET, "/api/admin/runs", None) {
         Ok(data) => data,
         Err(exit) => return exit,
     };
@@ -167,12 +168,12 @@ pub fn turn(state: StateDir, run: &str, turn: Option<(String, String)>, json: bo
     let path = format!("/api/admin/runs/{}/turn", percent(run));
     let answer = match &turn {
         Some((target, message)) => admin_call(
-            &state.state_dir,
+            &state,
             reqwest::Method::PUT,
             &path,
             Some(serde_json::json!({ "target": target, "messageId": message })),
         ),
-        None => admin_call(&state.state_dir, reqwest::Method::DELETE, &path, None),
+        None => admin_call(&state, reqwest::Method::DELETE, &path, None),
     };
     let data = match answer {
         Ok(data) => data,
@@ -212,19 +213,14 @@ fn percent(segment: &str) -> String {
 pub fn extensions(state: StateDir, reload: bool, json: bool) -> Exit {
     let report = if reload {
         admin_call(
-            &state.state_dir,
+            &state,
             reqwest::Method::POST,
             "/api/admin/extensions/reload",
             Some(serde_json::json!({})),
         )
     } else {
-        admin_call(
-            &state.state_dir,
-            reqwest::Method::GET,
-            "/api/admin/status",
-            None,
-        )
-        .map(|data| data["extensions"].clone())
+        admin_call(&state, reqwest::Method::GET, "/api/admin/status", None)
+            .map(|data| data["extensions"].clone())
     };
     let report = match report {
         Ok(report) => report,

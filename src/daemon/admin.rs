@@ -104,6 +104,10 @@ pub async fn status(State(state): State<DaemonState>, _: AdminAuth) -> Answer {
     Ok(Data(json!({
         "version": env!("CARGO_PKG_VERSION"),
         "pid": std::process::id(),
+        "binary": {
+            "path": state.binary.path.display().to_string(),
+            "replaced": state.binary.replaced(),
+        },
         "workspaceId": state.identity.workspace_id,
         "channelId": state.identity.channel_id,
         "serverHop": state.server_client.hop(),

@@ -54,6 +54,9 @@ pub struct DaemonConfig {
     /// with, both named by the operator, never taken from the environment.
     pub remote: crate::client::http::Remote,
     pub runtime: RuntimeConfig,
+    /// The `agentteam daemon` flags that start this daemon again (`daemon.json`'s `args`, which
+    /// `agentteam daemon restart` runs): none holds a secret.
+    pub relaunch: Vec<String>,
 }
 
 /// How the daemon's runtime calls reach the embedded server. Both are one HTTP request through
@@ -103,10 +106,16 @@ pub async fn run(
         .write(true)
         .open(config.state_dir.join("daemon.lock"))
         .map_err(|e| state_err("cannot open the lock", e))?;
-    if lock.try_lock().is_err() {
-        return Err(DaemonError::AlreadyRunning(
-            config.state_dir.display().to_string(),
-        ));
+    // A command asking whether a daemon runs holds the lock shared for an instant
+    // (`agentteam`'s on-demand start): a lock still taken after a second is another daemon's.
+    let deadline = std::time::Instant::now() + Duration::from_secs(1);
+    while lock.try_lock().is_err() {
+        if std::time::Instant::now() >= deadline {
+            return Err(DaemonError::AlreadyRunning(
+                config.state_dir.display().to_string(),
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     // Stale credential directories of a crashed daemon go before anything starts.
     let (instance, removed) = Instance::start(&config.runtime_dir)
@@ -184,6 +193,7 @@ pub async fn run(
     ));
     let executable = std::env::current_exe()
         .map_err(|e| state_err("cannot find the daemon's own executable", e))?;
+    let binary = super::state::Binary::at_start(executable.clone());
     let memory = Arc::new(
         super::memory::Memory::open(&config.state_dir)
             .map_err(|e| state_err("cannot prepare the memory directories", e))?,
@@ -260,6 +270,7 @@ pub async fn run(
             super::refusals::RefusalLog::open(&config.state_dir)
                 .map_err(|e| state_err("cannot open the refusal log", e))?,
         ),
+        binary,
     });
     let daemon_file = config.state_dir.join(DAEMON_FILE);
     let announcement = json!({
@@ -268,6 +279,7 @@ pub async fn run(
         "serverUrl": server_url,
         "serverHop": server_hop,
         "serverEmbedded": embedded.is_some(),
+        "args": config.relaunch,
     });
     crate::private_file::replace(&daemon_file, &format!("{announcement}\n"))
         .map_err(|e| state_err("cannot write daemon.json", e))?;

@@ -55,6 +55,35 @@ pub struct Shared {
     pub counters: Arc<Counters>,
     /// The runtime requests refused before they reached the server (`refusals.rs`).
     pub refusals: Arc<super::refusals::RefusalLog>,
+    /// The executable this daemon runs, as it was at start.
+    pub binary: Binary,
+}
+
+/// The daemon's executable at start: its path and the file it was then (device, inode, size and
+/// modification time), so `status` can tell when the path holds another binary (an upgrade that
+/// waits for a restart).
+#[derive(Debug, Clone)]
+pub struct Binary {
+    pub path: std::path::PathBuf,
+    identity: Option<(u64, u64, u64, i64, i64)>,
+}
+
+impl Binary {
+    pub fn at_start(path: std::path::PathBuf) -> Binary {
+        let identity = Binary::identity(&path);
+        Binary { path, identity }
+    }
+
+    fn identity(path: &std::path::Path) -> Option<(u64, u64, u64, i64, i64)> {
+        use std::os::unix::fs::MetadataExt;
+        let m = std::fs::metadata(path).ok()?;
+        Some((m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec()))
+    }
+
+    /// Whether the path now holds another file (or none) than the one this daemon started from.
+    pub fn replaced(&self) -> bool {
+        self.identity.is_none() || Binary::identity(&self.path) != self.identity
+    }
 }
 
 /// Request counters shown by `GET /api/admin/status` (tests use them to prove a request never

@@ -205,13 +205,14 @@ async fn admin_uses_the_local_daemons_embedded_server() {
     }
     assert!(!named.stderr.contains("ato_") && !loose.stderr.contains("ato_"));
 
-    // No daemon there: said so, with the way out.
+    // No daemon there, and none to be started: said so, with the way out.
     let empty = root.path().join("nothing");
     let none = agentteam(&[
         "admin",
         "workspace",
         "--name",
         "x",
+        "--no-start",
         "--state-dir",
         empty.to_str().unwrap(),
     ]);

@@ -10,6 +10,7 @@ mod codegen_pipeline;
 mod completions;
 mod daemon_credentials;
 mod daemon_external;
+mod daemon_lifecycle;
 mod exec_transport;
 mod fault_proxy;
 mod faults;

@@ -275,10 +275,13 @@ async fn the_cli_bounds_answers_and_run_frames() {
     let address = listener.local_addr().unwrap();
     std::fs::write(
         state.join("daemon.json"),
-        json!({"baseUrl": format!("http://{address}"), "serverUrl": format!("http://{address}")})
+        json!({"baseUrl": format!("http://{address}"), "serverUrl": format!("http://{address}"), "pid": std::process::id()})
             .to_string(),
     )
     .unwrap();
+    // It holds the daemon's lock, as a running daemon does (no command starts another then).
+    let lock = std::fs::File::create(state.join("daemon.lock")).unwrap();
+    lock.lock().unwrap();
     std::fs::write(state.join("admin.token"), "adm_x").unwrap();
     std::fs::set_permissions(
         state.join("admin.token"),
@@ -307,6 +310,7 @@ async fn the_cli_bounds_answers_and_run_frames() {
     assert_eq!(output.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("a frame over 65536 bytes"), "{stderr}");
     peer.abort();
+    drop(lock);
 }
 
 /// Finding 3: inside a runtime, `agentteam` is the daemon's own executable, first on PATH, even
