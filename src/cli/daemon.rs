@@ -315,36 +315,19 @@ pub fn run_daemon(args: DaemonArgs, scrubbed: Vec<String>) -> Exit {
             &[],
         );
     }
-    let proxy = match args
-        .server_proxy
-        .as_deref()
-        .map(|url| crate::client::http::proxy_url("--server-proxy", url))
-    {
-        None => None,
-        Some(Ok(url)) => Some(url),
-        Some(Err(refusal)) => return usage_error(&refusal, &[]),
-    };
-    let proxy_auth = match args
-        .server_proxy_credential_file
-        .as_deref()
-        .map(crate::client::http::ProxyAuth::read)
-    {
-        None => None,
-        Some(Ok(auth)) => Some(auth),
-        Some(Err(e)) => return usage_error(&format!("`--server-proxy-credential-file`: {e}"), &[]),
+    let remote = match crate::client::http::Remote::from_flags(
+        ("--server-proxy", args.server_proxy.as_deref()),
+        args.server_proxy_credential_file.as_deref(),
+        ("--server-ca-file", args.server_ca_file.as_deref()),
+    ) {
+        Ok(remote) => remote,
+        Err(refusal) => return usage_error(&refusal, &[]),
     };
     if let Some(url) = &args.server_url
         && let Err(e) = crate::client::http::server_url(url)
     {
         return usage_error(&format!("`--server-url`: {e}"), &[]);
     }
-    let roots = match &args.server_ca_file {
-        None => Vec::new(),
-        Some(path) => match crate::client::http::load_roots(path) {
-            Ok(roots) => roots,
-            Err(e) => return usage_error(&format!("`--server-ca-file`: {e}"), &[]),
-        },
-    };
     let config = DaemonConfig {
         listen: args.listen,
         state_dir,
@@ -352,11 +335,7 @@ pub fn run_daemon(args: DaemonArgs, scrubbed: Vec<String>) -> Exit {
         server_url: args.server_url,
         operator_token_file: args.operator_token_file,
         embedded_hop: args.embedded_hop,
-        remote: crate::client::http::Remote {
-            proxy,
-            proxy_auth,
-            roots,
-        },
+        remote,
         runtime: RuntimeConfig {
             ttl: Duration::from_secs(args.token_ttl_secs),
             tick: Duration::from_millis(args.rotation_tick_ms),

@@ -60,41 +60,18 @@ pub fn run(args: ServerArgs) -> Exit {
     if provider_timeout_ms == 0 {
         return usage_error("`--provider-timeout-ms` must be positive", &[]);
     }
-    let proxy = match provider_proxy
-        .as_deref()
-        .map(|url| crate::client::http::proxy_url("--provider-proxy", url))
-    {
-        None => None,
-        Some(Ok(url)) => Some(url),
-        Some(Err(refusal)) => return usage_error(&refusal, &[]),
-    };
-    let proxy_auth = match provider_proxy_credential_file
-        .as_deref()
-        .map(crate::client::http::ProxyAuth::read)
-    {
-        None => None,
-        Some(Ok(auth)) => Some(auth),
-        Some(Err(e)) => {
-            return usage_error(&format!("`--provider-proxy-credential-file`: {e}"), &[]);
-        }
-    };
-    let roots = match &provider_ca_file {
-        None => Vec::new(),
-        Some(path) => match crate::client::http::load_roots(path) {
-            Ok(roots) => roots,
-            Err(e) => {
-                return usage_error(&format!("`--provider-ca-file`: {e}"), &[]);
-            }
-        },
+    let remote = match crate::client::http::Remote::from_flags(
+        ("--provider-proxy", provider_proxy.as_deref()),
+        provider_proxy_credential_file.as_deref(),
+        ("--provider-ca-file", provider_ca_file.as_deref()),
+    ) {
+        Ok(remote) => remote,
+        Err(refusal) => return usage_error(&refusal, &[]),
     };
     let provider = ProviderConfig {
         timeout: Duration::from_millis(provider_timeout_ms),
         min_refresh: Duration::from_secs(provider_refresh_secs),
-        remote: crate::client::http::Remote {
-            proxy,
-            proxy_auth,
-            roots,
-        },
+        remote,
     };
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()

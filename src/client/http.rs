@@ -31,6 +31,32 @@ pub struct Remote {
     pub roots: Vec<reqwest::Certificate>,
 }
 
+impl Remote {
+    /// How to reach a remote peer, from the command line's flags `{proxy_flag}` (its URL,
+    /// [`proxy_url`]), `{proxy_flag}-credential-file` ([`ProxyAuth::read`]) and `ca_flag` (a PEM
+    /// bundle, [`load_roots`]); the refusal names the flag.
+    pub fn from_flags(
+        (proxy_flag, proxy): (&str, Option<&str>),
+        credential_file: Option<&Path>,
+        (ca_flag, ca_file): (&str, Option<&Path>),
+    ) -> Result<Remote, String> {
+        let proxy = proxy.map(|url| proxy_url(proxy_flag, url)).transpose()?;
+        let proxy_auth = credential_file
+            .map(ProxyAuth::read)
+            .transpose()
+            .map_err(|e| format!("`{proxy_flag}-credential-file`: {e}"))?;
+        let roots = match ca_file {
+            None => Vec::new(),
+            Some(path) => load_roots(path).map_err(|e| format!("`{ca_flag}`: {e}"))?,
+        };
+        Ok(Remote {
+            proxy,
+            proxy_auth,
+            roots,
+        })
+    }
+}
+
 /// A proxy's user name and password (basic authentication for an HTTP proxy, the
 /// username/password method for SOCKS5). Its `Debug` shows neither.
 #[derive(Clone)]
