@@ -458,6 +458,8 @@ fn the_systemd_unit_verifies_carries_the_state_dir_and_no_secret() {
 fn the_launchd_plist_parses_with_the_expected_keys() {
     let root = tempfile::tempdir().unwrap();
     let state = root.path().join("state");
+    let token_file = root.path().join("operator.token");
+    std::fs::write(&token_file, "ato_SECRETSECRETSECRET").unwrap();
     let printed = agentteam(&[
         "daemon",
         "install",
@@ -466,8 +468,13 @@ fn the_launchd_plist_parses_with_the_expected_keys() {
         "launchd",
         "--state-dir",
         state.to_str().unwrap(),
+        "--server-url",
+        "https://agentteam.example",
+        "--operator-token-file",
+        token_file.to_str().unwrap(),
     ]);
     assert_eq!(printed.code, 0, "{}", printed.stderr);
+    assert!(!printed.stdout.contains("SECRET"), "{}", printed.stdout);
     let file = root.path().join("agentteam.plist");
     std::fs::write(&file, &printed.stdout).unwrap();
     let parsed = std::process::Command::new("python3")
@@ -499,7 +506,15 @@ fn the_launchd_plist_parses_with_the_expected_keys() {
     assert_eq!(arguments[0], bin());
     assert_eq!(
         &arguments[1..],
-        ["daemon", "--state-dir", state.to_str().unwrap()]
+        [
+            "daemon",
+            "--state-dir",
+            state.to_str().unwrap(),
+            "--operator-token-file",
+            token_file.to_str().unwrap(),
+            "--server-url",
+            "https://agentteam.example",
+        ]
     );
     assert_eq!(plist["RunAtLoad"], true);
     assert_eq!(plist["KeepAlive"]["SuccessfulExit"], false);
