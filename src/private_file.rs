@@ -82,11 +82,21 @@ pub fn create_or_read(path: &Path, contents: &str) -> io::Result<(String, bool)>
 /// Reads a file that must be this user's own regular file, owner-only (no group or other
 /// permission bits), and not a symlink; at most 4 KiB of it (a secret file is small).
 pub fn read_private(path: &Path) -> io::Result<String> {
+    read_private_limited(path, 4096)
+}
+
+/// [`read_private`] of at most `limit` bytes. The file is opened without following a link and
+/// without blocking (a FIFO at the path is refused as not a regular file, not waited on).
+pub fn read_private_limited(path: &Path, limit: u64) -> io::Result<String> {
     use std::io::Read;
     use std::os::unix::fs::MetadataExt;
+    let flags = rustix::fs::OFlags::NOFOLLOW
+        | rustix::fs::OFlags::CLOEXEC
+        | rustix::fs::OFlags::NONBLOCK
+        | rustix::fs::OFlags::NOCTTY;
     let mut file = OpenOptions::new()
         .read(true)
-        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32)
+        .custom_flags(flags.bits() as i32)
         .open(path)?;
     let metadata = file.metadata()?;
     let refused = |why: String| Err(io::Error::new(io::ErrorKind::PermissionDenied, why));
@@ -108,7 +118,7 @@ pub fn read_private(path: &Path) -> io::Result<String> {
         ));
     }
     let mut text = String::new();
-    (&mut file).take(4096).read_to_string(&mut text)?;
+    (&mut file).take(limit).read_to_string(&mut text)?;
     Ok(text)
 }
 
@@ -205,6 +215,18 @@ mod tests {
         std::os::unix::fs::symlink(&path, &link).unwrap();
         assert!(read_private(&link).is_err());
         let error = read_private(dir.path()).unwrap_err();
+        assert!(error.to_string().contains("not a regular file"), "{error}");
+        // A FIFO is refused, not waited on.
+        let fifo = dir.path().join("fifo");
+        rustix::fs::mknodat(
+            rustix::fs::CWD,
+            &fifo,
+            rustix::fs::FileType::Fifo,
+            rustix::fs::Mode::from_raw_mode(0o600),
+            0,
+        )
+        .unwrap();
+        let error = read_private(&fifo).unwrap_err();
         assert!(error.to_string().contains("not a regular file"), "{error}");
     }
 }

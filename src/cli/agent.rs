@@ -434,7 +434,7 @@ fn list(
 
 /// A profile for a person.
 fn describe(agent: &Value) -> String {
-    let text = |field: &str| agent[field].as_str().unwrap_or("-").to_string();
+    let text = |field: &str| super::output::printable(agent[field].as_str().unwrap_or("-"));
     let headers: Vec<&str> = agent["headerNames"]
         .as_array()
         .into_iter()

@@ -13,7 +13,7 @@ use serde_json::Value;
 use super::http::{self, Peer};
 use super::output::{Exit, print, usage_error};
 use crate::daemon::runtime::{LaunchOptions, Output, RuntimeConfig};
-use crate::daemon::{ADMIN_TOKEN_FILE, DaemonConfig, default_runtime_dir, default_state_dir};
+use crate::daemon::{DaemonConfig, default_runtime_dir, default_state_dir};
 use crate::wire::frame;
 
 /// Options of `agentteam daemon`.
@@ -166,8 +166,9 @@ pub fn daemon_command(command: DaemonCommand, scrubbed: Vec<String>) -> Exit {
     }
 }
 
-/// The login service that runs the daemon with `args`.
+/// The login service that runs the daemon with `args`, checked as the daemon checks them.
 fn service(args: &DaemonArgs) -> Result<super::service::Service, Exit> {
+    args.check()?;
     let state_dir = args.state_dir()?;
     let executable = std::env::current_exe()
         .map_err(|e| usage_error(&format!("cannot find this executable: {e}"), &[]))?;
@@ -179,6 +180,38 @@ fn service(args: &DaemonArgs) -> Result<super::service::Service, Exit> {
 }
 
 impl DaemonArgs {
+    /// Checks what `agentteam daemon` refuses before it starts (a running daemon and a login
+    /// service alike): positive times, a loopback listener, the server URL rule, and the proxy
+    /// and CA flags (no credential in a URL); how to reach the remote server.
+    fn check(&self) -> Result<crate::client::http::Remote, Exit> {
+        if self.token_ttl_secs == 0 || self.rotation_tick_ms == 0 {
+            return Err(usage_error(
+                "`--token-ttl-secs` and `--rotation-tick-ms` must be positive",
+                &[],
+            ));
+        }
+        if !self.listen.ip().is_loopback() {
+            return Err(usage_error(
+                &format!(
+                    "`--listen`: `{}` is not a loopback address; the daemon serves this machine only",
+                    self.listen
+                ),
+                &[],
+            ));
+        }
+        if let Some(url) = &self.server_url
+            && let Err(e) = crate::client::http::server_url(url)
+        {
+            return Err(usage_error(&format!("`--server-url`: {e}"), &[]));
+        }
+        crate::client::http::Remote::from_flags(
+            ("--server-proxy", self.server_proxy.as_deref()),
+            self.server_proxy_credential_file.as_deref(),
+            ("--server-ca-file", self.server_ca_file.as_deref()),
+        )
+        .map_err(|refusal| usage_error(&refusal, &[]))
+    }
+
     /// The state directory, absolute.
     fn state_dir(&self) -> Result<PathBuf, Exit> {
         std::path::absolute(self.state_dir.clone().unwrap_or_else(default_state_dir))
@@ -309,25 +342,10 @@ pub fn run_daemon(args: DaemonArgs, scrubbed: Vec<String>) -> Exit {
         Ok(dir) => dir,
         Err(e) => return usage_error(&format!("cannot resolve the runtime directory: {e}"), &[]),
     };
-    if args.token_ttl_secs == 0 || args.rotation_tick_ms == 0 {
-        return usage_error(
-            "`--token-ttl-secs` and `--rotation-tick-ms` must be positive",
-            &[],
-        );
-    }
-    let remote = match crate::client::http::Remote::from_flags(
-        ("--server-proxy", args.server_proxy.as_deref()),
-        args.server_proxy_credential_file.as_deref(),
-        ("--server-ca-file", args.server_ca_file.as_deref()),
-    ) {
+    let remote = match args.check() {
         Ok(remote) => remote,
-        Err(refusal) => return usage_error(&refusal, &[]),
+        Err(exit) => return exit,
     };
-    if let Some(url) = &args.server_url
-        && let Err(e) = crate::client::http::server_url(url)
-    {
-        return usage_error(&format!("`--server-url`: {e}"), &[]);
-    }
     let config = DaemonConfig {
         listen: args.listen,
         state_dir,
@@ -362,14 +380,10 @@ pub fn run_daemon(args: DaemonArgs, scrubbed: Vec<String>) -> Exit {
 /// none runs, unless `--no-start`).
 fn connect(state: &StateDir) -> Result<(String, String), Exit> {
     let daemon = super::local::daemon(&state.state_dir, state.no_start)?;
-    let token_file = daemon.state_dir.join(ADMIN_TOKEN_FILE);
-    let token = crate::private_file::read_private(&token_file).map_err(|e| {
-        usage_error(
-            &format!("cannot read `{}`: {e}", token_file.display()),
-            &["start the daemon with `agentteam daemon`".to_string()],
-        )
-    })?;
-    Ok((daemon.base_url, token.trim().to_string()))
+    Ok((
+        daemon.base_url,
+        super::local::admin_token(&daemon.state_dir)?,
+    ))
 }
 
 /// One admin API call; the success `data` or the printed refusal and its exit status.

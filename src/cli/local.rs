@@ -1,7 +1,8 @@
 //! Finding the local daemon of a state directory, and starting one when a command needs it and
 //! none runs (ssh-agent style): the daemon's own lock on `<state dir>/daemon.lock` says whether
 //! one runs, a second lock (`<state dir>/start.lock`) lets one starter at a time start it, so
-//! however many commands start at once, exactly one daemon is started. It runs detached from the
+//! however many commands start at once, exactly one daemon is started. It starts with the flags
+//! the state directory's last daemon recorded (`<state dir>/daemon.args`), runs detached from the
 //! command and its terminal (a session of its own), its output appended to the owner-only
 //! `<state dir>/daemon.log`.
 //!
@@ -9,7 +10,7 @@
 //! authorization is revoked and its processes stopped), and asked on a terminal.
 
 use std::fs::{File, OpenOptions};
-use std::io::{IsTerminal, Write};
+use std::io::{IsTerminal, Read, Seek, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -18,16 +19,18 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
-use super::output::{Exit, usage_error};
-use crate::daemon::{ADMIN_TOKEN_FILE, DAEMON_FILE, default_state_dir};
+use super::output::{Exit, count, usage_error};
+use crate::daemon::{ADMIN_TOKEN_FILE, ARGS_FILE, DAEMON_FILE, default_state_dir};
 
 /// Where a started daemon's output goes, in its state directory.
 pub const LOG_FILE: &str = "daemon.log";
+/// A log over this size is moved to `daemon.log.1` (replacing it) when a daemon is started.
+const LOG_ROTATE_BYTES: u64 = 4 * 1024 * 1024;
 /// The lock the daemon holds while it runs (`daemon::app`).
 const LOCK_FILE: &str = "daemon.lock";
 /// The lock one starter holds while it starts a daemon.
 const START_LOCK_FILE: &str = "start.lock";
-/// How long a starter waits for the daemon it started (or another starter's) to answer: the
+/// How long a starter waits for the daemon it started (or another starter's) to serve: the
 /// embedded server migrates its database on a first start.
 const START_DEADLINE: Duration = Duration::from_secs(60);
 /// How long `daemon stop` waits for the daemon to release its lock: its strong shutdown (drain,
@@ -46,8 +49,6 @@ pub struct Announcement {
     /// Whether that server is the embedded one (its operator token is in the state directory).
     pub server_embedded: bool,
     pub pid: u32,
-    /// The `agentteam daemon` flags it was started with (a restart uses them again).
-    pub args: Vec<String>,
 }
 
 /// The daemon of `state_dir` (default: the default state directory): the running one, or, unless
@@ -60,10 +61,8 @@ pub fn daemon(state_dir: &Option<PathBuf>, no_start: bool) -> Result<Announcemen
     if no_start {
         return Err(not_running(&dir));
     }
-    start(
-        &dir,
-        &["--state-dir".to_string(), dir.display().to_string()],
-    )
+    let flags = start_flags(&dir)?;
+    start(&dir, &flags)
 }
 
 fn not_running(dir: &Path) -> Exit {
@@ -75,30 +74,93 @@ fn not_running(dir: &Path) -> Exit {
     )
 }
 
+/// The flags a daemon of `dir` is started with on demand: those its last daemon recorded. A
+/// directory no daemon recorded flags in gets the embedded default only where that cannot be
+/// wrong: the default state directory, or an existing one no daemon of a remote server used (a
+/// mistyped `--state-dir` is not a new daemon).
+fn start_flags(dir: &Path) -> Result<Vec<String>, Exit> {
+    if let Some(flags) = recorded_flags(dir) {
+        return Ok(flags);
+    }
+    let start_it = format!(
+        "start it once with `agentteam daemon --state-dir {}` and the flags it needs",
+        dir.display()
+    );
+    if !dir.exists() && *dir != default_state_dir() {
+        return Err(usage_error(
+            &format!(
+                "no daemon is running with state dir `{}`, and it does not exist",
+                dir.display()
+            ),
+            &[start_it],
+        ));
+    }
+    if dir.join("identity.json").exists() && !dir.join("server.db").exists() {
+        return Err(usage_error(
+            &format!(
+                "the daemon of `{}` used another server, and its flags are not recorded",
+                dir.display()
+            ),
+            &[start_it],
+        ));
+    }
+    Ok(vec!["--state-dir".to_string(), dir.display().to_string()])
+}
+
+/// The flags `dir`'s last daemon recorded (`daemon.args`, an owner-only JSON array).
+fn recorded_flags(dir: &Path) -> Option<Vec<String>> {
+    let text = crate::private_file::read_private_limited(&dir.join(ARGS_FILE), 64 * 1024).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
 /// Whether a daemon holds `dir`'s lock: `None` when none does, else its announcement once it
-/// answers (a daemon still starting is waited for).
+/// serves (a daemon still starting is waited for).
 fn running(dir: &Path) -> Result<Option<Announcement>, Exit> {
-    if !held(&dir.join(LOCK_FILE)) {
+    if !held(&dir.join(LOCK_FILE))? {
         return Ok(None);
     }
     wait_until_serving(dir, None).map(Some)
 }
 
 /// Whether another process holds the lock on `path` (a missing file is no lock).
-fn held(path: &Path) -> bool {
+fn held(path: &Path) -> Result<bool, Exit> {
+    let cannot = |e: std::io::Error| {
+        usage_error(
+            &format!("cannot read the daemon's lock `{}`: {e}", path.display()),
+            &[],
+        )
+    };
     match File::open(path) {
         Ok(file) => match file.try_lock_shared() {
-            Ok(()) => false,
-            Err(std::fs::TryLockError::WouldBlock) => true,
-            Err(std::fs::TryLockError::Error(_)) => false,
+            Ok(()) => Ok(false),
+            Err(std::fs::TryLockError::WouldBlock) => Ok(true),
+            Err(std::fs::TryLockError::Error(e)) => Err(cannot(e)),
         },
-        Err(_) => false,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(cannot(e)),
     }
 }
 
-/// Starts `agentteam daemon ARGS` for `dir`, detached, unless a starter racing this one already
+/// Calls `attempt` every 50 ms until it answers, or fails with `late` once `deadline` passed.
+fn poll_until<T>(
+    deadline: Instant,
+    late: impl Fn() -> Exit,
+    mut attempt: impl FnMut() -> Result<Option<T>, Exit>,
+) -> Result<T, Exit> {
+    loop {
+        if let Some(done) = attempt()? {
+            return Ok(done);
+        }
+        if Instant::now() >= deadline {
+            return Err(late());
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Starts `agentteam daemon FLAGS` for `dir`, detached, unless a starter racing this one already
 /// did; returns the daemon that then serves.
-fn start(dir: &Path, args: &[String]) -> Result<Announcement, Exit> {
+fn start(dir: &Path, flags: &[String]) -> Result<Announcement, Exit> {
     let cannot = |what: &str, e: std::io::Error| {
         usage_error(
             &format!("cannot start the daemon: {what} `{}`: {e}", dir.display()),
@@ -115,20 +177,20 @@ fn start(dir: &Path, args: &[String]) -> Result<Announcement, Exit> {
         .mode(0o600)
         .open(dir.join(START_LOCK_FILE))
         .map_err(|e| cannot("cannot open the start lock in", e))?;
-    let deadline = Instant::now() + START_DEADLINE;
-    while start_lock.try_lock().is_err() {
-        if Instant::now() >= deadline {
-            return Err(usage_error(
+    poll_until(
+        Instant::now() + START_DEADLINE,
+        || {
+            usage_error(
                 &format!(
                     "another command has been starting the daemon of `{}` for {} s",
                     dir.display(),
                     START_DEADLINE.as_secs()
                 ),
                 &[format!("its log: {}", dir.join(LOG_FILE).display())],
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+            )
+        },
+        || Ok(start_lock.try_lock().is_ok().then_some(())),
+    )?;
     if let Some(running) = running(dir)? {
         return Ok(running);
     }
@@ -139,7 +201,7 @@ fn start(dir: &Path, args: &[String]) -> Result<Announcement, Exit> {
     let mut command = Command::new(executable);
     command
         .arg("daemon")
-        .args(args)
+        .args(flags)
         .stdin(Stdio::null())
         .stdout(
             log.try_clone()
@@ -170,9 +232,12 @@ fn start(dir: &Path, args: &[String]) -> Result<Announcement, Exit> {
 }
 
 /// The daemon's log, appended to, owner-only (a log from before is made so, and a link is not
-/// followed).
+/// followed); one over [`LOG_ROTATE_BYTES`] becomes `daemon.log.1` first.
 fn open_log(path: &Path) -> std::io::Result<File> {
     use std::os::unix::fs::PermissionsExt;
+    if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() > LOG_ROTATE_BYTES) {
+        std::fs::rename(path, path.with_extension("log.1"))?;
+    }
     let file = OpenOptions::new()
         .create(true)
         .append(true)
@@ -184,57 +249,54 @@ fn open_log(path: &Path) -> std::io::Result<File> {
 }
 
 /// Polls until the daemon of `dir` (the process `started`, when this command started it) has
-/// announced itself and answers; fails with its log's last lines when it exits first.
+/// announced itself and holds the lock; fails with its log's last lines when it exits first.
 fn wait_until_serving(dir: &Path, started: Option<u32>) -> Result<Announcement, Exit> {
-    let deadline = Instant::now() + START_DEADLINE;
-    loop {
+    let late = || {
+        usage_error(
+            &format!(
+                "the daemon for `{}` did not serve within {} s",
+                dir.display(),
+                START_DEADLINE.as_secs()
+            ),
+            &[format!("its log: {}", dir.join(LOG_FILE).display())],
+        )
+    };
+    poll_until(Instant::now() + START_DEADLINE, late, || {
         if let Some(announced) = read(dir)
             && started.is_none_or(|pid| pid == announced.pid || !alive(pid))
             && serving(dir, &announced)
         {
-            return Ok(announced);
+            return Ok(Some(announced));
         }
         // The process this command started is gone and nobody holds the lock: it failed.
         if let Some(pid) = started
             && !alive(pid)
-            && !held(&dir.join(LOCK_FILE))
+            && !held(&dir.join(LOCK_FILE))?
         {
             return Err(usage_error(
                 &format!("the daemon for `{}` exited as it started", dir.display()),
                 &[log_tail(&dir.join(LOG_FILE))],
             ));
         }
-        if Instant::now() >= deadline {
-            return Err(usage_error(
-                &format!(
-                    "the daemon for `{}` did not answer within {} s",
-                    dir.display(),
-                    START_DEADLINE.as_secs()
-                ),
-                &[format!("its log: {}", dir.join(LOG_FILE).display())],
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        Ok(None)
+    })
 }
 
 /// `daemon.json` of `dir`, when it is whole.
 fn read(dir: &Path) -> Option<Announcement> {
-    let value: Value = serde_json::from_slice(&std::fs::read(dir.join(DAEMON_FILE)).ok()?).ok()?;
+    let mut bytes = Vec::new();
+    File::open(dir.join(DAEMON_FILE))
+        .ok()?
+        .take(64 * 1024)
+        .read_to_end(&mut bytes)
+        .ok()?;
+    let value: Value = serde_json::from_slice(&bytes).ok()?;
     let text = |field: &str| value[field].as_str().map(str::to_string);
     Some(Announcement {
         base_url: text("baseUrl")?,
         server_url: text("serverUrl")?,
         server_embedded: value["serverEmbedded"].as_bool() == Some(true),
-        pid: value["pid"].as_u64()? as u32,
-        args: value["args"]
-            .as_array()
-            .map(|args| {
-                args.iter()
-                    .filter_map(|a| a.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default(),
+        pid: u32::try_from(value["pid"].as_u64()?).ok()?,
         state_dir: dir.to_path_buf(),
     })
 }
@@ -249,20 +311,25 @@ fn serving(dir: &Path, announced: &Announcement) -> bool {
     }
 }
 
-/// The pids `/proc/locks` lists as holding a `flock` on `path` (matched by its inode).
+/// The pids `/proc/locks` lists as holding a `flock` on `path`, matched by its device and inode
+/// (`1: FLOCK  ADVISORY  WRITE 16304 fe:00:10010670 0 EOF`).
 fn lock_holders(path: &Path) -> Option<Vec<u32>> {
     use std::os::unix::fs::MetadataExt;
-    let inode = std::fs::metadata(path).ok()?.ino();
+    let metadata = std::fs::metadata(path).ok()?;
+    let dev = metadata.dev();
+    let (major, minor) = (
+        ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff),
+        (dev & 0xff) | ((dev >> 12) & !0xff),
+    );
+    let file = format!("{major:02x}:{minor:02x}:{}", metadata.ino());
     let table = std::fs::read_to_string("/proc/locks").ok()?;
     Some(
         table
             .lines()
             .filter_map(|line| {
-                // `1: FLOCK  ADVISORY  WRITE 16304 fe:00:10010670 0 EOF`
                 let fields: Vec<&str> = line.split_whitespace().collect();
-                let (kind, pid, file) = (fields.get(1)?, fields.get(4)?, fields.get(5)?);
-                let lock_inode: u64 = file.rsplit(':').next()?.parse().ok()?;
-                (*kind == "FLOCK" && lock_inode == inode).then(|| pid.parse().ok())?
+                let (kind, pid, locked) = (fields.get(1)?, fields.get(4)?, fields.get(5)?);
+                (*kind == "FLOCK" && *locked == file).then(|| pid.parse().ok())?
             })
             .collect(),
     )
@@ -280,138 +347,165 @@ fn answers(announced: &Announcement) -> bool {
     std::net::TcpStream::connect_timeout(&address, Duration::from_millis(500)).is_ok()
 }
 
-/// Whether process `pid` exists and is not a zombie.
-fn alive(pid: u32) -> bool {
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
-        stat.rsplit_once(')')
-            .is_some_and(|(_, rest)| !rest.trim_start().starts_with('Z'))
-    })
+/// The fields of `/proc/<pid>/stat` after the command name: the state first, the parent's pid
+/// second.
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(')')?;
+    Some(rest.split_whitespace().map(str::to_string).collect())
 }
 
-/// The last lines of a daemon log, for a failure message.
+/// Whether process `pid` exists and is not a zombie.
+fn alive(pid: u32) -> bool {
+    stat_fields(pid).is_some_and(|fields| fields.first().is_some_and(|state| state != "Z"))
+}
+
+/// The last lines of a daemon log (read from its last 8 KiB), for a failure message.
 fn log_tail(path: &Path) -> String {
-    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let mut text = String::new();
+    if let Ok(mut file) = File::open(path) {
+        let length = file.metadata().map_or(0, |m| m.len());
+        let _ = file.seek(std::io::SeekFrom::Start(length.saturating_sub(8 * 1024)));
+        let mut bytes = Vec::new();
+        let _ = file.take(8 * 1024).read_to_end(&mut bytes);
+        text = String::from_utf8_lossy(&bytes).into_owned();
+    }
     let lines: Vec<&str> = text.lines().rev().take(5).collect();
     let tail: Vec<&str> = lines.into_iter().rev().collect();
     format!("its log ({}) ends:\n{}", path.display(), tail.join("\n"))
 }
 
-/// `agentteam daemon stop` (and the first half of `restart`): says how many runtimes lose their
-/// authorization and are stopped, asks on a terminal unless `yes` (refuses elsewhere, when any
-/// runs), sends the daemon SIGTERM (its strong shutdown: revoke first, then files, then process
-/// groups, then the drain) and waits until it has released its lock. `None` when no daemon ran.
-pub fn stop(state_dir: &Option<PathBuf>, yes: bool) -> Result<Option<Announcement>, Exit> {
-    let dir = state_dir.clone().unwrap_or_else(default_state_dir);
-    let Some(running) = running(&dir)? else {
-        eprintln!(
-            "agentteam: no daemon is running with state dir `{}`",
-            dir.display()
-        );
-        return Ok(None);
-    };
-    let token = crate::private_file::read_private(&dir.join(ADMIN_TOKEN_FILE)).map_err(|e| {
+/// This start's admin token of the daemon of `dir`, read from its owner-only file.
+pub fn admin_token(dir: &Path) -> Result<String, Exit> {
+    let token_file = dir.join(ADMIN_TOKEN_FILE);
+    let token = crate::private_file::read_private(&token_file).map_err(|e| {
         usage_error(
-            &format!(
-                "cannot read `{}`: {e}",
-                dir.join(ADMIN_TOKEN_FILE).display()
-            ),
-            &[],
+            &format!("cannot read `{}`: {e}", token_file.display()),
+            &["start the daemon with `agentteam daemon`".to_string()],
         )
     })?;
+    Ok(token.trim().to_string())
+}
+
+/// How many runtimes the daemon `running` runs now.
+fn runtimes(running: &Announcement) -> Result<u64, Exit> {
     let status = super::http::call(
         super::http::Peer::Daemon,
         reqwest::Method::GET,
         &format!("{}/api/admin/status", running.base_url),
-        token.trim(),
+        &admin_token(&running.state_dir)?,
         None,
     )?;
-    let runtimes = status["admission"]["runtimes"].as_u64().unwrap_or(0);
-    if runtimes > 0 {
-        let what = format!(
-            "stopping the daemon revokes the authorization of {} and stops {}",
-            super::output::count(runtimes, "running runtime", "running runtimes"),
-            if runtimes == 1 { "it" } else { "them" }
+    Ok(status["admission"]["runtimes"].as_u64().unwrap_or(0))
+}
+
+/// `agentteam daemon stop` (and the first half of `restart`): says how many runtimes lose their
+/// authorization and are stopped, asks on a terminal unless `yes` (refuses elsewhere, when any
+/// runs), checks the daemon it asked about still holds the lock, sends it SIGTERM (its strong
+/// shutdown: revoke first, then files, then process groups, then the drain) and waits until it
+/// has released the lock. `false` when no daemon ran.
+pub fn stop(state_dir: &Option<PathBuf>, yes: bool) -> Result<bool, Exit> {
+    let dir = state_dir.clone().unwrap_or_else(default_state_dir);
+    let Some(first) = running(&dir)? else {
+        eprintln!(
+            "agentteam: no daemon is running with state dir `{}`",
+            dir.display()
         );
-        if !yes {
-            if !std::io::stdin().is_terminal() {
-                return Err(usage_error(
-                    &what,
-                    &["pass `--yes` to stop it anyway".to_string()],
-                ));
-            }
-            eprint!("{what}. Stop it? [y/N] ");
-            let _ = std::io::stderr().flush();
-            let mut answer = String::new();
-            let _ = std::io::stdin().read_line(&mut answer);
-            if !matches!(answer.trim(), "y" | "Y" | "yes" | "Yes") {
-                return Err(usage_error("the daemon keeps running", &[]));
-            }
-        } else {
-            eprintln!("agentteam: {what}");
+        return Ok(false);
+    };
+    let ends = |n: u64| {
+        format!(
+            "stopping the daemon revokes the authorization of {} and stops {}",
+            count(n, "running runtime", "running runtimes"),
+            if n == 1 { "it" } else { "them" }
+        )
+    };
+    let asked = runtimes(&first)?;
+    if asked > 0 && !yes {
+        if !std::io::stdin().is_terminal() {
+            return Err(usage_error(
+                &ends(asked),
+                &["pass `--yes` to stop it anyway".to_string()],
+            ));
+        }
+        eprint!("{}. Stop it? [y/N] ", ends(asked));
+        let _ = std::io::stderr().flush();
+        let mut answer = String::new();
+        let _ = std::io::stdin().read_line(&mut answer);
+        if !matches!(answer.trim(), "y" | "Y" | "yes" | "Yes") {
+            return Err(usage_error("the daemon keeps running", &[]));
         }
     }
-    rustix::process::kill_process(
-        rustix::process::Pid::from_raw(running.pid as i32)
-            .ok_or_else(|| usage_error("`daemon.json` names no process", &[]))?,
-        rustix::process::Signal::TERM,
-    )
-    .map_err(|e| {
+    // Time passed while asking: the signal goes only to the daemon that still holds the lock.
+    let Some(still) = running(&dir)?.filter(|now| now.pid == first.pid) else {
+        return Err(usage_error(
+            &format!(
+                "the daemon (pid {}) stopped or was replaced meanwhile",
+                first.pid
+            ),
+            &["run `agentteam daemon stop` again".to_string()],
+        ));
+    };
+    let stopping = runtimes(&still)?;
+    if stopping > 0 && yes {
+        eprintln!("agentteam: {}", ends(stopping));
+    }
+    let pid = rustix::process::Pid::from_raw(still.pid as i32)
+        .ok_or_else(|| usage_error("`daemon.json` names no process", &[]))?;
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).map_err(|e| {
         usage_error(
-            &format!("cannot signal the daemon (pid {}): {e}", running.pid),
+            &format!("cannot signal the daemon (pid {}): {e}", still.pid),
             &[],
         )
     })?;
-    let deadline = Instant::now() + STOP_DEADLINE;
-    while held(&dir.join(LOCK_FILE)) {
-        if Instant::now() >= deadline {
-            return Err(usage_error(
+    let lock = dir.join(LOCK_FILE);
+    poll_until(
+        Instant::now() + STOP_DEADLINE,
+        || {
+            usage_error(
                 &format!(
                     "the daemon (pid {}) is still stopping after {} s",
-                    running.pid,
+                    still.pid,
                     STOP_DEADLINE.as_secs()
                 ),
                 &[],
-            ));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
+            )
+        },
+        || Ok((!held(&lock)?).then_some(())),
+    )?;
     eprintln!(
         "agentteam: stopped the daemon (pid {}){}",
-        running.pid,
-        match runtimes {
+        still.pid,
+        match stopping {
             0 => String::new(),
-            n => format!(
-                "; {} revoked and stopped",
-                super::output::count(n, "runtime", "runtimes")
-            ),
+            n => format!("; {} revoked and stopped", count(n, "runtime", "runtimes")),
         }
     );
-    Ok(Some(running))
+    Ok(true)
 }
 
 /// `agentteam daemon restart`: [`stop`], then the same daemon again (its recorded flags),
-/// detached as on demand.
+/// detached as on demand. A daemon a systemd unit runs is left to systemd.
 pub fn restart(state_dir: &Option<PathBuf>, yes: bool) -> Exit {
     let dir = state_dir.clone().unwrap_or_else(default_state_dir);
-    // A daemon a systemd unit runs is restarted by systemd, or it would leave the unit.
-    if let Ok(Some(running)) = running(&dir)
-        && under_systemd(running.pid)
-    {
-        return usage_error(
-            &format!(
-                "the daemon of `{}` runs under systemd (pid {})",
-                dir.display(),
-                running.pid
-            ),
-            &["restart it there: `systemctl --user restart agentteam` (or the unit `agentteam daemon install` named)".to_string()],
-        );
-    }
-    let args = match stop(state_dir, yes) {
-        Ok(Some(stopped)) if !stopped.args.is_empty() => stopped.args,
-        Ok(_) => vec!["--state-dir".to_string(), dir.display().to_string()],
+    match running(&dir) {
+        Ok(Some(running)) if under_systemd(running.pid) => {
+            return usage_error(
+                &format!(
+                    "the daemon of `{}` runs under systemd (pid {})",
+                    dir.display(),
+                    running.pid
+                ),
+                &["restart it there: `systemctl --user restart UNIT`, the unit `agentteam daemon install` wrote".to_string()],
+            );
+        }
+        Ok(_) => {}
         Err(exit) => return exit,
-    };
-    match start(&dir, &args) {
+    }
+    if let Err(exit) = stop(state_dir, yes) {
+        return exit;
+    }
+    match start_flags(&dir).and_then(|flags| start(&dir, &flags)) {
         Ok(_) => Exit::Success,
         Err(exit) => exit,
     }
@@ -420,25 +514,25 @@ pub fn restart(state_dir: &Option<PathBuf>, yes: bool) -> Exit {
 /// Whether process `pid` runs as a systemd service: systemd is its parent, and set its
 /// `INVOCATION_ID` (which a process started from a service's shell inherits too, so the parent
 /// decides).
-fn under_systemd(pid: u32) -> bool {
+pub fn under_systemd(pid: u32) -> bool {
     let invoked = std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| {
         environ
             .split(|b| *b == 0)
             .any(|entry| entry.starts_with(b"INVOCATION_ID="))
     });
-    let parent = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-        .ok()
-        .and_then(|stat| {
-            stat.rsplit_once(')')?
-                .1
-                .split_whitespace()
-                .nth(1)?
-                .parse::<u32>()
-                .ok()
+    let parent_is_systemd = stat_fields(pid)
+        .and_then(|fields| fields.get(1)?.parse::<u32>().ok())
+        .is_some_and(|ppid| {
+            std::fs::read_to_string(format!("/proc/{ppid}/comm"))
+                .is_ok_and(|comm| comm.trim() == "systemd")
         });
-    let parent_is_systemd = parent.is_some_and(|ppid| {
-        std::fs::read_to_string(format!("/proc/{ppid}/comm"))
-            .is_ok_and(|comm| comm.trim() == "systemd")
-    });
     invoked && parent_is_systemd
+}
+
+/// Whether a daemon not run by systemd runs for `dir` now (`daemon install` would start a
+/// second one, which could not take the lock).
+pub fn detached_daemon(dir: &Path) -> Result<Option<u32>, Exit> {
+    Ok(running(dir)?
+        .map(|running| running.pid)
+        .filter(|pid| !under_systemd(*pid)))
 }

@@ -27,11 +27,10 @@ pub struct Connection {
     /// `$XDG_STATE_HOME/agentteam`)
     #[arg(long, conflicts_with = "server_url")]
     state_dir: Option<PathBuf>,
-    /// Fail when no daemon runs there, instead of starting one
+    /// Fail when no daemon runs there, instead of starting one (not used with `--server-url`)
     #[arg(
         long,
         env = "AGENTTEAM_NO_START",
-        conflicts_with = "server_url",
         value_parser = clap::builder::BoolishValueParser::new()
     )]
     no_start: bool,

@@ -50,9 +50,37 @@ pub fn usage_error(message: &str, hints: &[String]) -> Exit {
     Exit::Usage
 }
 
+/// `text` safe to show on a terminal: control characters (which can move the cursor or rewrite
+/// what is shown) and the bidirectional overrides (which reorder it) escaped as `\u{…}`. Text a
+/// model or a server wrote reaches a person's terminal only through here.
+pub fn printable(text: &str) -> String {
+    if !text.chars().any(unprintable) {
+        return text.to_string();
+    }
+    text.chars()
+        .map(|c| {
+            if unprintable(c) {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
+fn unprintable(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{061c}' | '\u{200e}' | '\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
 /// Rows under a heading, each column as wide as its widest cell (counted in characters), two
-/// spaces apart; the last column is not padded.
+/// spaces apart; the last column is not padded. Every cell is shown [`printable`].
 pub fn table(headings: &[&str], rows: &[Vec<String>]) -> String {
+    let rows: Vec<Vec<String>> = rows
+        .iter()
+        .map(|row| row.iter().map(|cell| printable(cell)).collect())
+        .collect();
+    let rows = rows.as_slice();
     let mut widths: Vec<usize> = headings.iter().map(|h| h.chars().count()).collect();
     for row in rows {
         for (width, cell) in widths.iter_mut().zip(row) {
@@ -149,7 +177,7 @@ fn scalar(value: &serde_json::Value) -> String {
     use serde_json::Value;
     match value {
         Value::Null => "-".into(),
-        Value::String(text) => text.clone(),
+        Value::String(text) => printable(text),
         Value::Array(items) if items.is_empty() => "-".into(),
         Value::Array(items) => items.iter().map(scalar).collect::<Vec<_>>().join(", "),
         Value::Object(fields) if fields.is_empty() => "-".into(),
@@ -180,6 +208,21 @@ mod tests {
         assert_eq!(lines[0].find("AGENT"), Some(column), "{text}");
         assert_eq!(lines[2].find("reviewer"), Some(column), "{text}");
         assert!(lines.iter().all(|l| !l.ends_with(' ')), "{text}");
+    }
+
+    #[test]
+    fn text_from_elsewhere_cannot_drive_the_terminal() {
+        assert_eq!(printable("plain café"), "plain café");
+        assert_eq!(printable("a\u{1b}[2Jb"), "a\\u{1b}[2Jb");
+        assert_eq!(printable("ok\u{202e}txt.exe"), "ok\\u{202e}txt.exe");
+        assert_eq!(printable("line\nbreak"), "line\\u{a}break");
+        let shown = human(&json!({"title": "\u{1b}]0;owned\u{7}"}));
+        assert!(
+            !shown.contains('\u{1b}') && !shown.contains('\u{7}'),
+            "{shown:?}"
+        );
+        let cells = table(&["T"], &[vec!["\u{1b}[31m".into()]]);
+        assert!(!cells.contains('\u{1b}'), "{cells:?}");
     }
 
     #[test]

@@ -35,6 +35,21 @@ pub struct Service {
 }
 
 impl Service {
+    /// The command line: the executable, `daemon`, the flags.
+    fn argv(&self) -> impl Iterator<Item = String> + '_ {
+        std::iter::once(self.executable.display().to_string())
+            .chain(std::iter::once("daemon".to_string()))
+            .chain(self.flags.iter().cloned())
+    }
+
+    /// A word of the command line that cannot be written into a unit or a property list as it
+    /// is: a control character (a line break would start a setting of its own).
+    fn unwritable(&self) -> Option<String> {
+        self.argv()
+            .find(|word| word.chars().any(char::is_control))
+            .map(|word| word.escape_default().to_string())
+    }
+
     /// `agentteam` for the default state directory, `agentteam-<8 hex of its path>` for another,
     /// so each state directory has a service of its own.
     fn name(&self) -> String {
@@ -48,11 +63,7 @@ impl Service {
 
     /// The systemd user unit.
     pub fn systemd_unit(&self) -> String {
-        let exec: Vec<String> = std::iter::once(self.executable.display().to_string())
-            .chain(std::iter::once("daemon".to_string()))
-            .chain(self.flags.iter().cloned())
-            .map(|word| systemd_word(&word))
-            .collect();
+        let exec: Vec<String> = self.argv().map(|word| systemd_word(&word)).collect();
         format!(
             "# {MARK}: `agentteam daemon uninstall` removes it.\n\
              [Unit]\n\
@@ -67,7 +78,7 @@ impl Service {
              Restart=on-failure\n\
              RestartSec=2\n\
              # SIGTERM to the daemon alone: it revokes every runtime's credential, then stops\n\
-             # their process groups itself; only what is left after the timeout is killed.\n\
+             # their process groups itself; what is left when it exits is killed.\n\
              KillMode=mixed\n\
              TimeoutStopSec=60\n\
              UMask=0077\n\
@@ -86,9 +97,8 @@ impl Service {
     pub fn launchd_plist(&self, home: &Path) -> String {
         let logs = home.join("Library/Logs/agentteam");
         let log = logs.join(format!("{}.log", self.name()));
-        let arguments: String = std::iter::once(self.executable.display().to_string())
-            .chain(std::iter::once("daemon".to_string()))
-            .chain(self.flags.iter().cloned())
+        let arguments: String = self
+            .argv()
             .map(|word| format!("    <string>{}</string>\n", xml_text(&word)))
             .collect();
         let label = format!("dev.agentteam.{}", self.name());
@@ -141,10 +151,12 @@ impl Service {
 }
 
 /// `word` as one word of a systemd command line: `%` and `$` doubled (no specifier, no
-/// variable), quoted when it holds whitespace, a quote or a backslash.
+/// variable), quoted when it holds whitespace, a quote or a backslash, or is a lone `;` (the
+/// separator of commands). A control character never reaches it (`Service::unwritable`).
 fn systemd_word(word: &str) -> String {
     let word = systemd_text(word).replace('$', "$$");
     if word.is_empty()
+        || word == ";"
         || word
             .chars()
             .any(|c| c.is_whitespace() || "\"'\\".contains(c))
@@ -201,6 +213,12 @@ fn render(service: &Service, format: Format) -> String {
 /// `agentteam daemon install [--print] [--format F] [daemon flags…]`.
 pub fn install(service: Service, format: Option<Format>, print_only: bool) -> Exit {
     let format = format.unwrap_or_else(native);
+    if let Some(word) = service.unwritable() {
+        return usage_error(
+            &format!("`{word}` holds a control character, which a service file cannot carry"),
+            &[],
+        );
+    }
     let text = render(&service, format);
     if print_only {
         return print(&text);
@@ -210,6 +228,21 @@ pub fn install(service: Service, format: Option<Format>, print_only: bool) -> Ex
             &format!("a {format:?} service cannot be installed on this system"),
             &["`--print` shows its file".to_string()],
         );
+    }
+    // A daemon already running for the state directory outside the unit would keep the
+    // unit's own from taking the lock: it would fail and restart until systemd gives up.
+    match super::local::detached_daemon(&service.state_dir) {
+        Ok(Some(pid)) => {
+            return usage_error(
+                &format!(
+                    "a daemon runs for `{}` outside systemd (pid {pid})",
+                    service.state_dir.display()
+                ),
+                &["stop it first with `agentteam daemon stop`".to_string()],
+            );
+        }
+        Ok(None) => {}
+        Err(exit) => return exit,
     }
     let path = service.path(format, &config_home(), &home());
     if let Ok(existing) = std::fs::read_to_string(&path)
@@ -311,5 +344,6 @@ mod tests {
         assert_eq!(systemd_word("50%$HOME"), "50%%$$HOME");
         assert_eq!(systemd_word(r#"a"b\c"#), r#""a\"b\\c""#);
         assert_eq!(xml_text("<a & 'b'>"), "&lt;a &amp; &apos;b&apos;&gt;");
+        assert_eq!(systemd_word(";"), "\";\"");
     }
 }

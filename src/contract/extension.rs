@@ -613,7 +613,7 @@ pub fn action_help(definition: &Definition, action: &ExtensionAction) -> String 
                         d[..end].trim().trim_end_matches('.').to_string()
                     })
                     .unwrap_or_default();
-                let ty = type_label(&action.input, target);
+                let ty = type_label(&action.input, target, 0);
                 (name.clone(), required.contains(&name.as_str()), ty, about)
             })
             .collect();
@@ -663,8 +663,8 @@ fn resolve<'a>(root: &'a Value, mut schema: &'a Value) -> &'a Value {
 }
 
 /// A short type label, as a built-in action's help shows it: `string`, `integer`, `open|closed`,
-/// `array of string`, `object`.
-fn type_label(root: &Value, schema: &Value) -> String {
+/// `array of string`, `object`. Nested arrays are followed 8 deep (a schema may be recursive).
+fn type_label(root: &Value, schema: &Value, depth: usize) -> String {
     if let Some(values) = schema.get("enum").and_then(Value::as_array) {
         return values
             .iter()
@@ -674,8 +674,13 @@ fn type_label(root: &Value, schema: &Value) -> String {
     }
     match schema.get("type").and_then(Value::as_str) {
         Some("array") => match schema.get("items") {
-            Some(items) => format!("array of {}", type_label(root, resolve(root, items))),
-            None => "array".to_string(),
+            Some(items) if depth < 8 => {
+                format!(
+                    "array of {}",
+                    type_label(root, resolve(root, items), depth + 1)
+                )
+            }
+            _ => "array".to_string(),
         },
         Some(kind) => kind.to_string(),
         None if schema.get("oneOf").is_some() || schema.get("anyOf").is_some() => {
@@ -798,10 +803,13 @@ mod tests {
         assert!(!help.contains(" any "), "{help}");
         let root = json!({"$defs": {"A": {"$ref": "#/$defs/B"}, "B": {"$ref": "#/$defs/A"}}});
         assert_eq!(
-            type_label(&root, resolve(&root, &json!({"$ref": "#/$defs/A"}))),
+            type_label(&root, resolve(&root, &json!({"$ref": "#/$defs/A"})), 0),
             "any"
         );
         let list = json!({"type": "array", "items": {"$ref": "#/$defs/S"}, "$defs": {"S": {"type": "string"}}});
-        assert_eq!(type_label(&list, &list), "array of string");
+        assert_eq!(type_label(&list, &list, 0), "array of string");
+        // An array of itself ends after 8 levels, not with the stack.
+        let tree = json!({"type": "array", "items": {"$ref": "#"}});
+        assert!(type_label(&tree, &tree, 0).ends_with("array of array"));
     }
 }

@@ -36,6 +36,9 @@ pub const ADMIN_TOKEN_FILE: &str = "admin.token";
 /// The embedded server's operator token (0600, new at every start), which `agentteam admin`
 /// uses when it names no server.
 pub const EMBEDDED_OPERATOR_TOKEN_FILE: &str = "operator.token";
+/// The flags the state directory's last daemon was started with (0600, kept after it stops): a
+/// command that starts the daemon on demand, or `daemon restart`, starts it with them.
+pub const ARGS_FILE: &str = "daemon.args";
 
 /// How the daemon is started.
 #[derive(Debug, Clone)]
@@ -54,8 +57,8 @@ pub struct DaemonConfig {
     /// with, both named by the operator, never taken from the environment.
     pub remote: crate::client::http::Remote,
     pub runtime: RuntimeConfig,
-    /// The `agentteam daemon` flags that start this daemon again (`daemon.json`'s `args`, which
-    /// `agentteam daemon restart` runs): none holds a secret.
+    /// The `agentteam daemon` flags that start this daemon again (`daemon.args`, which an
+    /// on-demand start and `agentteam daemon restart` run): none holds a secret.
     pub relaunch: Vec<String>,
 }
 
@@ -279,8 +282,12 @@ pub async fn run(
         "serverUrl": server_url,
         "serverHop": server_hop,
         "serverEmbedded": embedded.is_some(),
-        "args": config.relaunch,
     });
+    crate::private_file::replace(
+        &config.state_dir.join(ARGS_FILE),
+        &format!("{}\n", json!(config.relaunch)),
+    )
+    .map_err(|e| state_err("cannot write daemon.args", e))?;
     crate::private_file::replace(&daemon_file, &format!("{announcement}\n"))
         .map_err(|e| state_err("cannot write daemon.json", e))?;
     tracing::info!(%base_url, state_dir = %config.state_dir.display(), "daemon listening");

@@ -36,7 +36,8 @@ pub mod runtime;
 pub mod state;
 
 pub use app::{
-    ADMIN_TOKEN_FILE, DAEMON_FILE, DEFAULT_ROTATION_TICK, DEFAULT_TOKEN_TTL, DaemonConfig,
-    EMBEDDED_OPERATOR_TOKEN_FILE, EmbeddedHop, default_runtime_dir, default_state_dir, run,
+    ADMIN_TOKEN_FILE, ARGS_FILE, DAEMON_FILE, DEFAULT_ROTATION_TICK, DEFAULT_TOKEN_TTL,
+    DaemonConfig, EMBEDDED_OPERATOR_TOKEN_FILE, EmbeddedHop, default_runtime_dir,
+    default_state_dir, run,
 };
 pub use error::DaemonError;

@@ -108,7 +108,9 @@ async fn a_remote_server_is_reached_through_socks5h_and_socks5() {
     );
     drop(daemon);
 
-    // socks5 with the same name: the daemon resolves it itself, cannot, and says so.
+    // socks5 with the same name: the daemon resolves it itself, cannot, and says so; the proxy
+    // is never asked.
+    let asked_before = dante.destinations().len();
     let refused = crate::support::agentteam(&[
         "daemon",
         "--listen",
@@ -125,6 +127,16 @@ async fn a_remote_server_is_reached_through_socks5h_and_socks5() {
         token_file.to_str().unwrap(),
     ]);
     assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("the connection failed"),
+        "{}",
+        refused.stderr
+    );
+    assert_eq!(
+        dante.destinations().len(),
+        asked_before,
+        "the proxy was asked"
+    );
     assert!(
         !refused.stderr.contains("ato_"),
         "the operator token is in a message: {}",
@@ -180,4 +192,74 @@ async fn a_loopback_server_is_reached_directly_whatever_proxy_is_named() {
     assert!(server_url.starts_with("http://127.0.0.2:"), "{server_url}");
     let _daemon = drive(&server_url, &dante.url(false), &[], &token_file).await;
     assert_eq!(dante.destinations(), Vec::<String>::new());
+}
+
+/// A proxy's credential comes from its owner-only file and reaches the proxy (as HTTP basic
+/// authentication of the tunnel), never a log or a message.
+#[tokio::test]
+async fn a_proxy_credential_file_authenticates_the_tunnel() {
+    use base64::Engine;
+    use tokio::io::AsyncReadExt;
+    let dir = tempfile::tempdir().unwrap();
+    let credential = dir.path().join("proxy.credential");
+    std::fs::write(&credential, "ops:pa ss:word\n").unwrap();
+    std::fs::set_permissions(
+        &credential,
+        std::os::unix::fs::PermissionsExt::from_mode(0o600),
+    )
+    .unwrap();
+    let token_file = dir.path().join("operator.token");
+    std::fs::write(&token_file, "ato_x").unwrap();
+    // A proxy that keeps the head of the first request it gets, and refuses the tunnel.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = format!("http://{}", listener.local_addr().unwrap());
+    let heard = tokio::spawn(async move {
+        let (mut stream, _) = listener.accept().await.unwrap();
+        let mut head = Vec::new();
+        let mut buffer = [0u8; 1024];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 16 * 1024 {
+            let n = stream.read(&mut buffer).await.unwrap();
+            if n == 0 {
+                break;
+            }
+            head.extend_from_slice(&buffer[..n]);
+        }
+        let _ = tokio::io::AsyncWriteExt::write_all(
+            &mut stream,
+            b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n",
+        )
+        .await;
+        String::from_utf8_lossy(&head).into_owned()
+    });
+    let refused = crate::support::agentteam(&[
+        "daemon",
+        "--listen",
+        "127.0.0.1:0",
+        "--state-dir",
+        dir.path().join("state").to_str().unwrap(),
+        "--server-url",
+        "https://agentteam.example",
+        "--server-proxy",
+        &proxy,
+        "--server-proxy-credential-file",
+        credential.to_str().unwrap(),
+        "--operator-token-file",
+        token_file.to_str().unwrap(),
+    ]);
+    assert_eq!(
+        refused.code, 2,
+        "the tunnel was refused: {}",
+        refused.stderr
+    );
+    let head = heard.await.unwrap();
+    assert!(head.starts_with("CONNECT agentteam.example:443 "), "{head}");
+    let expected = base64::engine::general_purpose::STANDARD.encode("ops:pa ss:word");
+    assert!(
+        head.to_ascii_lowercase().contains(&format!(
+            "proxy-authorization: basic {}",
+            expected.to_ascii_lowercase()
+        )),
+        "{head}"
+    );
+    assert!(!refused.stderr.contains("pa ss") && !refused.stdout.contains("pa ss"));
 }

@@ -8,8 +8,6 @@
 use std::path::Path;
 use std::process::Stdio;
 
-use serde_json::Value;
-
 use crate::support::{bin, repo_root};
 
 /// The commands of the first `sh` block under `## Quick start`, without their comments.
@@ -106,11 +104,9 @@ async fn the_readme_quick_start_runs_as_written() {
     );
     let path = format!("{built}:{system_path}");
 
-    let state = home.path().join("state/agentteam");
-    let identity: Value =
-        serde_json::from_slice(&std::fs::read(state.join("identity.json")).unwrap()).unwrap();
-    let workspace = identity["workspaceId"].as_str().unwrap().to_string();
-    let channel = identity["channelId"].as_str().unwrap().to_string();
+    // The ids a reader copies from `agentteam status`, once it has run.
+    let mut workspace: Option<String> = None;
+    let mut channel: Option<String> = None;
     let mut source = None;
     let mut ran = Vec::new();
     for line in &commands[2..] {
@@ -118,10 +114,15 @@ async fn the_readme_quick_start_runs_as_written() {
             line.starts_with("agentteam "),
             "every other command is agentteam's: {line}"
         );
-        let mut line = line
-            .replace("wsp_…", &workspace)
-            .replace("chn_…", &channel)
-            .replace("claude ...", "sh -c 'agentteam exec --help'");
+        let mut line = line.replace("claude ...", "sh -c 'agentteam exec --help'");
+        for (placeholder, id) in [("wsp_…", &workspace), ("chn_…", &channel)] {
+            if line.contains(placeholder) {
+                let id = id.as_ref().unwrap_or_else(|| {
+                    panic!("`{placeholder}` before `agentteam status` showed it: {line}")
+                });
+                line = line.replace(placeholder, id);
+            }
+        }
         if line.contains("kbs_…") {
             let source: &String = source
                 .as_ref()
@@ -151,11 +152,12 @@ async fn the_readme_quick_start_runs_as_written() {
             );
         }
         if line == "agentteam status" {
-            assert_eq!(
-                field(&stdout, "workspace").split(' ').next(),
-                Some(workspace.as_str())
-            );
-            assert!(stdout.contains(&channel), "{stdout}");
+            // `workspace  wsp_… (your channel chn_…)`.
+            let shown = field(&stdout, "workspace");
+            let words: Vec<&str> = shown.split_whitespace().collect();
+            assert!(words.len() == 4 && words[0].starts_with("wsp_"), "{stdout}");
+            workspace = Some(words[0].to_string());
+            channel = Some(words[3].trim_end_matches(')').to_string());
         }
         if line.starts_with("agentteam admin kb import") {
             assert!(stdout.starts_with("1 file: 1 new"), "{stdout}");

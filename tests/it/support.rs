@@ -43,6 +43,8 @@ pub fn agentteam(args: &[&str]) -> Run {
         .args(args)
         .env_remove("AGENTTEAM_EXEC_BASE_URL")
         .env_remove("AGENTTEAM_EXEC_TOKEN_FILE")
+        // A test's command never starts a daemon of its own (`daemon_lifecycle` tests that).
+        .env("AGENTTEAM_NO_START", "1")
         .stdin(Stdio::null())
         .output()
         .expect("agentteam runs")
@@ -499,6 +501,11 @@ impl TestDaemon {
             .args(&args[1..])
             .stdin(Stdio::null())
             .kill_on_drop(true);
+        // A command after this daemon stopped must not start another in its place (a runtime's
+        // environment stays as the test gives it).
+        if args[0] != "run" {
+            command.env("AGENTTEAM_NO_START", "1");
+        }
         command
     }
 

@@ -196,7 +196,8 @@ async fn owner(
 }
 
 /// A knowledge call that got no usable answer from AgentTeam Core (the hop failed or timed out,
-/// or the answer was not the contract's) fails at `core_unreachable`; a refusal Core answered
+/// Core failed without naming a hop, or the answer was not the contract's) fails at
+/// `core_unreachable`; a refusal Core answered
 /// keeps its own stage, or none (then the caller marks it `route_missing`).
 fn core_unreachable(error: ActionError) -> ActionError {
     let transport = matches!(
