@@ -11,8 +11,7 @@ use crate::client::ServerClient;
 use crate::contract::Validators;
 
 /// Everything the daemon's handlers share: one `Arc`, so the copy every extractor and
-/// middleware layer takes is one reference count (a struct of a dozen `Arc`s cloned and dropped
-/// per layer was 2.5% of a pinned history read; BENCHMARKS.md).
+/// middleware layer takes is one reference count, not a dozen (BENCHMARKS.md).
 #[derive(Clone)]
 pub struct DaemonState(Arc<Shared>);
 

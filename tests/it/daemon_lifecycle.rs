@@ -464,25 +464,36 @@ fn verify(unit: &Path, runtime: &Path) -> Option<(i32, String)> {
     }
 }
 
+/// `agentteam daemon install --print [--format F]` for `state` with a remote server whose
+/// operator token file holds a secret: the file it prints, which must not hold the secret.
+fn printed(format: &[&str], state: &Path, token_file: &Path) -> String {
+    std::fs::write(token_file, "ato_SECRETSECRETSECRET").unwrap();
+    let printed = agentteam(
+        &[
+            &["daemon", "install", "--print"][..],
+            format,
+            &[
+                "--state-dir",
+                state.to_str().unwrap(),
+                "--server-url",
+                "https://agentteam.example",
+                "--operator-token-file",
+                token_file.to_str().unwrap(),
+            ],
+        ]
+        .concat(),
+    );
+    assert_eq!(printed.code, 0, "{}", printed.stderr);
+    assert!(!printed.stdout.contains("SECRET"), "{}", printed.stdout);
+    printed.stdout
+}
+
 #[test]
 fn the_systemd_unit_verifies_carries_the_state_dir_and_no_secret() {
     let root = tempfile::tempdir().unwrap();
     let state = root.path().join("my state");
     let token_file = root.path().join("operator.token");
-    std::fs::write(&token_file, "ato_SECRETSECRETSECRET").unwrap();
-    let printed = agentteam(&[
-        "daemon",
-        "install",
-        "--print",
-        "--state-dir",
-        state.to_str().unwrap(),
-        "--server-url",
-        "https://agentteam.example",
-        "--operator-token-file",
-        token_file.to_str().unwrap(),
-    ]);
-    assert_eq!(printed.code, 0, "{}", printed.stderr);
-    let unit = printed.stdout;
+    let unit = printed(&[], &state, &token_file);
     assert!(
         unit.contains(&format!("--state-dir \"{}\"", state.display())),
         "{unit}"
@@ -528,24 +539,9 @@ fn the_launchd_plist_parses_with_the_expected_keys() {
     let root = tempfile::tempdir().unwrap();
     let state = root.path().join("state");
     let token_file = root.path().join("operator.token");
-    std::fs::write(&token_file, "ato_SECRETSECRETSECRET").unwrap();
-    let printed = agentteam(&[
-        "daemon",
-        "install",
-        "--print",
-        "--format",
-        "launchd",
-        "--state-dir",
-        state.to_str().unwrap(),
-        "--server-url",
-        "https://agentteam.example",
-        "--operator-token-file",
-        token_file.to_str().unwrap(),
-    ]);
-    assert_eq!(printed.code, 0, "{}", printed.stderr);
-    assert!(!printed.stdout.contains("SECRET"), "{}", printed.stdout);
+    let plist = printed(&["--format", "launchd"], &state, &token_file);
     let file = root.path().join("agentteam.plist");
-    std::fs::write(&file, &printed.stdout).unwrap();
+    std::fs::write(&file, &plist).unwrap();
     let parsed = std::process::Command::new("python3")
         .args([
             "-c",

@@ -371,8 +371,6 @@ async fn a_runtime_searches_knowledge_in_the_turn_it_answers() {
     drop(rt);
 }
 
-/// The turn travels only on the knowledge route: the server's side of the wire shows it on every
-/// `kb_search`, and on no Exec action and no other tool.
 /// Every hop of a knowledge call that fails names its stage, at the network edge between the
 /// daemon and a real server (`fault_proxy`): a server that does not serve the knowledge route is
 /// `route_missing`; no usable answer from AgentTeam Core (the connection dropped, an answer that
@@ -384,28 +382,7 @@ async fn the_hop_that_fails_names_its_stage() {
     let server_dir = tempfile::tempdir().unwrap();
     let (_server, server_url, _) = spawn_server(server_dir.path()).await;
     let proxy = FaultProxy::start(&server_url).await;
-    let token_file = server_dir.path().join("operator.token");
-    let daemon = TestDaemon::start(&[
-        "--server-url",
-        &proxy.url,
-        "--operator-token-file",
-        token_file.to_str().unwrap(),
-    ])
-    .await;
-    daemon.add_agent("alpha").await;
-    let talk = conversation(&daemon).await;
-    let rt = Runtime::start(
-        &daemon,
-        "alpha",
-        &[
-            "--turn-target",
-            &talk.channel,
-            "--turn-message",
-            &talk.in_channel,
-        ],
-        "exec sleep 120",
-    )
-    .await;
+    let (daemon, _talk, rt) = behind(server_dir.path(), &proxy.url, "exec sleep 120").await;
     let found = rt
         .ok(&daemon, "kb_search", json!({"query": "replica"}))
         .await;
@@ -471,15 +448,14 @@ async fn the_hop_that_fails_names_its_stage() {
         .await;
 }
 
-#[tokio::test]
-async fn exec_requests_never_carry_the_turn() {
-    let server_dir = tempfile::tempdir().unwrap();
-    let (_server, server_url, _) = spawn_server(server_dir.path()).await;
-    let tap = Tap::start(&server_url).await;
-    let token_file = server_dir.path().join("operator.token");
+/// A daemon on the `agentteam server` of `server_dir` reached at `front` (a tap or a proxy in
+/// front of it), an agent of a conversation, and its runtime answering the conversation's turn
+/// and then running `then`.
+async fn behind(server_dir: &Path, front: &str, then: &str) -> (TestDaemon, Conversation, Runtime) {
+    let token_file = server_dir.join("operator.token");
     let daemon = TestDaemon::start(&[
         "--server-url",
-        &tap.url,
+        front,
         "--operator-token-file",
         token_file.to_str().unwrap(),
     ])
@@ -495,6 +471,22 @@ async fn exec_requests_never_carry_the_turn() {
             "--turn-message",
             &talk.in_channel,
         ],
+        then,
+    )
+    .await;
+    (daemon, talk, rt)
+}
+
+/// The turn travels only on the knowledge route: the server's side of the wire shows it on every
+/// `kb_search`, and on no Exec action and no other tool.
+#[tokio::test]
+async fn exec_requests_never_carry_the_turn() {
+    let server_dir = tempfile::tempdir().unwrap();
+    let (_server, server_url, _) = spawn_server(server_dir.path()).await;
+    let tap = Tap::start(&server_url).await;
+    let (daemon, talk, rt) = behind(
+        server_dir.path(),
+        &tap.url,
         r#"agentteam exec team list '{}' >/dev/null; echo "exec=$?"; exec sleep 120"#,
     )
     .await;

@@ -172,29 +172,25 @@ async fn admin_uses_the_local_daemons_embedded_server() {
     let token = state.join("operator.token");
     let mode =
         |bits| std::fs::set_permissions(&token, std::os::unix::fs::PermissionsExt::from_mode(bits));
-    mode(0o640).unwrap();
-    let loose = agentteam(&[
-        "admin",
-        "workspace",
-        "--name",
-        "x",
-        "--state-dir",
-        state.to_str().unwrap(),
-    ]);
-    assert_eq!(loose.code, 2);
-    assert!(loose.stderr.contains("mode 640"), "{}", loose.stderr);
-    mode(0o600).unwrap();
-    if rustix::process::geteuid().is_root() {
-        let (uid, gid) = (65534, 65534);
-        std::os::unix::fs::chown(&token, Some(uid), Some(gid)).unwrap();
-        let foreign = agentteam(&[
+    let workspace_here = || {
+        agentteam(&[
             "admin",
             "workspace",
             "--name",
             "x",
             "--state-dir",
             state.to_str().unwrap(),
-        ]);
+        ])
+    };
+    mode(0o640).unwrap();
+    let loose = workspace_here();
+    assert_eq!(loose.code, 2);
+    assert!(loose.stderr.contains("mode 640"), "{}", loose.stderr);
+    mode(0o600).unwrap();
+    if rustix::process::geteuid().is_root() {
+        let (uid, gid) = (65534, 65534);
+        std::os::unix::fs::chown(&token, Some(uid), Some(gid)).unwrap();
+        let foreign = workspace_here();
         assert_eq!(foreign.code, 2);
         assert!(
             foreign.stderr.contains("belongs to user 65534"),

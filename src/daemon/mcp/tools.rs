@@ -118,8 +118,8 @@ fn checked<'a>(
 }
 
 /// Whether `text` holds a byte below a space: in JSON, whitespace other than spaces. Chunks
-/// without an early exit inside them, so the compiler compares many bytes at once (a byte-by-byte
-/// scan was 1.6% of a history read).
+/// without an early exit inside them, so the compiler compares many bytes at once (it runs over
+/// every history page; BENCHMARKS.md).
 fn has_control_byte(text: &[u8]) -> bool {
     text.chunks(64)
         .any(|chunk| chunk.iter().fold(false, |seen, &b| seen | (b < b' ')))

@@ -1081,7 +1081,7 @@ mod tests {
         store.verify(Some(token), "wsp_1", "agt_1", scope).is_ok()
     }
 
-    /// Review finding 6: the directory `fsync` after the rename failed, so the writer reported an
+    /// The directory `fsync` after the rename failed, so the writer reported an
     /// error, but the file already holds the new token: withdrawing it would revoke the credential
     /// the runtime is now using.
     #[test]
@@ -1124,7 +1124,7 @@ mod tests {
         );
     }
 
-    /// Review finding 18: the renewal instant falls within 40–60% of the lifetime, over many draws.
+    /// The renewal instant falls within 40–60% of the lifetime, over many draws.
     #[test]
     fn renewal_falls_between_40_and_60_percent_of_the_lifetime() {
         let (store, _) = store_and_authorization();
