@@ -257,7 +257,8 @@ impl DaemonArgs {
                 flags.extend([flag.to_string(), value.clone()]);
             }
         }
-        if self.embedded_hop == crate::daemon::EmbeddedHop::Tcp {
+        // The hop is the embedded server's: with `--server-url` it means nothing.
+        if self.embedded_hop == crate::daemon::EmbeddedHop::Tcp && self.server_url.is_none() {
             flags.extend(["--embedded-hop".to_string(), "tcp".to_string()]);
         }
         if self.token_ttl_secs != crate::daemon::DEFAULT_TOKEN_TTL.as_secs() {

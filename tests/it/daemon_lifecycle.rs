@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{Run, TestDaemon, agentteam, bin, process_alive, wait_for};
+use crate::support::{Run, TestDaemon, bin, process_alive, wait_for};
 
 /// `agentteam ARGS` with `env`, its output.
 fn run_with(args: &[&str], env: &[(&str, &str)]) -> Run {
@@ -468,7 +468,7 @@ fn verify(unit: &Path, runtime: &Path) -> Option<(i32, String)> {
 /// operator token file holds a secret: the file it prints, which must not hold the secret.
 fn printed(format: &[&str], state: &Path, token_file: &Path) -> String {
     std::fs::write(token_file, "ato_SECRETSECRETSECRET").unwrap();
-    let printed = agentteam(
+    let printed = run_with(
         &[
             &["daemon", "install", "--print"][..],
             format,
@@ -482,6 +482,7 @@ fn printed(format: &[&str], state: &Path, token_file: &Path) -> String {
             ],
         ]
         .concat(),
+        &[],
     );
     assert_eq!(printed.code, 0, "{}", printed.stderr);
     assert!(!printed.stdout.contains("SECRET"), "{}", printed.stdout);
