@@ -5,6 +5,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// The repository root.
 pub fn repo_root() -> &'static Path {
@@ -626,8 +627,11 @@ impl TestDaemon {
 }
 
 impl Drop for TestDaemon {
-    /// Every daemon of the suite is checked: its log holds nothing shaped like a secret.
+    /// Every daemon of the suite stops as it stops for its user (SIGTERM: every runtime it
+    /// launched is stopped with it, so no test leaves a process behind), and is checked: its log
+    /// holds nothing shaped like a secret.
     fn drop(&mut self) {
+        terminate(&mut self.child);
         if std::thread::panicking() {
             return;
         }
@@ -638,6 +642,28 @@ impl Drop for TestDaemon {
             "the daemon's log contains {} secret-shaped strings",
             found.len()
         );
+    }
+}
+
+/// SIGTERM to `child`, then its exit awaited for at most the daemon's own shutdown bound (after
+/// which `kill_on_drop` ends it).
+fn terminate(child: &mut tokio::process::Child) {
+    let Some(pid) = child.id() else {
+        return;
+    };
+    let Some(pid) = rustix::process::Pid::from_raw(pid as i32) else {
+        return;
+    };
+    if rustix::process::kill_process(pid, rustix::process::Signal::TERM).is_err() {
+        return;
+    }
+    let deadline = Instant::now() + Duration::from_secs(15);
+    // A drop cannot await: the exit is polled, each look a non-blocking `waitpid`.
+    while Instant::now() < deadline {
+        if !matches!(child.try_wait(), Ok(None)) {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(5));
     }
 }
 
