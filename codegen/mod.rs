@@ -9,7 +9,6 @@
 //! the schema file, and `build.rs` turns them into `cargo::error=` lines.
 
 pub mod catalog;
-pub mod client;
 pub mod handlers;
 /// The contract's closed vocabularies, shared with the runtime (`src/contract/kinds.rs`).
 #[path = "../src/contract/kinds.rs"]
@@ -71,7 +70,7 @@ pub struct Artifact {
 
 /// Loads and checks `schema_dir`, then renders every artifact that does not need typify.
 ///
-/// The Rust sources among them (`catalog.rs`, `handlers.rs`, `client.rs`) are unformatted; `build.rs` runs
+/// The Rust sources among them (`catalog.rs`, `handlers.rs`) are unformatted; `build.rs` runs
 /// them through prettyplease.
 pub fn generate(schema_dir: &Path) -> Result<(Model, Vec<Artifact>), Vec<Diagnostic>> {
     let model = Model::load(schema_dir)?;
@@ -91,10 +90,6 @@ pub fn generate(schema_dir: &Path) -> Result<(Model, Vec<Artifact>), Vec<Diagnos
         Artifact {
             name: "mcp_tools.json",
             contents: mcp::render_inventory(&model),
-        },
-        Artifact {
-            name: "client.rs",
-            contents: client::render(&model),
         },
         Artifact {
             name: "openapi.json",

@@ -18,11 +18,10 @@ use serde_json::{Value, json};
 use crate::contract::ActionId;
 use crate::contract::borrowed::Borrowed;
 use crate::contract::budget::{self, Builtin, Rule};
-use crate::contract::catalog::TOOLS;
 use crate::contract::error::ErrorCode;
 use crate::contract::json::parse_strict;
 use crate::contract::target::Target as ReplyTarget;
-use crate::contract::validate::{MAX_DETAILS, Validators};
+use crate::contract::validate::{MAX_DETAILS, Output, Validators};
 use crate::daemon::agents::cursor::CursorCodec as AgentCursorCodec;
 use crate::daemon::agents::store::{ListFilter, Revision};
 use crate::daemon::auth::token::{Claims, Scope, TokenCodec};
@@ -43,7 +42,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("token_file", token_file),
     ("target", target),
     ("receipt", receipt),
-    ("tool_output", tool_output),
+    ("output", output),
 ];
 
 /// The longest refusal message any target may produce, whatever the input's size: refusals name
@@ -272,11 +271,12 @@ pub fn target(data: &[u8]) {
     let _ = ReplyTarget::parse_canonical(&text);
 }
 
-/// A server-owned tool's result as the daemon reads it in place: `Borrowed` accepts a subset of
-/// what serde_json accepts and reads the same value, writes it back to the same value, and every
-/// tool's output schema finds exactly the violations it finds in that `Value` (in the document's
-/// member order); a tool's shape accepts exactly the texts that pass both; a refusal is bounded.
-pub fn tool_output(data: &[u8]) {
+/// A server's answer as the daemon reads it in place: `Borrowed` accepts a subset of what
+/// serde_json accepts and reads the same value, writes it back to the same value, and every
+/// action's and tool's output schema finds exactly the violations it finds in that `Value` (in
+/// the document's member order); a shape accepts exactly the texts that pass both; a refusal is
+/// bounded.
+pub fn output(data: &[u8]) {
     static CATALOG: LazyLock<Validators> =
         LazyLock::new(|| Validators::new().expect("the catalog compiles"));
     let Ok(text) = std::str::from_utf8(data) else {
@@ -284,17 +284,18 @@ pub fn tool_output(data: &[u8]) {
     };
     // Each tool's shape gives the slow path's verdict: no false yes, and no needless no.
     let document = Borrowed::parse(text);
-    for tool in TOOLS {
-        if let Some(accepted) = CATALOG.tool_output_conforms(tool.id, text) {
+    for output in Output::all() {
+        if let Some(accepted) = CATALOG.output_conforms(output, text) {
             let slow = document.as_ref().is_ok_and(|document| {
                 CATALOG
-                    .tool_output_violations_in_place(tool.id, document)
+                    .output_violations_in_place(output, document)
                     .is_empty()
             });
             assert_eq!(
-                accepted, slow,
+                accepted,
+                slow,
                 "`{}`'s shape and its schema disagree",
-                tool.name
+                output.name()
             );
         }
     }
@@ -319,19 +320,19 @@ pub fn tool_output(data: &[u8]) {
                 details.sort_by(|a, b| (&a.path, &a.message).cmp(&(&b.path, &b.message)));
                 details
             };
-            for tool in TOOLS {
-                let in_place = CATALOG.tool_output_violations_in_place(tool.id, &document);
-                let on_value = CATALOG.tool_output_violations(tool.id, &value);
+            for output in Output::all() {
+                let in_place = CATALOG.output_violations_in_place(output, &document);
+                let on_value = CATALOG.output_violations(output, &value);
                 if in_place.len().max(on_value.len()) < MAX_DETAILS {
                     assert_eq!(
                         sorted(in_place),
                         sorted(on_value),
                         "`{}`'s output schema judged the two forms differently",
-                        tool.name
+                        output.name()
                     );
                 } else {
                     // Cut at the cap, each in its own order: the first violations may differ.
-                    assert_eq!(in_place.len(), on_value.len(), "`{}`", tool.name);
+                    assert_eq!(in_place.len(), on_value.len(), "`{}`", output.name());
                 }
             }
         }
@@ -391,7 +392,7 @@ fn check_closed(metadata: &Value, rule: &impl Rule) {
             "idempotencyKey" => assert!(
                 value
                     .as_str()
-                    .is_some_and(|k| { k.len() <= crate::wire::idempotency::MAX_SELECTOR_LEN })
+                    .is_some_and(|k| { k.len() <= crate::contract::selector::MAX_LEN })
             ),
             "selectors" | "retrieval" => {}
             other => panic!("the receipt kept `{other}`"),

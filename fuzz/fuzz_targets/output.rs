@@ -1,3 +1,3 @@
 #![no_main]
 
-libfuzzer_sys::fuzz_target!(|data: &[u8]| agentteam::fuzzing::tool_output(data));
+libfuzzer_sys::fuzz_target!(|data: &[u8]| agentteam::fuzzing::output(data));

@@ -1,9 +1,10 @@
-//! The typed client of the server's runtime action API, used by the daemon.
+//! The daemon's client of the server's runtime API: one forwarding rule for every call.
 //!
-//! `ServerClient` implements the generated `ActionHandler` trait (the per-action binding is
-//! generated into `client.rs`); `call` is the one transport: authenticate as a device, `POST` the
-//! typed input to the action's route, forward the idempotency selector as `Idempotency-Key` and
-//! `X-Request-ID`, and turn the answer back into a typed output or a typed `ActionError`.
+//! [`ServerClient::forward`] is the one transport of a runtime call: authenticate as a device,
+//! `POST` the validated input to the call's [`Route`], send the idempotency selector as
+//! `Idempotency-Key` and `X-Request-ID`, and give back the server's success envelope as it was
+//! written ([`ServerAnswer`]) or the contract's error it refused with. The caller checks the
+//! answer against the call's output contract before anything reaches a runtime.
 //!
 //! Failures of the hop itself are classified, never passed through: unreachable → `upstream_unavailable`,
 //! too slow → `upstream_timeout`, a 5xx or an answer that is not the contract's envelope →
@@ -14,14 +15,12 @@ pub mod http;
 use std::borrow::Cow;
 use std::time::Duration;
 
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::contract::borrowed::Borrowed;
 use crate::contract::budget::{SUCCESS_CLOSE, SUCCESS_OPEN};
 use crate::contract::error::{ErrorCode, ErrorDetail};
-use crate::contract::{ActionError, ActionHandler, ActionId, ActionResult, ToolId, types};
+use crate::contract::{ActionError, ActionId, ActionResult, ToolId};
 
 /// How long one call may take end to end.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -115,105 +114,29 @@ impl ServerClient {
         }
     }
 
-    /// Calls `id` with `input` and decodes the typed output.
-    pub async fn call<I: Serialize + Sync, O: DeserializeOwned>(
+    /// Forwards one validated call to `route` for `ctx`: the server's success envelope as it
+    /// wrote it, or the contract's error it answered with.
+    pub async fn forward(
         &self,
+        route: &Route<'_>,
         ctx: &CallContext,
-        id: ActionId,
-        input: &I,
-    ) -> ActionResult<O> {
-        let data = self.call_json(ctx, id, input).await?;
-        serde_json::from_value(data).map_err(|_| {
-            upstream_failed("the server's answer does not match the action's output type")
-        })
-    }
-
-    /// Calls `id` with `input` and returns the success envelope's `data` as JSON.
-    pub async fn call_json<I: Serialize + Sync>(
-        &self,
-        ctx: &CallContext,
-        id: ActionId,
-        input: &I,
-    ) -> ActionResult<Value> {
-        let descriptor = id.descriptor();
-        let path = format!(
-            "/runtime/servers/{}/agents/{}/actions/{}/{}",
-            ctx.server_id, ctx.agent_id, descriptor.domain, descriptor.action
-        );
-        self.send(ctx, Outgoing::post(path, input, Vec::new())?)
-            .await
-    }
-
-    /// Calls the server-owned MCP tool `id` with validated `arguments`. A success comes back as
-    /// the server wrote it: [`ToolAnswer::data`] reads it in place, so the caller checks the
-    /// structured result against the tool's output schema without building a `Value`.
-    pub async fn call_tool(
-        &self,
-        ctx: &CallContext,
-        id: ToolId,
-        arguments: &Value,
-    ) -> ActionResult<ToolAnswer> {
-        let path = format!(
-            "/runtime/servers/{}/agents/{}/tools/{}",
-            ctx.server_id,
-            ctx.agent_id,
-            id.descriptor().name
-        );
-        let (status, bytes) = self
-            .answer(ctx, Outgoing::post(path, arguments, Vec::new())?)
-            .await?;
+        body: Vec<u8>,
+    ) -> ActionResult<ServerAnswer> {
+        let (path, mut headers) = route.request(ctx);
+        headers.push(("content-type", "application/json".to_string()));
+        let request = Outgoing {
+            method: reqwest::Method::POST,
+            path,
+            headers,
+            body: Some(body),
+        };
+        let (status, bytes) = self.answer(ctx, request).await?;
         if !status.is_success() {
             return Err(refusal(&bytes));
         }
         String::from_utf8(bytes)
-            .map(ToolAnswer)
+            .map(ServerAnswer)
             .map_err(|_| upstream_failed("the server's answer is not JSON"))
-    }
-
-    /// Calls knowledge tool `tool` (`kb_search` or `kb_fetch`) for the runtime's current `turn`,
-    /// which travels in its own headers: the server revalidates it, it grants nothing by itself.
-    pub async fn call_knowledge(
-        &self,
-        ctx: &CallContext,
-        tool: &str,
-        arguments: &Value,
-        turn: &crate::wire::turn::Turn,
-    ) -> ActionResult<Value> {
-        let path = format!(
-            "/runtime/servers/{}/agents/{}/knowledge/{tool}",
-            ctx.server_id, ctx.agent_id
-        );
-        let headers = vec![
-            (crate::wire::turn::TARGET_HEADER, turn.target.clone()),
-            (crate::wire::turn::MESSAGE_HEADER, turn.message_id.clone()),
-        ];
-        self.send(ctx, Outgoing::post(path, arguments, headers)?)
-            .await
-    }
-
-    /// Calls action `action` of the extension `name` with `input`, under the definition digest
-    /// and catalog version the runtime was launched with.
-    pub async fn call_extension(
-        &self,
-        ctx: &CallContext,
-        name: &str,
-        action: &str,
-        input: &Value,
-        pin: (&str, u64),
-    ) -> ActionResult<Value> {
-        let path = format!(
-            "/runtime/servers/{}/agents/{}/ext/{name}/{action}",
-            ctx.server_id, ctx.agent_id
-        );
-        let (digest, catalog_version) = pin;
-        let headers = vec![
-            (crate::wire::EXTENSION_DIGEST_HEADER, digest.to_string()),
-            (
-                crate::wire::EXTENSION_CATALOG_VERSION_HEADER,
-                catalog_version.to_string(),
-            ),
-        ];
-        self.send(ctx, Outgoing::post(path, input, headers)?).await
     }
 
     /// The current definitions of the apps installed in workspace `server_id`, with their
@@ -351,24 +274,102 @@ impl ServerClient {
     }
 }
 
-/// A server-owned tool's success envelope (`2xx`), as the server wrote it.
-pub struct ToolAnswer(String);
+/// Where a forwarded call goes on the server, and what travels beside its input.
+#[derive(Debug, Clone, Copy)]
+pub enum Route<'a> {
+    /// A built-in server-owned action: `…/actions/{domain}/{action}`.
+    Action(ActionId),
+    /// A server-owned MCP tool: `…/tools/{tool}`.
+    Tool(ToolId),
+    /// A knowledge tool, for the runtime's current Human-initiated `turn`, which travels in its
+    /// own headers: the server revalidates it, it grants nothing by itself.
+    Knowledge {
+        tool: ToolId,
+        turn: &'a crate::wire::turn::Turn,
+    },
+    /// An action of an installed extension, under the definition digest and catalog version the
+    /// runtime was launched with.
+    Extension {
+        name: &'a str,
+        action: &'a str,
+        digest: &'a str,
+        catalog_version: u64,
+    },
+}
 
-impl ToolAnswer {
+impl Route<'_> {
+    /// The path from the server's root, and the headers the route adds.
+    fn request(&self, ctx: &CallContext) -> (String, Vec<(&'static str, String)>) {
+        let base = format!("/runtime/servers/{}/agents/{}", ctx.server_id, ctx.agent_id);
+        match *self {
+            Route::Action(id) => {
+                let descriptor = id.descriptor();
+                let path = format!("{base}/actions/{}/{}", descriptor.domain, descriptor.action);
+                (path, Vec::new())
+            }
+            Route::Tool(id) => (format!("{base}/tools/{}", id.descriptor().name), Vec::new()),
+            Route::Knowledge { tool, turn } => (
+                format!("{base}/knowledge/{}", tool.descriptor().name),
+                vec![
+                    (crate::wire::turn::TARGET_HEADER, turn.target.clone()),
+                    (crate::wire::turn::MESSAGE_HEADER, turn.message_id.clone()),
+                ],
+            ),
+            Route::Extension {
+                name,
+                action,
+                digest,
+                catalog_version,
+            } => (
+                format!("{base}/ext/{name}/{action}"),
+                vec![
+                    (crate::wire::EXTENSION_DIGEST_HEADER, digest.to_string()),
+                    (
+                        crate::wire::EXTENSION_CATALOG_VERSION_HEADER,
+                        catalog_version.to_string(),
+                    ),
+                ],
+            ),
+        }
+    }
+}
+
+/// A server's success envelope (`2xx`), as the server wrote it.
+pub struct ServerAnswer(String);
+
+impl ServerAnswer {
     /// A success envelope's body, as it was received.
-    pub fn new(body: String) -> ToolAnswer {
-        ToolAnswer(body)
+    pub fn new(body: String) -> ServerAnswer {
+        ServerAnswer(body)
+    }
+
+    /// The whole body, as it was received.
+    pub fn body(&self) -> &str {
+        &self.0
+    }
+
+    /// The body, given back.
+    pub fn into_body(self) -> String {
+        self.0
     }
 
     /// The text where the reference server's envelope writes `data`, when the answer has that
     /// envelope's frame. Only the frame is checked: the text is `data` once it is proven to be
     /// exactly one JSON value (then the whole answer is exactly `{"data":…,"ok":true}`).
     pub fn written(&self) -> Option<&str> {
-        self.0
+        self.written_at().map(|at| &self.0[at])
+    }
+
+    /// Where [`Self::written`] lies in [`Self::body`].
+    pub fn written_at(&self) -> Option<std::ops::Range<usize>> {
+        let inner = self
+            .0
             .trim_end()
-            .strip_prefix(SUCCESS_OPEN)
-            .and_then(|rest| rest.strip_suffix(SUCCESS_CLOSE))
-            .map(str::trim)
+            .strip_prefix(SUCCESS_OPEN)?
+            .strip_suffix(SUCCESS_CLOSE)?;
+        let data = inner.trim();
+        let start = SUCCESS_OPEN.len() + (inner.len() - inner.trim_start().len());
+        Some(start..start + data.len())
     }
 
     /// The envelope's `data` read in place, with its JSON text: the text as the server wrote it
@@ -399,29 +400,6 @@ impl ToolAnswer {
             _ => Cow::Owned(serde_json::to_string(&data).expect("a document serializes")),
         };
         Ok((data, text))
-    }
-}
-
-impl Outgoing {
-    /// A `POST` of `input` as JSON.
-    fn post<I: Serialize + ?Sized>(
-        path: String,
-        input: &I,
-        mut headers: Vec<(&'static str, String)>,
-    ) -> ActionResult<Outgoing> {
-        let body = serde_json::to_vec(input).map_err(|_| {
-            ActionError::new(
-                ErrorCode::InternalError,
-                "the request cannot be encoded as JSON",
-            )
-        })?;
-        headers.push(("content-type", "application/json".to_string()));
-        Ok(Outgoing {
-            method: reqwest::Method::POST,
-            path,
-            headers,
-            body: Some(body),
-        })
     }
 }
 
@@ -568,14 +546,12 @@ fn upstream_failed(message: &str) -> ActionError {
     ActionError::new(ErrorCode::UpstreamFailed, message)
 }
 
-include!(concat!(env!("OUT_DIR"), "/client.rs"));
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn data(body: &str) -> ActionResult<(Value, String, bool)> {
-        let answer = ToolAnswer(body.to_string());
+        let answer = ServerAnswer(body.to_string());
         let (document, text) = answer.data()?;
         let borrowed = matches!(text, Cow::Borrowed(_));
         Ok((document.to_value(), text.into_owned(), borrowed))
@@ -588,7 +564,7 @@ mod tests {
         let data = serde_json::json!({ "messages": [], "target": "channel:chn_x", "z": [1] });
         let (status, body) = crate::wire::render_as(&Ok(&data));
         assert_eq!(status, 200);
-        let answer = ToolAnswer::new(body);
+        let answer = ServerAnswer::new(body);
         let (document, text) = answer.data().unwrap();
         assert!(matches!(text, Cow::Borrowed(_)), "{text}");
         assert_eq!(text, serde_json::to_string(&data).unwrap());

@@ -72,23 +72,6 @@ impl Rule for Builtin<'_> {
     }
 }
 
-/// [`fit`] for a `Value`, under any [`Rule`].
-pub fn fit_with(
-    rule: &impl Rule,
-    data: Value,
-    idempotency_key: Option<&str>,
-) -> Result<String, ActionError> {
-    let envelope = json!({ "ok": true, "data": data });
-    let text = serde_json::to_string(&envelope).expect("a Value always serializes");
-    if text.len() <= RESULT_BUDGET {
-        return Ok(text);
-    }
-    Err(refuse(rule, &envelope["data"], text.len(), idempotency_key))
-}
-
-/// The serialized success envelope of `data`, as a typed adapter wrote it (no trailing newline),
-/// or the refusal when it is over the budget: the envelope is written around the text, and the
-/// data is parsed only to explain a refusal.
 /// The success envelope around its `data`, as every writer of ours writes it (`fit`, `fit_with`
 /// and the server's `wire::render_as`: a `Value` object's keys in order, `data` then `ok`) and as
 /// the daemon recognises it to take `data`'s text as written.
@@ -162,25 +145,24 @@ pub fn readable(
     Err(error)
 }
 
+/// `envelope`, a success envelope as every writer of ours writes it ([`SUCCESS_OPEN`], `data`,
+/// [`SUCCESS_CLOSE`], then the transport's newline), when it fits the budget; otherwise the
+/// refusal under `rule`. The data is parsed only to explain a refusal.
 pub fn fit(
-    catalog: &Validators,
-    descriptor: Effective,
-    data: &serde_json::value::RawValue,
+    rule: &(impl Rule + ?Sized),
+    envelope: String,
     idempotency_key: Option<&str>,
 ) -> Result<String, ActionError> {
-    let data = data.get();
-    let text = format!("{SUCCESS_OPEN}{data}{SUCCESS_CLOSE}");
-    if text.len() <= RESULT_BUDGET {
-        return Ok(text);
+    let size = envelope.trim_end_matches('\n').len();
+    if size <= RESULT_BUDGET {
+        return Ok(envelope);
     }
-    let data: Value = serde_json::from_str(data).expect("a typed adapter writes JSON");
-    Err(over_budget(
-        catalog,
-        descriptor,
-        &data,
-        text.len(),
-        idempotency_key,
-    ))
+    let data = envelope[..size]
+        .strip_prefix(SUCCESS_OPEN)
+        .and_then(|rest| rest.strip_suffix(SUCCESS_CLOSE))
+        .and_then(|data| serde_json::from_str(data).ok())
+        .unwrap_or(Value::Null);
+    Err(refuse(rule, &data, size, idempotency_key))
 }
 
 /// The refusal of an over-budget result of `size` bytes.
@@ -204,7 +186,7 @@ pub fn over_budget(
 
 /// [`over_budget`] under any [`Rule`].
 pub fn refuse(
-    rule: &impl Rule,
+    rule: &(impl Rule + ?Sized),
     data: &Value,
     size: usize,
     idempotency_key: Option<&str>,
@@ -232,20 +214,6 @@ pub fn refuse(
     error
 }
 
-/// The refusal when a result could not be serialized: never a receipt (nothing trustworthy to
-/// build it from) and never replay advice.
-pub fn unserializable(rule: &impl Rule) -> ActionError {
-    let mut error = ActionError::new(
-        ErrorCode::ResultBudgetExceeded,
-        format!("the result of `{}` could not be encoded", rule.name()),
-    );
-    if !rule.is_mutation() {
-        error.hint = rule.hint().map(str::to_string);
-        error.next = rule.next().map(str::to_string);
-    }
-    error
-}
-
 /// The closed receipt of an applied mutation whose `data` is `{"<resource>": {"id": …, "revision": …}}`
 /// (beside the discriminator, for an operation).
 pub fn receipt(
@@ -265,7 +233,11 @@ pub fn receipt(
 }
 
 /// [`receipt`] under any [`Rule`].
-pub fn receipt_with(rule: &impl Rule, data: &Value, idempotency_key: Option<&str>) -> Value {
+pub fn receipt_with(
+    rule: &(impl Rule + ?Sized),
+    data: &Value,
+    idempotency_key: Option<&str>,
+) -> Value {
     let mut receipt = Map::new();
     let discriminator = rule.discriminator();
     let resource = data
@@ -380,10 +352,7 @@ fn reproject_receipt(receipt: &Map<String, Value>, rule: &impl Rule) -> Map<Stri
         out.insert("revision".into(), json!(revision));
     }
     if let Some(key) = receipt.get("idempotencyKey").and_then(Value::as_str)
-        && key.len() <= crate::wire::idempotency::MAX_SELECTOR_LEN
-        && key
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
+        && super::selector::well_formed(key)
     {
         out.insert("idempotencyKey".into(), json!(key));
     }
@@ -456,8 +425,16 @@ mod tests {
                 .len(),
             RESULT_BUDGET
         );
-        let raw = |data: &Value| serde_json::value::to_raw_value(data).unwrap();
-        assert!(fit(&catalog, list, &raw(&at_budget), None).is_ok());
+        let rule = Builtin {
+            catalog: &catalog,
+            descriptor: list,
+        };
+        let envelope = |data: &Value| format!("{SUCCESS_OPEN}{data}{SUCCESS_CLOSE}\n");
+        assert_eq!(
+            fit(&rule, envelope(&at_budget), None).unwrap(),
+            envelope(&at_budget),
+            "returned unchanged"
+        );
 
         let over = data_of_envelope_size(RESULT_BUDGET + 1);
         let error = over_budget(&catalog, list, &over, RESULT_BUDGET + 1, None);
@@ -467,10 +444,8 @@ mod tests {
             (list.hint(), list.next())
         );
         assert!(error.metadata.is_none(), "a read has no receipt");
-        assert_eq!(
-            fit(&catalog, list, &raw(&over), None).unwrap_err().code,
-            ErrorCode::ResultBudgetExceeded
-        );
+        let refused = fit(&rule, envelope(&over), None).unwrap_err();
+        assert_eq!(refused, error);
     }
 
     #[test]
@@ -494,20 +469,6 @@ mod tests {
             super::receipt(&catalog, complete, &odd, None)
                 .get("retrieval")
                 .is_none()
-        );
-    }
-
-    #[test]
-    fn an_unserializable_mutation_result_carries_no_receipt_and_no_replay_advice() {
-        let catalog = Validators::lazy();
-        let error = unserializable(&Builtin {
-            catalog: &catalog,
-            descriptor: ActionId::TaskComplete.descriptor().as_whole(),
-        });
-        assert_eq!(error.code, ErrorCode::ResultBudgetExceeded);
-        assert!(
-            error.metadata.is_none() && error.next.is_none() && error.hint.is_none(),
-            "{error:?}"
         );
     }
 

@@ -377,35 +377,16 @@ impl Pinned {
         validation(validator, input, self.name(), action)
     }
 
-    /// Checks a result against the pinned output schema of `action`: an answer that does not
-    /// match it is a defect of the host (its normalizer against this version), never shown.
-    pub fn validate_output(&self, action: &str, output: &Value) -> Result<(), ActionError> {
-        let Some(validator) = self.outputs.get(action) else {
-            return Err(ActionError::new(
-                ErrorCode::UnknownAction,
-                format!("unknown action: `{} {action}`", self.name()),
-            ));
-        };
-        let details: Vec<ErrorDetail> = super::validate::collect(validator, output);
-        if let Some(first) = details.first() {
-            tracing::error!(
-                incident_id = crate::wire::observe::incident_id().unwrap_or_default(),
-                extension = self.name(),
-                version = self.recorded.version,
-                action,
-                path = %first.path,
-                "an extension result does not match the pinned output schema"
-            );
-            return Err(ActionError::new(
-                ErrorCode::InternalError,
-                format!(
-                    "the `{}.{action}` result does not match version {} of its output schema",
-                    self.name(),
-                    self.recorded.version
-                ),
-            ));
+    /// The violations of a result against the pinned output schema of `action` (an unknown
+    /// action's result breaks it at the root).
+    pub fn output_violations(&self, action: &str, output: &Value) -> Vec<ErrorDetail> {
+        match self.outputs.get(action) {
+            Some(validator) => super::validate::collect(validator, output),
+            None => vec![ErrorDetail {
+                path: String::new(),
+                message: format!("`{} {action}` has no output schema", self.name()),
+            }],
         }
-        Ok(())
     }
 
     /// The budget rule of `action`.

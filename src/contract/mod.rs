@@ -14,6 +14,7 @@ pub mod ids;
 pub mod json;
 pub mod kinds;
 pub mod runtime_catalog;
+pub mod selector;
 pub mod shape;
 pub mod skill;
 pub mod target;

@@ -14,7 +14,7 @@
 //! same subschema with the same options, so they mean what they mean on the slow path. A schema
 //! using any other keyword compiles to no shape, and its tool keeps the tree-and-jsonschema path;
 //! so does any text a shape does not accept, which the slow path then reports in detail. The
-//! `tool_output` fuzz target holds every shape to the slow path's verdict on arbitrary text.
+//! `output` fuzz target holds every shape to the slow path's verdict on arbitrary text.
 
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -690,13 +690,13 @@ mod tests {
     use super::*;
     use crate::contract::ToolId;
     use crate::contract::catalog::TOOLS;
-    use crate::contract::validate::Validators;
+    use crate::contract::validate::{Output, Validators};
 
     /// The slow path's verdict: one document with distinct keys, without violations.
     fn slow(validators: &Validators, tool: ToolId, text: &str) -> bool {
         Borrowed::parse(text).is_ok_and(|document| {
             validators
-                .tool_output_violations_in_place(tool, &document)
+                .output_violations_in_place(Output::Tool(tool), &document)
                 .is_empty()
         })
     }
@@ -917,8 +917,14 @@ mod tests {
             let messages: Vec<Value> = (0..n).map(message).collect();
             json!({ "target": "channel:chn_00000001", "messages": messages }).to_string()
         };
-        assert_eq!(validators.tool_output_conforms(id, &page(100)), Some(true));
-        assert_eq!(validators.tool_output_conforms(id, &page(101)), Some(false));
+        assert_eq!(
+            validators.output_conforms(Output::Tool(id), &page(100)),
+            Some(true)
+        );
+        assert_eq!(
+            validators.output_conforms(Output::Tool(id), &page(101)),
+            Some(false)
+        );
         assert!(slow(&validators, id, &page(100)) && !slow(&validators, id, &page(101)));
     }
 

@@ -22,16 +22,64 @@ const MAX_DETAIL_MESSAGE: usize = 512;
 /// One schema violation.
 pub type ValidationDetail = ErrorDetail;
 
+/// An output contract of the built-in catalog: what an action's or an MCP tool's owner must
+/// answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Output {
+    Action(ActionId),
+    Tool(ToolId),
+}
+
+impl Output {
+    /// Every output contract, actions first.
+    pub fn all() -> impl Iterator<Item = Output> {
+        ACTIONS
+            .iter()
+            .map(|a| Output::Action(a.id))
+            .chain(TOOLS.iter().map(|t| Output::Tool(t.id)))
+    }
+
+    /// `task.get`, `message_history_read`.
+    pub fn name(self) -> String {
+        match self {
+            Output::Action(id) => id.key(),
+            Output::Tool(id) => id.descriptor().name.to_string(),
+        }
+    }
+
+    fn schema(self) -> &'static str {
+        match self {
+            Output::Action(id) => id.descriptor().output_schema,
+            Output::Tool(id) => id.descriptor().output_schema,
+        }
+    }
+
+    /// Its slot in [`Validators::outputs`]: actions, then tools.
+    fn index(self) -> usize {
+        match self {
+            Output::Action(id) => id as usize,
+            Output::Tool(id) => ACTIONS.len() + id as usize,
+        }
+    }
+}
+
 /// Every action's and MCP tool's input and output validator, each compiled at most once.
 pub struct Validators {
     inputs: Vec<OnceLock<jsonschema::Validator>>,
-    outputs: Vec<OnceLock<jsonschema::Validator>>,
     tool_inputs: Vec<OnceLock<jsonschema::Validator>>,
-    tool_outputs: Vec<OnceLock<jsonschema::Validator>>,
-    /// The same output schemas for a result checked as the server wrote it.
-    tool_outputs_borrowed: Vec<OnceLock<jsonschema::Validator<BorrowedJson>>>,
-    /// The same output schemas checked as their text is read, where a [`Shape`] can hold one.
-    tool_output_shapes: Vec<OnceLock<Option<Shape>>>,
+    /// By [`Output::index`].
+    outputs: Vec<Compiled>,
+}
+
+/// One output schema, in each form an answer is checked in.
+#[derive(Default)]
+struct Compiled {
+    /// For a result the daemon built as a `Value`.
+    value: OnceLock<jsonschema::Validator>,
+    /// For a result checked as its owner wrote it.
+    borrowed: OnceLock<jsonschema::Validator<BorrowedJson>>,
+    /// For the same, checked as its text is read, where a [`Shape`] can hold the schema.
+    shape: OnceLock<Option<Shape>>,
 }
 
 /// A descriptor schema that does not compile: a defect in `schema/` that tests catch.
@@ -52,19 +100,21 @@ impl Validators {
             let index = descriptor.id as usize;
             let key = descriptor.id.key();
             let _ = catalog.inputs[index].set(compile(&key, "input", descriptor.input_schema)?);
-            let _ = catalog.outputs[index].set(compile(&key, "output", descriptor.output_schema)?);
         }
         for tool in TOOLS {
             let index = tool.id as usize;
             let _ = catalog.tool_inputs[index].set(compile(tool.name, "input", tool.input_schema)?);
-            let _ =
-                catalog.tool_outputs[index].set(compile(tool.name, "output", tool.output_schema)?);
-            let _ = catalog.tool_outputs_borrowed[index].set(compile(
-                tool.name,
-                "output",
-                tool.output_schema,
-            )?);
-            let _ = catalog.tool_output_shape(tool.id);
+        }
+        for output in Output::all() {
+            let compiled = &catalog.outputs[output.index()];
+            let name = output.name();
+            let _ = compiled
+                .value
+                .set(compile(&name, "output", output.schema())?);
+            let _ = compiled
+                .borrowed
+                .set(compile(&name, "output", output.schema())?);
+            let _ = catalog.shape(output);
         }
         Ok(catalog)
     }
@@ -73,11 +123,8 @@ impl Validators {
     pub fn lazy() -> Self {
         Validators {
             inputs: ACTIONS.iter().map(|_| OnceLock::new()).collect(),
-            outputs: ACTIONS.iter().map(|_| OnceLock::new()).collect(),
             tool_inputs: TOOLS.iter().map(|_| OnceLock::new()).collect(),
-            tool_outputs: TOOLS.iter().map(|_| OnceLock::new()).collect(),
-            tool_outputs_borrowed: TOOLS.iter().map(|_| OnceLock::new()).collect(),
-            tool_output_shapes: TOOLS.iter().map(|_| OnceLock::new()).collect(),
+            outputs: Output::all().map(|_| Compiled::default()).collect(),
         }
     }
 
@@ -85,14 +132,6 @@ impl Validators {
         let descriptor = id.descriptor();
         self.inputs[id as usize].get_or_init(|| {
             compile(&id.key(), "input", descriptor.input_schema)
-                .expect("descriptor schemas compile (a tested invariant)")
-        })
-    }
-
-    fn output(&self, id: ActionId) -> &jsonschema::Validator {
-        let descriptor = id.descriptor();
-        self.outputs[id as usize].get_or_init(|| {
-            compile(&id.key(), "output", descriptor.output_schema)
                 .expect("descriptor schemas compile (a tested invariant)")
         })
     }
@@ -121,26 +160,17 @@ impl Validators {
         .with_details(details))
     }
 
-    /// The violations of `output` against the action's output schema (empty when valid).
-    pub fn output_violations(&self, id: ActionId, output: &Value) -> Vec<ValidationDetail> {
-        collect(self.output(id), output)
-    }
-
-    fn tool_validator(&self, id: ToolId, output: bool) -> &jsonschema::Validator {
+    fn tool_input(&self, id: ToolId) -> &jsonschema::Validator {
         let tool = id.descriptor();
-        let (cells, which, text) = if output {
-            (&self.tool_outputs, "output", tool.output_schema)
-        } else {
-            (&self.tool_inputs, "input", tool.input_schema)
-        };
-        cells[id as usize].get_or_init(|| {
-            compile(tool.name, which, text).expect("tool schemas compile (a tested invariant)")
+        self.tool_inputs[id as usize].get_or_init(|| {
+            compile(tool.name, "input", tool.input_schema)
+                .expect("tool schemas compile (a tested invariant)")
         })
     }
 
     /// Checks the arguments of an MCP tool call; the error names every offending path.
     pub fn validate_tool_input(&self, id: ToolId, input: &Value) -> Result<(), ActionError> {
-        let details = collect(self.tool_validator(id, false), input);
+        let details = collect(self.tool_input(id), input);
         if details.is_empty() {
             return Ok(());
         }
@@ -161,40 +191,43 @@ impl Validators {
         .with_details(details))
     }
 
-    /// The violations of a structured result against the tool's output schema.
-    pub fn tool_output_violations(&self, id: ToolId, output: &Value) -> Vec<ValidationDetail> {
-        collect(self.tool_validator(id, true), output)
-    }
-
-    /// The same check for a result read in place from the owner's text.
-    pub fn tool_output_violations_in_place(
-        &self,
-        id: ToolId,
-        output: &Borrowed<'_>,
-    ) -> Vec<ValidationDetail> {
-        let tool = id.descriptor();
-        let validator = self.tool_outputs_borrowed[id as usize].get_or_init(|| {
-            compile(tool.name, "output", tool.output_schema)
-                .expect("tool schemas compile (a tested invariant)")
+    /// The violations of a result the daemon built against `output` (empty when valid).
+    pub fn output_violations(&self, output: Output, result: &Value) -> Vec<ValidationDetail> {
+        let validator = self.outputs[output.index()].value.get_or_init(|| {
+            compile(&output.name(), "output", output.schema())
+                .expect("descriptor schemas compile (a tested invariant)")
         });
-        collect(validator, output)
+        collect(validator, result)
     }
 
-    /// Whether the JSON text `output` is one document with distinct keys that the tool's output
-    /// schema accepts, checked as it is read: `Some(true)` is the same verdict as
-    /// [`Borrowed::parse`] and [`Self::tool_output_violations_in_place`] finding nothing;
-    /// anything else (`None`: the schema has no [`Shape`]) leaves the verdict to them.
-    pub fn tool_output_conforms(&self, id: ToolId, output: &str) -> Option<bool> {
-        self.tool_output_shape(id)
-            .map(|shape| shape.accepts(output))
+    /// The same check for a result read in place from its owner's text.
+    pub fn output_violations_in_place(
+        &self,
+        output: Output,
+        result: &Borrowed<'_>,
+    ) -> Vec<ValidationDetail> {
+        let validator = self.outputs[output.index()].borrowed.get_or_init(|| {
+            compile(&output.name(), "output", output.schema())
+                .expect("descriptor schemas compile (a tested invariant)")
+        });
+        collect(validator, result)
     }
 
-    /// The tool's output schema as a [`Shape`], compiled on first use (`None`: it has none).
-    fn tool_output_shape(&self, id: ToolId) -> Option<&Shape> {
-        self.tool_output_shapes[id as usize]
+    /// Whether the JSON text `result` is one document with distinct keys that `output` accepts,
+    /// checked as it is read: `Some(true)` is the same verdict as [`Borrowed::parse`] and
+    /// [`Self::output_violations_in_place`] finding nothing; anything else (`None`: the schema
+    /// has no [`Shape`]) leaves the verdict to them.
+    pub fn output_conforms(&self, output: Output, result: &str) -> Option<bool> {
+        self.shape(output).map(|shape| shape.accepts(result))
+    }
+
+    /// The output schema as a [`Shape`], compiled on first use (`None`: it has none).
+    fn shape(&self, output: Output) -> Option<&Shape> {
+        self.outputs[output.index()]
+            .shape
             .get_or_init(|| {
-                let schema: Value = serde_json::from_str(id.descriptor().output_schema)
-                    .expect("tool schemas are JSON (a tested invariant)");
+                let schema: Value = serde_json::from_str(output.schema())
+                    .expect("descriptor schemas are JSON (a tested invariant)");
                 Shape::compile(&schema)
             })
             .as_ref()
@@ -220,6 +253,9 @@ fn compile<F: jsonschema::json::Json>(
         .map_err(|e| error(e.to_string()))
 }
 
+/// The message of a field the schema does not name (the path names the field).
+pub const UNKNOWN_FIELD: &str = "unknown field; the schema does not allow it";
+
 pub(crate) fn collect<'i, F: jsonschema::json::Json>(
     validator: &'i jsonschema::Validator<F>,
     value: F::Node<'i>,
@@ -243,7 +279,7 @@ pub(crate) fn collect<'i, F: jsonschema::json::Json>(
                 );
                 details.push(ErrorDetail {
                     path: bounded(path),
-                    message: "unknown field; the input schema does not allow it".into(),
+                    message: UNKNOWN_FIELD.into(),
                 });
             }
             continue;

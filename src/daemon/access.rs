@@ -22,15 +22,10 @@ impl Denied {
     /// The refusal as an error envelope.
     pub fn error(&self) -> ActionError {
         match self {
-            Denied::Credential => forbidden(),
+            Denied::Credential => ActionError::forbidden(),
             Denied::Admission => admission_limited(),
         }
     }
-}
-
-/// The one answer to every refused runtime credential on an envelope route, whatever the reason.
-pub fn forbidden() -> ActionError {
-    ActionError::new(ErrorCode::Forbidden, "forbidden")
 }
 
 /// The refusal of a request over an admission limit.
@@ -59,10 +54,7 @@ pub fn admit(
     store: &RuntimeAuthorizationStore,
     authorization: &Authorization,
 ) -> Result<Admission, Denied> {
-    store.admit(authorization).ok_or_else(|| {
-        super::metrics::global().admission_refused();
-        Denied::Admission
-    })
+    store.admit(authorization).ok_or(Denied::Admission)
 }
 
 /// [`verify`], then [`admit`].

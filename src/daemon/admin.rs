@@ -82,7 +82,7 @@ pub async fn status(State(state): State<DaemonState>, _: AdminAuth) -> Answer {
         tokio::time::timeout(SERVER_PROBE_TIMEOUT, state.server_client.health()).await,
         Ok(Ok(()))
     );
-    let now = crate::clock::Clock::default().now_ms();
+    let now = state.clock.now_ms();
     let runtimes: Vec<Value> = state
         .dispatcher
         .runs()
@@ -139,7 +139,7 @@ pub async fn status(State(state): State<DaemonState>, _: AdminAuth) -> Answer {
 /// `GET /api/admin/metrics`: the daemon's metrics in the OpenMetrics text format Prometheus
 /// scrapes (`daemon::metrics`).
 pub async fn metrics(State(state): State<DaemonState>, _: AdminAuth) -> Response {
-    let text = super::metrics::global().render(super::metrics::Gauges {
+    let text = state.metrics.render(super::metrics::Gauges {
         live_authorizations: state.authorizations.registered(),
         runtimes: state.dispatcher.leases(),
         in_flight: state.authorizations.acquired(),

@@ -173,7 +173,7 @@ pub async fn run(
     let identity =
         Identity::load_or_bootstrap(&config.state_dir.join("identity.json"), &operator).await?;
     let identity_credential = identity.device_credential.clone();
-    let (profiles, loaded) = ProfileStore::open(&config.state_dir)
+    let (profiles, loaded) = ProfileStore::open(&config.state_dir, &clock)
         .map_err(|e| state_err("cannot open the agent profiles", std::io::Error::other(e)))?;
     if loaded.removed > 0 {
         tracing::info!(
@@ -190,9 +190,11 @@ pub async fn run(
     let admin_token = auth::files::random_name("adm_");
     crate::private_file::replace(&config.state_dir.join(ADMIN_TOKEN_FILE), &admin_token)
         .map_err(|e| state_err("cannot write the admin token", e))?;
+    let metrics = Arc::new(super::metrics::Metrics::new());
     let store = Arc::new(RuntimeAuthorizationStore::new(
         clock.clone(),
         config.runtime.ttl,
+        metrics.clone(),
     ));
     let executable = std::env::current_exe()
         .map_err(|e| state_err("cannot find the daemon's own executable", e))?;
@@ -236,7 +238,7 @@ pub async fn run(
         operator.clone(),
         identity.clone(),
         dispatcher.clone(),
-        clock,
+        clock.clone(),
     ));
     // Orphan cleanup at start: a profile the server no longer knows goes. An unreachable server
     // leaves the profiles as they are until `agent reload`.
@@ -258,7 +260,7 @@ pub async fn run(
         dispatcher: dispatcher.clone(),
         authorizations: store,
         agents,
-        replays: Arc::new(super::replay::ReplayCache::default()),
+        replays: Arc::new(super::call::replay::ReplayCache::default()),
         identity,
         operator,
         admin_hash: Sha256::digest(admin_token.as_bytes()).into(),
@@ -268,6 +270,8 @@ pub async fn run(
         validators: Arc::new(
             crate::contract::Validators::new().map_err(|e| DaemonError::State(e.to_string()))?,
         ),
+        clock: clock.clone(),
+        metrics,
         counters: Arc::new(Counters::default()),
         refusals: Arc::new(
             super::refusals::RefusalLog::open(&config.state_dir)

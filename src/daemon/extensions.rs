@@ -8,20 +8,19 @@
 //! in `GET /api/admin/status`. The pinned set becomes the next launches' `RuntimeCatalog`; a
 //! running runtime keeps the catalog it was launched with.
 //!
-//! An extension call on the Exec route is validated against the runtime's pinned descriptor, its
-//! idempotency selector resolved like a built-in's, and forwarded to the server's
+//! An extension call goes through the call core like a built-in's (`daemon::call`): validated
+//! against the runtime's pinned descriptor, forwarded to the server's
 //! `/runtime/…/ext/{extension}/{action}` with the pinned digest and catalog version, which the
-//! daemon injects from the authorization (never from the request). The answer passes the result
-//! budget under the extension action's own policy.
+//! daemon injects from the authorization (never from the request), and its answer checked against
+//! the pinned output schema; the Exec route budgets it under the extension action's own policy.
 
 use std::sync::{Arc, RwLock};
 
 use serde_json::{Value, json};
 
-use crate::client::{CallContext, ServerClient};
+use crate::client::ServerClient;
+use crate::contract::RuntimeCatalog;
 use crate::contract::extension::{Pinned, Recorded, Rejected, Reserved};
-use crate::contract::{ActionError, RuntimeCatalog, budget};
-use crate::wire;
 
 /// One fetch's outcome: the pinned definitions (as a runtime catalog) and the rejected ones.
 #[derive(Debug)]
@@ -165,40 +164,4 @@ pub fn report(snapshot: &Snapshot) -> Value {
         })).collect::<Vec<_>>(),
         "fetchError": snapshot.fetch_error,
     })
-}
-
-/// One extension call of a runtime whose catalog pinned `pinned`: validated, forwarded with the
-/// pin, and budgeted. Returns the wire answer.
-pub async fn call(
-    server: &ServerClient,
-    ctx: &CallContext,
-    pinned: &Pinned,
-    action: &str,
-    input: Value,
-) -> (u16, String) {
-    let Some(declared) = pinned.action(action) else {
-        return wire::render(&Err(ActionError::new(
-            crate::contract::error::ErrorCode::UnknownAction,
-            format!(
-                "unknown action: `{} {}`",
-                pinned.name(),
-                action.chars().take(32).collect::<String>()
-            ),
-        )));
-    };
-    let rule = pinned.rule(declared);
-    let result = server
-        .call_extension(
-            ctx,
-            pinned.name(),
-            action,
-            &input,
-            (&pinned.recorded.digest, pinned.recorded.catalog_version),
-        )
-        .await
-        .and_then(|data| budget::fit_with(&rule, data, ctx.idempotency_key.as_deref()));
-    match result {
-        Ok(envelope) => (200, envelope + "\n"),
-        Err(error) => wire::render(&Err(error)),
-    }
 }

@@ -1,6 +1,7 @@
 //! The daemon's Prometheus metrics, served at `GET /api/admin/metrics` behind the admin token
-//! (OpenMetrics text, which Prometheus scrapes). One registry per process: a daemon is one
-//! process, and every count below is recorded where the event happens.
+//! (OpenMetrics text, which Prometheus scrapes). One registry per daemon, carried in its state
+//! (and by the authorization store, which counts refusals), and every count below is recorded
+//! where the event happens.
 //!
 //! - `agentteam_requests_total{family,outcome}` and `agentteam_request_duration_seconds{…}`:
 //!   every request to the daemon's listener, by route family (`mcp`, `exec`, `admin`, `other`)
@@ -15,7 +16,6 @@
 //!   `agentteam_requests_in_flight`, `agentteam_cleanup_debt` (credential directories whose
 //!   removal is being retried).
 
-use std::sync::LazyLock;
 use std::sync::atomic::AtomicI64;
 use std::time::Duration;
 
@@ -80,8 +80,21 @@ fn request_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.000_25, 2.0, 15))
 }
 
+/// The counters are many and their values are what `/metrics` is for: a debug line names the type.
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics::new()
+    }
+}
+
 impl Metrics {
-    fn new() -> Metrics {
+    pub fn new() -> Metrics {
         let mut registry = Registry::with_prefix("agentteam");
         let requests = Family::<RequestLabels, Counter>::default();
         registry.register(
@@ -201,12 +214,6 @@ pub struct Gauges {
     pub runtimes: usize,
     pub in_flight: usize,
     pub cleanup_debt: usize,
-}
-
-/// The process's metrics.
-pub fn global() -> &'static Metrics {
-    static METRICS: LazyLock<Metrics> = LazyLock::new(Metrics::new);
-    &METRICS
 }
 
 /// The content type of [`Metrics::render`]'s text.

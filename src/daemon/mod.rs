@@ -8,12 +8,13 @@
 //! # Layout
 //!
 //! - [`app`]: configuration, start-up order and shutdown; [`error`]: why it cannot start.
-//! - [`routes`]: the loopback router that mounts [`exec`], [`mcp`] and [`admin`].
+//! - [`routes`]: the loopback router that mounts [`exec`], [`mcp`] and [`admin`]; [`call`]: the
+//!   call core both runtime bridges hand a call to (validation, selector, owner, output check).
 //! - [`state`]: what every handler shares; [`access`]: verify, bind and admit a runtime request.
 //! - [`auth`]: the runtime authorization store, tokens and credential files.
 //! - [`runtime`]: launches, sessions, rotation and end of life.
-//! - [`agents`]: local agent profiles (the daemon-owned `agent` domain), [`replay`]: idempotent
-//!   replay of daemon-owned mutations; [`identity`]: the daemon's identity on its server.
+//! - [`agents`]: local agent profiles (the daemon-owned `agent` domain); [`identity`]: the
+//!   daemon's identity on its server.
 //! - [`memory`]: the agents' memory directories and the index behind `memory_search`;
 //!   [`extensions`]: the pinned extension definitions.
 
@@ -22,6 +23,7 @@ pub mod admin;
 pub mod agents;
 pub mod app;
 pub mod auth;
+pub mod call;
 pub mod error;
 pub mod exec;
 pub mod extensions;
@@ -30,7 +32,6 @@ pub mod mcp;
 pub mod memory;
 pub mod metrics;
 pub mod refusals;
-pub mod replay;
 pub mod routes;
 pub mod runtime;
 pub mod state;

@@ -83,6 +83,28 @@ impl RefusalLog {
         self.suppressed.load(Ordering::Relaxed)
     }
 
+    /// Records a runtime request of route family `family` (`exec`, `mcp`) turned away before
+    /// its body: `action` as the request named it, the binding its route claimed.
+    pub fn denied(
+        &self,
+        denied: &super::access::Denied,
+        family: &'static str,
+        action: &str,
+        (server_id, agent_id): (&str, &str),
+        headers: &axum::http::HeaderMap,
+        started: Instant,
+    ) {
+        self.record(&Refusal {
+            family,
+            action,
+            server_id,
+            agent_id,
+            outcome: denied.outcome(),
+            idempotency_key: headers.get("idempotency-key").map(|v| v.as_bytes()),
+            started,
+        });
+    }
+
     /// Appends `refusal`, unless this second's lines are spent.
     pub fn record(&self, refusal: &Refusal<'_>) {
         let mut inner = self.inner.lock().expect("not poisoned");

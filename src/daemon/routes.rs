@@ -9,7 +9,7 @@
 //! Outside that, `wire::observe` gives every request its span, incident id and panic answer.
 
 use axum::Router;
-use axum::extract::Request;
+use axum::extract::{Request, State};
 use axum::http::{HeaderMap, header};
 use axum::middleware::{self, Next};
 use axum::response::Response;
@@ -59,7 +59,7 @@ pub fn router(state: DaemonState) -> Router {
         .fallback(|| async {
             wire::error_response(&ActionError::new(ErrorCode::NotFound, "no such route"))
         })
-        .layer(middleware::from_fn(front))
+        .layer(middleware::from_fn_with_state(state.clone(), front))
         .with_state(state)
 }
 
@@ -88,7 +88,7 @@ fn is_loopback_authority(authority: &str) -> bool {
 /// Every request, outermost first: counted and timed by route family and outcome
 /// (`daemon::metrics`), observed (`wire::observe`), and refused unless it is a loopback request.
 /// One layer, not three: each `from_fn` layer boxes its service and its future per request.
-async fn front(request: Request, next: Next) -> Response {
+async fn front(State(state): State<DaemonState>, request: Request, next: Next) -> Response {
     use super::metrics::RouteFamily;
     let path = request.uri().path();
     let family = if path.starts_with("/api/internal/mcp/") || path.starts_with("/mcp/") {
@@ -105,7 +105,9 @@ async fn front(request: Request, next: Next) -> Response {
         loopback_only(request, next)
     })
     .await;
-    super::metrics::global().request(family, response.status().as_u16(), started.elapsed());
+    state
+        .metrics
+        .request(family, response.status().as_u16(), started.elapsed());
     response
 }
 

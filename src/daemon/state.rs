@@ -8,6 +8,7 @@ use super::auth::RuntimeAuthorizationStore;
 use super::identity::{Identity, Operator};
 use super::runtime::Dispatcher;
 use crate::client::ServerClient;
+use crate::clock::Clock;
 use crate::contract::Validators;
 
 /// Everything the daemon's handlers share: one `Arc`, so the copy every extractor and
@@ -37,7 +38,7 @@ pub struct Shared {
     /// The daemon-owned `agent` domain (local profiles).
     pub agents: Arc<AgentOwner>,
     /// Replay records of the daemon-owned mutations.
-    pub replays: Arc<super::replay::ReplayCache>,
+    pub replays: Arc<super::call::replay::ReplayCache>,
     pub identity: Arc<Identity>,
     /// The server's operator API, for the human's own setup calls.
     pub operator: Operator,
@@ -51,6 +52,10 @@ pub struct Shared {
     pub memory: Arc<super::memory::Memory>,
     /// Every action's and tool's compiled schemas.
     pub validators: Arc<Validators>,
+    /// The clock every expiry and retention decision reads; tests move it.
+    pub clock: Arc<Clock>,
+    /// The daemon's metrics (`GET /api/admin/metrics`).
+    pub metrics: Arc<super::metrics::Metrics>,
     pub counters: Arc<Counters>,
     /// The runtime requests refused before they reached the server (`refusals.rs`).
     pub refusals: Arc<super::refusals::RefusalLog>,

@@ -244,8 +244,25 @@ async fn run(
         wire::render_as,
         || async {
             let data = execute(state, &caller, name, provider, action, input.clone()).await?;
-            // What the runtime gets is what its pinned version promises.
-            pinned.validate_output(action, &data)?;
+            // What the runtime gets is what its pinned version promises: an answer that breaks it
+            // is a defect of the host (its normalizer against this version), never shown.
+            if let Some(first) = pinned.output_violations(action, &data).first() {
+                tracing::error!(
+                    incident_id = wire::observe::incident_id().unwrap_or_default(),
+                    extension = name,
+                    version = pinned.recorded.version,
+                    action,
+                    path = %first.path,
+                    "an extension result does not match the pinned output schema"
+                );
+                return Err(ActionError::new(
+                    ErrorCode::InternalError,
+                    format!(
+                        "the `{name}.{action}` result does not match version {} of its output schema",
+                        pinned.recorded.version
+                    ),
+                ));
+            }
             Ok(data)
         },
     )

@@ -13,8 +13,6 @@ use crate::contract::error::{ErrorCode, ErrorDetail};
 
 pub const IDEMPOTENCY_KEY: &str = "idempotency-key";
 pub const REQUEST_ID: &str = "x-request-id";
-/// The longest selector accepted.
-pub const MAX_SELECTOR_LEN: usize = 128;
 
 /// The one selector of this request, if it has any.
 pub fn resolve_selector(headers: &HeaderMap, body: &Value) -> Result<Option<String>, ActionError> {
@@ -55,7 +53,7 @@ pub fn resolve_selector(headers: &HeaderMap, body: &Value) -> Result<Option<Stri
         }
     }
     for (source, value) in &found {
-        if !well_formed(value) {
+        if !crate::contract::selector::well_formed(value) {
             return Err(refuse(
                 source,
                 format!("`{source}` must match ^[A-Za-z0-9][A-Za-z0-9._:-]{{7,127}}$"),
@@ -81,15 +79,6 @@ fn unquote(value: &str) -> &str {
         .strip_prefix('"')
         .and_then(|v| v.strip_suffix('"'))
         .unwrap_or(value)
-}
-
-fn well_formed(value: &str) -> bool {
-    let bytes = value.as_bytes();
-    (8..=MAX_SELECTOR_LEN).contains(&bytes.len())
-        && bytes[0].is_ascii_alphanumeric()
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b':' | b'-'))
 }
 
 fn refuse(path: &str, message: String) -> ActionError {

@@ -19,6 +19,7 @@ mod generated_fresh;
 mod knowledge;
 mod local_cli;
 mod mcp;
+mod off_contract;
 mod openapi_fuzz;
 mod operation_matrix;
 mod pg_replicas;

@@ -1,26 +1,25 @@
-//! The generated typed client against a real server: typed calls, typed errors, idempotency
-//! forwarding, and the classification of an unreachable server.
+//! The daemon's one forwarding rule against a real server: the answer as the server wrote it, the
+//! contract's errors, idempotency forwarding, and the classification of an unreachable server.
 
-use agentteam::client::{CallContext, ServerClient};
-use agentteam::contract::ActionHandler;
+use agentteam::client::{CallContext, Route, ServerClient};
+use agentteam::contract::ActionId;
 use agentteam::contract::error::ErrorCode;
-use agentteam::contract::types::{TaskCreateInput, TaskGetInput, TaskLocation};
+use serde_json::{Value, json};
 
 use crate::support::TestServer;
 
-fn create_input(thread_id: &str, title: &str, request_id: Option<&str>) -> TaskCreateInput {
-    TaskCreateInput {
-        location: TaskLocation::Thread {
-            thread_id: thread_id.parse().unwrap(),
-        },
-        title: title.parse().unwrap(),
-        description: None,
-        request_id: request_id.map(|r| r.parse().unwrap()),
-    }
+fn data(answer: &agentteam::client::ServerAnswer) -> Value {
+    let envelope: Value = serde_json::from_str(answer.body()).unwrap();
+    assert_eq!(envelope["ok"], true, "{envelope}");
+    envelope["data"].clone()
+}
+
+fn body(value: Value) -> Vec<u8> {
+    serde_json::to_vec(&value).unwrap()
 }
 
 #[tokio::test]
-async fn typed_calls_round_trip_and_errors_stay_typed() {
+async fn a_forwarded_call_answers_as_the_server_wrote_it_and_errors_keep_their_code() {
     let server = TestServer::start().await;
     let w = server.workspace("acme").await;
     let client = ServerClient::new(&server.base_url, w.device_credential.clone(), None);
@@ -29,31 +28,38 @@ async fn typed_calls_round_trip_and_errors_stay_typed() {
         agent_id: w.agent_id.clone(),
         idempotency_key: None,
     };
-
+    let create = json!({
+        "location": { "kind": "thread", "threadId": w.thread_id },
+        "title": "forwarded",
+    });
     let created = client
-        .task_create(&ctx, create_input(&w.thread_id, "typed", None))
+        .forward(&Route::Action(ActionId::TaskCreate), &ctx, body(create))
         .await
         .unwrap();
+    let task = data(&created)["task"].clone();
+    assert_eq!(task["title"], "forwarded");
+    // The reference server's envelope is the frame the daemon checks in place.
+    assert!(created.written().is_some(), "{}", created.body());
+
     let fetched = client
-        .task_get(
+        .forward(
+            &Route::Action(ActionId::TaskGet),
             &ctx,
-            TaskGetInput {
-                task_id: created.0.task.id.clone(),
-            },
+            body(json!({ "taskId": task["id"] })),
         )
         .await
         .unwrap();
-    assert_eq!(fetched.0.task, created.0.task);
+    assert_eq!(data(&fetched)["task"], task);
 
     let missing = client
-        .task_get(
+        .forward(
+            &Route::Action(ActionId::TaskGet),
             &ctx,
-            TaskGetInput {
-                task_id: "task_00000000000000".parse().unwrap(),
-            },
+            body(json!({ "taskId": "task_00000000000000" })),
         )
         .await
-        .unwrap_err();
+        .err()
+        .unwrap();
     assert_eq!(missing.code, ErrorCode::NotFound);
     // The credential never shows in the client's debug output.
     assert!(!format!("{client:?}").contains(&w.device_credential));
@@ -69,26 +75,32 @@ async fn the_idempotency_key_is_forwarded_as_headers() {
         agent_id: w.agent_id.clone(),
         idempotency_key: Some("req-client-0001".into()),
     };
+    let create = |title: &str, request_id: Option<&str>| {
+        let mut input = json!({
+            "location": { "kind": "thread", "threadId": w.thread_id },
+            "title": title,
+        });
+        if let Some(request_id) = request_id {
+            input["requestId"] = json!(request_id);
+        }
+        body(input)
+    };
+    let route = Route::Action(ActionId::TaskCreate);
     let first = client
-        .task_create(
-            &ctx,
-            create_input(&w.thread_id, "once", Some("req-client-0001")),
-        )
+        .forward(&route, &ctx, create("once", Some("req-client-0001")))
         .await
         .unwrap();
     let again = client
-        .task_create(
-            &ctx,
-            create_input(&w.thread_id, "once", Some("req-client-0001")),
-        )
+        .forward(&route, &ctx, create("once", Some("req-client-0001")))
         .await
         .unwrap();
-    assert_eq!(first, again);
+    assert_eq!(first.body(), again.body(), "the repeat is the first answer");
     // The header alone carries the key too: another payload under it is refused.
     let mismatch = client
-        .task_create(&ctx, create_input(&w.thread_id, "other", None))
+        .forward(&route, &ctx, create("other", None))
         .await
-        .unwrap_err();
+        .err()
+        .unwrap();
     assert_eq!(mismatch.code, ErrorCode::IdempotencyKeyReused);
 }
 
@@ -107,14 +119,14 @@ async fn an_unreachable_server_is_classified() {
         idempotency_key: None,
     };
     let error = client
-        .task_get(
+        .forward(
+            &Route::Action(ActionId::TaskGet),
             &ctx,
-            TaskGetInput {
-                task_id: "task_00000000000000".parse().unwrap(),
-            },
+            body(json!({ "taskId": "task_00000000000000" })),
         )
         .await
-        .unwrap_err();
+        .err()
+        .unwrap();
     assert_eq!(error.code, ErrorCode::UpstreamUnavailable);
     assert!(
         !error.message.contains("127.0.0.1"),

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use agentteam::contract::Validators;
 use agentteam::contract::catalog::{ACTIONS, ERROR_SCHEMA};
+use agentteam::contract::validate::Output;
 use serde_json::{Value, json};
 
 use crate::support::{TestServer, Workspace};
@@ -773,7 +774,7 @@ async fn every_catalog_example_gets_a_well_formed_answer() {
         assert!(status < 500, "{key}: {status} {body}");
         if status == 200 {
             assert_eq!(
-                catalog.output_violations(action.id, &body["data"]),
+                catalog.output_violations(Output::Action(action.id), &body["data"]),
                 vec![],
                 "{key}"
             );

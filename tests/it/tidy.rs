@@ -544,3 +544,128 @@ fn the_readme_keeps_tokens_out_of_argv_and_states_the_gates_limits() {
         assert!(flat.contains(limit), "README lacks: {limit}");
     }
 }
+
+/// What only the call core does (`daemon::call`), each as the code spells it: validating an
+/// input, canonicalizing a target, resolving a selector, and asking an owner.
+const CALL_CORE_STEPS: &[&str] = &[
+    "validate_input(",
+    "validate_tool_input(",
+    ".validate(",
+    "Target::canonicalize",
+    "resolve_selector(",
+    "server_client",
+    ".forward(",
+    "dispatch_daemon(",
+    ".search(",
+    "output_conforms(",
+    "output_violations",
+];
+
+#[test]
+fn only_the_call_core_validates_canonicalizes_checks_selectors_and_routes() {
+    let src = repo_root().join("src/daemon");
+    let mut routes = vec![src.join("exec.rs")];
+    rust_files(&src.join("mcp"), &mut routes);
+    for file in &routes {
+        let code = code_of(file);
+        for step in CALL_CORE_STEPS {
+            assert!(
+                !code.contains(step),
+                "{} does `{step}` itself: a route hands the call to `daemon::call`",
+                file.display()
+            );
+        }
+    }
+    // The check is real: the core does every step, and both routes hand it their calls.
+    let mut core = Vec::new();
+    rust_files(&src.join("call"), &mut core);
+    let core: String = core.iter().map(|f| code_of(f)).collect();
+    for step in CALL_CORE_STEPS {
+        assert!(core.contains(step), "the call core no longer does `{step}`");
+    }
+    for route in ["exec.rs", "mcp/tools.rs"] {
+        assert!(code_of(&src.join(route)).contains("call::run("), "{route}");
+    }
+}
+
+/// The longest a hand-written source file may be.
+const MAX_FILE_LINES: usize = 800;
+
+/// Files allowed past [`MAX_FILE_LINES`], each with why: one homogeneous registry each, which a
+/// split would scatter without making any part easier to read.
+const LONG_FILES: &[(&str, &str)] = &[
+    (
+        "src/server/store/migrations.rs",
+        "the schema's migrations in order, one SQL text per version and backend",
+    ),
+    (
+        "src/contract/shape.rs",
+        "the schema-shape checker: one compiler and one reader of the same node types",
+    ),
+];
+
+#[test]
+fn no_source_file_is_over_800_lines_but_the_named_registries() {
+    let mut files = Vec::new();
+    rust_files(&repo_root().join("src"), &mut files);
+    let mut long = Vec::new();
+    for file in &files {
+        let lines = std::fs::read_to_string(file).unwrap().lines().count();
+        let name = file
+            .strip_prefix(repo_root())
+            .unwrap()
+            .to_string_lossy()
+            .into_owned();
+        let allowed = LONG_FILES.iter().any(|(path, _)| *path == name);
+        if lines > MAX_FILE_LINES && !allowed {
+            long.push(format!("{name}: {lines} lines"));
+        }
+    }
+    assert!(
+        long.is_empty(),
+        "split these by concern (or name a homogeneous registry in LONG_FILES, with why):\n{}",
+        long.join("\n")
+    );
+    for (path, why) in LONG_FILES {
+        let lines = std::fs::read_to_string(repo_root().join(path))
+            .unwrap_or_else(|_| panic!("{path} is named in LONG_FILES but gone"))
+            .lines()
+            .count();
+        assert!(
+            lines > MAX_FILE_LINES,
+            "{path} is {lines} lines now: take it out of LONG_FILES ({why})"
+        );
+    }
+}
+
+#[test]
+fn the_contract_knows_nothing_of_http() {
+    let modules = src_modules();
+    let known: std::collections::BTreeSet<String> =
+        modules.iter().map(|m| m.path.clone()).collect();
+    for module in modules
+        .iter()
+        .filter(|m| m.path.starts_with("crate::contract"))
+    {
+        let imported = imports(module, &known);
+        let http: Vec<_> = imported
+            .iter()
+            .filter(|i| {
+                i.starts_with("crate::wire")
+                    || i.starts_with("crate::daemon")
+                    || i.starts_with("crate::server")
+                    || i.starts_with("crate::client")
+                    || i.starts_with("crate::cli")
+            })
+            .collect();
+        assert!(http.is_empty(), "{} imports {http:?}", module.path);
+        let code = code_of(&module.file);
+        for word in ["axum", "hyper", "reqwest"] {
+            assert!(
+                !code.contains(&format!("{word}::")),
+                "{} uses {word}",
+                module.path
+            );
+        }
+    }
+}

@@ -120,10 +120,13 @@ impl ListFilter {
 
 impl ProfileStore {
     /// Opens `<state_dir>/agents`, migrating a legacy `agents.json`, and loads every profile.
-    pub fn open(state_dir: &Path) -> Result<(ProfileStore, LoadReport), ProfileError> {
+    pub fn open(
+        state_dir: &Path,
+        clock: &crate::clock::Clock,
+    ) -> Result<(ProfileStore, LoadReport), ProfileError> {
         let dir = state_dir.join("agents");
         ensure_private_dir(&dir)?;
-        migrate_legacy(&state_dir.join(LEGACY_FILE), &dir)?;
+        migrate_legacy(&state_dir.join(LEGACY_FILE), &dir, clock.now_ms())?;
         let (profiles, report) = load_dir(&dir)?;
         let store = ProfileStore {
             dir,
@@ -474,7 +477,7 @@ struct LegacyProfile {
 }
 
 /// Moves a legacy `agents.json` into the store (once), then removes it.
-fn migrate_legacy(legacy: &Path, dir: &Path) -> Result<(), ProfileError> {
+fn migrate_legacy(legacy: &Path, dir: &Path, now: i64) -> Result<(), ProfileError> {
     let bytes = match std::fs::read(legacy) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
@@ -482,7 +485,6 @@ fn migrate_legacy(legacy: &Path, dir: &Path) -> Result<(), ProfileError> {
     };
     let list: Vec<LegacyProfile> =
         serde_json::from_slice(&bytes).map_err(|e| ProfileError::Io(io::Error::other(e)))?;
-    let now = crate::clock::Clock::default().now_ms();
     for old in list {
         let profile_dir = dir.join(&old.agent_id);
         if profile_dir.join(PROFILE_FILE).exists() || !old.agent_id.starts_with("agt_") {
@@ -540,7 +542,8 @@ mod tests {
     #[test]
     fn changes_are_owner_only_atomic_and_advance_the_revision() {
         let state = tempfile::tempdir().unwrap();
-        let (store, report) = ProfileStore::open(state.path()).unwrap();
+        let (store, report) =
+            ProfileStore::open(state.path(), &crate::clock::Clock::default()).unwrap();
         assert_eq!(report, LoadReport::default());
         let start = store.revision();
         let secrets = Secrets {
@@ -595,7 +598,7 @@ mod tests {
     #[test]
     fn a_reload_starts_a_new_epoch_and_drops_profiles_without_secrets() {
         let state = tempfile::tempdir().unwrap();
-        let (store, _) = ProfileStore::open(state.path()).unwrap();
+        let (store, _) = ProfileStore::open(state.path(), &crate::clock::Clock::default()).unwrap();
         store
             .insert(profile("agt_00000001", "one"), Secrets::default())
             .unwrap();
@@ -629,7 +632,8 @@ mod tests {
             r#"[{"agentId": "agt_00000001", "handle": "builder", "displayName": "Builder"}]"#,
         )
         .unwrap();
-        let (store, report) = ProfileStore::open(state.path()).unwrap();
+        let (store, report) =
+            ProfileStore::open(state.path(), &crate::clock::Clock::default()).unwrap();
         assert_eq!(report.loaded, 1);
         assert_eq!(
             store.find("builder").unwrap().profile.agent_id,
@@ -641,7 +645,7 @@ mod tests {
     #[test]
     fn a_page_copies_at_most_one_more_than_it_returns() {
         let state = tempfile::tempdir().unwrap();
-        let (store, _) = ProfileStore::open(state.path()).unwrap();
+        let (store, _) = ProfileStore::open(state.path(), &crate::clock::Clock::default()).unwrap();
         for n in 0..50 {
             store
                 .insert(

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 pub use crate::contract::RuntimeCatalog;
-use crate::wire::turn::Turn;
+use crate::daemon::metrics::Metrics;
 pub use token::Scope;
 use token::{Claims, Malformed, TokenCodec};
 
@@ -56,12 +56,6 @@ pub struct Authorization {
     pub cancel: CancellationToken,
     inflight: Arc<Semaphore>,
     state: Mutex<Generations>,
-    /// The Human-initiated turn this runtime answers now, for the MCP knowledge tools only: set
-    /// at launch, replaced per delivery through the admin API, never read by the Exec path.
-    turn: Mutex<Option<Arc<Turn>>>,
-    /// The Codex thread this runtime's primary is, when the launcher knows it: a `tools/call`
-    /// naming another thread is then a delegated child's (`contract::gate`).
-    primary_thread: Mutex<Option<Arc<str>>>,
     /// When the running lease renews this authorization's credential next (ms; 0: not yet set).
     next_renewal_ms: std::sync::atomic::AtomicI64,
 }
@@ -88,30 +82,10 @@ impl Authorization {
         self.state.lock().expect("not poisoned").revoked
     }
 
-    /// The current turn, if one is bound.
-    pub fn turn(&self) -> Option<Arc<Turn>> {
-        self.turn.lock().expect("not poisoned").clone()
-    }
-
-    /// Binds `turn` as the current one (`None` unbinds); the next knowledge call uses it.
-    pub fn set_turn(&self, turn: Option<Turn>) {
-        *self.turn.lock().expect("not poisoned") = turn.map(Arc::new);
-    }
-
     /// Records when the credential is renewed next.
     pub fn set_next_renewal_ms(&self, at_ms: i64) {
         self.next_renewal_ms
             .store(at_ms, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    /// The primary Codex thread, if known.
-    pub fn primary_thread(&self) -> Option<Arc<str>> {
-        self.primary_thread.lock().expect("not poisoned").clone()
-    }
-
-    /// Records the primary Codex thread (from the launcher, or from the runtime's own events).
-    pub fn set_primary_thread(&self, thread: Option<&str>) {
-        *self.primary_thread.lock().expect("not poisoned") = thread.map(Arc::from);
     }
 
     /// How many generations of every scope are live (issued, unexpired, not withdrawn).
@@ -184,6 +158,8 @@ pub struct Admission {
 pub struct RuntimeAuthorizationStore {
     codec: TokenCodec,
     clock: Arc<Clock>,
+    /// Where refused credentials and admissions are counted.
+    metrics: Arc<Metrics>,
     /// The lifetime of each generation.
     pub ttl: Duration,
     records: Mutex<HashMap<String, Arc<Authorization>>>,
@@ -192,10 +168,11 @@ pub struct RuntimeAuthorizationStore {
 }
 
 impl RuntimeAuthorizationStore {
-    pub fn new(clock: Arc<Clock>, ttl: Duration) -> Self {
+    pub fn new(clock: Arc<Clock>, ttl: Duration, metrics: Arc<Metrics>) -> Self {
         RuntimeAuthorizationStore {
             codec: TokenCodec::default(),
             clock,
+            metrics,
             ttl,
             records: Mutex::new(HashMap::new()),
             global: Arc::new(Semaphore::new(GLOBAL_REQUESTS)),
@@ -212,8 +189,6 @@ impl RuntimeAuthorizationStore {
             cancel: CancellationToken::new(),
             inflight: Arc::new(Semaphore::new(PER_AUTHORIZATION_REQUESTS)),
             state: Mutex::new(Generations::default()),
-            turn: Mutex::new(None),
-            primary_thread: Mutex::new(None),
             next_renewal_ms: std::sync::atomic::AtomicI64::new(0),
         });
         self.records
@@ -276,7 +251,7 @@ impl RuntimeAuthorizationStore {
         if let Err(failure) = &result {
             self.diagnostics
                 .record(failure.class(), self.clock.now_ms());
-            crate::daemon::metrics::global().auth_refused(failure.class());
+            self.metrics.auth_refused(failure.class());
         }
         result
     }
@@ -330,12 +305,21 @@ impl RuntimeAuthorizationStore {
     /// Takes one of the authorization's 32 and one of the store's 1024 request slots, without
     /// waiting. `None` when either is exhausted.
     pub fn admit(&self, authorization: &Authorization) -> Option<Admission> {
-        let own = authorization.inflight.clone().try_acquire_owned().ok()?;
-        let global = self.global.clone().try_acquire_owned().ok()?;
+        let own = authorization.inflight.clone().try_acquire_owned().ok();
+        let global = self.global.clone().try_acquire_owned().ok();
+        let (Some(own), Some(global)) = (own, global) else {
+            self.metrics.admission_refused();
+            return None;
+        };
         Some(Admission {
             _authorization: own,
             _global: global,
         })
+    }
+
+    /// The daemon's metrics, which this store counts refusals in.
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
     }
 
     /// Revokes every generation at once and cancels in-flight requests. The record stays until
@@ -456,7 +440,11 @@ mod tests {
         let clock = Arc::new(Clock::default());
         clock.pin(Some(1_000_000));
         (
-            RuntimeAuthorizationStore::new(clock.clone(), Duration::from_millis(ttl_ms)),
+            RuntimeAuthorizationStore::new(
+                clock.clone(),
+                Duration::from_millis(ttl_ms),
+                Arc::default(),
+            ),
             clock,
         )
     }

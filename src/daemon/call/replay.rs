@@ -2,7 +2,9 @@
 //! selector runs; a repeat with the same payload replays its recorded answer, one with another
 //! payload is `idempotency_key_reused`, one while the first still runs `idempotency_in_progress`
 //! — the server's rules, kept in memory here (bounded: at most [`MAX_ENTRIES`] records, each at
-//! least [`RETENTION_MS`] unless the bound forces the oldest finished one out).
+//! least [`RETENTION_MS`] unless the bound forces the oldest finished one out). A claim whose
+//! request never finished (its runtime's credential was revoked while it ran) is released, so
+//! the key does not stay in progress.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -15,6 +17,9 @@ pub const RETENTION_MS: i64 = 24 * 60 * 60 * 1000;
 /// `(caller agent, action key, selector)`.
 type Key = (String, String, String);
 
+/// A finished request's answer, replayed as it was.
+pub type Outcome = Result<super::check::Data, crate::contract::ActionError>;
+
 #[derive(Debug, Clone)]
 enum Entry {
     Running {
@@ -22,18 +27,17 @@ enum Entry {
     },
     Done {
         fingerprint: [u8; 32],
-        status: u16,
-        body: String,
+        outcome: Outcome,
     },
 }
 
 /// What a request with a selector may do.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum Claim {
-    /// Run it, then [`ReplayCache::finish`].
+    /// Run it, then [`ReplayCache::finish`] (or [`ReplayCache::release`]).
     Acquired,
     /// Answer this, recorded from the first request.
-    Done { status: u16, body: String },
+    Done(Outcome),
     /// The selector was used with another payload.
     Mismatch,
     /// The first request with this selector is still running.
@@ -63,14 +67,10 @@ impl ReplayCache {
             Some((
                 Entry::Done {
                     fingerprint: f,
-                    status,
-                    body,
+                    outcome,
                 },
                 _,
-            )) if *f == fingerprint => Claim::Done {
-                status: *status,
-                body: body.clone(),
-            },
+            )) if *f == fingerprint => Claim::Done(outcome.clone()),
             Some(_) => Claim::Mismatch,
             None => {
                 records.make_room();
@@ -84,7 +84,7 @@ impl ReplayCache {
     }
 
     /// Records the answer of an acquired request.
-    pub fn finish(&self, key: (&str, &str, &str), status: u16, body: &str) {
+    pub fn finish(&self, key: (&str, &str, &str), outcome: &Outcome) {
         let mut records = self.records.lock().expect("not poisoned");
         let key = (key.0.to_string(), key.1.to_string(), key.2.to_string());
         if let Some((entry, _)) = records.entries.get_mut(&key)
@@ -92,9 +92,17 @@ impl ReplayCache {
         {
             *entry = Entry::Done {
                 fingerprint: *fingerprint,
-                status,
-                body: body.to_string(),
+                outcome: outcome.clone(),
             };
+        }
+    }
+
+    /// Forgets an acquired request that will not finish: the next one with its key runs.
+    pub fn release(&self, key: (&str, &str, &str)) {
+        let mut records = self.records.lock().expect("not poisoned");
+        let key = (key.0.to_string(), key.1.to_string(), key.2.to_string());
+        if let Some((Entry::Running { .. }, _)) = records.entries.get(&key) {
+            records.entries.remove(&key);
         }
     }
 
@@ -146,43 +154,69 @@ mod tests {
     #[test]
     fn a_repeat_replays_and_another_payload_is_refused() {
         let cache = ReplayCache::default();
-        assert_eq!(cache.claim(KEY, [1; 32], 0), Claim::Acquired);
-        assert_eq!(cache.claim(KEY, [1; 32], 1), Claim::InProgress);
-        cache.finish(KEY, 200, "{\"ok\":true}");
-        assert_eq!(
+        assert!(matches!(cache.claim(KEY, [1; 32], 0), Claim::Acquired));
+        assert!(matches!(cache.claim(KEY, [1; 32], 1), Claim::InProgress));
+        cache.finish(KEY, &Ok(super::super::check::Data::owned("{}".into())));
+        assert!(matches!(
             cache.claim(KEY, [1; 32], 2),
-            Claim::Done {
-                status: 200,
-                body: "{\"ok\":true}".into()
-            }
-        );
-        assert_eq!(cache.claim(KEY, [2; 32], 3), Claim::Mismatch);
+            Claim::Done(Ok(data)) if data.text() == "{}"
+        ));
+        assert!(matches!(cache.claim(KEY, [2; 32], 3), Claim::Mismatch));
         // After the retention a key is new again.
-        assert_eq!(cache.claim(KEY, [2; 32], RETENTION_MS + 2), Claim::Acquired);
+        assert!(matches!(
+            cache.claim(KEY, [2; 32], RETENTION_MS + 2),
+            Claim::Acquired
+        ));
     }
 
     #[test]
     fn the_cache_is_bounded_at_its_edge() {
         let cache = ReplayCache::default();
+        let done: Outcome = Ok(super::super::check::Data::owned("{}".into()));
         for n in 0..MAX_ENTRIES {
             let key = format!("req-{n:08}");
-            assert_eq!(cache.claim(("a", "x", &key), [0; 32], 0), Claim::Acquired);
-            cache.finish(("a", "x", &key), 200, "{}");
+            assert!(matches!(
+                cache.claim(("a", "x", &key), [0; 32], 0),
+                Claim::Acquired
+            ));
+            cache.finish(("a", "x", &key), &done);
         }
         assert_eq!(cache.len(), MAX_ENTRIES);
-        assert_eq!(
+        assert!(matches!(
             cache.claim(("a", "x", "req-overflow"), [0; 32], 1),
             Claim::Acquired
-        );
+        ));
         assert_eq!(
             cache.len(),
             MAX_ENTRIES,
             "the oldest finished record made room"
         );
-        assert_eq!(
-            cache.claim(("a", "x", "req-00000000"), [0; 32], 1),
-            Claim::Acquired,
+        assert!(
+            matches!(
+                cache.claim(("a", "x", "req-00000000"), [0; 32], 1),
+                Claim::Acquired
+            ),
             "the evicted one is new again"
         );
+    }
+
+    #[test]
+    fn a_released_claim_runs_again_and_a_finished_one_is_kept() {
+        let cache = ReplayCache::default();
+        assert!(matches!(cache.claim(KEY, [1; 32], 0), Claim::Acquired));
+        cache.release(KEY);
+        assert!(matches!(cache.claim(KEY, [1; 32], 1), Claim::Acquired));
+        cache.finish(
+            KEY,
+            &Err(crate::contract::ActionError::new(
+                crate::contract::error::ErrorCode::NotFound,
+                "gone",
+            )),
+        );
+        cache.release(KEY);
+        assert!(matches!(
+            cache.claim(KEY, [1; 32], 2),
+            Claim::Done(Err(error)) if error.message == "gone"
+        ));
     }
 }

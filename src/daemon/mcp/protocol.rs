@@ -107,10 +107,9 @@ pub async fn answer(
                 .ok_or_else(|| invalid_params("`params.name` must be a string".into()))?;
             // The delegated-child gate comes first: a child learns nothing but "return your
             // result", whatever it asked for.
-            let thread = gate::classify(
-                params.get("_meta"),
-                authorization.primary_thread().as_deref(),
-            );
+            let conversation = state.dispatcher.conversation(&authorization.binding.run_id);
+            let primary = conversation.as_ref().and_then(|c| c.primary_thread());
+            let thread = gate::classify(params.get("_meta"), primary.as_deref());
             if let Err(refused) = gate::admit(thread, name, gate::served_annotations()) {
                 tracing::info!(tool = %echo(name), "a delegated thread's call of a tool that acts was refused");
                 return Ok(Reply::Owned(tools::refused(era, &refused)));
@@ -127,8 +126,9 @@ pub async fn answer(
                     ));
                 }
             };
+            let turn = conversation.and_then(|c| c.turn());
             return Ok(Reply::Owned(
-                tools::call(state, authorization, era, tool, arguments).await,
+                tools::call(state, authorization, era, tool, turn, arguments).await,
             ));
         }
         Method::PromptsList => list(era, "prompts", json!([])),

@@ -106,15 +106,14 @@ fn record_refusal(
         .get("mcp-method")
         .and_then(|v| v.to_str().ok())
         .unwrap_or("request");
-    state.refusals.record(&crate::daemon::refusals::Refusal {
-        family: "mcp",
-        action: method,
-        server_id,
-        agent_id,
-        outcome: denied.outcome(),
-        idempotency_key: headers.get("idempotency-key").map(|v| v.as_bytes()),
+    state.refusals.denied(
+        denied,
+        "mcp",
+        method,
+        (server_id, agent_id),
+        headers,
         started,
-    });
+    );
 }
 
 /// `(serverId, agentId)` of either route form.

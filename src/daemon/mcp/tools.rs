@@ -1,227 +1,51 @@
 //! `CallTool`, the only execution entry of the `agentteam` namespace, and the MCP result budget.
 //!
-//! A call: validate the arguments against the tool's schema and canonicalize an exact `target`
-//! (failures are `isError` results, so the model can fix its call) → the tool's owner: the
-//! server's runtime API; the daemon's memory index (`memory_search`); or the server's knowledge
-//! route with the run's current turn (`kb_search`, `kb_fetch`: every failure names its
-//! `KnowledgeStage`, and without a current turn the call stops at `route_missing`) → normalize:
-//! the structured result must match the tool's output schema → one `structuredContent` value plus
-//! its JSON text → the result budget: a result over `MCP_RESULT_BUDGET_BYTES` serialized is
-//! replaced by a `result_budget_exceeded` error result carrying the tool's continuation, never
-//! truncated.
+//! A call goes through the call core (`daemon::call`: validation, the exact `target`, the
+//! selector, the tool's owner, the output check; failures are `isError` results, so the model can
+//! fix its call); what is MCP's is here: one `structuredContent` value plus its JSON text,
+//! decorated for the era, and the result budget: a result over `MCP_RESULT_BUDGET_BYTES`
+//! serialized is replaced by a `result_budget_exceeded` error result carrying the tool's
+//! continuation, never truncated.
 
-use std::borrow::Cow;
-
+use axum::http::HeaderMap;
 use serde_json::{Value, json};
 
 use super::era::Era;
-use crate::client::{CallContext, ToolAnswer};
 use crate::contract::catalog::MCP_RESULT_BUDGET_BYTES;
-use crate::contract::error::{ErrorCode, KnowledgeStage};
-use crate::contract::target::Target;
-use crate::contract::{ActionError, ToolDescriptor, ToolOwner, ValidationDetail, Validators};
+use crate::contract::error::ErrorCode;
+use crate::contract::{ActionError, ToolDescriptor};
 use crate::daemon::auth::Authorization;
+use crate::daemon::call::{self, Call, Operation};
 use crate::daemon::state::DaemonState;
-use crate::wire::idempotency::resolve_selector;
 
-/// Runs one validated-by-name tool call and returns its `CallToolResult`, decorated for `era`
-/// and serialized: the budget measures exactly what is sent, and the result is serialized once.
+/// Runs one tool call named in `tools/call`, in the run's current `turn`, and returns its
+/// `CallToolResult`, decorated for `era` and serialized: the budget measures exactly what is
+/// sent, and the result is serialized once.
 pub async fn call(
     state: &DaemonState,
     authorization: &Authorization,
     era: Era,
     tool: &'static ToolDescriptor,
+    turn: Option<std::sync::Arc<crate::wire::turn::Turn>>,
     arguments: Value,
 ) -> String {
-    let applied = !tool.read_only;
-    match run(state, authorization, era, tool, arguments).await {
-        Ok(sent) => fit(tool, era, sent, applied),
+    let operation = Operation::Tool { tool, turn };
+    let call = Call {
+        authorization,
+        operation: &operation,
+        input: arguments,
+        // MCP carries its selector in the arguments only.
+        selectors: &HeaderMap::new(),
+    };
+    match call::run(state, call).await {
+        Ok(answer) => fit(
+            tool,
+            era,
+            success_sent(era, answer.data.text()),
+            answer.mutation,
+        ),
         Err(error) => budgeted(tool, era, failure(&error), false),
     }
-}
-
-/// What an owner answered: a value it built, or the envelope a server wrote.
-enum Answer {
-    Value(Value),
-    Text(ToolAnswer),
-}
-
-/// The owner's structured result, checked against the tool's output schema, as the serialized
-/// success result of `era`.
-async fn run(
-    state: &DaemonState,
-    authorization: &Authorization,
-    era: Era,
-    tool: &'static ToolDescriptor,
-    arguments: Value,
-) -> Result<String, ActionError> {
-    let knowledge = tool.owner == ToolOwner::Knowledge;
-    let at = |stage: KnowledgeStage| {
-        move |error: ActionError| {
-            if knowledge && error.stage.is_none() {
-                error.at_stage(stage)
-            } else {
-                error
-            }
-        }
-    };
-    let answer = owner(state, authorization, tool, arguments)
-        .await
-        .map_err(at(KnowledgeStage::RouteMissing))?;
-    let (violations, text) = match &answer {
-        Answer::Value(data) => (
-            state.validators.tool_output_violations(tool.id, data),
-            Cow::Owned(compact(data)),
-        ),
-        Answer::Text(answer) => checked(&state.validators, tool, answer)?,
-    };
-    if let Some(first) = violations.first() {
-        tracing::error!(tool = tool.name, path = %first.path, "the owner's result does not match the tool's output schema");
-        return Err(at(KnowledgeStage::Upstream)(after_apply(
-            tool,
-            ActionError::new(
-                ErrorCode::UpstreamFailed,
-                format!(
-                    "the owner of `{}` answered with a malformed result",
-                    tool.name
-                ),
-            ),
-        )));
-    }
-    Ok(success_sent(era, &text))
-}
-
-/// A server's answer checked where it lies: the violations of its `data` against the tool's
-/// output schema, and the text to send, `data` as the server wrote it unless it holds whitespace
-/// the text block would have to escape. A text the tool's [`Shape`](crate::contract::shape)
-/// accepts needs no tree; any other is read into one, and its violations are found there.
-fn checked<'a>(
-    validators: &Validators,
-    tool: &ToolDescriptor,
-    answer: &'a ToolAnswer,
-) -> Result<(Vec<ValidationDetail>, Cow<'a, str>), ActionError> {
-    // The fast path: the output schema checked as the text is read, nothing built.
-    if let Some(written) = answer.written()
-        && validators.tool_output_conforms(tool.id, written) == Some(true)
-        && !has_control_byte(written.as_bytes())
-    {
-        return Ok((Vec::new(), Cow::Borrowed(written)));
-    }
-    let (document, written) = answer.data()?;
-    let violations = validators.tool_output_violations_in_place(tool.id, &document);
-    let text = if has_control_byte(written.as_bytes()) {
-        Cow::Owned(serde_json::to_string(&document).expect("a document always serializes"))
-    } else {
-        written
-    };
-    Ok((violations, text))
-}
-
-/// Whether `text` holds a byte below a space: in JSON, whitespace other than spaces. Chunks
-/// without an early exit inside them, so the compiler compares many bytes at once (it runs over
-/// every history page; BENCHMARKS.md).
-fn has_control_byte(text: &[u8]) -> bool {
-    text.chunks(64)
-        .any(|chunk| chunk.iter().fold(false, |seen, &b| seen | (b < b' ')))
-}
-
-/// Validates the call and asks the tool's owner. A knowledge failure without a stage of its own
-/// was refused before the server's knowledge route: the caller marks it `route_missing`.
-async fn owner(
-    state: &DaemonState,
-    authorization: &Authorization,
-    tool: &'static ToolDescriptor,
-    mut arguments: Value,
-) -> Result<Answer, ActionError> {
-    let validated = state.validators.validate_tool_input(tool.id, &arguments);
-    if tool.owner == ToolOwner::Knowledge {
-        validated.map_err(|error| error.at_stage(KnowledgeStage::RequestValidation))?;
-    } else {
-        validated?;
-    }
-    // The exact-target rule: canonical format and local boundary checks here, authorization on
-    // the server.
-    if let Some(raw) = arguments.get("target").and_then(Value::as_str) {
-        let target = Target::canonicalize(raw)?;
-        arguments["target"] = json!(target.to_string());
-    }
-    let idempotency_key = if tool.read_only {
-        None
-    } else {
-        resolve_selector(&Default::default(), &arguments)?
-    };
-    let ctx = CallContext {
-        server_id: authorization.binding.server_id.clone(),
-        agent_id: authorization.binding.agent_id.clone(),
-        idempotency_key,
-    };
-    let cancel = authorization.cancel.clone();
-    let revoked = || {
-        ActionError::new(
-            ErrorCode::Forbidden,
-            "this runtime's credential was revoked",
-        )
-    };
-    match tool.owner {
-        ToolOwner::Server => tokio::select! {
-            data = state.server_client.call_tool(&ctx, tool.id, &arguments) => data.map(Answer::Text),
-            () = cancel.cancelled() => Err(revoked()),
-        },
-        ToolOwner::Memory => {
-            let query = arguments["query"].as_str().unwrap_or_default();
-            let limit = arguments.get("limit").and_then(Value::as_u64).unwrap_or(10) as usize;
-            state
-                .memory
-                .search(&ctx.agent_id, query, limit)
-                .await
-                .map(Answer::Value)
-        }
-        ToolOwner::Knowledge => {
-            let turn = authorization.turn().ok_or_else(|| {
-                ActionError::new(
-                    ErrorCode::InvalidState,
-                    "knowledge retrieval is bound to a Human-initiated turn, and this runtime is answering none",
-                )
-                .with_next("continue without knowledge retrieval; it is available while you answer a human's message")
-                .at_stage(KnowledgeStage::RouteMissing)
-            })?;
-            tokio::select! {
-                data = state.server_client.call_knowledge(&ctx, tool.name, &arguments, &turn) => {
-                    data.map(Answer::Value).map_err(core_unreachable)
-                }
-                () = cancel.cancelled() => Err(revoked()),
-            }
-        }
-    }
-}
-
-/// A knowledge call that got no usable answer from AgentTeam Core (the hop failed or timed out,
-/// Core failed without naming a hop, or the answer was not the contract's) fails at
-/// `core_unreachable`; a refusal Core answered
-/// keeps its own stage, or none (then the caller marks it `route_missing`).
-fn core_unreachable(error: ActionError) -> ActionError {
-    let transport = matches!(
-        error.code,
-        ErrorCode::UpstreamUnavailable | ErrorCode::UpstreamTimeout | ErrorCode::UpstreamFailed
-    );
-    if error.stage.is_none() && transport {
-        error.at_stage(KnowledgeStage::CoreUnreachable)
-    } else {
-        error
-    }
-}
-
-/// A failure found after the owner answered: a tool with side effects has already acted, and
-/// says so, so the model does not repeat it.
-fn after_apply(tool: &ToolDescriptor, mut error: ActionError) -> ActionError {
-    if !tool.read_only {
-        error.metadata = Some(Box::new(json!({ "mutation_applied": true })));
-        error = error.with_next(format!(
-            "the `{}` call took effect; do not repeat it",
-            tool.name
-        ));
-    }
-    error
 }
 
 /// A success: the structured value and the same JSON as text.
@@ -455,98 +279,6 @@ mod tests {
         }
     }
 
-    /// A history page as the reference server writes its envelope, with `message` as its only
-    /// message.
-    fn page(message: &str) -> String {
-        format!(
-            r#"{{"data":{{"messages":[{message}],"target":"channel:chn_0123456789"}},"ok":true}}"#
-        )
-    }
-
-    const MESSAGE: &str = r#"{"attachments":[],"authorId":"agt_0123456789","content":"hi","createdAt":"2026-12-01T02:03:04.005Z","id":"msg_0123456789","reactions":[],"target":"channel:chn_0123456789"}"#;
-
-    #[test]
-    fn a_servers_answer_is_checked_in_place_and_sent_as_written() {
-        let validators = Validators::lazy();
-        let tool = find_tool("message_history_read").unwrap();
-        let body = page(MESSAGE);
-        let answer = ToolAnswer::new(body.clone());
-        let (violations, text) = checked(&validators, tool, &answer).unwrap();
-        assert!(violations.is_empty(), "{violations:?}");
-        assert!(matches!(text, Cow::Borrowed(_)), "sent without a copy");
-        assert_eq!(
-            text,
-            body[r#"{"data":"#.len()..body.len() - r#","ok":true}"#.len()]
-        );
-
-        // Whitespace the text block would escape: the same value, written compactly.
-        let pretty =
-            serde_json::to_string_pretty(&serde_json::from_str::<Value>(&body).unwrap()).unwrap();
-        let answer = ToolAnswer::new(pretty);
-        let (violations, text) = checked(&validators, tool, &answer).unwrap();
-        assert!(violations.is_empty(), "{violations:?}");
-        assert!(!has_control_byte(text.as_bytes()));
-        assert_eq!(
-            serde_json::from_str::<Value>(&text).unwrap(),
-            serde_json::from_str::<Value>(&body).unwrap()["data"]
-        );
-    }
-
-    /// What the output schema refuses is found whatever the envelope's form: a result that
-    /// breaks it never reaches a runtime.
-    #[test]
-    fn a_servers_answer_that_breaks_the_output_schema_is_found() {
-        let validators = Validators::lazy();
-        let tool = find_tool("message_history_read").unwrap();
-        let broken = [
-            (MESSAGE.replace("msg_0123456789", "msg_x"), "/messages/0/id"),
-            (
-                MESSAGE.replace(r#""content":"hi""#, r#""content":"""#),
-                "/messages/0/content",
-            ),
-            (MESSAGE.replace(r#""reactions":[],"#, ""), "/messages/0"),
-            (
-                MESSAGE.replace(r#""reactions":[]"#, r#""reactions":[],"extra":1"#),
-                "/messages/0/extra",
-            ),
-            (
-                MESSAGE.replace("2026-12-01T02:03:04.005Z", "yesterday"),
-                "/messages/0/createdAt",
-            ),
-        ];
-        for (message, path) in broken {
-            for body in [
-                page(&message),
-                page(&message).replace(r#""data":"#, r#""data": "#),
-            ] {
-                let (violations, _) =
-                    checked(&validators, tool, &ToolAnswer::new(body.clone())).unwrap();
-                assert!(
-                    violations.iter().any(|v| v.path == path),
-                    "{body}: {violations:?}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn a_control_byte_is_found_anywhere_in_a_chunk() {
-        assert!(!has_control_byte(b""));
-        for len in [1, 63, 64, 65, 200] {
-            let mut text = vec![b' '; len];
-            assert!(!has_control_byte(&text), "{len}");
-            for at in [0, len / 2, len - 1] {
-                text[at] = b'\n';
-                assert!(has_control_byte(&text), "{len} {at}");
-                text[at] = 0x1f;
-                assert!(has_control_byte(&text), "{len} {at}");
-                text[at] = 0x7f;
-                assert!(!has_control_byte(&text), "{len} {at}");
-                text[at] = b' ';
-            }
-        }
-    }
-
     #[test]
     fn compact_json_is_quoted_as_serde_json_quotes_it() {
         let values = [
@@ -595,18 +327,5 @@ mod tests {
         let refused = envelope(&budgeted(tool, Era::Legacy, huge, true));
         assert_eq!(refused["error"]["code"], "result_budget_exceeded");
         assert_eq!(refused["error"]["metadata"]["mutation_applied"], true);
-    }
-
-    #[test]
-    fn a_failure_after_the_owner_answered_marks_a_mutation_applied() {
-        let failed = || ActionError::new(ErrorCode::UpstreamFailed, "malformed");
-        let send = after_apply(find_tool("message_send").unwrap(), failed());
-        assert_eq!(
-            send.metadata.as_deref(),
-            Some(&json!({ "mutation_applied": true }))
-        );
-        assert!(send.next.unwrap().contains("do not repeat it"));
-        let read = after_apply(find_tool("message_history_read").unwrap(), failed());
-        assert!(read.metadata.is_none());
     }
 }

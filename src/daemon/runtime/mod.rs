@@ -40,6 +40,7 @@ use tokio_util::task::TaskTracker;
 use super::auth::files::{self, MCP_TOKEN_FILE, TOKEN_FILE};
 use super::auth::{Authorization, Binding, RuntimeAuthorizationStore, Scope};
 use super::extensions::Extensions;
+use super::mcp::conversation::Conversation;
 use super::memory::Memory;
 use crate::clock::Clock;
 pub use crate::wire::frame::Output;
@@ -201,15 +202,18 @@ enum Session {
     /// A launch of this session is being prepared (or is replacing the previous process).
     Launching,
     /// The session's process runs under this lease.
-    Live {
-        info: RunInfo,
-        /// The launch's authorization, which holds its current turn.
-        authorization: Arc<Authorization>,
-        /// Asks the lease to end (replacement).
-        stop: CancellationToken,
-        /// Becomes `true` once the lease has ended completely and released its slot.
-        ended: watch::Receiver<bool>,
-    },
+    Live(Live),
+}
+
+/// A session whose process runs: what its launch started.
+struct Live {
+    info: RunInfo,
+    /// The run's turn and primary thread, for its MCP calls.
+    conversation: Arc<Conversation>,
+    /// Asks the lease to end (replacement).
+    stop: CancellationToken,
+    /// Becomes `true` once the lease has ended completely and released its slot.
+    ended: watch::Receiver<bool>,
 }
 
 /// Owns every launch of this daemon.
@@ -301,7 +305,7 @@ impl Dispatcher {
         sessions
             .range((agent_id.to_string(), String::new())..)
             .take_while(|((agent, _), _)| agent == agent_id)
-            .filter(|(_, session)| matches!(session, Session::Live { .. }))
+            .filter(|(_, session)| matches!(session, Session::Live(_)))
             .count()
     }
 
@@ -311,13 +315,9 @@ impl Dispatcher {
         let mut runs: Vec<RunInfo> = sessions
             .values()
             .filter_map(|session| match session {
-                Session::Live {
-                    info,
-                    authorization,
-                    ..
-                } => Some(RunInfo {
-                    turn: authorization.turn().map(|turn| (*turn).clone()),
-                    ..info.clone()
+                Session::Live(live) => Some(RunInfo {
+                    turn: live.conversation.turn().map(|turn| (*turn).clone()),
+                    ..live.info.clone()
                 }),
                 Session::Launching => None,
             })
@@ -326,20 +326,25 @@ impl Dispatcher {
         runs
     }
 
+    /// The conversation context of live run `run_id`, for its MCP calls.
+    pub fn conversation(&self, run_id: &str) -> Option<Arc<Conversation>> {
+        let sessions = self.sessions.lock().expect("not poisoned");
+        sessions.values().find_map(|session| match session {
+            Session::Live(live) if live.info.run_id == run_id => Some(live.conversation.clone()),
+            _ => None,
+        })
+    }
+
     /// Binds `turn` (or none) as the current turn of live run `run_id`; its next knowledge call
     /// uses it. `None` when no live run has that id.
     pub fn set_turn(&self, run_id: &str, turn: Option<Turn>) -> Option<RunInfo> {
         let sessions = self.sessions.lock().expect("not poisoned");
         sessions.values().find_map(|session| match session {
-            Session::Live {
-                info,
-                authorization,
-                ..
-            } if info.run_id == run_id => {
-                authorization.set_turn(turn.clone());
+            Session::Live(live) if live.info.run_id == run_id => {
+                live.conversation.set_turn(turn.clone());
                 Some(RunInfo {
                     turn: turn.clone(),
-                    ..info.clone()
+                    ..live.info.clone()
                 })
             }
             _ => None,
@@ -383,16 +388,11 @@ impl Dispatcher {
         }
         .await;
         match result {
-            Ok((receiver, info, authorization, stop, ended)) => {
-                self.sessions.lock().expect("not poisoned").insert(
-                    key,
-                    Session::Live {
-                        info,
-                        authorization,
-                        stop,
-                        ended,
-                    },
-                );
+            Ok((receiver, live)) => {
+                self.sessions
+                    .lock()
+                    .expect("not poisoned")
+                    .insert(key, Session::Live(live));
                 Ok(receiver)
             }
             Err(error) => {
@@ -417,18 +417,13 @@ impl Dispatcher {
                 Ok(None)
             }
             Some(Session::Launching) => Err(LaunchError::SessionBusy(key.1.clone())),
-            Some(Session::Live { .. }) if !replace => {
-                Err(LaunchError::SessionRunning(key.1.clone()))
-            }
-            Some(Session::Live { .. }) => {
-                let Some(Session::Live {
-                    info, stop, ended, ..
-                }) = sessions.insert(key.clone(), Session::Launching)
-                else {
-                    unreachable!("matched `Live` above")
-                };
-                Ok(Some((info.process_generation, stop, ended)))
-            }
+            Some(Session::Live(_)) if !replace => Err(LaunchError::SessionRunning(key.1.clone())),
+            Some(Session::Live(_)) => match sessions.insert(key.clone(), Session::Launching) {
+                Some(Session::Live(live)) => {
+                    Ok(Some((live.info.process_generation, live.stop, live.ended)))
+                }
+                _ => Err(LaunchError::SessionBusy(key.1.clone())),
+            },
         }
     }
 
@@ -446,16 +441,7 @@ impl Dispatcher {
         request: LaunchRequest,
         session: String,
         generation: u64,
-    ) -> Result<
-        (
-            mpsc::Receiver<Output>,
-            RunInfo,
-            Arc<Authorization>,
-            CancellationToken,
-            watch::Receiver<bool>,
-        ),
-        LaunchError,
-    > {
+    ) -> Result<(mpsc::Receiver<Output>, Live), LaunchError> {
         let permit = self
             .admission
             .clone()
@@ -478,8 +464,10 @@ impl Dispatcher {
             catalog_digest: catalog.digest.clone(),
         };
         let authorization = self.store.create(binding, catalog.clone());
-        authorization.set_turn(options.turn.clone());
-        authorization.set_primary_thread(options.primary_thread.as_deref());
+        let conversation = Arc::new(Conversation::new(
+            options.turn.clone(),
+            options.primary_thread.as_deref(),
+        ));
         let memory_dir = match self.memory.directory(&agent_id) {
             Ok(dir) => dir,
             Err(e) => {
@@ -560,14 +548,14 @@ impl Dispatcher {
         // A Codex runtime names its primary thread in its own `thread.started` event; a thread
         // the launcher named stays.
         let watch: Option<Watch> = (options.runtime == driver::Family::Codex).then(|| {
-            let authorization = authorization.clone();
+            let conversation = conversation.clone();
+            let authorization = authorization.id.clone();
             let mut threads = driver::ThreadWatch::default();
             Box::new(move |chunk: &[u8]| {
                 if let Some(thread) = threads.feed(chunk)
-                    && authorization.primary_thread().is_none()
+                    && conversation.name_primary_thread(&thread)
                 {
-                    tracing::info!(authorization = %authorization.id, "the Codex runtime named its primary thread");
-                    authorization.set_primary_thread(Some(&thread));
+                    tracing::info!(%authorization, "the Codex runtime named its primary thread");
                 }
             }) as Watch
         });
@@ -616,7 +604,13 @@ impl Dispatcher {
             [stdout, stderr],
             ended_sender,
         ));
-        Ok((receiver, info, authorization, stop, ended))
+        let live = Live {
+            info,
+            conversation,
+            stop,
+            ended,
+        };
+        Ok((receiver, live))
     }
 
     /// Revokes every authorization at once and tells every lease to end: the first step of a
@@ -786,7 +780,7 @@ impl Lease {
             let mut sessions = dispatcher.sessions.lock().expect("not poisoned");
             let ours = matches!(
                 sessions.get(&self.key),
-                Some(Session::Live { info, .. }) if info.process_generation == self.generation
+                Some(Session::Live(live)) if live.info.process_generation == self.generation
             );
             if ours {
                 sessions.remove(&self.key);
@@ -806,7 +800,7 @@ impl Lease {
             Ok(issued) => {
                 self.renew_at_ms = dispatcher.renewal_time(issued.expires_at_ms);
                 self.authorization.set_next_renewal_ms(self.renew_at_ms);
-                crate::daemon::metrics::global().rotated(true);
+                dispatcher.store.metrics().rotated(true);
                 tracing::debug!(authorization = %self.authorization.id, generation = issued.generation, "credential rotated");
                 0
             }
@@ -815,7 +809,7 @@ impl Lease {
                 let wait = dispatcher.backoff(failures);
                 self.renew_at_ms = dispatcher.clock.now_ms() + wait.as_millis() as i64;
                 self.authorization.set_next_renewal_ms(self.renew_at_ms);
-                crate::daemon::metrics::global().rotated(false);
+                dispatcher.store.metrics().rotated(false);
                 tracing::warn!(authorization = %self.authorization.id, error = %error, error_kind = ?error.kind(), retry_in_ms = wait.as_millis() as u64, "credential rotation failed; the current generation stays");
                 failures
             }
@@ -1059,8 +1053,11 @@ mod tests {
     }
 
     fn store_and_authorization() -> (RuntimeAuthorizationStore, Arc<Authorization>) {
-        let store =
-            RuntimeAuthorizationStore::new(Arc::new(Clock::default()), Duration::from_secs(600));
+        let store = RuntimeAuthorizationStore::new(
+            Arc::new(Clock::default()),
+            Duration::from_secs(600),
+            Arc::default(),
+        );
         let binding = Binding {
             server_id: "wsp_1".into(),
             agent_id: "agt_1".into(),
