@@ -9,7 +9,8 @@
 //! A shape answers one question, "is this text exactly one JSON document, with distinct keys in
 //! every object, that the schema accepts?", with no false yes. The structure (`type: object` with
 //! `properties`, `required` and `additionalProperties`; `type: array` with `items`, `minItems`
-//! and `maxItems`; `$ref` into `$defs`) is checked here. A scalar's own keywords (`pattern`,
+//! and `maxItems`; `$ref` into `$defs`; a `oneOf` of objects told apart by a `const` member, when
+//! that member comes first) is checked here. A scalar's own keywords (`pattern`,
 //! `format`, `minimum`, `enum`, …) are checked by jsonschema on that one scalar, compiled from the
 //! same subschema with the same options, so they mean what they mean on the slow path. A schema
 //! using any other keyword compiles to no shape, and its tool keeps the tree-and-jsonschema path;
@@ -57,6 +58,14 @@ enum Node {
         length: Option<(u64, u64)>,
         pattern: Option<Simple>,
         rest: Option<Box<jsonschema::Validator<BorrowedJson>>>,
+    },
+    /// `oneOf` objects told apart by one required member whose schema is a distinct string
+    /// `const` in each (`{"kind": "thread", …}` or `{"kind": "channel", …}`): the member read
+    /// first picks the one branch that can accept the object.
+    Union {
+        tag: Box<str>,
+        /// Each tag value and its branch, an [`Node::Object`].
+        branches: Box<[(Box<str>, usize)]>,
     },
     /// A `$ref` to another node (only while compiling: checking follows none).
     Ref(usize),
@@ -261,6 +270,12 @@ impl<'s> Compiler<'s> {
                     || (root && (key == "$schema" || key == "$defs"))
             })
         };
+        if let Some(branches) = keyword("oneOf") {
+            if !known(&["oneOf"]) {
+                return None;
+            }
+            return self.union(branches.as_array()?);
+        }
         if let Some(reference) = keyword("$ref") {
             // A `$ref` beside other assertions applies both: not a shape.
             if !known(&["$ref"]) {
@@ -273,6 +288,9 @@ impl<'s> Compiler<'s> {
             Some(Value::String(kind)) if kind == "object" => self.object(object, root),
             Some(Value::String(kind)) if kind == "array" => self.array(object),
             Some(_) => self.scalar(schema),
+            // `const` or `enum` alone: a scalar of any type (an object or array it names goes to
+            // the slow path).
+            None if known(&["const", "enum"]) => self.scalar(schema),
             None => None,
         }
     }
@@ -320,6 +338,7 @@ impl<'s> Compiler<'s> {
                     .chain(*additional)
                     .collect(),
                 Node::Array { items, .. } => vec![*items],
+                Node::Union { branches, .. } => branches.iter().map(|(_, at)| *at).collect(),
                 Node::Any | Node::Scalar { .. } | Node::Ref(_) => continue,
             };
             for child in &mut children {
@@ -340,13 +359,88 @@ impl<'s> Compiler<'s> {
                     }
                 }
                 Node::Array { items, .. } => *items = children[0],
+                Node::Union { branches, .. } => {
+                    for ((_, at), resolved) in branches.iter_mut().zip(children) {
+                        *at = resolved;
+                    }
+                }
                 Node::Any | Node::Scalar { .. } | Node::Ref(_) => {}
             }
+        }
+        // A branch is checked as an object once its tag is read: anything else is not a shape.
+        let objects = self.nodes.iter().all(|node| match node {
+            Node::Union { branches, .. } => branches
+                .iter()
+                .all(|(_, at)| matches!(self.nodes[*at], Node::Object { .. })),
+            _ => true,
+        });
+        if !objects {
+            return None;
         }
         Some(Shape {
             nodes: self.nodes,
             root,
         })
+    }
+
+    /// The schema `$ref`s lead to from `schema`, within the root's `$defs`.
+    fn target(&self, mut schema: &'s Value) -> Option<&'s Value> {
+        for _ in 0..=self
+            .root
+            .get("$defs")
+            .and_then(Value::as_object)
+            .map_or(0, |d| d.len())
+        {
+            let Some(reference) = schema.get("$ref") else {
+                return Some(schema);
+            };
+            let name = reference.as_str()?.strip_prefix("#/$defs/")?;
+            schema = self.root.get("$defs")?.get(name)?;
+        }
+        None
+    }
+
+    /// A `oneOf` whose branches are objects that each require one member `tag` whose schema is
+    /// a `const` string, distinct per branch; or `None`.
+    fn union(&mut self, branches: &'s [Value]) -> Option<usize> {
+        let objects = branches
+            .iter()
+            .map(|branch| self.target(branch)?.as_object())
+            .collect::<Option<Vec<_>>>()?;
+        // The branch's value of member `name`, when it is a required, annotated-only `const`.
+        let tag_of = |object: &'s serde_json::Map<String, Value>, name: &str| -> Option<&'s str> {
+            let required = object.get("required")?.as_array()?;
+            if !required.iter().any(|r| r.as_str() == Some(name)) {
+                return None;
+            }
+            let member = object.get("properties")?.get(name)?.as_object()?;
+            let only_const = member
+                .keys()
+                .all(|key| key == "const" || ANNOTATIONS.contains(&key.as_str()));
+            only_const.then_some(())?;
+            member.get("const")?.as_str()
+        };
+        let first = objects.first()?;
+        let tag = first.get("properties")?.as_object()?.keys().find(|name| {
+            let values: Option<Vec<&str>> = objects.iter().map(|o| tag_of(o, name)).collect();
+            values.is_some_and(|values| {
+                values
+                    .iter()
+                    .enumerate()
+                    .all(|(i, value)| !values[..i].contains(value))
+            })
+        })?;
+        let at = self.push(Node::Any);
+        let mut compiled = Vec::with_capacity(branches.len());
+        for (branch, object) in branches.iter().zip(&objects) {
+            let value = tag_of(object, tag).expect("every branch has the tag");
+            compiled.push((Box::<str>::from(value), self.node(branch, false)?));
+        }
+        self.nodes[at] = Node::Union {
+            tag: tag.as_str().into(),
+            branches: compiled.into_boxed_slice(),
+        };
+        Some(at)
     }
 
     fn object(&mut self, object: &'s serde_json::Map<String, Value>, root: bool) -> Option<usize> {
@@ -423,7 +517,8 @@ impl<'s> Compiler<'s> {
 
     fn scalar(&mut self, schema: &'s Value) -> Option<usize> {
         let object = schema.as_object()?;
-        let types = match object.get("type")? {
+        let types = match object.get("type").unwrap_or(&Value::Null) {
+            Value::Null => Types::NULL | Types::BOOLEAN | Types::NUMBER | Types::STRING,
             Value::String(name) => Types::named(name)?,
             Value::Array(names) if !names.is_empty() => names
                 .iter()
@@ -586,6 +681,51 @@ impl<'de> Visitor<'de> for Check<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        match &self.shape.nodes[self.node] {
+            Node::Object { .. } => self.members(map, 0, 0),
+            Node::Union { tag, branches } => {
+                // The tag first, or the slow path judges: no member is read twice.
+                match map.next_key_seed(KeySeed {
+                    properties: &[],
+                    next: 0,
+                })? {
+                    Some(Key::Other(name)) if name == **tag => {}
+                    _ => return Err(refuse()),
+                }
+                let Borrowed::String(value) = map.next_value_seed(ValueSeed)? else {
+                    return Err(refuse());
+                };
+                let (_, branch) = branches
+                    .iter()
+                    .find(|(tag_value, _)| **tag_value == *value)
+                    .ok_or_else(refuse)?;
+                let Node::Object { properties, .. } = &self.shape.nodes[*branch] else {
+                    return Err(refuse());
+                };
+                let index = properties
+                    .iter()
+                    .position(|(name, _)| name == tag)
+                    .ok_or_else(refuse)?;
+                Check {
+                    shape: self.shape,
+                    node: *branch,
+                }
+                .members(map, 1 << index, index + 1)
+            }
+            _ => Err(refuse()),
+        }
+    }
+}
+
+impl Check<'_> {
+    /// The rest of an object's members against this node, an [`Node::Object`]: `seen` has a bit
+    /// for each declared member already read, `next` the index of the one expected next.
+    fn members<'de, A: MapAccess<'de>>(
+        self,
+        mut map: A,
+        mut seen: u64,
+        mut next: usize,
+    ) -> Result<(), A::Error> {
         let Node::Object {
             properties,
             required,
@@ -594,12 +734,10 @@ impl<'de> Visitor<'de> for Check<'_> {
         else {
             return Err(refuse());
         };
-        let mut seen = 0u64;
         // Names of undeclared members, to refuse a repeated one.
         let mut others: Vec<Cow<'de, str>> = Vec::new();
         // Members usually come in the order the schema declares them (both sorted by name): the
         // search for a name starts after the last one found.
-        let mut next = 0;
         while let Some(name) = map.next_key_seed(KeySeed { properties, next })? {
             let node = match name {
                 Key::Declared(index) => {
@@ -944,6 +1082,80 @@ mod tests {
         ] {
             assert!(Shape::compile(&schema).is_none(), "{schema}");
         }
+    }
+
+    /// A `oneOf` of objects told apart by a `const` member is checked by that member when it
+    /// comes first, with no false yes against jsonschema; any other order is the slow path's.
+    #[test]
+    fn a_tagged_union_is_checked_by_its_tag() {
+        let schema = json!({
+            "$schema": "https://json-schema.org/draft/2020-12/schema",
+            "$ref": "#/$defs/Location",
+            "$defs": {
+                "Location": { "oneOf": [
+                    { "type": "object", "required": ["kind", "threadId"],
+                      "properties": { "kind": { "const": "thread" }, "threadId": { "type": "string", "maxLength": 4 } },
+                      "additionalProperties": false },
+                    { "$ref": "#/$defs/Channel" }
+                ] },
+                "Channel": { "type": "object", "required": ["kind", "channelId"],
+                    "properties": { "kind": { "const": "channel" }, "channelId": { "type": "string" } },
+                    "additionalProperties": false }
+            }
+        });
+        let shape = Shape::compile(&schema).expect("a tagged union has a shape");
+        let slow = jsonschema::options()
+            .with_draft(jsonschema::Draft::Draft202012)
+            .build(&schema)
+            .unwrap();
+        for (text, fast) in [
+            (r#"{"kind":"thread","threadId":"t1"}"#, true),
+            (r#"{"kind":"channel","channelId":"c1"}"#, true),
+            (r#"{"kind":"thread","threadId":"too long"}"#, false),
+            (r#"{"kind":"thread","channelId":"c1"}"#, false),
+            (r#"{"kind":"thread"}"#, false),
+            (r#"{"kind":"thread","threadId":"t1","extra":1}"#, false),
+            (
+                r#"{"kind":"thread","threadId":"t1","kind":"thread"}"#,
+                false,
+            ),
+            (r#"{"kind":"other","threadId":"t1"}"#, false),
+            (r#"{"kind":1,"threadId":"t1"}"#, false),
+            (r#"{"kind":"th\u0072ead","threadId":"t1"}"#, true),
+            (r#"{"threadId":"t1","kind":"thread"}"#, false),
+            (r#"["kind","thread"]"#, false),
+            (r#""thread""#, false),
+        ] {
+            assert_eq!(shape.accepts(text), fast, "{text}");
+            let valid = slow.is_valid(&serde_json::from_str(text).unwrap());
+            assert!(!fast || valid, "a false yes: {text}");
+        }
+        // Branches without one distinct required `const` member are not a tagged union.
+        for branches in [
+            json!([{ "type": "object", "required": ["kind"], "properties": { "kind": { "const": "a" } } },
+                   { "type": "object", "required": ["kind"], "properties": { "kind": { "const": "a" } } }]),
+            json!([{ "type": "object", "required": ["kind"], "properties": { "kind": { "const": "a" } } },
+                   { "type": "object", "properties": { "kind": { "const": "b" } } }]),
+            json!([{ "type": "object", "required": ["kind"], "properties": { "kind": { "const": "a", "minLength": 1 } } },
+                   { "type": "object", "required": ["kind"], "properties": { "kind": { "const": "b" } } }]),
+        ] {
+            assert!(
+                Shape::compile(&json!({ "oneOf": branches })).is_none(),
+                "{branches}"
+            );
+        }
+    }
+
+    /// Every built-in action's and tool's output schema has a shape, so an answer the reference
+    /// server wrote is checked as it is read.
+    #[test]
+    fn every_output_has_a_shape() {
+        let validators = Validators::new().unwrap();
+        let missing: Vec<String> = Output::all()
+            .filter(|output| validators.output_conforms(*output, "null").is_none())
+            .map(|output| output.name())
+            .collect();
+        assert_eq!(missing, Vec::<String>::new());
     }
 
     /// A `$ref` may lead back to its own definition: a tree of any depth is checked.

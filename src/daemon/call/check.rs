@@ -229,6 +229,38 @@ mod tests {
         }
     }
 
+    /// A task as the reference server writes it (its typed output, serialized by serde, the
+    /// location's `kind` first) is judged on the fast path, and accepted.
+    #[test]
+    fn a_task_the_server_wrote_is_checked_as_it_is_read() {
+        use crate::contract::types::TaskResult;
+        let validators = Validators::lazy();
+        let get = Output::Action(find_action("task", "get").unwrap().id);
+        for location in [
+            r#"{"channelId":"chn_0123456789","kind":"channel"}"#,
+            r#"{"threadId":"thr_0123456789","kind":"thread"}"#,
+        ] {
+            let typed: TaskResult = serde_json::from_str(&format!(
+                r#"{{"task":{{"id":"task_0123456789","title":"t","status":"open","location":{location},"revision":1,"createdAt":"2026-01-01T00:00:00Z","updatedAt":"2026-01-01T00:00:00Z"}}}}"#
+            ))
+            .unwrap();
+            let written = serde_json::to_string(&typed).unwrap();
+            assert_eq!(
+                validators.output_conforms(get, &written),
+                Some(true),
+                "{written}"
+            );
+            let envelope = format!("{SUCCESS_OPEN}{written}{SUCCESS_CLOSE}");
+            let data = server(
+                &validators,
+                Contract::Builtin(get),
+                ServerAnswer::new(envelope.into()),
+            )
+            .unwrap();
+            assert_eq!(data.text(), written);
+        }
+    }
+
     /// An action's answer is held to the action's output schema, on both paths.
     #[test]
     fn an_actions_answer_is_held_to_its_output_schema() {
