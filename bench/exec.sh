@@ -13,6 +13,7 @@
 #
 # Usage: bench/exec.sh            (builds the release binary first; installs hyperfine and wrk
 #                                  from Debian's packages when missing)
+#        BIN=PATH bench/exec.sh  measures that agentteam binary, building nothing of ours
 #        PERF=FILE bench/exec.sh  also records `perf record --call-graph dwarf` of our daemon for
 #                                  8 s of the task get load into FILE
 set -euo pipefail
@@ -20,8 +21,12 @@ cd "$(dirname "$0")/.."
 for tool in hyperfine wrk curl; do
     command -v "$tool" >/dev/null || { apt-get update -qq && apt-get install -y -qq "$tool"; }
 done
-cargo build --release --quiet
-bin="$PWD/target/release/agentteam"
+# BIN=PATH measures that binary instead of this checkout's (bench/ab.sh alternates two).
+bin="${BIN:-}"
+if [ -z "$bin" ]; then
+    cargo build --release --quiet
+    bin="$PWD/target/release/agentteam"
+fi
 work="$(mktemp -d)"
 daemon_pid="" runtime_pid="" peer_pid=""
 cleanup() {

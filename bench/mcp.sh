@@ -27,6 +27,7 @@
 #                                 code move by up to 10%
 #        HOPS="in-process" bench/mcp.sh
 #                                 only these hops (default: in-process tcp)
+#        BIN=PATH bench/mcp.sh  measures that agentteam binary, building nothing of ours
 #        PERF=FILE bench/mcp.sh  also records `perf record --call-graph dwarf` of our daemon for
 #                                 8 s during the in-process channel history load into FILE (read it
 #                                 with `perf report -i FILE --no-children`); that load's numbers
@@ -37,8 +38,12 @@ for tool in wrk curl; do
     command -v "$tool" >/dev/null || { apt-get update -qq && apt-get install -y -qq "$tool"; }
 done
 work="$(mktemp -d)"
-cargo build --release --quiet
-bin="$PWD/target/release/agentteam"
+# BIN=PATH measures that binary instead of this checkout's (bench/ab.sh alternates two).
+bin="${BIN:-}"
+if [ -z "$bin" ]; then
+    cargo build --release --quiet
+    bin="$PWD/target/release/agentteam"
+fi
 daemon_pid="" runtime_pid="" peer_pid=""
 cleanup() {
     # shellcheck disable=SC2086 # empty ids drop out

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Two commits alternated in one run, so both see the same machine: A B A B … (ROUNDS rounds, 2 by
+# default). Each turn runs this checkout's bench/exec.sh (`task get` throughput against the rmcp
+# echo peer of the same run) and bench/mcp.sh on the in-process hop (`message_history_read` of a
+# 20-message channel page, against its own peer load), with BIN set to that commit's release
+# binary. Each commit is built once, in a detached worktree under target/ab/ with its own target
+# directory. Either script fails on an invalid load (non-2xx, socket error, timeout, dropped
+# audit record), and so does this one.
+#
+# Usage: bench/ab.sh BEFORE AFTER        (two commits, any form git rev-parse takes, or paths of
+#                                        agentteam binaries already built)
+#        ROUNDS=3 bench/ab.sh BEFORE AFTER
+# Prints every turn's numbers, then per commit the median of each ratio and of ours in req/s,
+# and AFTER / BEFORE of ours in req/s.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ $# -eq 2 ] || { echo "usage: bench/ab.sh BEFORE AFTER" >&2; exit 2; }
+rounds="${ROUNDS:-2}"
+root="$PWD"
+results="$(mktemp)"
+trap 'rm -f "$results"' EXIT
+
+build() {
+    if [ -f "$1" ] && [ -x "$1" ]; then
+        echo "$1"
+        return
+    fi
+    local commit tree
+    commit="$(git rev-parse --verify "$1^{commit}")"
+    tree="$root/target/ab/$commit"
+    [ -d "$tree" ] || git worktree add --detach --quiet "$tree" "$commit"
+    (cd "$tree" && CARGO_TARGET_DIR="$root/target/ab-target/$commit" cargo build --release --quiet --locked) >&2
+    echo "$root/target/ab-target/$commit/release/agentteam"
+}
+before_bin="$(build "$1")"
+after_bin="$(build "$2")"
+
+# turn LABEL BIN: one exec.sh and one mcp.sh run of BIN; appends `LABEL metric value` lines.
+turn() {
+    local label=$1 bin=$2 out
+    out="$(BIN="$bin" bench/exec.sh)"
+    printf '%s\n' "$out" | grep -E '^(median|summary):' | sed "s/^/[$label] /" >&2
+    printf '%s\n' "$out" | python3 -c '
+import re, sys
+label = sys.argv[1]
+m = re.search(r"summary: ours task get (\d+) req/s, rmcp tools/call (\d+) req/s", sys.stdin.read())
+ours, peer = float(m[1]), float(m[2])
+print(label, "task_get_rps", ours)
+print(label, "task_get_ratio", ours / peer)
+' "$label" >> "$results"
+    out="$(BIN="$bin" HOPS=in-process bench/mcp.sh)"
+    printf '%s\n' "$out" | grep -E '^(summary|  in-process):' | sed "s/^/[$label] /" >&2
+    printf '%s\n' "$out" | python3 -c '
+import re, sys
+label, text = sys.argv[1], sys.stdin.read()
+peer = float(re.search(r"summary: rmcp tools/call (\d+) req/s", text)[1])
+loads = re.search(r"in-process: channel history loads ([\d, ]+) req/s", text)[1]
+ours = sorted(float(v) for v in loads.split(","))[len(loads.split(",")) // 2]
+print(label, "history_rps", ours)
+print(label, "history_ratio", ours / peer)
+' "$label" >> "$results"
+}
+
+for round in $(seq 1 "$rounds"); do
+    echo "## round $round of $rounds" >&2
+    turn before "$before_bin"
+    turn after "$after_bin"
+done
+
+python3 - "$results" "$1" "$2" <<'PY'
+import statistics, sys
+rows = [line.split() for line in open(sys.argv[1])]
+values = {}
+for label, metric, value in rows:
+    values.setdefault((label, metric), []).append(float(value))
+names = {"before": sys.argv[2], "after": sys.argv[3]}
+for metric in ["task_get_rps", "task_get_ratio", "history_rps", "history_ratio"]:
+    for label in ["before", "after"]:
+        v = values[(label, metric)]
+        print(f"{metric:15} {label:6} {names[label]:>12}: median {statistics.median(v):10.2f}  ({', '.join(f'{x:.2f}' for x in v)})")
+for metric in ["task_get_rps", "history_rps"]:
+    b = statistics.median(values[("before", metric)])
+    a = statistics.median(values[("after", metric)])
+    print(f"after/before {metric}: {a / b:.3f}")
+PY
