@@ -3,8 +3,8 @@
 //! instead of typify's newtype (`codegen/rust_types.rs` finds them and writes one
 //! [`id_types!`] call into `types.rs` with each definition's own prefix, bounds and `maxLength`).
 //!
-//! typify checks such a pattern with `regress`, a backtracking engine: reading a page of 20
-//! messages spent 2.45% of a pinned daemon in `MessageId`'s check alone (BENCHMARKS.md, issue 18).
+//! typify checks such a pattern with `regress`, a backtracking engine, for every id of every page
+//! read (BENCHMARKS.md has what that cost).
 //! Here the check is the pattern's meaning spelled out: the prefix, then `min..=max` ASCII letters
 //! or digits, and nothing else (the pattern has no flags, so `$` is the end of the text). The
 //! types keep typify's surface (the same derives, `Deref` to `String`, the conversions and their

@@ -154,7 +154,7 @@ mod tests {
         assert!(skill_doc(&RuntimeNaming::Opencode).contains("`mcp_agentteam_message_send`"));
     }
 
-    /// Issue 16: raw → model-visible → `{server, raw tool}` is the identity over the whole
+    /// Raw → model-visible → `{server, raw tool}` is the identity over the whole
     /// inventory under every convention, each form fits 64 characters, and nothing else resolves.
     #[test]
     fn every_tool_name_round_trips_under_every_runtime_convention() {

@@ -2,8 +2,8 @@
 //! typify would generate: the same chrono value and the same text, written without chrono's
 //! formatting machinery.
 //!
-//! chrono's `Serialize` goes through `Display`, and serde_json escapes each fragment it is handed:
-//! on a page of messages that was 3% of a history read. This writes the same text into a stack
+//! chrono's `Serialize` goes through `Display`, and serde_json escapes each fragment it is handed,
+//! for every timestamp of every page of messages (BENCHMARKS.md has what that cost). This writes the same text into a stack
 //! buffer and hands serde_json one string; an instant outside what that covers (a year outside
 //! 0–9999, a leap second) is left to chrono.
 

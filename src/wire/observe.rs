@@ -280,8 +280,8 @@ mod tests {
         })
     }
 
-    /// Review finding 16: a panic becomes an answer in the route's protocol, not a dropped
-    /// connection; review finding 11: every 5xx names its incident.
+    /// A panic becomes an answer in the route's protocol, not a dropped connection, and every 5xx
+    /// names its incident.
     #[tokio::test]
     async fn a_panicking_handler_answers_in_its_routes_protocol_with_an_incident_id() {
         let (status, body) = call("/exec").await;

@@ -283,7 +283,7 @@ async fn an_operator_sets_up_a_workspace_from_the_command_line() {
     );
 }
 
-/// Issue 11: every human command answers a refusal the same way: `error:` and `hint:` lines on
+/// Every human command answers a refusal the same way: `error:` and `hint:` lines on
 /// stderr, exit 2 (here the daemon's admin API refusing a second agent with the same handle).
 #[tokio::test]
 async fn a_refused_daemon_command_exits_2_with_its_message() {

@@ -1,4 +1,4 @@
-//! The daemon-owned `agent` domain end to end (issue 13): the safe projection never carries a
+//! The daemon-owned `agent` domain end to end: the safe projection never carries a
 //! secret anywhere a model, a log or another process could see it; `a2` cursors are refused
 //! whenever the collection or the query changed; a page copies only what it returns.
 

@@ -397,7 +397,7 @@ fn every_problem_is_reported_not_just_the_first() {
     assert!(diags.len() >= 2, "{}", render(&diags));
 }
 
-/// Review finding 14: families compare with `-` and `_` as one separator, so a tool named after a
+/// Families compare with `-` and `_` as one separator, so a tool named after a
 /// hyphenated domain is caught too, and a tool that merely shares a prefix is not.
 #[test]
 fn a_tool_in_a_hyphenated_domains_family_is_refused() {
@@ -421,7 +421,7 @@ fn a_tool_in_a_hyphenated_domains_family_is_refused() {
     assert!(!collides("scheduled_messages", "scheduled-message"));
 }
 
-/// Issue 16: a raw MCP tool name is refused when its longest model-visible form
+/// A raw MCP tool name is refused when its longest model-visible form
 /// (`mcp__agentteam__<tool>`) would exceed 64 characters: 48 characters is the edge.
 #[test]
 fn a_tool_whose_model_visible_name_exceeds_64_characters_is_refused() {

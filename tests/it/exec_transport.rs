@@ -676,7 +676,7 @@ async fn an_unusable_token_file_fails_closed_without_a_request() {
     );
 }
 
-/// Issue 11: the Exec route refuses a body not declared `application/json` with 415, like the MCP
+/// The Exec route refuses a body not declared `application/json` with 415, like the MCP
 /// route and the server, before reading it.
 #[tokio::test]
 async fn a_non_json_body_is_refused_with_415() {

@@ -134,7 +134,7 @@ fn a_new_action_reaches_the_binary_and_its_missing_row_fails_the_build() {
         "the build failed for another reason:\n{stderr}"
     );
 
-    // Issue 13: a daemon-owned action is the daemon's to implement: without it the build fails,
+    // A daemon-owned action is the daemon's to implement: without it the build fails,
     // naming the missing method of `DaemonActionHandler`.
     fs::write(&handlers, &source).unwrap();
     edit_inventory(&schema, |inventory| {

@@ -1248,7 +1248,7 @@ async fn tool_bounds_hold_at_their_edges() {
     assert_eq!(error["code"], "validation_failed");
 }
 
-/// Issue 18: the daemon reaches its embedded server in-process by default (no socket) or over
+/// The daemon reaches its embedded server in-process by default (no socket) or over
 /// the server's loopback listener with `--embedded-hop tcp`; either way it is the same HTTP
 /// request through the server's whole router, so a runtime sees the same answers: a write, a
 /// history page, and a refusal the server decides (a channel the agent is not a member of).
@@ -1343,7 +1343,7 @@ async fn call_as(
     body["result"].clone()
 }
 
-/// Issue 16, the Codex delegated-child gate at the MCP route: a call whose turn metadata names a
+/// The Codex delegated-child gate at the MCP route: a call whose turn metadata names a
 /// delegated thread (`parent_thread_id`, `thread_source: "subagent"`, or, once the launcher named
 /// the primary, another `thread_id`) may call read-only tools only; a tool that acts, or one the
 /// inventory does not know, is refused with a message that only asks for the result to go to the
@@ -1493,7 +1493,7 @@ async fn the_header_helper_prints_the_current_bearer() {
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     };
     assert_eq!(list(rotated).await, 200);
-    // The renewals show in the daemon's metrics (issue 19), none failed.
+    // The renewals show in the daemon's metrics, none failed.
     let metrics = daemon.metrics().await;
     assert!(
         sample(&metrics, "agentteam_rotations_total{outcome=\"ok\"}").unwrap_or(0.0) >= 1.0,
@@ -1554,7 +1554,7 @@ async fn the_header_helper_prints_the_current_bearer() {
     assert!(bare.stdout.is_empty());
 }
 
-/// Issue 16: `agentteam mcp stdio` serves the official Python SDK over stdio in both eras (list,
+/// `agentteam mcp stdio` serves the official Python SDK over stdio in both eras (list,
 /// calls, a protocol error), forwarding to the daemon with the token it reads from the file; the
 /// SDK process never holds the token, and nothing the bridge prints carries it.
 #[tokio::test]
@@ -1592,7 +1592,7 @@ async fn the_official_python_sdk_works_over_the_stdio_bridge_in_both_eras() {
     }
 }
 
-/// Issue 16: the stdio bridge forwards each line untouched, `_meta` included, so the route's
+/// The stdio bridge forwards each line untouched, `_meta` included, so the route's
 /// delegated-child gate applies to bridged calls; a notification gets no answer, a line that is
 /// not JSON or is over the bound gets a JSON-RPC parse error, and the bridge ends with its input.
 #[tokio::test]
@@ -1648,7 +1648,7 @@ async fn the_stdio_bridge_forwards_codex_metadata_and_bounds_its_lines() {
 }
 
 /// The value of the sample `name` (with its labels, exactly as rendered) in an OpenMetrics text.
-/// Issue 19: `agentteam status` (text and `--json`) and `GET /api/admin/metrics` show real values
+/// `agentteam status` (text and `--json`) and `GET /api/admin/metrics` show real values
 /// after real traffic: a refused credential by its internal class, 32 requests holding every
 /// admission slot of a runtime and the 33rd refused, the runtime with its agent, the next
 /// rotation, the server probed reachable; the metrics need the admin token.

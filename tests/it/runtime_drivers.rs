@@ -1,4 +1,4 @@
-//! Issue 16: the real runtimes under `agentteam run --runtime X`, offline.
+//! The real runtimes under `agentteam run --runtime X`, offline.
 //!
 //! Claude Code, Codex and OpenCode, installed by `scripts/test` from the npm registry at pinned
 //! versions (`scripts/lib/runtimes.sh`), each run against a scripted model server on loopback

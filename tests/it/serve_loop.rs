@@ -182,7 +182,7 @@ async fn list(client: &reqwest::Client, url: &str, token: &str) -> (u16, Duratio
     (status, started.elapsed())
 }
 
-/// Issue 19, hostile clients against the daemon, each closed or refused within its bound while a
+/// Hostile clients against the daemon, each closed or refused within its bound while a
 /// well-behaved runtime (its own credential, its keep-alive connection) keeps getting answers,
 /// every one measured:
 /// - 2,100 idle connections (past the 2,048 cap) and 20 header dribblers are closed by the

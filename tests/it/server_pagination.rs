@@ -446,7 +446,7 @@ async fn every_kind_of_bad_cursor_is_a_validation_error() {
     assert!(status == 400 || status == 404, "{body}");
 }
 
-/// Review finding 5: a cursor carries the complete keyset boundary, so `Cursor.maxLength` must hold
+/// A cursor carries the complete keyset boundary, so `Cursor.maxLength` must hold
 /// the largest boundary any list can have. Computed from the schemas: a free-text position
 /// component of `n` characters serializes to at most `2 + 6n` bytes (a control character
 /// JSON-escapes to `\u00XX`), an id or handle (ASCII by pattern) to `2 + n`, an `i64` to 20; the raw

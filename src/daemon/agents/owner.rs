@@ -596,7 +596,7 @@ mod tests {
 
     use super::created_agent_id;
 
-    /// Review finding 8: an answer without a usable `agentId` never becomes a local profile.
+    /// An answer without a usable `agentId` never becomes a local profile.
     #[test]
     fn an_answer_without_a_valid_agent_id_is_refused() {
         assert_eq!(
