@@ -499,26 +499,12 @@ fn validation(
     extension: &str,
     action: &str,
 ) -> Result<(), ActionError> {
-    let details: Vec<ErrorDetail> = super::validate::collect(validator, input);
-    let Some(first) = details.first() else {
-        return Ok(());
-    };
-    let at = if first.path.is_empty() {
-        "the input".to_string()
-    } else {
-        format!("`{}`", first.path)
-    };
-    Err(ActionError::new(
-        ErrorCode::ValidationFailed,
-        format!(
-            "invalid input for `{extension}.{action}`: {at}: {}",
-            first.message
-        ),
+    let name = format!("{extension}.{action}");
+    super::validate::refuse_input(
+        super::validate::collect(validator, input),
+        super::validate::Invalid::Input(&name),
+        || format!("run `agentteam exec {extension} {action} --help` for the input fields"),
     )
-    .with_next(format!(
-        "run `agentteam exec {extension} {action} --help` for the input fields"
-    ))
-    .with_details(details))
 }
 
 /// The catalog a runtime's `agentteam exec` reads for extension actions: the launch's pinned

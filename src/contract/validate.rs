@@ -138,26 +138,17 @@ impl Validators {
 
     /// Checks `input` against the action's input schema; the error names every offending path.
     pub fn validate_input(&self, id: ActionId, input: &Value) -> Result<(), ActionError> {
-        let details = collect(self.input(id), input);
-        if details.is_empty() {
-            return Ok(());
-        }
-        let first = &details[0];
-        let at = if first.path.is_empty() {
-            "the input".to_string()
-        } else {
-            format!("`{}`", first.path)
-        };
-        Err(ActionError::new(
-            ErrorCode::ValidationFailed,
-            format!("invalid input for `{}`: {at}: {}", id.key(), first.message),
+        let descriptor = id.descriptor();
+        refuse_input(
+            collect(self.input(id), input),
+            Invalid::Input(&id.key()),
+            || {
+                format!(
+                    "run `agentteam exec {} {} --help` for the input fields",
+                    descriptor.domain, descriptor.action
+                )
+            },
         )
-        .with_next(format!(
-            "run `agentteam exec {} {} --help` for the input fields",
-            id.descriptor().domain,
-            id.descriptor().action
-        ))
-        .with_details(details))
     }
 
     fn tool_input(&self, id: ToolId) -> &jsonschema::Validator {
@@ -170,25 +161,12 @@ impl Validators {
 
     /// Checks the arguments of an MCP tool call; the error names every offending path.
     pub fn validate_tool_input(&self, id: ToolId, input: &Value) -> Result<(), ActionError> {
-        let details = collect(self.tool_input(id), input);
-        if details.is_empty() {
-            return Ok(());
-        }
-        let first = &details[0];
-        let at = if first.path.is_empty() {
-            "the arguments".to_string()
-        } else {
-            format!("`{}`", first.path)
-        };
         let name = id.descriptor().name;
-        Err(ActionError::new(
-            ErrorCode::ValidationFailed,
-            format!("invalid arguments for `{name}`: {at}: {}", first.message),
+        refuse_input(
+            collect(self.tool_input(id), input),
+            Invalid::Arguments(name),
+            || format!("fix the arguments to match the `inputSchema` of `{name}` in tools/list"),
         )
-        .with_next(format!(
-            "fix the arguments to match the `inputSchema` of `{name}` in tools/list"
-        ))
-        .with_details(details))
     }
 
     /// The violations of a result the daemon built against `output` (empty when valid).
@@ -251,6 +229,37 @@ fn compile<F: jsonschema::json::Json>(
         .should_validate_formats(true)
         .build(&schema)
         .map_err(|e| error(e.to_string()))
+}
+
+/// What an input refusal names: an action's input or a tool's arguments.
+pub(crate) enum Invalid<'a> {
+    Input(&'a str),
+    Arguments(&'a str),
+}
+
+/// The one refusal of an input off its schema, for built-in and extension actions and tools
+/// alike: `validation_failed` naming the first offending path, every path in the details, and
+/// `next` saying where the fields are described. `Ok` when there is no violation.
+pub(crate) fn refuse_input(
+    details: Vec<ValidationDetail>,
+    invalid: Invalid<'_>,
+    next: impl FnOnce() -> String,
+) -> Result<(), ActionError> {
+    let Some(first) = details.first() else {
+        return Ok(());
+    };
+    let (what, name, whole) = match invalid {
+        Invalid::Input(name) => ("input", name, "the input"),
+        Invalid::Arguments(name) => ("arguments", name, "the arguments"),
+    };
+    let at = match first.path.is_empty() {
+        true => whole.to_string(),
+        false => format!("`{}`", first.path),
+    };
+    let message = format!("invalid {what} for `{name}`: {at}: {}", first.message);
+    Err(ActionError::new(ErrorCode::ValidationFailed, message)
+        .with_next(next())
+        .with_details(details))
 }
 
 /// The message of a field the schema does not name (the path names the field).

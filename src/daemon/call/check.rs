@@ -254,7 +254,7 @@ mod tests {
             let data = server(
                 &validators,
                 Contract::Builtin(get),
-                ServerAnswer::new(envelope.into()),
+                ServerAnswer::new(envelope),
             )
             .unwrap();
             assert_eq!(data.text(), written);
