@@ -40,6 +40,8 @@ pub mod contract;
 pub mod daemon;
 #[doc(hidden)]
 pub mod fuzzing;
+/// The one seam to the operating system: every Unix-only call the crate makes is made there.
+pub mod platform;
 pub mod private_file;
 pub mod search;
 pub mod serve;

@@ -9,10 +9,12 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 
 use rand::Rng;
+
+use crate::platform;
+use crate::platform::fs::PrivateOpen;
 
 /// Atomically replaces `path` with `contents` (mode 0600).
 pub fn replace(path: &Path, contents: &str) -> io::Result<()> {
@@ -89,32 +91,25 @@ pub fn read_private(path: &Path) -> io::Result<String> {
 /// without blocking (a FIFO at the path is refused as not a regular file, not waited on).
 pub fn read_private_limited(path: &Path, limit: u64) -> io::Result<String> {
     use std::io::Read;
-    use std::os::unix::fs::MetadataExt;
-    let flags = rustix::fs::OFlags::NOFOLLOW
-        | rustix::fs::OFlags::CLOEXEC
-        | rustix::fs::OFlags::NONBLOCK
-        | rustix::fs::OFlags::NOCTTY;
     let mut file = OpenOptions::new()
         .read(true)
-        .custom_flags(flags.bits() as i32)
+        .no_follow_nonblocking()
         .open(path)?;
     let metadata = file.metadata()?;
     let refused = |why: String| Err(io::Error::new(io::ErrorKind::PermissionDenied, why));
     if !metadata.is_file() {
         return refused("it is not a regular file".into());
     }
-    let euid = rustix::process::geteuid().as_raw();
-    if metadata.uid() != euid {
+    let (owner, euid) = (platform::fs::owner(&metadata), platform::process::euid());
+    if owner != euid {
         return refused(format!(
-            "it belongs to user {}, not to this user ({euid})",
-            metadata.uid()
+            "it belongs to user {owner}, not to this user ({euid})"
         ));
     }
-    let mode = metadata.mode();
+    let mode = platform::fs::mode(&metadata);
     if mode & 0o077 != 0 {
         return refused(format!(
-            "mode {:o} lets others read it; it must be 0600",
-            mode & 0o777
+            "mode {mode:o} lets others read it; it must be 0600"
         ));
     }
     let mut text = String::new();
@@ -126,15 +121,13 @@ fn open_new(path: &Path) -> io::Result<File> {
     OpenOptions::new()
         .write(true)
         .create_new(true)
-        .mode(0o600)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .owner_only()
+        .no_follow()
         .open(path)
 }
 
 #[cfg(test)]
 mod tests {
-    use std::os::unix::fs::PermissionsExt;
-
     use super::*;
 
     #[test]
@@ -144,10 +137,7 @@ mod tests {
         replace(&path, "one").unwrap();
         replace(&path, "two").unwrap();
         assert_eq!(fs::read_to_string(&path).unwrap(), "two");
-        assert_eq!(
-            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-            0o600
-        );
+        assert_eq!(platform::fs::mode(&fs::metadata(&path).unwrap()), 0o600);
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
@@ -175,10 +165,7 @@ mod tests {
             create_or_read(&path, "second").unwrap(),
             ("first".to_string(), false)
         );
-        assert_eq!(
-            fs::metadata(&path).unwrap().permissions().mode() & 0o777,
-            0o600
-        );
+        assert_eq!(platform::fs::mode(&fs::metadata(&path).unwrap()), 0o600);
         assert_eq!(fs::read_dir(dir.path()).unwrap().count(), 1);
     }
 
@@ -205,27 +192,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("token");
         fs::write(&path, "secret").unwrap();
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o644)).unwrap();
+        platform::fs::set_mode(&path, 0o644).unwrap();
         let error = read_private(&path).unwrap_err();
         assert_eq!(error.kind(), io::ErrorKind::PermissionDenied);
         assert!(error.to_string().contains("644"), "{error}");
-        fs::set_permissions(&path, fs::Permissions::from_mode(0o600)).unwrap();
+        platform::fs::set_mode(&path, 0o600).unwrap();
         assert_eq!(read_private(&path).unwrap(), "secret");
         let link = dir.path().join("link");
-        std::os::unix::fs::symlink(&path, &link).unwrap();
+        platform::fs::symlink(&path, &link).unwrap();
         assert!(read_private(&link).is_err());
         let error = read_private(dir.path()).unwrap_err();
         assert!(error.to_string().contains("not a regular file"), "{error}");
         // A FIFO is refused, not waited on.
         let fifo = dir.path().join("fifo");
-        rustix::fs::mknodat(
-            rustix::fs::CWD,
-            &fifo,
-            rustix::fs::FileType::Fifo,
-            rustix::fs::Mode::from_raw_mode(0o600),
-            0,
-        )
-        .unwrap();
+        platform::fs::mkfifo(&fifo).unwrap();
         let error = read_private(&fifo).unwrap_err();
         assert!(error.to_string().contains("not a regular file"), "{error}");
     }

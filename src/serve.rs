@@ -58,27 +58,12 @@ pub const WANTED_OPEN_FILES: u64 = 8192;
 /// [`MAX_CONNECTIONS`] cap, so `accept` would fail with `EMFILE` before the cap could hold.
 /// Returns the soft limit in force.
 pub fn raise_open_file_limit() -> Option<u64> {
-    use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
-    let limit = getrlimit(Resource::Nofile);
-    let wanted = match limit.maximum {
-        Some(hard) => WANTED_OPEN_FILES.min(hard),
-        None => WANTED_OPEN_FILES,
-    };
-    match limit.current {
-        Some(soft) if soft < wanted => {
-            let raised = Rlimit {
-                current: Some(wanted),
-                maximum: limit.maximum,
-            };
-            match setrlimit(Resource::Nofile, raised) {
-                Ok(()) => Some(wanted),
-                Err(error) => {
-                    tracing::warn!(%error, soft, "cannot raise the open-file limit");
-                    Some(soft)
-                }
-            }
+    match crate::platform::process::raise_open_files(WANTED_OPEN_FILES) {
+        Ok(soft) => soft,
+        Err((soft, error)) => {
+            tracing::warn!(%error, soft, "cannot raise the open-file limit");
+            Some(soft)
         }
-        current => current,
     }
 }
 
@@ -158,15 +143,7 @@ pub async fn serve(
 /// Call it inside the runtime before announcing readiness: a signal that arrives right after the
 /// announcement is then a clean shutdown, not the default kill.
 pub fn shutdown_signal() -> impl Future<Output = ()> + Send + 'static {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut terminate = signal(SignalKind::terminate()).expect("the SIGTERM handler installs");
-    let mut interrupt = signal(SignalKind::interrupt()).expect("the SIGINT handler installs");
-    async move {
-        tokio::select! {
-            _ = terminate.recv() => {}
-            _ = interrupt.recv() => {}
-        }
-    }
+    crate::platform::process::shutdown_signal()
 }
 
 /// Refuses a request whose head is over [`MAX_REQUEST_HEAD`] (431, `Connection: close`: its body

@@ -11,8 +11,6 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{IsTerminal, Read, Seek, Write};
-use std::os::unix::fs::OpenOptionsExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -21,6 +19,9 @@ use serde_json::Value;
 
 use super::output::{Exit, count, usage_error};
 use crate::daemon::{ADMIN_TOKEN_FILE, ARGS_FILE, DAEMON_FILE, default_state_dir};
+use crate::platform;
+use crate::platform::fs::PrivateOpen;
+use crate::platform::process::{Pid, Signal};
 
 /// Where a started daemon's output goes, in its state directory.
 pub const LOG_FILE: &str = "daemon.log";
@@ -174,7 +175,7 @@ fn start(dir: &Path, flags: &[String]) -> Result<Announcement, Exit> {
         .create(true)
         .truncate(false)
         .write(true)
-        .mode(0o600)
+        .owner_only()
         .open(dir.join(START_LOCK_FILE))
         .map_err(|e| cannot("cannot open the start lock in", e))?;
     poll_until(
@@ -208,16 +209,8 @@ fn start(dir: &Path, flags: &[String]) -> Result<Announcement, Exit> {
                 .map_err(|e| cannot("cannot open its log in", e))?,
         )
         .stderr(log);
-    // SAFETY: `setsid` is async-signal-safe and touches no memory of this process; between fork
-    // and exec the child only leaves this command's session and terminal, so neither a closed
-    // terminal (SIGHUP) nor this command's end reaches the daemon.
-    unsafe {
-        command.pre_exec(|| {
-            rustix::process::setsid()
-                .map(|_| ())
-                .map_err(std::io::Error::from)
-        });
-    }
+    // A session of its own: neither a closed terminal nor this command's end reaches the daemon.
+    platform::process::in_own_session(&mut command);
     let child = command
         .spawn()
         .map_err(|e| cannot("cannot run the daemon for", e))?;
@@ -234,17 +227,16 @@ fn start(dir: &Path, flags: &[String]) -> Result<Announcement, Exit> {
 /// The daemon's log, appended to, owner-only (a log from before is made so, and a link is not
 /// followed); one over [`LOG_ROTATE_BYTES`] becomes `daemon.log.1` first.
 fn open_log(path: &Path) -> std::io::Result<File> {
-    use std::os::unix::fs::PermissionsExt;
     if std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.len() > LOG_ROTATE_BYTES) {
         std::fs::rename(path, path.with_extension("log.1"))?;
     }
     let file = OpenOptions::new()
         .create(true)
         .append(true)
-        .mode(0o600)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .owner_only()
+        .no_follow()
         .open(path)?;
-    file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
+    file.set_permissions(platform::fs::permissions(0o600))?;
     Ok(file)
 }
 
@@ -305,34 +297,10 @@ fn read(dir: &Path) -> Option<Announcement> {
 /// one left while another starts): the kernel's lock table names the holder's pid. Where it lists
 /// no holder of that file, whether the announced listener takes a connection.
 fn serving(dir: &Path, announced: &Announcement) -> bool {
-    match lock_holders(&dir.join(LOCK_FILE)) {
+    match platform::lock::lock_holders(&dir.join(LOCK_FILE)) {
         Some(holders) if !holders.is_empty() => holders.contains(&announced.pid),
         _ => answers(announced),
     }
-}
-
-/// The pids `/proc/locks` lists as holding a `flock` on `path`, matched by its device and inode
-/// (`1: FLOCK  ADVISORY  WRITE 16304 fe:00:10010670 0 EOF`).
-fn lock_holders(path: &Path) -> Option<Vec<u32>> {
-    use std::os::unix::fs::MetadataExt;
-    let metadata = std::fs::metadata(path).ok()?;
-    let dev = metadata.dev();
-    let (major, minor) = (
-        ((dev >> 8) & 0xfff) | ((dev >> 32) & !0xfff),
-        (dev & 0xff) | ((dev >> 12) & !0xff),
-    );
-    let file = format!("{major:02x}:{minor:02x}:{}", metadata.ino());
-    let table = std::fs::read_to_string("/proc/locks").ok()?;
-    Some(
-        table
-            .lines()
-            .filter_map(|line| {
-                let fields: Vec<&str> = line.split_whitespace().collect();
-                let (kind, pid, locked) = (fields.get(1)?, fields.get(4)?, fields.get(5)?);
-                (*kind == "FLOCK" && *locked == file).then(|| pid.parse().ok())?
-            })
-            .collect(),
-    )
 }
 
 /// Whether the announced daemon's loopback listener takes a connection now.
@@ -347,17 +315,10 @@ fn answers(announced: &Announcement) -> bool {
     std::net::TcpStream::connect_timeout(&address, Duration::from_millis(500)).is_ok()
 }
 
-/// The fields of `/proc/<pid>/stat` after the command name: the state first, the parent's pid
-/// second.
-fn stat_fields(pid: u32) -> Option<Vec<String>> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let (_, rest) = stat.rsplit_once(')')?;
-    Some(rest.split_whitespace().map(str::to_string).collect())
-}
-
 /// Whether process `pid` exists and is not a zombie.
 fn alive(pid: u32) -> bool {
-    stat_fields(pid).is_some_and(|fields| fields.first().is_some_and(|state| state != "Z"))
+    platform::procfs::stat_fields(pid)
+        .is_some_and(|fields| fields.first().is_some_and(|state| state != "Z"))
 }
 
 /// The last lines of a daemon log (read from its last 8 KiB), for a failure message.
@@ -450,9 +411,9 @@ pub fn stop(state_dir: &Option<PathBuf>, yes: bool) -> Result<bool, Exit> {
     if stopping > 0 && yes {
         eprintln!("agentteam: {}", ends(stopping));
     }
-    let pid = rustix::process::Pid::from_raw(still.pid as i32)
-        .ok_or_else(|| usage_error("`daemon.json` names no process", &[]))?;
-    rustix::process::kill_process(pid, rustix::process::Signal::TERM).map_err(|e| {
+    let pid =
+        Pid::new(still.pid).ok_or_else(|| usage_error("`daemon.json` names no process", &[]))?;
+    platform::process::signal(pid, Signal::Terminate).map_err(|e| {
         usage_error(
             &format!("cannot signal the daemon (pid {}): {e}", still.pid),
             &[],
@@ -515,16 +476,15 @@ pub fn restart(state_dir: &Option<PathBuf>, yes: bool) -> Exit {
 /// `INVOCATION_ID` (which a process started from a service's shell inherits too, so the parent
 /// decides).
 pub fn under_systemd(pid: u32) -> bool {
-    let invoked = std::fs::read(format!("/proc/{pid}/environ")).is_ok_and(|environ| {
+    let invoked = platform::procfs::environ(pid).is_ok_and(|environ| {
         environ
             .split(|b| *b == 0)
             .any(|entry| entry.starts_with(b"INVOCATION_ID="))
     });
-    let parent_is_systemd = stat_fields(pid)
+    let parent_is_systemd = platform::procfs::stat_fields(pid)
         .and_then(|fields| fields.get(1)?.parse::<u32>().ok())
         .is_some_and(|ppid| {
-            std::fs::read_to_string(format!("/proc/{ppid}/comm"))
-                .is_ok_and(|comm| comm.trim() == "systemd")
+            platform::procfs::comm(ppid).is_ok_and(|comm| comm.trim() == "systemd")
         });
     invoked && parent_is_systemd
 }

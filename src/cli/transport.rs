@@ -2,7 +2,6 @@
 //! and the strict re-projection of the answer.
 
 use std::io::Read;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::Path;
 use std::time::Duration;
 
@@ -12,6 +11,7 @@ use crate::client::http::{MAX_RESPONSE_BYTES, read_bounded};
 use crate::contract::catalog::{ActionDescriptor, builtin_digest};
 use crate::contract::json::parse_strict;
 use crate::contract::{Validators, budget};
+use crate::platform::fs::{PrivateOpen, is_owner_only};
 use crate::wire::CATALOG_DIGEST_HEADER;
 use crate::wire::MAX_BODY_BYTES;
 
@@ -31,15 +31,11 @@ pub fn launch_extensions(token_file: &Path) -> Vec<crate::contract::extension::K
     let read = || -> Option<String> {
         let mut file = std::fs::OpenOptions::new()
             .read(true)
-            .custom_flags(
-                (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32,
-            )
+            .no_follow()
             .open(&path)
             .ok()?;
         let metadata = file.metadata().ok()?;
-        let private = metadata.is_file()
-            && metadata.uid() == rustix::process::geteuid().as_raw()
-            && metadata.mode() & 0o077 == 0;
+        let private = metadata.is_file() && is_owner_only(&metadata);
         if !private {
             return None;
         }
@@ -64,16 +60,11 @@ pub struct TokenFileRefused;
 pub fn read_token_file(path: &Path) -> Result<String, TokenFileRefused> {
     let mut file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags((rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC).bits() as i32)
+        .no_follow()
         .open(path)
         .map_err(|_| TokenFileRefused)?;
     let metadata = file.metadata().map_err(|_| TokenFileRefused)?;
-    let euid = rustix::process::geteuid().as_raw();
-    if !metadata.is_file()
-        || metadata.uid() != euid
-        || metadata.mode() & 0o077 != 0
-        || metadata.len() > MAX_TOKEN_FILE_BYTES
-    {
+    if !metadata.is_file() || !is_owner_only(&metadata) || metadata.len() > MAX_TOKEN_FILE_BYTES {
         return Err(TokenFileRefused);
     }
     let mut bytes = Vec::new();

@@ -319,12 +319,11 @@ mod tests {
 
     #[test]
     fn a_proxy_credential_comes_from_one_line_of_an_owner_only_file() {
-        use std::os::unix::fs::PermissionsExt;
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("proxy.credential");
         let write = |text: &str, mode: u32| {
             std::fs::write(&file, text).unwrap();
-            std::fs::set_permissions(&file, std::fs::Permissions::from_mode(mode)).unwrap();
+            crate::platform::fs::set_mode(&file, mode).unwrap();
         };
         write("ops:pa:ss word\n", 0o600);
         let auth = ProxyAuth::read(&file).unwrap();

@@ -8,7 +8,6 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::Write;
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,6 +15,8 @@ use std::time::Instant;
 
 use serde_json::json;
 use sha2::{Digest, Sha256};
+
+use crate::platform::fs::PrivateOpen;
 
 /// The log file's size, at most, before it rotates.
 pub const MAX_FILE: u64 = 1024 * 1024;
@@ -54,10 +55,7 @@ impl RefusalLog {
     /// The log under `state_dir/audit/` (created owner-only).
     pub fn open(state_dir: &Path) -> std::io::Result<RefusalLog> {
         let dir = state_dir.join("audit");
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o700)
-            .create(&dir)?;
+        crate::platform::fs::create_private_dirs(&dir)?;
         let path = dir.join("refusals.jsonl");
         let size = std::fs::metadata(&path).map_or(0, |m| m.len());
         Ok(RefusalLog {
@@ -142,8 +140,8 @@ impl RefusalLog {
                 OpenOptions::new()
                     .create(true)
                     .append(true)
-                    .mode(0o600)
-                    .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+                    .owner_only()
+                    .no_follow()
                     .open(&self.path)?,
             );
         }
@@ -240,11 +238,8 @@ mod tests {
         assert_eq!(first["agentId"], "agt_0123456789");
         assert_eq!(first["verified"], false);
         assert_eq!(first["keyHash"], hex::encode(Sha256::digest(b"req-0001")));
-        let mode = std::fs::metadata(dir.path().join("audit/refusals.jsonl")).unwrap();
-        assert_eq!(
-            std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
-            0o600
-        );
+        let metadata = std::fs::metadata(dir.path().join("audit/refusals.jsonl")).unwrap();
+        assert_eq!(crate::platform::fs::mode(&metadata), 0o600);
     }
 
     /// The size bound at its edge: a line that would pass it rotates the file first.

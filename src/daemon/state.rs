@@ -69,7 +69,7 @@ pub struct Shared {
 #[derive(Debug, Clone)]
 pub struct Binary {
     pub path: std::path::PathBuf,
-    identity: Option<(u64, u64, u64, i64, i64)>,
+    identity: Option<((u64, u64), u64, i64)>,
 }
 
 impl Binary {
@@ -78,10 +78,13 @@ impl Binary {
         Binary { path, identity }
     }
 
-    fn identity(path: &std::path::Path) -> Option<(u64, u64, u64, i64, i64)> {
-        use std::os::unix::fs::MetadataExt;
+    fn identity(path: &std::path::Path) -> Option<((u64, u64), u64, i64)> {
         let m = std::fs::metadata(path).ok()?;
-        Some((m.dev(), m.ino(), m.size(), m.mtime(), m.mtime_nsec()))
+        Some((
+            crate::platform::fs::file_id(&m),
+            m.len(),
+            crate::platform::fs::modified_ns(&m),
+        ))
     }
 
     /// Whether the path now holds another file (or none) than the one this daemon started from.

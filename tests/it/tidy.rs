@@ -669,3 +669,139 @@ fn the_contract_knows_nothing_of_http() {
         }
     }
 }
+
+/// Every OS-specific call is made in `src/platform/`: no other file of `src/` (its tests
+/// included) names a Unix-only API or reads `/proc`, so what the crate asks of Linux is one
+/// module's list. Comments may say what the seam does; code may not go around it.
+#[test]
+fn unix_only_calls_live_in_the_platform_seam() {
+    const UNIX_ONLY: [&str; 5] = [
+        "std::os::unix",
+        "rustix::",
+        "tokio::signal::unix",
+        "libc::",
+        "/proc/",
+    ];
+    /// `text` without its comments (`//` to the end of the line, `/* */` nested): strings, byte
+    /// strings and raw strings are code and kept whole, a `//` inside one included.
+    fn without_comments(text: &str) -> String {
+        let chars: Vec<char> = text.chars().collect();
+        let ident = |c: char| c.is_alphanumeric() || c == '_';
+        let mut code = String::with_capacity(text.len());
+        let mut i = 0;
+        while i < chars.len() {
+            let (c, next) = (chars[i], chars.get(i + 1).copied());
+            if c == '/' && next == Some('/') {
+                while i < chars.len() && chars[i] != '\n' {
+                    i += 1;
+                }
+            } else if c == '/' && next == Some('*') {
+                let mut depth = 0;
+                while i < chars.len() {
+                    if chars[i] == '/' && chars.get(i + 1) == Some(&'*') {
+                        depth += 1;
+                        i += 2;
+                    } else if chars[i] == '*' && chars.get(i + 1) == Some(&'/') {
+                        depth -= 1;
+                        i += 2;
+                        if depth == 0 {
+                            break;
+                        }
+                    } else {
+                        i += 1;
+                    }
+                }
+            } else if c == 'r'
+                && matches!(next, Some('"' | '#'))
+                && (i == 0
+                    || !ident(chars[i - 1])
+                    || (chars[i - 1] == 'b' && (i == 1 || !ident(chars[i - 2]))))
+            {
+                // A raw string: `r"…"` or `r#"…"#`, ended by its quote and as many `#`.
+                let hashes = chars[i + 1..].iter().take_while(|&&h| h == '#').count();
+                if chars.get(i + 1 + hashes) != Some(&'"') {
+                    code.push(c);
+                    i += 1;
+                    continue;
+                }
+                let start = i;
+                i += 2 + hashes;
+                let closes = |at: usize| {
+                    chars[at] == '"'
+                        && chars[at + 1..].iter().take_while(|&&h| h == '#').count() >= hashes
+                };
+                while i < chars.len() && !closes(i) {
+                    i += 1;
+                }
+                i = (i + 1 + hashes).min(chars.len());
+                code.extend(&chars[start..i]);
+            } else if c == '"' {
+                let start = i;
+                i += 1;
+                while i < chars.len() && chars[i] != '"' {
+                    i += if chars[i] == '\\' { 2 } else { 1 };
+                }
+                i = (i + 1).min(chars.len());
+                code.extend(&chars[start..i]);
+            } else if c == '\'' && (next == Some('\\') || chars.get(i + 2) == Some(&'\'')) {
+                // A character literal (`'"'`, `'\''`), not a lifetime: kept, and its quote is
+                // not a string's.
+                let start = i;
+                i += if next == Some('\\') { 3 } else { 1 };
+                while i < chars.len() && chars[i] != '\'' {
+                    i += 1;
+                }
+                i = (i + 1).min(chars.len());
+                code.extend(&chars[start..i]);
+            } else {
+                code.push(c);
+                i += 1;
+            }
+        }
+        code
+    }
+    let root = repo_root();
+    let seam = root.join("src/platform");
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let mut outside = Vec::new();
+    let mut seam_code = String::new();
+    for file in &files {
+        let code = without_comments(&std::fs::read_to_string(file).unwrap());
+        if file.starts_with(&seam) {
+            seam_code.push_str(&code);
+            continue;
+        }
+        let name = file.strip_prefix(root).unwrap().display().to_string();
+        for call in UNIX_ONLY.iter().filter(|call| code.contains(**call)) {
+            outside.push(format!("{name}: `{call}`"));
+        }
+    }
+    assert!(
+        outside.is_empty(),
+        "OS-specific calls outside src/platform/ (give the seam a function for them):\n{}",
+        outside.join("\n")
+    );
+    // The check is real: the seam makes the calls the rest of `src/` may not (`libc` is no
+    // dependency of the crate, so the seam reaches the kernel through `rustix`, and a `libc::`
+    // call is shown to be seen instead), and a comment is not code.
+    for call in UNIX_ONLY.iter().filter(|call| **call != "libc::") {
+        assert!(
+            seam_code.contains(call),
+            "src/platform/ makes no `{call}` call"
+        );
+    }
+    let sample =
+        "let pid = unsafe { libc::getpid() }; // not /proc/self\n/* rustix:: */ \"a // b\"";
+    let code = without_comments(sample);
+    assert!(
+        code.contains("libc::") && code.contains("\"a // b\""),
+        "{code}"
+    );
+    assert!(
+        !code.contains("/proc/") && !code.contains("rustix::"),
+        "{code}"
+    );
+    assert!(without_comments("r#\"/proc/\"# // x").contains("/proc/"));
+    assert!(!without_comments("let q = '\\''; // /proc/").contains("/proc/"));
+}

@@ -517,8 +517,6 @@ fn migrate_legacy(legacy: &Path, dir: &Path, now: i64) -> Result<(), ProfileErro
 
 #[cfg(test)]
 mod tests {
-    use std::os::unix::fs::PermissionsExt;
-
     use super::*;
 
     fn profile(id: &str, handle: &str) -> Profile {
@@ -556,11 +554,8 @@ mod tests {
         assert!(store.revision().counter > start.counter);
         let dir = state.path().join("agents/agt_00000001");
         for file in [PROFILE_FILE, SECRETS_FILE] {
-            let mode = std::fs::metadata(dir.join(file))
-                .unwrap()
-                .permissions()
-                .mode();
-            assert_eq!(mode & 0o777, 0o600, "{file}");
+            let metadata = std::fs::metadata(dir.join(file)).unwrap();
+            assert_eq!(crate::platform::fs::mode(&metadata), 0o600, "{file}");
         }
         assert!(
             !std::fs::read_to_string(dir.join(PROFILE_FILE))

@@ -7,12 +7,14 @@
 //! mix. Each daemon instance holds an exclusive `flock` on `<instance>/lock`; the next daemon
 //! removes every instance directory whose lock it can take (its owner is gone).
 
-use std::fs::{self, DirBuilder, File, OpenOptions};
+use std::fs::{self, File, OpenOptions};
 use std::io;
-use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
 use rand::Rng;
+
+pub use crate::platform::fs::check_private_dir;
+use crate::platform::fs::{PrivateOpen, create_private_dirs};
 
 /// The file name of the Exec token inside an authorization's directory.
 pub const TOKEN_FILE: &str = "token";
@@ -36,27 +38,14 @@ pub fn random_name(prefix: &str) -> String {
 pub fn create_private_dir(parent: &Path, prefix: &str) -> io::Result<PathBuf> {
     check_private_dir(parent)?;
     let path = parent.join(random_name(prefix));
-    DirBuilder::new().mode(0o700).create(&path)?;
+    crate::platform::fs::create_private_dir(&path)?;
     check_private_dir(&path)?;
     Ok(path)
 }
 
-/// `path` (not followed if a symlink) is a directory owned by us with no group/other bits.
-pub fn check_private_dir(path: &Path) -> io::Result<()> {
-    let metadata = fs::symlink_metadata(path)?;
-    let euid = rustix::process::geteuid().as_raw();
-    if !metadata.is_dir() || metadata.uid() != euid || metadata.mode() & 0o077 != 0 {
-        return Err(io::Error::other(format!(
-            "`{}` is not a private directory of this user",
-            path.display()
-        )));
-    }
-    Ok(())
-}
-
 /// Creates `path` and its parents as needed, each new one 0700, then checks `path`.
 pub fn ensure_private_dir(path: &Path) -> io::Result<()> {
-    DirBuilder::new().mode(0o700).recursive(true).create(path)?;
+    create_private_dirs(path)?;
     check_private_dir(path)
 }
 
@@ -95,8 +84,8 @@ impl Instance {
             .write(true)
             .create(true)
             .truncate(false)
-            .mode(0o600)
-            .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+            .owner_only()
+            .no_follow()
             .open(base.join(SWEEP_LOCK_FILE))?;
         sweep.lock()?;
         let started = Self::sweep_and_create(base);
@@ -134,7 +123,7 @@ impl Instance {
         let lock = OpenOptions::new()
             .write(true)
             .create_new(true)
-            .mode(0o600)
+            .owner_only()
             .open(dir.join(LOCK_FILE))?;
         lock.try_lock().map_err(|e| {
             io::Error::other(format!("cannot lock the new instance directory: {e}"))
@@ -145,14 +134,13 @@ impl Instance {
 
 #[cfg(test)]
 mod tests {
-    use std::os::unix::fs::PermissionsExt;
-
     use super::*;
+    use crate::platform;
 
     /// A temporary directory with mode 0700, like the instance directory.
     fn private_tempdir() -> tempfile::TempDir {
         tempfile::Builder::new()
-            .permissions(fs::Permissions::from_mode(0o700))
+            .permissions(platform::fs::permissions(0o700))
             .tempdir()
             .unwrap()
     }
@@ -160,26 +148,19 @@ mod tests {
     #[test]
     fn private_dirs_and_files_are_owner_only_and_published_atomically() {
         let loose = tempfile::tempdir().unwrap();
-        fs::set_permissions(loose.path(), fs::Permissions::from_mode(0o755)).unwrap();
+        platform::fs::set_mode(loose.path(), 0o755).unwrap();
         assert!(
             create_private_dir(loose.path(), "authz-").is_err(),
             "a directory was created under a loosened parent"
         );
         let base = private_tempdir();
         let dir = create_private_dir(base.path(), "authz-").unwrap();
-        assert_eq!(
-            fs::metadata(&dir).unwrap().permissions().mode() & 0o777,
-            0o700
-        );
+        assert_eq!(platform::fs::mode(&fs::metadata(&dir).unwrap()), 0o700);
         publish(&dir, TOKEN_FILE, "first").unwrap();
         publish(&dir, TOKEN_FILE, "second").unwrap();
         assert_eq!(fs::read_to_string(dir.join(TOKEN_FILE)).unwrap(), "second");
         assert_eq!(
-            fs::metadata(dir.join(TOKEN_FILE))
-                .unwrap()
-                .permissions()
-                .mode()
-                & 0o777,
+            platform::fs::mode(&fs::metadata(dir.join(TOKEN_FILE)).unwrap()),
             0o600
         );
         assert_eq!(

@@ -35,11 +35,11 @@ pub struct Stamp {
 
 impl Stamp {
     pub fn of(metadata: &std::fs::Metadata) -> Stamp {
-        use std::os::unix::fs::MetadataExt;
+        let (_, ino) = crate::platform::fs::file_id(metadata);
         Stamp {
             len: metadata.len(),
-            mtime_ns: metadata.mtime() * 1_000_000_000 + metadata.mtime_nsec(),
-            ino: metadata.ino(),
+            mtime_ns: crate::platform::fs::modified_ns(metadata),
+            ino,
         }
     }
 }

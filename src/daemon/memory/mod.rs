@@ -24,7 +24,6 @@ pub mod snapshot;
 
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Read};
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -37,6 +36,8 @@ use self::index::{Hit, Index, Stamp};
 use crate::contract::ActionError;
 use crate::contract::error::ErrorCode;
 use crate::daemon::auth::files::ensure_private_dir;
+use crate::platform;
+use crate::platform::fs::PrivateOpen;
 
 /// The memory directories' root, under the state directory.
 pub const MEMORY_DIR: &str = "memory";
@@ -519,20 +520,8 @@ impl AgentMemory {
 /// that removed and recreated it (`mkdir -p` under its umask) does not lock itself out. A
 /// symlink or another user's directory is refused.
 fn prepare_agent_dir(dir: &Path) -> io::Result<()> {
-    use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
-    std::fs::DirBuilder::new()
-        .mode(0o700)
-        .recursive(true)
-        .create(dir)?;
-    let metadata = std::fs::symlink_metadata(dir)?;
-    if !metadata.is_dir() || metadata.uid() != rustix::process::geteuid().as_raw() {
-        return Err(io::Error::other(format!(
-            "`{}` is not a directory of this user",
-            dir.display()
-        )));
-    }
-    if metadata.mode() & 0o077 != 0 {
-        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o700))?;
+    platform::fs::create_private_dirs(dir)?;
+    if platform::fs::tighten_private_dir(dir)? {
         tracing::info!(dir = %dir.display(), "made the memory directory owner-only again");
     }
     Ok(())
@@ -611,7 +600,7 @@ fn index_file(dir: &Path, key: &str, metadata: &std::fs::Metadata, index: &mut I
 fn read_text(path: &Path) -> io::Result<String> {
     let file = std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(rustix::fs::OFlags::NOFOLLOW.bits() as i32)
+        .no_follow()
         .open(path)?;
     let mut bytes = Vec::new();
     file.take(MAX_FILE_BYTES).read_to_end(&mut bytes)?;
@@ -699,7 +688,7 @@ mod tests {
         write(root, "notes/db.markdown", "# Database\nvacuum rollout\n");
         write(root, "notes/skip.txt", "rollout");
         write(root, ".git/x.md", "rollout");
-        std::os::unix::fs::symlink(root.join("deploy.md"), root.join("link.md")).unwrap();
+        platform::fs::symlink(&root.join("deploy.md"), &root.join("link.md")).unwrap();
         let mut index = Index::default();
         assert_eq!(scan(root, Path::new(""), &mut index, true), 0);
         let mut paths = found(&index, "rollout");

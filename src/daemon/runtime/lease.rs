@@ -4,7 +4,6 @@
 //! held), stops the process group, drains, sends the exit frame and releases the slot.
 
 use std::io;
-use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,10 +13,12 @@ use tokio::process::Child;
 use tokio::sync::{OwnedSemaphorePermit, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
-use super::process::stop_group;
+use super::process::{stop_group, stop_rest_of_group};
 use super::{DRAIN_DEADLINE, Dispatcher, OUTPUT_GRACE, Output};
 use crate::daemon::auth::files::{self, MCP_TOKEN_FILE, TOKEN_FILE};
 use crate::daemon::auth::{Authorization, Issued, RuntimeAuthorizationStore, Scope};
+use crate::platform;
+use crate::platform::process::Pid;
 
 /// What, besides the process's own exit, ends a lease.
 pub(super) struct Ends {
@@ -48,9 +49,7 @@ impl Lease {
         ended: watch::Sender<bool>,
     ) {
         let dispatcher = self.dispatcher.clone();
-        let group = child
-            .id()
-            .and_then(|pid| rustix::process::Pid::from_raw(pid as i32));
+        let group = child.id().and_then(Pid::new);
         let mut ticker = tokio::time::interval(dispatcher.config.tick);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let mut failures = 0;
@@ -84,12 +83,12 @@ impl Lease {
             Some(status) => {
                 // The first process is gone; whatever it left in its group goes too.
                 if let Some(group) = group {
-                    let _ = stop_group(group, None).await;
+                    stop_rest_of_group(group).await;
                 }
                 status
             }
             None => match group {
-                Some(group) => stop_group(group, Some(&mut child)).await,
+                Some(group) => stop_group(group, &mut child).await,
                 None => child.wait().await,
             },
         };
@@ -101,9 +100,7 @@ impl Lease {
             .drain(&self.authorization, DRAIN_DEADLINE)
             .await;
         let code = match &status {
-            Ok(status) => status
-                .code()
-                .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)),
+            Ok(status) => platform::process::exit_code(status),
             Err(_) => 128,
         };
         tracing::info!(authorization = %self.authorization.id, code, "runtime ended; credential revoked and removed");
@@ -280,9 +277,8 @@ mod tests {
 
     /// A temporary directory with mode 0700, like every directory the daemon writes secrets in.
     fn private_tempdir() -> tempfile::TempDir {
-        use std::os::unix::fs::PermissionsExt;
         tempfile::Builder::new()
-            .permissions(std::fs::Permissions::from_mode(0o700))
+            .permissions(platform::fs::permissions(0o700))
             .tempdir()
             .unwrap()
     }

@@ -3,10 +3,8 @@
 //! the private `bin/agentteam` link to the daemon's own executable.
 
 use std::io;
-use std::os::unix::fs::DirBuilderExt;
-use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
-use std::process::Stdio;
+use std::process::{ExitStatus, Stdio};
 use std::time::Duration;
 
 use tokio::io::AsyncReadExt;
@@ -15,6 +13,8 @@ use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 use super::{BIN_DIR, KILL_GRACE, Output};
+use crate::platform;
+use crate::platform::process::{Pid, Signal, group_alive, signal_group};
 
 /// Starts `program` with `args` in `workdir` with exactly `env` (nothing inherited), its stdin
 /// empty and its stdout and stderr piped to the daemon. Dropping the child kills its first process.
@@ -24,7 +24,8 @@ pub(super) fn spawn<'a>(
     workdir: &Path,
     env: Vec<(String, String)>,
 ) -> io::Result<Child> {
-    tokio::process::Command::new(program)
+    let mut command = tokio::process::Command::new(program);
+    command
         .args(args)
         .current_dir(workdir)
         .env_clear()
@@ -32,89 +33,55 @@ pub(super) fn spawn<'a>(
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
-        // Its own process group, so the whole runtime (a shell's commands, a runtime's tool
-        // processes and MCP servers) is signalled at its end, not just its first process.
-        .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
+        .kill_on_drop(true);
+    // Its own process group, so the whole runtime (a shell's commands, a runtime's tool
+    // processes and MCP servers) is signalled at its end, not just its first process.
+    platform::process::in_own_group(&mut command);
+    command.spawn()
 }
 
 /// `dir/bin/agentteam` → the daemon's executable: the runtime's `agentteam` is the daemon's own.
 pub(super) fn link_executable(dir: &Path, executable: &Path) -> io::Result<()> {
     let bin = dir.join(BIN_DIR);
-    std::fs::DirBuilder::new().mode(0o700).create(&bin)?;
-    std::os::unix::fs::symlink(executable, bin.join("agentteam"))
+    platform::fs::create_private_dir(&bin)?;
+    platform::fs::symlink(executable, &bin.join("agentteam"))
 }
 
-/// Whether any process of `group` is still running. A zombie does not count: an orphan's zombie
-/// waits for whatever reaps orphans here, which may be slow, and a zombie cannot act. Read from
-/// `/proc` where there is one; elsewhere a zombie counts.
-fn group_alive(group: rustix::process::Pid) -> bool {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return rustix::process::test_kill_process_group(group).is_ok();
-    };
-    let wanted = group.as_raw_nonzero().get().to_string();
-    entries.filter_map(Result::ok).any(|entry| {
-        let name = entry.file_name();
-        if !name.to_string_lossy().bytes().all(|b| b.is_ascii_digit()) {
-            return false;
-        }
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            return false;
-        };
-        // `pid (comm) state ppid pgrp …`: the command may hold anything, so parse after its `)`.
-        let mut fields = stat
-            .rsplit_once(')')
-            .map(|(_, rest)| rest.split_whitespace())
-            .into_iter()
-            .flatten();
-        let state = fields.next();
-        let pgrp = fields.nth(1);
-        pgrp == Some(wanted.as_str()) && state != Some("Z")
-    })
-}
-
-/// Stops every process of `group`: SIGTERM, then SIGKILL once [`KILL_GRACE`] passed with any of
-/// them left. With the group's first process still running (`leader`), it is reaped and its
-/// status returned; otherwise the status is that of an already reaped process.
-pub(super) async fn stop_group(
-    group: rustix::process::Pid,
-    leader: Option<&mut Child>,
-) -> io::Result<std::process::ExitStatus> {
-    use rustix::process::{Signal, kill_process_group};
-    let alive = || group_alive(group);
-    if !alive() {
-        return match leader {
-            Some(child) => child.wait().await,
-            None => Ok(std::process::ExitStatus::from_raw(0)),
-        };
+/// Stops what is left of `group` once its first process exited: SIGTERM, then SIGKILL once
+/// [`KILL_GRACE`] passed with any of them left.
+pub(super) async fn stop_rest_of_group(group: Pid) {
+    if !group_alive(group) {
+        return;
     }
-    let _ = kill_process_group(group, Signal::TERM);
+    let _ = signal_group(group, Signal::Terminate);
+    finish_group(group, tokio::time::Instant::now() + KILL_GRACE).await;
+}
+
+/// Stops every process of `group` and reaps `leader`, its first, which still runs: SIGTERM, then
+/// SIGKILL once [`KILL_GRACE`] passed with any of them left. Returns the leader's status.
+pub(super) async fn stop_group(group: Pid, leader: &mut Child) -> io::Result<ExitStatus> {
+    if !group_alive(group) {
+        return leader.wait().await;
+    }
+    let _ = signal_group(group, Signal::Terminate);
     let deadline = tokio::time::Instant::now() + KILL_GRACE;
-    let mut status = None;
-    if let Some(child) = leader {
-        if let Ok(reaped) = tokio::time::timeout_at(deadline, child.wait()).await {
-            status = Some(reaped);
-        }
-        // Members other than the leader get the rest of the grace.
-        while alive() && tokio::time::Instant::now() < deadline {
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
-        if alive() {
-            let _ = kill_process_group(group, Signal::KILL);
-        }
-        return match status {
-            Some(status) => status,
-            None => child.wait().await,
-        };
+    let status = tokio::time::timeout_at(deadline, leader.wait()).await.ok();
+    // Members other than the leader get the rest of the grace.
+    finish_group(group, deadline).await;
+    match status {
+        Some(status) => status,
+        None => leader.wait().await,
     }
-    while alive() && tokio::time::Instant::now() < deadline {
+}
+
+/// Waits until no process of `group` runs or `deadline` passed, then kills those left.
+async fn finish_group(group: Pid, deadline: tokio::time::Instant) {
+    while group_alive(group) && tokio::time::Instant::now() < deadline {
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    if alive() {
-        let _ = kill_process_group(group, Signal::KILL);
+    if group_alive(group) {
+        let _ = signal_group(group, Signal::Kill);
     }
-    Ok(std::process::ExitStatus::from_raw(0))
 }
 
 /// Sees each chunk a runtime writes before it is relayed.

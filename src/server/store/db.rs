@@ -56,7 +56,7 @@ pub(crate) struct DatabaseLock(#[allow(dead_code)] Option<std::fs::File>);
 
 impl DatabaseLock {
     fn take(options: &SqliteConnectOptions) -> Result<DatabaseLock, StoreError> {
-        use std::os::unix::fs::OpenOptionsExt;
+        use crate::platform::fs::PrivateOpen;
         let path = options.get_filename();
         if path.as_os_str() == ":memory:" {
             return Ok(DatabaseLock(None));
@@ -67,10 +67,10 @@ impl DatabaseLock {
             .create(true)
             .truncate(false)
             .write(true)
-            .mode(0o600)
+            .owner_only()
             .open(&name)
             .map_err(StoreError::Lock)?;
-        rustix::fs::flock(&file, rustix::fs::FlockOperation::NonBlockingLockExclusive)
+        crate::platform::lock::try_lock_exclusive(&file)
             .map_err(|_| StoreError::InUse(path.display().to_string()))?;
         Ok(DatabaseLock(Some(file)))
     }

@@ -62,8 +62,8 @@ pub struct RawError {
 impl RawReaders {
     /// Opens the first connection now, so a file that cannot be read fails the start.
     pub(crate) fn open(path: &std::path::Path) -> Result<RawReaders, StoreError> {
-        use std::os::unix::ffi::OsStrExt;
-        let path = CString::new(path.as_os_str().as_bytes()).map_err(|_| {
+        let bytes = crate::platform::fs::os_str_bytes(path.as_os_str());
+        let path = CString::new(bytes).map_err(|_| {
             StoreError::Raw(RawError {
                 code: ffi::SQLITE_CANTOPEN,
                 message: "the database path contains a NUL byte".into(),
@@ -477,8 +477,7 @@ mod tests {
 
     /// A read-write connection of `path` (created if missing), for the caller to close.
     fn writer(path: &std::path::Path) -> *mut ffi::sqlite3 {
-        use std::os::unix::ffi::OsStrExt;
-        let path = CString::new(path.as_os_str().as_bytes()).unwrap();
+        let path = CString::new(crate::platform::fs::os_str_bytes(path.as_os_str())).unwrap();
         let mut db = std::ptr::null_mut();
         let flags = ffi::SQLITE_OPEN_READWRITE | ffi::SQLITE_OPEN_CREATE;
         // SAFETY: `path` is NUL-terminated; `db` receives the handle.
