@@ -181,7 +181,7 @@ pub fn main() -> ExitCode {
         Command::Prompt { runtime } => output::print(&format!(
             "{}\n{}",
             prompt_summary(&catalog::launch_extensions()),
-            crate::contract::skill::skill_doc(&runtime.naming())
+            crate::contract::tool_guidance::skill_doc(&runtime.naming())
         )),
         Command::Admin { json, command } => admin::run(command, json),
         Command::Mcp { command } => mcp::run(command),
@@ -294,8 +294,8 @@ pub enum PromptRuntime {
 }
 
 impl PromptRuntime {
-    fn naming(self) -> crate::contract::skill::RuntimeNaming {
-        use crate::contract::skill::RuntimeNaming;
+    fn naming(self) -> crate::contract::tool_guidance::RuntimeNaming {
+        use crate::contract::tool_guidance::RuntimeNaming;
         match self {
             PromptRuntime::Raw => RuntimeNaming::Raw,
             PromptRuntime::Claude => RuntimeNaming::Claude,

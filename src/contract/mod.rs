@@ -16,9 +16,9 @@ pub mod kinds;
 pub mod runtime_catalog;
 pub mod selector;
 pub mod shape;
-pub mod skill;
 pub mod target;
 pub mod timestamp;
+pub mod tool_guidance;
 pub mod types;
 pub mod validate;
 

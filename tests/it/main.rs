@@ -26,7 +26,7 @@ mod pg_replicas;
 mod provider_stub;
 mod proxies;
 mod readme;
-mod review_findings;
+mod runtime_boundary;
 mod runtime_drivers;
 mod schema_lint;
 mod serve_loop;

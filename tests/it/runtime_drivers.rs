@@ -14,7 +14,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use agentteam::contract::TOOLS;
-use agentteam::contract::skill::{RuntimeNaming, ToolNamer};
+use agentteam::contract::tool_guidance::{RuntimeNaming, ToolNamer};
 use serde_json::{Value, json};
 
 use crate::support::{TestDaemon, repo_root, venv_tool};

@@ -178,7 +178,7 @@ fn imports(
     found
 }
 
-/// Issue 11: the modules of `src/` import each other without a cycle (counting every
+/// The modules of `src/` import each other without a cycle (counting every
 /// `crate::`/`super::`/`self::` path): no module imports the module that mounts it.
 #[test]
 fn no_import_cycle_between_src_files() {

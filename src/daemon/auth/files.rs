@@ -212,7 +212,7 @@ mod tests {
         );
     }
 
-    /// Review finding 10: daemons starting at once never sweep each other's fresh directories.
+    /// Daemons starting at once never sweep each other's fresh directories.
     #[test]
     fn daemons_starting_at_once_keep_every_fresh_instance() {
         let temp = tempfile::tempdir().unwrap();

@@ -85,7 +85,7 @@ pub fn wire(
     match family {
         Family::Generic => Ok(Wiring::default()),
         Family::Claude => {
-            let config = json!({ "mcpServers": { crate::contract::skill::NAMESPACE: {
+            let config = json!({ "mcpServers": { crate::contract::tool_guidance::NAMESPACE: {
                 "type": "http",
                 "url": mcp_url,
                 "headersHelper": helper,
@@ -103,7 +103,7 @@ pub fn wire(
             })
         }
         Family::Codex => {
-            let key = format!("mcp_servers.{}", crate::contract::skill::NAMESPACE);
+            let key = format!("mcp_servers.{}", crate::contract::tool_guidance::NAMESPACE);
             Ok(Wiring {
                 args: vec![
                     "-c".into(),
@@ -117,7 +117,7 @@ pub fn wire(
         Family::Opencode => {
             let config = json!({
                 "$schema": "https://opencode.ai/config.json",
-                "mcp": { format!("mcp_{}", crate::contract::skill::NAMESPACE): {
+                "mcp": { format!("mcp_{}", crate::contract::tool_guidance::NAMESPACE): {
                     "type": "local",
                     "command": [exe, "mcp", "stdio"],
                     "environment": {

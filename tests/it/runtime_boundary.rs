@@ -1,6 +1,7 @@
-//! Regression tests of the review findings (issue 10): each drives the real daemon, server and
-//! binary the way the finding was observed, and fails on the code before its fix. Findings whose
-//! proof is a unit test live beside their code (named in each test's doc).
+//! The runtime's boundary with the daemon, held end to end: proxies never see a credential, the
+//! bearer goes only to the canonical loopback route, the CLI's bounds, the runtime's own
+//! `agentteam`, the catalog digest, strong shutdown, sessions and their replacement, incidents,
+//! selectors and process groups. Each drives the real daemon, server and binary.
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::{Path, PathBuf};
@@ -91,7 +92,7 @@ async fn check_proxied_runtime(mut runtime: Launched) {
     assert!(runtime.child.wait().await.unwrap().success());
 }
 
-/// Finding 1: with every proxy variable set, no credential-carrying request of ours goes to the
+/// With every proxy variable set, no credential-carrying request of ours goes to the
 /// proxy: `agentteam agent add` and `run` (admin token), `agentteam exec` inside a runtime (Exec
 /// token), the daemon's operator and `ServerClient` calls to the embedded server and to an external
 /// server on loopback (operator token, device credential), even with `--server-proxy` named
@@ -114,7 +115,7 @@ async fn no_credential_carrying_request_goes_through_a_proxy() {
         String::from_utf8_lossy(&output.stderr)
     );
     check_proxied_runtime(launch_with_env(&embedded, "proxied", &env, PROXIED_RUNTIME)).await;
-    // Finding 8: profiles are owner-only files written through `private_file`.
+    // Profiles are owner-only files written through `private_file`.
     let profiles = embedded.state_dir.join("agents");
     for entry in std::fs::read_dir(&profiles).unwrap() {
         let dir = entry.unwrap().path();
@@ -175,7 +176,7 @@ async fn exec_with(base_url: &str, token_file: &Path) -> std::process::Output {
         .unwrap()
 }
 
-/// Finding 2: the bearer goes only to the daemon's canonical route on a literal loopback address;
+/// The bearer goes only to the daemon's canonical route on a literal loopback address;
 /// anything else is refused before the token file is read (exit 2), and nothing is sent.
 #[tokio::test]
 async fn exec_refuses_a_base_url_that_is_not_the_daemons_loopback_route() {
@@ -244,7 +245,7 @@ async fn hostile_peer(listener: TcpListener, head: String, body_len: Option<usiz
     }
 }
 
-/// Finding 2, the bounds: the CLI reads at most 1 MiB of an answer and at most 64 KiB of one
+/// The bounds: the CLI reads at most 1 MiB of an answer and at most 64 KiB of one
 /// `run` output frame, whatever the peer sends.
 #[tokio::test]
 async fn the_cli_bounds_answers_and_run_frames() {
@@ -313,7 +314,7 @@ async fn the_cli_bounds_answers_and_run_frames() {
     drop(lock);
 }
 
-/// Finding 3: inside a runtime, `agentteam` is the daemon's own executable, first on PATH, even
+/// Inside a runtime, `agentteam` is the daemon's own executable, first on PATH, even
 /// when the user's PATH has no `agentteam`; the link goes away with the launch's credentials.
 #[tokio::test]
 async fn a_runtimes_agentteam_is_the_daemons_own_executable() {
@@ -338,7 +339,7 @@ async fn a_runtimes_agentteam_is_the_daemons_own_executable() {
     assert!(!found.exists(), "the link outlived the launch");
 }
 
-/// Finding 3: a caller built from another catalog is refused with a typed error before its body
+/// A caller built from another catalog is refused with a typed error before its body
 /// is read (the body below never arrives, yet the answer does).
 #[tokio::test]
 async fn a_mismatched_catalog_digest_is_refused_before_the_body() {
@@ -380,7 +381,7 @@ async fn a_mismatched_catalog_digest_is_refused_before_the_body() {
     let _ = runtime.child.start_kill();
 }
 
-/// Finding 3, the caller's side: `agentteam exec` sends the digest of its built-in catalog on its
+/// The caller's side of the digest: `agentteam exec` sends the digest of its built-in catalog on its
 /// one request (a listener in the daemon's place reads what arrives).
 #[tokio::test]
 async fn agentteam_exec_sends_its_builtin_catalog_digest() {
@@ -429,7 +430,7 @@ async fn agentteam_exec_sends_its_builtin_catalog_digest() {
     let _ = runtime.child.start_kill();
 }
 
-/// Finding 7 (and 19 at shutdown): at SIGTERM every runtime's credential is refused within 1 s
+/// At SIGTERM every runtime's credential is refused within 1 s
 /// and its directory is gone within 2 s, even while a `run` stream is busy and runtimes ignore
 /// SIGTERM; the daemon exits within its drain deadline plus the kill grace, and no runtime
 /// process survives.
@@ -543,7 +544,7 @@ async fn sigterm_revokes_first_then_drains() {
     }
 }
 
-/// Finding 9: a history cursor works only for the agent that was given it.
+/// A history cursor works only for the agent that was given it.
 #[tokio::test]
 async fn a_history_cursor_is_bound_to_its_caller() {
     let server = TestServer::start().await;
@@ -592,7 +593,7 @@ async fn exec_runtime(daemon: &TestDaemon, agent: &str) -> (Launched, String, Pa
     (runtime, base, token_file)
 }
 
-/// Finding 11: a 5xx carries an incident id, the daemon logs the failure under it, and the CLI
+/// A 5xx carries an incident id, the daemon logs the failure under it, and the CLI
 /// keeps it in what it prints.
 #[tokio::test]
 async fn a_server_side_failure_names_its_incident_everywhere() {
@@ -635,7 +636,7 @@ async fn a_server_side_failure_names_its_incident_everywhere() {
     let _ = runtime.child.start_kill();
 }
 
-/// Finding 13: input the schema accepts but the typed request cannot hold (an integer beyond
+/// Input the schema accepts but the typed request cannot hold (an integer beyond
 /// `u64`) is the caller's mistake through the daemon too: 400, never a 5xx.
 #[tokio::test]
 async fn unrepresentable_input_is_a_validation_error_through_the_daemon() {
@@ -659,7 +660,7 @@ async fn unrepresentable_input_is_a_validation_error_through_the_daemon() {
     let _ = runtime.child.start_kill();
 }
 
-/// Finding 15: the bearer scheme is case-insensitive on every route that takes one: Exec action
+/// The bearer scheme is case-insensitive on every route that takes one: Exec action
 /// and catalog, MCP, the daemon's admin API, and the server's runtime and operator APIs.
 #[tokio::test]
 async fn the_bearer_scheme_is_case_insensitive_everywhere() {
@@ -734,7 +735,7 @@ async fn the_bearer_scheme_is_case_insensitive_everywhere() {
     let _ = runtime.child.start_kill();
 }
 
-/// Finding 17: `--session NAME --replace` ends the old process's authorization completely before
+/// `--session NAME --replace` ends the old process's authorization completely before
 /// the next process generation starts; both are never valid at once.
 #[tokio::test]
 async fn replacing_a_session_revokes_the_old_process_before_the_new_one_starts() {
@@ -806,7 +807,7 @@ async fn replacing_a_session_revokes_the_old_process_before_the_new_one_starts()
     let _ = new.child.start_kill();
 }
 
-/// Finding 18: a daemon started inside a runtime removes the runtime's credential variables from
+/// A daemon started inside a runtime removes the runtime's credential variables from
 /// its own environment, and says which.
 #[tokio::test]
 async fn a_daemon_started_in_a_runtime_scrubs_the_inherited_credential_variables() {
@@ -852,7 +853,7 @@ async fn a_daemon_started_in_a_runtime_scrubs_the_inherited_credential_variables
     runtime.child.wait().await.unwrap();
 }
 
-/// Finding 18: the daemon refuses conflicting idempotency selectors (header against body, or two
+/// The daemon refuses conflicting idempotency selectors (header against body, or two
 /// body fields) before anything reaches the server.
 #[tokio::test]
 async fn the_daemon_refuses_conflicting_selectors_before_dispatch() {
@@ -910,7 +911,7 @@ async fn the_daemon_refuses_conflicting_selectors_before_dispatch() {
     let _ = runtime.child.start_kill();
 }
 
-/// Finding 19: a runtime's descendants end with it, whether it exits on its own or its caller
+/// A runtime's descendants end with it, whether it exits on its own or its caller
 /// abandons it.
 #[tokio::test]
 async fn no_descendant_outlives_its_runtime() {
