@@ -72,6 +72,38 @@ impl ActionError {
         self
     }
 
+    /// The one answer to every refused credential on an envelope route, whatever the reason.
+    pub fn forbidden() -> Self {
+        ActionError::new(ErrorCode::Forbidden, "forbidden")
+    }
+
+    /// The refusal of an action no catalog has; the names are echoed cut to 32 characters.
+    pub fn unknown_action(domain: &str, action: &str) -> Self {
+        let shown = |s: &str| s.chars().take(32).collect::<String>();
+        ActionError::new(
+            ErrorCode::UnknownAction,
+            format!("unknown action: `{} {}`", shown(domain), shown(action)),
+        )
+    }
+
+    /// The refusal of an idempotency selector already used with another payload for `action`.
+    pub fn idempotency_key_reused(key: &str, action: &str) -> Self {
+        ActionError::new(
+            ErrorCode::IdempotencyKeyReused,
+            format!("`{key}` was already used with another payload for `{action}`"),
+        )
+        .with_next("use a new `requestId` for a different request")
+    }
+
+    /// The refusal of a repeat while the first request with its selector still runs.
+    pub fn idempotency_in_progress(key: &str, action: &str) -> Self {
+        ActionError::new(
+            ErrorCode::IdempotencyInProgress,
+            format!("the first request with `{key}` for `{action}` has not finished"),
+        )
+        .with_next("retry the same request later; it will replay the first result")
+    }
+
     /// The refusal of input that its schema accepts but its typed request cannot hold (a number
     /// beyond the type's range): the caller's mistake, so a validation failure, never a 5xx.
     pub fn unrepresentable_input() -> Self {

@@ -52,6 +52,20 @@ pub fn incident_id() -> Option<String> {
         .ok()
 }
 
+/// An internal failure of the process `who` (`daemon`, `server`): its `cause` logged under the
+/// request's incident id, the answer without it.
+pub fn internal(who: &str, cause: &dyn std::fmt::Display) -> ActionError {
+    tracing::error!(
+        incident_id = incident_id().unwrap_or_default(),
+        %cause,
+        "internal failure"
+    );
+    ActionError::new(
+        ErrorCode::InternalError,
+        format!("the {who} failed to handle this request"),
+    )
+}
+
 fn new_incident_id() -> String {
     format!("inc_{:016x}", rand::rng().random::<u64>())
 }
