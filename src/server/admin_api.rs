@@ -29,8 +29,8 @@ use serde::de::DeserializeOwned;
 use serde_json::json;
 
 use super::AppState;
-use super::actions::internal;
 use super::auth::{hash_secret, random_secret};
+use super::failure;
 use super::store::{MAX_ATTACHMENTS, MemberKind, NewAttachment};
 use crate::contract::error::ErrorCode;
 use crate::contract::types as t;
@@ -122,7 +122,7 @@ impl FromRequestParts<AppState> for OperatorAuth {
                 super::audit::operator_verified();
                 Ok(OperatorAuth)
             }
-            _ => Err(super::runtime_api::forbidden().into()),
+            _ => Err(ActionError::forbidden().into()),
         }
     }
 }
@@ -368,7 +368,7 @@ async fn known_workspace(state: &AppState, workspace_id: &str) -> ActionResult<(
         .store
         .workspace_exists(workspace_id)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
     {
         Ok(())
     } else {
@@ -385,7 +385,7 @@ async fn known_human(state: &AppState, workspace_id: &str, human_id: &str) -> Ac
         .store
         .human_workspace(human_id)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .as_deref()
         == Some(workspace_id)
     {
@@ -404,7 +404,7 @@ async fn known_channel(state: &AppState, workspace_id: &str, channel_id: &str) -
         .store
         .channel_workspace(channel_id)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .as_deref()
         == Some(workspace_id)
     {
@@ -436,7 +436,7 @@ async fn known_members(
             .store
             .member_kind(workspace_id, member)
             .await
-            .map_err(internal)?
+            .map_err(failure::store)?
             .ok_or_else(|| {
                 ActionError::new(
                     ErrorCode::NotFound,
@@ -457,7 +457,7 @@ async fn create_workspace(
         .store
         .create_workspace(&name, state.clock.now_ms())
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     Ok(Data(json!({ "workspaceId": id })))
 }
 
@@ -476,7 +476,7 @@ async fn create_human(
         .store
         .create_human(&workspace_id, &handle, &display_name, state.clock.now_ms())
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| taken("human", &handle))?;
     Ok(Data(json!({ "humanId": id })))
 }
@@ -504,7 +504,7 @@ async fn create_agent(
             state.clock.now_ms(),
         )
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| taken("agent", &handle))?;
     Ok(Data(json!({ "agentId": id })))
 }
@@ -537,7 +537,7 @@ async fn lookup_agents(
         .store
         .agents_among(&workspace_id, &agent_ids)
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     let agents: Vec<serde_json::Value> = found
         .into_iter()
         .map(|(id, handle, display_name)| {
@@ -563,7 +563,7 @@ async fn rename_agent(
         .store
         .rename_agent(&workspace_id, &agent_id, &handle)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
     {
         Some(true) => Ok(Data(json!({ "agentId": agent_id, "handle": *handle }))),
         Some(false) => Err(taken("agent", &handle).into()),
@@ -586,7 +586,7 @@ async fn create_device(
         .store
         .create_device(&human_id, &hash_secret(&secret), state.clock.now_ms())
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     Ok(Data(
         json!({ "deviceId": id, "credential": format!("{id}.{secret}") }),
     ))
@@ -603,7 +603,7 @@ async fn create_channel(
         .store
         .create_channel(&workspace_id, &name, &members, state.clock.now_ms())
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| taken("channel", &name))?;
     Ok(Data(json!({ "channelId": id })))
 }
@@ -619,7 +619,7 @@ async fn create_thread(
         .store
         .create_thread(&channel_id, &title, state.clock.now_ms())
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     Ok(Data(json!({ "threadId": id })))
 }
 
@@ -650,7 +650,7 @@ async fn create_team(
             state.clock.now_ms(),
         )
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| taken("team", &handle))?;
     Ok(Data(json!({ "teamId": id })))
 }
@@ -684,7 +684,7 @@ async fn post_message(
                 .await
         }
     }
-    .map_err(internal)?
+    .map_err(failure::store)?
     .filter(|m| m.channel_id == channel_id)
     .ok_or_else(|| {
         ActionError::new(
@@ -703,7 +703,7 @@ async fn post_message(
             state.clock.now_ms(),
         )
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     Ok(Data(
         json!({ "messageId": id, "attachmentIds": attachment_ids }),
     ))
@@ -774,7 +774,7 @@ async fn open_dm(
             state.clock.now_ms(),
         )
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     Ok(Data(json!({ "dmId": id, "target": format!("dm:{id}") })))
 }
 
@@ -789,7 +789,7 @@ async fn add_channel_member(
         .store
         .add_channel_member(&channel_id, &member_id)
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     Ok(Data(
         json!({ "channelId": channel_id, "memberId": member_id }),
     ))
@@ -831,7 +831,7 @@ async fn list_approvals(
             super::actions::page::limit(limit),
         )
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     let next_cursor = found
         .next
         .map(|p| super::actions::page::encode_position(&state, &filter, &p))
@@ -875,7 +875,7 @@ async fn list_audit(
             super::actions::page::limit(limit),
         )
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     let next_cursor = found
         .next
         .map(|p| super::actions::page::encode_position(&state, &filter, &p))
@@ -935,7 +935,7 @@ async fn decide_approval(
             },
         )
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| {
             ActionError::new(
                 ErrorCode::NotFound,
@@ -991,7 +991,7 @@ async fn publish_extension(
             state.clock.now_ms(),
         )
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .expect("a publish that is not a seed always records");
     tracing::info!(extension = %recorded.name, version = recorded.version, digest = %recorded.digest, catalog_version = recorded.catalog_version, "extension published");
     Ok(Data(json!({
@@ -1007,7 +1007,11 @@ async fn list_extensions(
     State(state): State<AppState>,
     OperatorJson(Nothing {}): OperatorJson<Nothing>,
 ) -> Answer {
-    let current = state.store.current_extensions().await.map_err(internal)?;
+    let current = state
+        .store
+        .current_extensions()
+        .await
+        .map_err(failure::store)?;
     Ok(Data(json!({
         "extensions": current.iter().map(|(recorded, provider)| json!({
             "name": recorded.name,
@@ -1052,7 +1056,7 @@ async fn install_app(
             state.clock.now_ms(),
         )
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     if !installed {
         return Err(ActionError::new(
             ErrorCode::NotFound,
@@ -1078,7 +1082,7 @@ async fn grant_app(
         .store
         .grant_app(&workspace_id, &extension, &agent_id, state.clock.now_ms())
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     if !granted {
         return Err(ActionError::new(
             ErrorCode::NotFound,
@@ -1100,7 +1104,7 @@ async fn revoke_app(
         .store
         .revoke_app(&workspace_id, &extension, state.clock.now_ms())
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     if !revoked {
         return Err(ActionError::new(
             ErrorCode::NotFound,
@@ -1123,7 +1127,7 @@ async fn create_kb_source(
         .store
         .create_kb_source(&workspace_id, &name, state.clock.now_ms())
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| taken("knowledge source", &name))?;
     Ok(Data(json!({ "sourceId": id, "name": *name })))
 }
@@ -1156,7 +1160,7 @@ async fn grant_kb_source(
             state.clock.now_ms(),
         )
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     if !granted {
         return Err(ActionError::new(
             ErrorCode::NotFound,
@@ -1214,7 +1218,7 @@ async fn put_kb_document(
             state.clock.now_ms(),
         )
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| {
             ActionError::new(
                 ErrorCode::NotFound,

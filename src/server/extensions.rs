@@ -28,10 +28,10 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
-use super::actions::{Caller, internal, page};
+use super::actions::{Caller, page};
 use super::provider::{ProviderClient, ProviderFailure};
 use super::store::{AppAccess, WatchRecord};
-use super::{AppState, auth, runtime_api};
+use super::{AppState, failure, runtime_call};
 use crate::contract::ActionError;
 use crate::contract::error::ErrorCode;
 use crate::contract::extension::{self, Definition, Provider, Recorded, Reserved};
@@ -143,20 +143,12 @@ async fn list_definitions(
     headers: HeaderMap,
 ) -> Response {
     let answer = async {
-        let credential = wire::bearer(&headers).ok_or_else(runtime_api::forbidden)?;
-        let (device, _) = auth::authenticate_device(&state.store, credential, "")
-            .await
-            .map_err(internal)?
-            .ok_or_else(runtime_api::forbidden)?;
-        if device.workspace_id != server_id {
-            return Err(runtime_api::forbidden());
-        }
-        super::audit::device_verified(&device.device_id);
+        runtime_call::authenticate_workspace(&state, &server_id, &headers).await?;
         let recorded = state
             .store
             .installed_extensions(&server_id)
             .await
-            .map_err(internal)?;
+            .map_err(failure::store)?;
         Ok(json!({ "extensions": recorded.iter().map(Recorded::to_json).collect::<Vec<_>>() }))
     };
     match answer.await {
@@ -190,19 +182,13 @@ async fn run(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Response, ActionError> {
-    let caller = runtime_api::authenticate(state, server_id, agent_id, headers).await?;
-    let unknown = || {
-        let shown = |s: &str| s.chars().take(32).collect::<String>();
-        ActionError::new(
-            ErrorCode::UnknownAction,
-            format!("unknown action: `{} {}`", shown(name), shown(action)),
-        )
-    };
+    let caller = runtime_call::authenticate(state, server_id, agent_id, headers).await?;
+    let unknown = || ActionError::unknown_action(name, action);
     let (current, provider) = state
         .store
         .current_extension(name)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(unknown)?;
     // The runtime's pinned definition must still be the current one.
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
@@ -231,11 +217,10 @@ async fn run(
     } else {
         None
     };
-    let provider: Provider = serde_json::from_value(json!(provider)).map_err(|_| {
-        ActionError::new(ErrorCode::InternalError, "the recorded provider is unknown")
-    })?;
+    let provider: Provider = serde_json::from_value(json!(provider))
+        .map_err(|error| failure::saying("the recorded provider is unknown", error))?;
     let key = format!("ext.{name}.{action}");
-    runtime_api::once(
+    runtime_call::once(
         state,
         &caller,
         &key,
@@ -266,8 +251,13 @@ fn verified(
     let digest = current.digest.clone();
     let pinned = std::sync::Arc::new(
         extension::Pinned::verify(current, &Reserved::builtin()).map_err(|rejected| {
-            tracing::error!(incident_id = wire::observe::incident_id().unwrap_or_default(), extension = %rejected.name, reason = %rejected.reason, "a recorded extension definition does not verify");
-            ActionError::new(ErrorCode::InternalError, "the recorded extension definition is damaged")
+            failure::saying(
+                "the recorded extension definition is damaged",
+                format_args!(
+                    "the recorded definition of `{}` does not verify: {}",
+                    rejected.name, rejected.reason
+                ),
+            )
         })?,
     );
     if cache.len() >= CACHED {
@@ -290,7 +280,7 @@ async fn execute(
         .store
         .app_access(&caller.workspace_id, name, &caller.agent_id)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
     {
         AppAccess::Allowed {
             base_url,
@@ -368,7 +358,7 @@ impl App<'_> {
                 self.caller.now_ms,
             )
             .await
-            .map_err(internal)?;
+            .map_err(failure::store)?;
         // An existing watch of the same pull request takes the state just read.
         let watch = self.store_state(watch, &state).await?;
         Ok(json!({ "watch": watch.to_json() }))
@@ -394,7 +384,7 @@ impl App<'_> {
             .store
             .list_watches(&self.caller.workspace_id, self.name, after.as_ref(), limit)
             .await
-            .map_err(internal)?;
+            .map_err(failure::store)?;
         let next = found
             .next
             .map(|p| page::encode_position(self.state, &filter, &p))
@@ -429,7 +419,7 @@ impl App<'_> {
             .store
             .delete_watch(&self.caller.workspace_id, self.name, &id)
             .await
-            .map_err(internal)?
+            .map_err(failure::store)?
             .ok_or_else(|| not_found(&id))?;
         Ok(json!({ "watch": watch.to_json() }))
     }
@@ -440,7 +430,7 @@ impl App<'_> {
             .store
             .watch(&self.caller.workspace_id, self.name, &id)
             .await
-            .map_err(internal)?
+            .map_err(failure::store)?
             .ok_or_else(|| not_found(&id))
     }
 
@@ -472,7 +462,7 @@ impl App<'_> {
             .store
             .refresh_watch(&watch.id, state, self.caller.now_ms)
             .await
-            .map_err(internal)?
+            .map_err(failure::store)?
             .unwrap_or(watch))
     }
 }

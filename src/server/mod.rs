@@ -11,10 +11,12 @@ mod audit;
 mod auth;
 pub mod cursor;
 mod extensions;
+mod failure;
 pub mod knowledge;
-mod legacy;
 pub mod provider;
 mod runtime_api;
+mod runtime_call;
+mod snake_case_aliases;
 pub mod store;
 pub mod workflow;
 
@@ -159,7 +161,7 @@ impl AppState {
         report.watches_refreshed = extensions::refresh_stale(self, now_ms).await?;
         report.keys_pruned = self
             .store
-            .prune_idempotency(now_ms - runtime_api::IDEMPOTENCY_RETENTION_MS)
+            .prune_idempotency(now_ms - runtime_call::IDEMPOTENCY_RETENTION_MS)
             .await?;
         Ok(report)
     }

@@ -2,13 +2,14 @@
 //! Humans decide through the operator API (`agentteam admin approval decide`); an approval a
 //! workflow step created moves its run when decided.
 
-use super::{Caller, internal, not_found, page};
+use super::{Caller, not_found, page};
 use crate::contract::types::{
     ApprovalGetInput, ApprovalGetOutput, ApprovalListInput, ApprovalListOutput,
     ApprovalRequestInput, ApprovalRequestOutput, ApprovalResult,
 };
 use crate::contract::{ActionId, ActionResult};
 use crate::server::AppState;
+use crate::server::failure;
 
 pub async fn request(
     state: &AppState,
@@ -30,7 +31,7 @@ pub async fn request(
             caller.now_ms,
         )
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     Ok(ApprovalRequestOutput(ApprovalResult { approval }))
 }
 
@@ -44,7 +45,7 @@ pub async fn get(
         .store
         .approval(&caller.workspace_id, &approval_id)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("approval", &approval_id))?;
     Ok(ApprovalGetOutput(ApprovalResult { approval }))
 }
@@ -70,7 +71,7 @@ pub async fn list(
             page::limit(limit),
         )
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     let next_cursor = found
         .next
         .map(|p| page::encode_position(state, &filter, &p))

@@ -20,7 +20,8 @@ use crate::contract::types as t;
 use crate::contract::{ActionError, ActionHandler, ActionResult, ServerToolHandler, Written};
 
 use super::AppState;
-use super::store::{Membership, StoreError};
+use super::failure;
+use super::store::Membership;
 
 /// The authenticated caller of one request.
 #[derive(Debug, Clone)]
@@ -36,19 +37,10 @@ pub struct ServerActions<'a> {
     pub state: &'a AppState,
 }
 
-/// A store failure becomes a generic error; its cause goes to the log only.
-pub fn internal(error: StoreError) -> ActionError {
-    tracing::error!(incident_id = crate::wire::observe::incident_id().unwrap_or_default(), error = %error, cause = ?std::error::Error::source(&error), "store failure");
-    ActionError::new(
-        ErrorCode::InternalError,
-        "the server failed to handle this request; retry later",
-    )
-}
-
 /// The contract's time of `ms`, as the store writes it (a time outside chrono's range is the
 /// clock's defect: an internal failure).
 pub(crate) fn timestamp(ms: i64) -> ActionResult<crate::contract::timestamp::Timestamp> {
-    super::store::instant(ms, "now").map_err(internal)
+    super::store::instant(ms, "now").map_err(failure::store)
 }
 
 /// A conversation locator from a request: exactly one thread or one channel.
@@ -97,7 +89,7 @@ pub(crate) async fn resolve(
                 .await
         }
     };
-    found.map_err(internal)?.ok_or_else(|| match locator {
+    found.map_err(failure::store)?.ok_or_else(|| match locator {
         Locator::Thread(thread_id) => not_found("thread", thread_id),
         Locator::Channel(channel_id) => not_found("channel", channel_id),
     })

@@ -9,6 +9,7 @@ use crate::contract::error::{ErrorCode, ErrorDetail};
 use crate::contract::types::{Cursor, PageLimit};
 use crate::contract::{ActionError, ActionResult};
 use crate::server::AppState;
+use crate::server::failure;
 use crate::server::store::Position;
 
 /// What a cursor is bound to: the list, the caller (workspace and agent, always) and every input
@@ -69,14 +70,9 @@ pub fn encode<T: Serialize>(
     let text = state.cursors.encode(&filter.0, &position);
     let length = text.len();
     text.parse().map_err(|_| {
-        tracing::error!(
-            incident_id = crate::wire::observe::incident_id().unwrap_or_default(),
-            length,
-            "an issued cursor does not fit the contract's `Cursor`"
-        );
-        ActionError::new(
-            ErrorCode::InternalError,
+        failure::saying(
             "the server could not continue this list",
+            format_args!("an issued cursor of {length} bytes does not fit the contract's `Cursor`"),
         )
     })
 }

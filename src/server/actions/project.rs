@@ -1,7 +1,7 @@
 //! `project` actions: workspace-wide projects every agent of the workspace can see; `active`
 //! until archived, and archiving is final.
 
-use super::{Caller, internal, not_found, page};
+use super::{Caller, not_found, page};
 use crate::contract::error::ErrorCode;
 use crate::contract::types::{
     Project, ProjectArchiveInput, ProjectArchiveOutput, ProjectCreateInput, ProjectCreateOutput,
@@ -10,6 +10,7 @@ use crate::contract::types::{
 };
 use crate::contract::{ActionError, ActionId, ActionResult};
 use crate::server::AppState;
+use crate::server::failure;
 
 pub async fn create(
     state: &AppState,
@@ -31,7 +32,7 @@ pub async fn create(
             caller.now_ms,
         )
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     Ok(ProjectCreateOutput(ProjectResult { project }))
 }
 
@@ -45,7 +46,7 @@ pub async fn get(
         .store
         .project(&caller.workspace_id, &project_id)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("project", &project_id))?;
     Ok(ProjectGetOutput(ProjectResult { project }))
 }
@@ -71,7 +72,7 @@ pub async fn list(
             page::limit(limit),
         )
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     let next_cursor = found
         .next
         .map(|p| page::encode_position(state, &filter, &p))
@@ -158,7 +159,7 @@ async fn mutate(
         .store
         .update_project(&caller.workspace_id, project_id, caller.now_ms, change)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("project", project_id))?
 }
 

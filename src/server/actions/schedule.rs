@@ -1,7 +1,7 @@
 //! `scheduled-message` actions: a message the server posts later as the agent, once or
 //! repeatedly, to an explicit thread or channel the agent belongs to.
 
-use super::{Caller, internal, not_found, page, resolve};
+use super::{Caller, not_found, page, resolve};
 use crate::contract::error::ErrorCode;
 use crate::contract::types::{
     ScheduledMessageCancelInput, ScheduledMessageCancelOutput, ScheduledMessageCreateInput,
@@ -11,6 +11,7 @@ use crate::contract::types::{
 };
 use crate::contract::{ActionError, ActionId, ActionResult};
 use crate::server::AppState;
+use crate::server::failure;
 use crate::server::store::NewSchedule;
 
 pub async fn create(
@@ -40,7 +41,7 @@ pub async fn create(
             caller.now_ms,
         )
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     Ok(ScheduledMessageCreateOutput(ScheduledMessageResult {
         scheduled_message,
     }))
@@ -62,7 +63,7 @@ pub async fn get(
             &scheduled_message_id,
         )
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("scheduled message", &scheduled_message_id))?;
     Ok(ScheduledMessageGetOutput(ScheduledMessageResult {
         scheduled_message,
@@ -87,7 +88,7 @@ pub async fn list(
         .store
         .list_schedules(&membership, after.as_ref(), page::limit(limit))
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     let next_cursor = found
         .next
         .map(|p| page::encode_position(state, &filter, &p))
@@ -117,7 +118,7 @@ pub async fn cancel(
             caller.now_ms,
         )
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("scheduled message", &scheduled_message_id))?
         .map_err(|status| {
             ActionError::new(
@@ -151,7 +152,7 @@ pub async fn runs(
             &scheduled_message_id,
         )
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("scheduled message", &scheduled_message_id))?;
     let filter = page::Filter::new(caller, &ActionId::ScheduledMessageRuns.key())
         .with("schedule", scheduled_message_id.as_str());
@@ -160,7 +161,7 @@ pub async fn runs(
         .store
         .list_runs(&scheduled_message_id, after.as_ref(), page::limit(limit))
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     let next_cursor = found
         .next
         .map(|p| page::encode_position(state, &filter, &p))

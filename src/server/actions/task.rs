@@ -1,7 +1,7 @@
 //! `task` actions: a task lives in exactly one thread or channel of the workspace, and its status
 //! moves `open` → `claimed` → `completed`, or `open`/`claimed` → `cancelled`; final states stay.
 
-use super::{Caller, internal, not_found, page, resolve};
+use super::{Caller, not_found, page, resolve};
 use crate::contract::error::ErrorCode;
 use crate::contract::types::{
     Task, TaskCancelInput, TaskCancelOutput, TaskClaimInput, TaskClaimOutput, TaskCompleteInput,
@@ -10,6 +10,7 @@ use crate::contract::types::{
 };
 use crate::contract::{ActionError, ActionId, ActionResult};
 use crate::server::AppState;
+use crate::server::failure;
 
 pub async fn create(
     state: &AppState,
@@ -34,7 +35,7 @@ pub async fn create(
             caller.now_ms,
         )
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     Ok(TaskCreateOutput(TaskResult { task }))
 }
 
@@ -48,7 +49,7 @@ pub async fn get(
         .store
         .task_for_member(&caller.workspace_id, &caller.agent_id, &task_id)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("task", &task_id))?;
     Ok(TaskGetOutput(TaskResult { task }))
 }
@@ -78,7 +79,7 @@ pub async fn list(
         .store
         .list_tasks(&membership, &statuses, after.as_ref(), limit)
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     let next_cursor = found
         .next
         .map(|p| page::encode_position(state, &filter, &p))
@@ -259,7 +260,7 @@ async fn mutate(
             },
         )
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("task", task_id))?
 }
 

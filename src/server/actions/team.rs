@@ -1,9 +1,10 @@
 //! `team` actions: read-only views of the workspace's teams (operators manage membership).
 
-use super::{Caller, internal, not_found, page};
+use super::{Caller, not_found, page};
 use crate::contract::types::{TeamGetInput, TeamGetOutput, TeamListInput, TeamListOutput};
 use crate::contract::{ActionId, ActionResult};
 use crate::server::AppState;
+use crate::server::failure;
 use crate::server::store::TeamPosition;
 
 pub async fn get(
@@ -16,7 +17,7 @@ pub async fn get(
         .store
         .team(&caller.workspace_id, &team_id)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("team", &team_id))?;
     Ok(TeamGetOutput { team, members })
 }
@@ -39,7 +40,7 @@ pub async fn list(
         .store
         .list_teams(&caller.workspace_id, after.as_ref(), page::limit(limit))
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     let next_cursor = found
         .next
         .map(|p| page::encode(state, &filter, &(p.display_name, p.handle, p.id)))

@@ -9,7 +9,7 @@
 
 use std::collections::BTreeMap;
 
-use super::{Caller, internal, not_found, page};
+use super::{Caller, not_found, page};
 use crate::contract::error::{ErrorCode, ErrorDetail};
 use crate::contract::types::{
     PlanStepDefinition, PlanVersionState, TriggerKind, TriggerStatus, ValidationReport,
@@ -19,6 +19,7 @@ use crate::contract::types::{
 };
 use crate::contract::{ActionError, ActionResult};
 use crate::server::AppState;
+use crate::server::failure;
 use crate::server::store::{
     PlanChange, StartRefusal, TriggerChange, TriggerRecord, run_contract, step_contract,
 };
@@ -48,7 +49,7 @@ pub async fn plan(
                     page::limit(limit),
                 )
                 .await
-                .map_err(internal)?;
+                .map_err(failure::store)?;
             let next_cursor = found
                 .next
                 .map(|p| page::encode_position(state, &filter, &p))
@@ -69,7 +70,7 @@ pub async fn plan(
                     plan.latest_version.get() as i64,
                 )
                 .await
-                .map_err(internal)?
+                .map_err(failure::store)?
                 .ok_or_else(|| not_found("workflow plan", &plan_id))?;
             Ok(WorkflowPlanOutput::Show { plan, latest })
         }
@@ -78,7 +79,7 @@ pub async fn plan(
                 .store
                 .plan_version(&caller.workspace_id, &plan_id, version.get() as i64)
                 .await
-                .map_err(internal)?;
+                .map_err(failure::store)?;
             match found {
                 Some(version) => Ok(WorkflowPlanOutput::Version { version }),
                 None => {
@@ -125,7 +126,7 @@ pub async fn plan(
                     |plan, latest| plan_readable(plan, latest, &fields),
                 )
                 .await
-                .map_err(internal)??;
+                .map_err(failure::store)??;
             Ok(WorkflowPlanOutput::Create { plan })
         }
         WorkflowPlanInput::Update {
@@ -213,7 +214,7 @@ async fn find_plan(state: &AppState, caller: &Caller, plan_id: &str) -> ActionRe
         .store
         .plan(&caller.workspace_id, plan_id)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("workflow plan", plan_id))
 }
 
@@ -240,7 +241,7 @@ async fn change_plan(
             |plan, latest| plan_readable(plan, latest, fields),
         )
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("workflow plan", plan_id))?
 }
 
@@ -252,7 +253,7 @@ pub(crate) fn step_readable(
     crate::contract::budget::readable(
         "workflow step get",
         &WorkflowStepOutput::Get {
-            step: step_contract(step).map_err(internal)?,
+            step: step_contract(step).map_err(failure::store)?,
         },
         fields,
     )
@@ -355,11 +356,8 @@ fn report(problems: Vec<(String, String)>) -> ActionResult<ValidationReport> {
         .take(32)
         .map(|(path, message)| serde_json::json!({ "path": path, "message": message }))
         .collect();
-    serde_json::from_value(serde_json::Value::Array(problems)).map_err(|_| {
-        ActionError::new(
-            ErrorCode::InternalError,
-            "the server could not report the validation problems",
-        )
+    serde_json::from_value(serde_json::Value::Array(problems)).map_err(|error| {
+        failure::saying("the server could not report the validation problems", error)
     })
 }
 
@@ -471,7 +469,7 @@ pub async fn trigger(
                     page::limit(limit),
                 )
                 .await
-                .map_err(internal)?;
+                .map_err(failure::store)?;
             let next_cursor = found
                 .next
                 .map(|p| page::encode_position(state, &filter, &p))
@@ -487,10 +485,10 @@ pub async fn trigger(
                 .store
                 .trigger(&caller.workspace_id, &trigger_id)
                 .await
-                .map_err(internal)?
+                .map_err(failure::store)?
                 .ok_or_else(|| not_found("workflow trigger", &trigger_id))?;
             Ok(WorkflowTriggerOutput::Show {
-                trigger: trigger.to_contract().map_err(internal)?,
+                trigger: trigger.to_contract().map_err(failure::store)?,
             })
         }
         WorkflowTriggerInput::Validate {
@@ -503,7 +501,7 @@ pub async fn trigger(
                 .store
                 .plan(&caller.workspace_id, &plan_id)
                 .await
-                .map_err(internal)?;
+                .map_err(failure::store)?;
             let definition = Definition {
                 kind,
                 start_at: start_at.as_ref(),
@@ -550,9 +548,9 @@ pub async fn trigger(
                     caller.now_ms,
                 )
                 .await
-                .map_err(internal)?;
+                .map_err(failure::store)?;
             Ok(WorkflowTriggerOutput::Create {
-                trigger: created.to_contract().map_err(internal)?,
+                trigger: created.to_contract().map_err(failure::store)?,
             })
         }
         WorkflowTriggerInput::Update {
@@ -578,9 +576,10 @@ pub async fn trigger(
                     current.revision as u64,
                     expected_revision.map(|r| r.get()),
                 )?;
-                let kind: TriggerKind = current.kind.parse().map_err(|_| {
-                    ActionError::new(ErrorCode::InternalError, "a stored trigger is damaged")
-                })?;
+                let kind: TriggerKind = current
+                    .kind
+                    .parse()
+                    .map_err(|error| failure::saying("a stored trigger is damaged", error))?;
                 let schedule_given = start_at.is_some() || every_minutes.is_some();
                 if kind == TriggerKind::Manual && schedule_given {
                     refuse_problems(schedule_problems(
@@ -659,7 +658,7 @@ fn contracts(
 ) -> ActionResult<Vec<crate::contract::types::WorkflowTrigger>> {
     triggers
         .iter()
-        .map(|t| t.to_contract().map_err(internal))
+        .map(|t| t.to_contract().map_err(failure::store))
         .collect()
 }
 
@@ -673,9 +672,9 @@ async fn change_trigger(
         .store
         .change_trigger(&caller.workspace_id, trigger_id, caller.now_ms, change)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("workflow trigger", trigger_id))??;
-    changed.to_contract().map_err(internal)
+    changed.to_contract().map_err(failure::store)
 }
 
 fn refuse_archived_trigger(trigger: &TriggerRecord, verb: &str) -> ActionResult<()> {
@@ -742,7 +741,7 @@ pub async fn run(
                     page::limit(limit),
                 )
                 .await
-                .map_err(internal)?;
+                .map_err(failure::store)?;
             let next_cursor = found
                 .next
                 .map(|p| page::encode_position(state, &filter, &p))
@@ -753,7 +752,7 @@ pub async fn run(
                 runs: found
                     .items
                     .iter()
-                    .map(|r| run_contract(r).map_err(internal))
+                    .map(|r| run_contract(r).map_err(failure::store))
                     .collect::<ActionResult<_>>()?,
             })
         }
@@ -762,13 +761,13 @@ pub async fn run(
                 .store
                 .run(&caller.workspace_id, &run_id)
                 .await
-                .map_err(internal)?
+                .map_err(failure::store)?
                 .ok_or_else(|| not_found("workflow run", &run_id))?;
             Ok(WorkflowRunOutput::Show {
-                run: run_contract(&run).map_err(internal)?,
+                run: run_contract(&run).map_err(failure::store)?,
                 steps: steps
                     .iter()
-                    .map(|s| step_contract(s).map_err(internal))
+                    .map(|s| step_contract(s).map_err(failure::store))
                     .collect::<ActionResult<_>>()?,
             })
         }
@@ -778,7 +777,7 @@ pub async fn run(
                 .store
                 .run_log(&caller.workspace_id, &run_id, section)
                 .await
-                .map_err(internal)?
+                .map_err(failure::store)?
                 .ok_or_else(|| not_found("workflow run", &run_id))?;
             if section > last {
                 return Err(ActionError::new(
@@ -796,9 +795,8 @@ pub async fn run(
             let entries = entries
                 .iter()
                 .map(|entry| {
-                    serde_json::from_value::<WorkflowLogEntry>(entry.to_json()).map_err(|_| {
-                        ActionError::new(ErrorCode::InternalError, "a stored log entry is damaged")
-                    })
+                    serde_json::from_value::<WorkflowLogEntry>(entry.to_json())
+                        .map_err(|error| failure::saying("a stored log entry is damaged", error))
                 })
                 .collect::<ActionResult<Vec<_>>>()?;
             let has_more = section < last;
@@ -825,7 +823,7 @@ pub async fn run(
                     caller.now_ms,
                 )
                 .await
-                .map_err(internal)?
+                .map_err(failure::store)?
                 .ok_or_else(|| not_found("workflow trigger", &trigger_id))?;
             let started = started.map_err(|refusal| match refusal {
                 StartRefusal::Trigger(status) => ActionError::new(
@@ -853,7 +851,7 @@ pub async fn run(
                 .with_next("publish the plan with `workflow plan` and the `publish` operation"),
             })?;
             Ok(WorkflowRunOutput::Start {
-                run: run_contract(&started.run).map_err(internal)?,
+                run: run_contract(&started.run).map_err(failure::store)?,
             })
         }
         WorkflowRunInput::Cancel {
@@ -868,10 +866,10 @@ pub async fn run(
                     run.cancel(reason.as_deref())
                 })
                 .await
-                .map_err(internal)?
+                .map_err(failure::store)?
                 .ok_or_else(|| not_found("workflow run", &run_id))??;
             Ok(WorkflowRunOutput::Cancel {
-                run: run_contract(&run.run).map_err(internal)?,
+                run: run_contract(&run.run).map_err(failure::store)?,
             })
         }
     }
@@ -924,7 +922,7 @@ pub async fn step(
                     page::limit(limit),
                 )
                 .await
-                .map_err(internal)?
+                .map_err(failure::store)?
                 .ok_or_else(|| not_found("workflow run", &run_id))?;
             let next_cursor = found
                 .next
@@ -936,7 +934,7 @@ pub async fn step(
                 steps: found
                     .items
                     .iter()
-                    .map(|s| step_contract(s).map_err(internal))
+                    .map(|s| step_contract(s).map_err(failure::store))
                     .collect::<ActionResult<_>>()?,
             });
         }
@@ -945,10 +943,10 @@ pub async fn step(
                 .store
                 .step(&caller.workspace_id, &step_id)
                 .await
-                .map_err(internal)?
+                .map_err(failure::store)?
                 .ok_or_else(|| not_found("workflow step", &step_id))?;
             return Ok(WorkflowStepOutput::Get {
-                step: step_contract(&step).map_err(internal)?,
+                step: step_contract(&step).map_err(failure::store)?,
             });
         }
         WorkflowStepInput::Complete {
@@ -1000,7 +998,7 @@ pub async fn step(
         .store
         .step(&caller.workspace_id, &step_id)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("workflow step", &step_id))?;
     let (index, run) = state
         .store
@@ -1031,9 +1029,9 @@ pub async fn step(
             Ok::<_, ActionError>(index)
         })
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("workflow step", &step_id))??;
-    let step = step_contract(&run.steps[index]).map_err(internal)?;
+    let step = step_contract(&run.steps[index]).map_err(failure::store)?;
     Ok(answer_of(&transition, step))
 }
 
