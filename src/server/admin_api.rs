@@ -28,9 +28,9 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
-use super::AppState;
 use super::auth::{hash_secret, random_secret};
 use super::failure;
+use super::state::AppState;
 use super::store::{MAX_ATTACHMENTS, MemberKind, NewAttachment};
 use crate::contract::error::ErrorCode;
 use crate::contract::types as t;
@@ -964,22 +964,23 @@ async fn publish_extension(
     State(state): State<AppState>,
     OperatorJson(NewExtensionVersion { definition }): OperatorJson<NewExtensionVersion>,
 ) -> Answer {
-    let (checked, digest) = super::extensions::check_publish(&definition).map_err(|problems| {
-        ActionError::new(
-            ErrorCode::ValidationFailed,
-            format!("the definition breaks {} rule(s)", problems.len()),
-        )
-        .with_details(
-            problems
-                .into_iter()
-                .take(32)
-                .map(|message| crate::contract::error::ErrorDetail {
-                    path: "/definition".into(),
-                    message: message.chars().take(512).collect(),
-                })
-                .collect(),
-        )
-    })?;
+    let (checked, digest) =
+        super::extension_rules::check_publish(&definition).map_err(|problems| {
+            ActionError::new(
+                ErrorCode::ValidationFailed,
+                format!("the definition breaks {} rule(s)", problems.len()),
+            )
+            .with_details(
+                problems
+                    .into_iter()
+                    .take(32)
+                    .map(|message| crate::contract::error::ErrorDetail {
+                        path: "/definition".into(),
+                        message: message.chars().take(512).collect(),
+                    })
+                    .collect(),
+            )
+        })?;
     let recorded = state
         .store
         .publish_extension(

@@ -21,7 +21,7 @@ use axum::response::Response;
 use axum::routing::post;
 use serde_json::{Value, json};
 
-use super::AppState;
+use super::state::AppState;
 use super::store::ScopeRefusal;
 use super::{failure, runtime_call};
 use crate::contract::error::{ErrorCode, KnowledgeStage};

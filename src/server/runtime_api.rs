@@ -14,8 +14,8 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use axum::routing::post;
 
-use super::AppState;
 use super::actions::{Caller, ServerActions};
+use super::state::AppState;
 use super::{failure, runtime_call, snake_case_aliases};
 use crate::contract::catalog::ACTIONS;
 use crate::contract::{

@@ -8,8 +8,8 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use sha2::{Digest, Sha256};
 
-use super::AppState;
 use super::actions::Caller;
+use super::state::AppState;
 use super::store::Claim;
 use super::{audit, auth, failure};
 use crate::contract::ActionError;

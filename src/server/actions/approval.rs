@@ -8,8 +8,8 @@ use crate::contract::types::{
     ApprovalRequestInput, ApprovalRequestOutput, ApprovalResult,
 };
 use crate::contract::{ActionId, ActionResult};
-use crate::server::AppState;
 use crate::server::failure;
+use crate::server::state::AppState;
 
 pub async fn request(
     state: &AppState,

@@ -9,8 +9,8 @@ use crate::contract::error::ErrorCode;
 use crate::contract::target::Target;
 use crate::contract::types as t;
 use crate::contract::{ActionError, ActionResult, ToolId, Written};
-use crate::server::AppState;
 use crate::server::failure;
+use crate::server::state::AppState;
 use crate::server::store::Membership;
 
 /// `attachment_read` returns this many bytes when the call names no `maxBytes`.

@@ -19,8 +19,8 @@ use crate::contract::error::ErrorCode;
 use crate::contract::types as t;
 use crate::contract::{ActionError, ActionHandler, ActionResult, ServerToolHandler, Written};
 
-use super::AppState;
 use super::failure;
+use super::state::AppState;
 use super::store::Membership;
 
 /// The authenticated caller of one request.

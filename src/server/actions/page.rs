@@ -8,8 +8,8 @@ use super::Caller;
 use crate::contract::error::{ErrorCode, ErrorDetail};
 use crate::contract::types::{Cursor, PageLimit};
 use crate::contract::{ActionError, ActionResult};
-use crate::server::AppState;
 use crate::server::failure;
+use crate::server::state::AppState;
 use crate::server::store::Position;
 
 /// What a cursor is bound to: the list, the caller (workspace and agent, always) and every input

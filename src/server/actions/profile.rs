@@ -9,8 +9,8 @@ use crate::contract::types::{
     WorkspaceGetInput, WorkspaceGetOutput,
 };
 use crate::contract::{ActionError, ActionResult};
-use crate::server::AppState;
 use crate::server::failure;
+use crate::server::state::AppState;
 use crate::server::store::{ProfileChange, rfc3339};
 
 pub async fn workspace(

@@ -9,8 +9,8 @@ use crate::contract::types::{
     ProjectStatus, ProjectUpdateInput, ProjectUpdateOutput,
 };
 use crate::contract::{ActionError, ActionId, ActionResult};
-use crate::server::AppState;
 use crate::server::failure;
+use crate::server::state::AppState;
 
 pub async fn create(
     state: &AppState,

@@ -8,8 +8,8 @@ use crate::contract::types::{
     ReviewListOutput, ReviewResolveInput, ReviewResolveOutput, ReviewResult,
 };
 use crate::contract::{ActionError, ActionId, ActionResult};
-use crate::server::AppState;
 use crate::server::failure;
+use crate::server::state::AppState;
 
 pub async fn add(
     state: &AppState,

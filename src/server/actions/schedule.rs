@@ -10,8 +10,8 @@ use crate::contract::types::{
     ScheduledMessageRunsInput, ScheduledMessageRunsOutput,
 };
 use crate::contract::{ActionError, ActionId, ActionResult};
-use crate::server::AppState;
 use crate::server::failure;
+use crate::server::state::AppState;
 use crate::server::store::NewSchedule;
 
 pub async fn create(

@@ -3,8 +3,8 @@
 use super::{Caller, not_found, page};
 use crate::contract::types::{TeamGetInput, TeamGetOutput, TeamListInput, TeamListOutput};
 use crate::contract::{ActionId, ActionResult};
-use crate::server::AppState;
 use crate::server::failure;
+use crate::server::state::AppState;
 use crate::server::store::TeamPosition;
 
 pub async fn get(

@@ -18,8 +18,8 @@ use crate::contract::types::{
     WorkflowTriggerInput, WorkflowTriggerOutput,
 };
 use crate::contract::{ActionError, ActionResult};
-use crate::server::AppState;
 use crate::server::failure;
+use crate::server::state::AppState;
 use crate::server::store::{
     PlanChange, StartRefusal, TriggerChange, TriggerRecord, run_contract, step_contract,
 };
