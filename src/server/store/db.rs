@@ -559,11 +559,13 @@ async fn migrate_postgres(pool: &PgPool) -> Result<(), StoreError> {
             return Ok(());
         };
         sqlx::raw_sql(*sql).execute(&mut *tx).await?;
-        sqlx::query("INSERT INTO schema_migrations (version, applied_at) VALUES ($1, $2)")
-            .bind(version + 1)
-            .bind(crate::clock::Clock::default().now_ms())
-            .execute(&mut *tx)
-            .await?;
+        // The database's own time: the store has no clock of its own, and every replica agrees.
+        sqlx::query(
+            "INSERT INTO schema_migrations (version, applied_at) VALUES ($1, (EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT)",
+        )
+        .bind(version + 1)
+        .execute(&mut *tx)
+        .await?;
         tx.commit().await?;
     }
 }
