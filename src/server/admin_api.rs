@@ -28,6 +28,7 @@ use serde::Deserialize;
 use serde::de::DeserializeOwned;
 use serde_json::json;
 
+use super::actions::{Caller, page};
 use super::auth::{hash_secret, random_secret};
 use super::failure;
 use super::state::AppState;
@@ -814,33 +815,26 @@ async fn list_approvals(
         cursor,
     }): OperatorJson<ApprovalPage>,
 ) -> Answer {
-    let operator = super::actions::Caller {
-        workspace_id: workspace_id.clone(),
-        agent_id: "operator".into(),
-        now_ms: state.clock.now_ms(),
-    };
-    let filter =
-        super::actions::page::Filter::new(&operator, "admin.approvals").with("status", status);
-    let after = super::actions::page::decode_position(&state, cursor.as_ref(), &filter)?;
-    let found = state
-        .store
-        .list_approvals(
-            &workspace_id,
-            status.map(|s| s.to_string()).as_deref(),
-            after.as_ref(),
-            super::actions::page::limit(limit),
-        )
-        .await
-        .map_err(failure::store)?;
-    let next_cursor = found
-        .next
-        .map(|p| super::actions::page::encode_position(&state, &filter, &p))
-        .transpose()?;
-    let mut data = json!({ "approvals": found.items, "hasMore": next_cursor.is_some() });
-    if let Some(cursor) = next_cursor {
-        data["nextCursor"] = json!(cursor);
-    }
-    Ok(Data(data))
+    let filter = page::Filter::new(&operator(&state, &workspace_id), "admin.approvals")
+        .with("status", status);
+    let status = status.map(|s| s.to_string());
+    let listed = page::list(
+        &state,
+        &filter,
+        cursor.as_ref(),
+        page::limit(limit),
+        async |after, limit| {
+            let status = status.as_deref();
+            state
+                .store
+                .list_approvals(&workspace_id, status, after.as_ref(), limit)
+                .await
+        },
+    )
+    .await?;
+    Ok(Data(
+        listed.into_json("approvals", |approval| json!(approval)),
+    ))
 }
 
 /// `POST …/audit/list`: one page of the workspace's audit records, newest first, optionally of
@@ -856,37 +850,38 @@ async fn list_audit(
     }): OperatorJson<AuditPage>,
 ) -> Answer {
     let since_ms = since.map_or(0, |since| since.0.timestamp_millis());
-    let operator = super::actions::Caller {
-        workspace_id: workspace_id.clone(),
-        agent_id: "operator".into(),
-        now_ms: state.clock.now_ms(),
-    };
-    let filter = super::actions::page::Filter::new(&operator, "admin.audit")
+    let filter = page::Filter::new(&operator(&state, &workspace_id), "admin.audit")
         .with("agentId", &agent_id)
         .with("since", since_ms);
-    let after = super::actions::page::decode_position(&state, cursor.as_ref(), &filter)?;
-    let found = state
-        .store
-        .list_audit(
-            &workspace_id,
-            agent_id.as_ref().map(|a| a.as_str()),
-            since_ms,
-            after.as_ref(),
-            super::actions::page::limit(limit),
-        )
-        .await
-        .map_err(failure::store)?;
-    let next_cursor = found
-        .next
-        .map(|p| super::actions::page::encode_position(&state, &filter, &p))
-        .transpose()?;
-    let records: Vec<serde_json::Value> =
-        found.items.iter().map(super::store::shown_audit).collect();
-    let mut data = json!({ "records": records, "hasMore": next_cursor.is_some() });
-    if let Some(cursor) = next_cursor {
-        data["nextCursor"] = json!(cursor);
+    let listed = page::list(
+        &state,
+        &filter,
+        cursor.as_ref(),
+        page::limit(limit),
+        async |after, limit| {
+            state
+                .store
+                .list_audit(
+                    &workspace_id,
+                    agent_id.as_ref().map(|a| a.as_str()),
+                    since_ms,
+                    after.as_ref(),
+                    limit,
+                )
+                .await
+        },
+    )
+    .await?;
+    Ok(Data(listed.into_json("records", super::store::shown_audit)))
+}
+
+/// The operator as a list's cursors know it: bound to `workspace_id`, never to an agent.
+fn operator(state: &AppState, workspace_id: &str) -> Caller {
+    Caller {
+        workspace_id: workspace_id.to_string(),
+        agent_id: "operator".into(),
+        now_ms: state.clock.now_ms(),
     }
-    Ok(Data(data))
 }
 
 /// `POST …/approvals/{approvalId}/decision`: a human of the workspace approves or rejects a

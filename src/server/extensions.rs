@@ -301,25 +301,20 @@ impl App<'_> {
             })
             .transpose()?;
         let filter = page::Filter::new(self.caller, &action_key(self.name, LIST));
-        let after = page::decode_position(self.state, cursor.as_ref(), &filter)?;
-        let found = self
-            .state
-            .store
-            .list_watches(&self.caller.workspace_id, self.name, after.as_ref(), limit)
-            .await
-            .map_err(failure::store)?;
-        let next = found
-            .next
-            .map(|p| page::encode_position(self.state, &filter, &p))
-            .transpose()?;
-        let mut data = json!({
-            "watches": found.items.iter().map(WatchRecord::to_json).collect::<Vec<_>>(),
-            "hasMore": next.is_some(),
-        });
-        if let Some(next) = next {
-            data["nextCursor"] = json!(next);
-        }
-        Ok(data)
+        let listed = page::list(
+            self.state,
+            &filter,
+            cursor.as_ref(),
+            limit,
+            async |after, limit| {
+                self.state
+                    .store
+                    .list_watches(&self.caller.workspace_id, self.name, after.as_ref(), limit)
+                    .await
+            },
+        )
+        .await?;
+        Ok(listed.into_json("watches", WatchRecord::to_json))
     }
 
     async fn get(&self, input: &Value) -> Result<Value, ActionError> {

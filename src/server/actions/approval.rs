@@ -60,25 +60,25 @@ pub async fn list(
         limit,
         cursor,
     } = input;
-    let filter = page::Filter::new(caller, &ActionId::ApprovalList.key()).with("status", status);
-    let after = page::decode_position(state, cursor.as_ref(), &filter)?;
-    let found = state
-        .store
-        .list_approvals(
-            &caller.workspace_id,
-            status.map(|s| s.to_string()).as_deref(),
-            after.as_ref(),
-            page::limit(limit),
-        )
-        .await
-        .map_err(failure::store)?;
-    let next_cursor = found
-        .next
-        .map(|p| page::encode_position(state, &filter, &p))
-        .transpose()?;
+    let filter = page::Filter::of(caller, ActionId::ApprovalList).with("status", status);
+    let status = status.map(|s| s.to_string());
+    let listed = page::list(
+        state,
+        &filter,
+        cursor.as_ref(),
+        page::limit(limit),
+        async |after, limit| {
+            let status = status.as_deref();
+            state
+                .store
+                .list_approvals(&caller.workspace_id, status, after.as_ref(), limit)
+                .await
+        },
+    )
+    .await?;
     Ok(ApprovalListOutput {
-        has_more: next_cursor.is_some(),
-        next_cursor,
-        approvals: found.items,
+        has_more: listed.has_more(),
+        next_cursor: listed.next_cursor,
+        approvals: listed.items,
     })
 }

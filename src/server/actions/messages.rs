@@ -11,7 +11,7 @@ use crate::contract::types as t;
 use crate::contract::{ActionError, ActionResult, ToolId, Written};
 use crate::server::failure;
 use crate::server::state::AppState;
-use crate::server::store::Membership;
+use crate::server::store::{Membership, Position};
 
 /// `attachment_read` returns this many bytes when the call names no `maxBytes`.
 const DEFAULT_ATTACHMENT_RANGE: u64 = 8 * 1024;
@@ -71,7 +71,7 @@ pub async fn history(
     let target = Target::parse_canonical(&input.target)?;
     let filter = page::Filter::new(caller, ToolId::MessageHistoryRead.descriptor().name)
         .with("target", target.to_string());
-    let after = match page::decode_position(state, input.cursor.as_ref(), &filter) {
+    let after: Option<Position> = match page::after(state, input.cursor.as_ref(), &filter) {
         Ok(after) => after,
         Err(error) => {
             // A conversation the caller cannot read is missing, whatever the cursor says.
@@ -98,7 +98,7 @@ pub async fn history(
         .map_err(failure::store)?
         .ok_or_else(|| not_found(target.kind.as_str(), &target.id))?;
     if let Some(position) = next {
-        let cursor = page::encode_position(state, &filter, &position)?;
+        let cursor = page::next_cursor(state, &filter, position)?;
         out.extend_from_slice(b",\"nextCursor\":");
         serde_json::to_writer(&mut out, &cursor).expect("a cursor serializes");
     }

@@ -61,26 +61,24 @@ pub async fn list(
         limit,
         cursor,
     } = input;
-    let filter = page::Filter::new(caller, &ActionId::ProjectList.key()).with("status", status);
-    let after = page::decode_position(state, cursor.as_ref(), &filter)?;
-    let found = state
-        .store
-        .list_projects(
-            &caller.workspace_id,
-            status,
-            after.as_ref(),
-            page::limit(limit),
-        )
-        .await
-        .map_err(failure::store)?;
-    let next_cursor = found
-        .next
-        .map(|p| page::encode_position(state, &filter, &p))
-        .transpose()?;
+    let filter = page::Filter::of(caller, ActionId::ProjectList).with("status", status);
+    let listed = page::list(
+        state,
+        &filter,
+        cursor.as_ref(),
+        page::limit(limit),
+        async |after, limit| {
+            state
+                .store
+                .list_projects(&caller.workspace_id, status, after.as_ref(), limit)
+                .await
+        },
+    )
+    .await?;
     Ok(ProjectListOutput {
-        has_more: next_cursor.is_some(),
-        next_cursor,
-        projects: found.items,
+        has_more: listed.has_more(),
+        next_cursor: listed.next_cursor,
+        projects: listed.items,
     })
 }
 

@@ -87,26 +87,25 @@ pub async fn list(
         .await
         .map_err(failure::store)?
         .ok_or_else(|| not_found("thread", &thread_id))?;
-    let filter =
-        page::Filter::new(caller, &ActionId::ReviewList.key()).with("thread", thread_id.as_str());
-    let after = page::decode_position(state, cursor.as_ref(), &filter)?;
-    let found = state
-        .store
-        .list_reviews(
-            thread.thread_id.as_deref().unwrap_or_default(),
-            after.as_ref(),
-            page::limit(limit),
-        )
-        .await
-        .map_err(failure::store)?;
-    let next_cursor = found
-        .next
-        .map(|p| page::encode_position(state, &filter, &p))
-        .transpose()?;
+    let filter = page::Filter::of(caller, ActionId::ReviewList).with("thread", thread_id.as_str());
+    let thread_id = thread.thread_id.as_deref().unwrap_or_default();
+    let listed = page::list(
+        state,
+        &filter,
+        cursor.as_ref(),
+        page::limit(limit),
+        async |after, limit| {
+            state
+                .store
+                .list_reviews(thread_id, after.as_ref(), limit)
+                .await
+        },
+    )
+    .await?;
     Ok(ReviewListOutput {
-        has_more: next_cursor.is_some(),
-        next_cursor,
-        reviews: found.items,
+        has_more: listed.has_more(),
+        next_cursor: listed.next_cursor,
+        reviews: listed.items,
     })
 }
 

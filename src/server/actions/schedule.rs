@@ -81,22 +81,24 @@ pub async fn list(
         cursor,
     } = input;
     let membership = resolve(state, caller, (&target).into()).await?;
-    let filter =
-        page::Filter::new(caller, &ActionId::ScheduledMessageList.key()).with("target", &target);
-    let after = page::decode_position(state, cursor.as_ref(), &filter)?;
-    let found = state
-        .store
-        .list_schedules(&membership, after.as_ref(), page::limit(limit))
-        .await
-        .map_err(failure::store)?;
-    let next_cursor = found
-        .next
-        .map(|p| page::encode_position(state, &filter, &p))
-        .transpose()?;
+    let filter = page::Filter::of(caller, ActionId::ScheduledMessageList).with("target", &target);
+    let listed = page::list(
+        state,
+        &filter,
+        cursor.as_ref(),
+        page::limit(limit),
+        async |after, limit| {
+            state
+                .store
+                .list_schedules(&membership, after.as_ref(), limit)
+                .await
+        },
+    )
+    .await?;
     Ok(ScheduledMessageListOutput {
-        has_more: next_cursor.is_some(),
-        next_cursor,
-        scheduled_messages: found.items,
+        has_more: listed.has_more(),
+        next_cursor: listed.next_cursor,
+        scheduled_messages: listed.items,
     })
 }
 
@@ -154,21 +156,24 @@ pub async fn runs(
         .await
         .map_err(failure::store)?
         .ok_or_else(|| not_found("scheduled message", &scheduled_message_id))?;
-    let filter = page::Filter::new(caller, &ActionId::ScheduledMessageRuns.key())
+    let filter = page::Filter::of(caller, ActionId::ScheduledMessageRuns)
         .with("schedule", scheduled_message_id.as_str());
-    let after = page::decode_position(state, cursor.as_ref(), &filter)?;
-    let found = state
-        .store
-        .list_runs(&scheduled_message_id, after.as_ref(), page::limit(limit))
-        .await
-        .map_err(failure::store)?;
-    let next_cursor = found
-        .next
-        .map(|p| page::encode_position(state, &filter, &p))
-        .transpose()?;
+    let listed = page::list(
+        state,
+        &filter,
+        cursor.as_ref(),
+        page::limit(limit),
+        async |after, limit| {
+            state
+                .store
+                .list_runs(&scheduled_message_id, after.as_ref(), limit)
+                .await
+        },
+    )
+    .await?;
     Ok(ScheduledMessageRunsOutput {
-        has_more: next_cursor.is_some(),
-        next_cursor,
-        runs: found.items,
+        has_more: listed.has_more(),
+        next_cursor: listed.next_cursor,
+        runs: listed.items,
     })
 }

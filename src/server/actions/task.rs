@@ -70,24 +70,26 @@ pub async fn list(
     statuses.sort();
     statuses.dedup();
     // The cursor is bound to everything that shapes the result: list, caller, location, filter.
-    let filter = page::Filter::new(caller, &ActionId::TaskList.key())
+    let filter = page::Filter::of(caller, ActionId::TaskList)
         .with("location", &location)
         .with("status", &statuses);
-    let after = page::decode_position(state, cursor.as_ref(), &filter)?;
-    let limit = page::limit(limit);
-    let found = state
-        .store
-        .list_tasks(&membership, &statuses, after.as_ref(), limit)
-        .await
-        .map_err(failure::store)?;
-    let next_cursor = found
-        .next
-        .map(|p| page::encode_position(state, &filter, &p))
-        .transpose()?;
+    let listed = page::list(
+        state,
+        &filter,
+        cursor.as_ref(),
+        page::limit(limit),
+        async |after, limit| {
+            state
+                .store
+                .list_tasks(&membership, &statuses, after.as_ref(), limit)
+                .await
+        },
+    )
+    .await?;
     Ok(TaskListOutput {
-        has_more: next_cursor.is_some(),
-        next_cursor,
-        tasks: found.items,
+        has_more: listed.has_more(),
+        next_cursor: listed.next_cursor,
+        tasks: listed.items,
     })
 }
 

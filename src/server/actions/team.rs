@@ -5,7 +5,6 @@ use crate::contract::types::{TeamGetInput, TeamGetOutput, TeamListInput, TeamLis
 use crate::contract::{ActionId, ActionResult};
 use crate::server::failure;
 use crate::server::state::AppState;
-use crate::server::store::TeamPosition;
 
 pub async fn get(
     state: &AppState,
@@ -28,26 +27,23 @@ pub async fn list(
     input: TeamListInput,
 ) -> ActionResult<TeamListOutput> {
     let TeamListInput { limit, cursor } = input;
-    let filter = page::Filter::new(caller, &ActionId::TeamList.key());
-    let after = page::decode::<(String, String, String)>(state, cursor.as_ref(), &filter)?.map(
-        |(display_name, handle, id)| TeamPosition {
-            display_name,
-            handle,
-            id,
+    let filter = page::Filter::of(caller, ActionId::TeamList);
+    let listed = page::list(
+        state,
+        &filter,
+        cursor.as_ref(),
+        page::limit(limit),
+        async |after, limit| {
+            state
+                .store
+                .list_teams(&caller.workspace_id, after.as_ref(), limit)
+                .await
         },
-    );
-    let found = state
-        .store
-        .list_teams(&caller.workspace_id, after.as_ref(), page::limit(limit))
-        .await
-        .map_err(failure::store)?;
-    let next_cursor = found
-        .next
-        .map(|p| page::encode(state, &filter, &(p.display_name, p.handle, p.id)))
-        .transpose()?;
+    )
+    .await?;
     Ok(TeamListOutput {
-        has_more: next_cursor.is_some(),
-        next_cursor,
-        teams: found.items,
+        has_more: listed.has_more(),
+        next_cursor: listed.next_cursor,
+        teams: listed.items,
     })
 }

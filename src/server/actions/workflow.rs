@@ -17,7 +17,7 @@ use crate::contract::types::{
     WorkflowRunInput, WorkflowRunOutput, WorkflowStepInput, WorkflowStepOutput,
     WorkflowTriggerInput, WorkflowTriggerOutput,
 };
-use crate::contract::{ActionError, ActionResult};
+use crate::contract::{ActionError, ActionId, ActionResult};
 use crate::server::failure;
 use crate::server::state::AppState;
 use crate::server::store::{
@@ -38,26 +38,26 @@ pub async fn plan(
             limit,
             cursor,
         } => {
-            let filter = page::Filter::new(caller, "workflow.plan list").with("status", status);
-            let after = page::decode_position(state, cursor.as_ref(), &filter)?;
-            let found = state
-                .store
-                .list_plans(
-                    &caller.workspace_id,
-                    status.map(|s| s.to_string()).as_deref(),
-                    after.as_ref(),
-                    page::limit(limit),
-                )
-                .await
-                .map_err(failure::store)?;
-            let next_cursor = found
-                .next
-                .map(|p| page::encode_position(state, &filter, &p))
-                .transpose()?;
+            let filter = page::Filter::of(caller, ActionId::WorkflowPlan).with("status", status);
+            let status = status.map(|s| s.to_string());
+            let listed = page::list(
+                state,
+                &filter,
+                cursor.as_ref(),
+                page::limit(limit),
+                async |after, limit| {
+                    let status = status.as_deref();
+                    state
+                        .store
+                        .list_plans(&caller.workspace_id, status, after.as_ref(), limit)
+                        .await
+                },
+            )
+            .await?;
             Ok(WorkflowPlanOutput::List {
-                has_more: next_cursor.is_some(),
-                next_cursor,
-                plans: found.items,
+                has_more: listed.has_more(),
+                next_cursor: listed.next_cursor,
+                plans: listed.items,
             })
         }
         WorkflowPlanInput::Show { plan_id } => {
@@ -455,29 +455,33 @@ pub async fn trigger(
             limit,
             cursor,
         } => {
-            let filter = page::Filter::new(caller, "workflow.trigger list")
+            let filter = page::Filter::of(caller, ActionId::WorkflowTrigger)
                 .with("planId", &plan_id)
                 .with("status", status);
-            let after = page::decode_position(state, cursor.as_ref(), &filter)?;
-            let found = state
-                .store
-                .list_triggers(
-                    &caller.workspace_id,
-                    plan_id.as_deref().map(String::as_str),
-                    status.map(|s| s.to_string()).as_deref(),
-                    after.as_ref(),
-                    page::limit(limit),
-                )
-                .await
-                .map_err(failure::store)?;
-            let next_cursor = found
-                .next
-                .map(|p| page::encode_position(state, &filter, &p))
-                .transpose()?;
+            let status = status.map(|s| s.to_string());
+            let listed = page::list(
+                state,
+                &filter,
+                cursor.as_ref(),
+                page::limit(limit),
+                async |after, limit| {
+                    state
+                        .store
+                        .list_triggers(
+                            &caller.workspace_id,
+                            plan_id.as_deref().map(String::as_str),
+                            status.as_deref(),
+                            after.as_ref(),
+                            limit,
+                        )
+                        .await
+                },
+            )
+            .await?;
             Ok(WorkflowTriggerOutput::List {
-                has_more: next_cursor.is_some(),
-                next_cursor,
-                triggers: contracts(&found.items)?,
+                has_more: listed.has_more(),
+                triggers: contracts(&listed.items)?,
+                next_cursor: listed.next_cursor,
             })
         }
         WorkflowTriggerInput::Show { trigger_id } => {
@@ -727,33 +731,37 @@ pub async fn run(
             limit,
             cursor,
         } => {
-            let filter = page::Filter::new(caller, "workflow.run list")
+            let filter = page::Filter::of(caller, ActionId::WorkflowRun)
                 .with("planId", &plan_id)
                 .with("status", status);
-            let after = page::decode_position(state, cursor.as_ref(), &filter)?;
-            let found = state
-                .store
-                .list_workflow_runs(
-                    &caller.workspace_id,
-                    plan_id.as_deref().map(String::as_str),
-                    status.map(|s| s.to_string()).as_deref(),
-                    after.as_ref(),
-                    page::limit(limit),
-                )
-                .await
-                .map_err(failure::store)?;
-            let next_cursor = found
-                .next
-                .map(|p| page::encode_position(state, &filter, &p))
-                .transpose()?;
+            let status = status.map(|s| s.to_string());
+            let listed = page::list(
+                state,
+                &filter,
+                cursor.as_ref(),
+                page::limit(limit),
+                async |after, limit| {
+                    state
+                        .store
+                        .list_workflow_runs(
+                            &caller.workspace_id,
+                            plan_id.as_deref().map(String::as_str),
+                            status.as_deref(),
+                            after.as_ref(),
+                            limit,
+                        )
+                        .await
+                },
+            )
+            .await?;
             Ok(WorkflowRunOutput::List {
-                has_more: next_cursor.is_some(),
-                next_cursor,
-                runs: found
+                has_more: listed.has_more(),
+                runs: listed
                     .items
                     .iter()
                     .map(|r| run_contract(r).map_err(failure::store))
                     .collect::<ActionResult<_>>()?,
+                next_cursor: listed.next_cursor,
             })
         }
         WorkflowRunInput::Show { run_id } => {
@@ -908,34 +916,39 @@ pub async fn step(
             limit,
             cursor,
         } => {
-            let filter = page::Filter::new(caller, "workflow.step list")
+            let filter = page::Filter::of(caller, ActionId::WorkflowStep)
                 .with("runId", &run_id)
                 .with("status", status);
-            let after = page::decode_position(state, cursor.as_ref(), &filter)?;
-            let found = state
-                .store
-                .list_steps(
-                    &caller.workspace_id,
-                    &run_id,
-                    status.map(|s| s.to_string()).as_deref(),
-                    after.as_ref(),
-                    page::limit(limit),
-                )
-                .await
-                .map_err(failure::store)?
-                .ok_or_else(|| not_found("workflow run", &run_id))?;
-            let next_cursor = found
-                .next
-                .map(|p| page::encode_position(state, &filter, &p))
-                .transpose()?;
+            let status = status.map(|s| s.to_string());
+            let listed = page::list(
+                state,
+                &filter,
+                cursor.as_ref(),
+                page::limit(limit),
+                async |after, limit| {
+                    state
+                        .store
+                        .list_steps(
+                            &caller.workspace_id,
+                            &run_id,
+                            status.as_deref(),
+                            after.as_ref(),
+                            limit,
+                        )
+                        .await
+                        .map_err(failure::store)?
+                        .ok_or_else(|| not_found("workflow run", &run_id))
+                },
+            )
+            .await?;
             return Ok(WorkflowStepOutput::List {
-                has_more: next_cursor.is_some(),
-                next_cursor,
-                steps: found
+                has_more: listed.has_more(),
+                steps: listed
                     .items
                     .iter()
                     .map(|s| step_contract(s).map_err(failure::store))
                     .collect::<ActionResult<_>>()?,
+                next_cursor: listed.next_cursor,
             });
         }
         WorkflowStepInput::Get { step_id } => {
