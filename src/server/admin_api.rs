@@ -32,7 +32,7 @@ use super::actions::{Caller, page};
 use super::auth::{hash_secret, random_secret};
 use super::failure;
 use super::state::AppState;
-use super::store::{MAX_ATTACHMENTS, MemberKind, NewAttachment};
+use super::store::{MAX_ATTACHMENTS, MemberKind, NewAttachment, StoreError};
 use crate::contract::error::ErrorCode;
 use crate::contract::types as t;
 use crate::contract::{ActionError, ActionResult};
@@ -364,89 +364,130 @@ fn taken(what: &str, value: &str) -> ActionError {
     )
 }
 
-async fn known_workspace(state: &AppState, workspace_id: &str) -> ActionResult<()> {
-    if state
-        .store
-        .workspace_exists(workspace_id)
-        .await
-        .map_err(failure::store)?
-    {
-        Ok(())
-    } else {
-        Err(ActionError::new(
-            ErrorCode::NotFound,
-            format!("no workspace `{workspace_id}`"),
-        ))
+/// The `not_found` every route answers for an id the request's workspace does not hold, naming
+/// the noun and (at most 64 characters of) the id.
+fn missing(noun: &str, id: &str) -> ActionError {
+    ActionError::new(
+        ErrorCode::NotFound,
+        format!("no {noun} `{}` in this workspace", clip(id)),
+    )
+}
+
+/// [`missing`] for what is not inside a workspace: a workspace itself, or an extension.
+fn unknown(noun: &str, id: &str) -> ActionError {
+    ActionError::new(ErrorCode::NotFound, format!("no {noun} `{}`", clip(id)))
+}
+
+/// What a route names by id and checks before it acts: how the store finds one in the request's
+/// workspace, and how a refusal names it.
+trait Noun {
+    /// What the store knows about one that exists.
+    type Found;
+
+    /// The refusal for an `id` the store does not find.
+    fn missing(id: &str) -> ActionError;
+
+    async fn find(
+        state: &AppState,
+        workspace_id: &str,
+        id: &str,
+    ) -> Result<Option<Self::Found>, StoreError>;
+}
+
+/// The request's workspace itself.
+struct Workspace;
+/// A human of the workspace.
+struct Human;
+/// A channel of the workspace.
+struct Channel;
+/// A human or an agent of the workspace; found as its [`MemberKind`].
+struct Member;
+
+impl Noun for Workspace {
+    type Found = ();
+
+    fn missing(id: &str) -> ActionError {
+        unknown("workspace", id)
+    }
+
+    async fn find(state: &AppState, _: &str, id: &str) -> Result<Option<()>, StoreError> {
+        Ok(state.store.workspace_exists(id).await?.then_some(()))
     }
 }
 
-/// `human_id` is a human of `workspace_id`.
-async fn known_human(state: &AppState, workspace_id: &str, human_id: &str) -> ActionResult<()> {
-    if state
-        .store
-        .human_workspace(human_id)
-        .await
-        .map_err(failure::store)?
-        .as_deref()
-        == Some(workspace_id)
-    {
-        Ok(())
-    } else {
-        Err(ActionError::new(
-            ErrorCode::NotFound,
-            format!("no human `{human_id}` in this workspace"),
-        ))
+impl Noun for Human {
+    type Found = ();
+
+    fn missing(id: &str) -> ActionError {
+        missing("human", id)
+    }
+
+    async fn find(
+        state: &AppState,
+        workspace_id: &str,
+        id: &str,
+    ) -> Result<Option<()>, StoreError> {
+        let home = state.store.human_workspace(id).await?;
+        Ok((home.as_deref() == Some(workspace_id)).then_some(()))
     }
 }
 
-/// `channel_id` is a channel of `workspace_id`.
-async fn known_channel(state: &AppState, workspace_id: &str, channel_id: &str) -> ActionResult<()> {
-    if state
-        .store
-        .channel_workspace(channel_id)
-        .await
-        .map_err(failure::store)?
-        .as_deref()
-        == Some(workspace_id)
-    {
-        Ok(())
-    } else {
-        Err(ActionError::new(
-            ErrorCode::NotFound,
-            format!("no channel `{channel_id}` in this workspace"),
-        ))
+impl Noun for Channel {
+    type Found = ();
+
+    fn missing(id: &str) -> ActionError {
+        missing("channel", id)
+    }
+
+    async fn find(
+        state: &AppState,
+        workspace_id: &str,
+        id: &str,
+    ) -> Result<Option<()>, StoreError> {
+        let home = state.store.channel_workspace(id).await?;
+        Ok((home.as_deref() == Some(workspace_id)).then_some(()))
     }
 }
 
-/// Each id is a human or agent of `workspace_id` (at most [`MAX_MEMBERS`] of them); returns
-/// each with its kind, as the store knows it.
-async fn known_members(
+impl Noun for Member {
+    type Found = MemberKind;
+
+    fn missing(id: &str) -> ActionError {
+        missing("human or agent", id)
+    }
+
+    async fn find(
+        state: &AppState,
+        workspace_id: &str,
+        id: &str,
+    ) -> Result<Option<MemberKind>, StoreError> {
+        state.store.member_kind(workspace_id, id).await
+    }
+}
+
+/// Each of `ids` (at most [`MAX_MEMBERS`]) as the store finds it in `workspace_id`; the first it
+/// does not find is that noun's `not_found`.
+async fn known<N: Noun>(
     state: &AppState,
     workspace_id: &str,
-    members: &[String],
-) -> ActionResult<Vec<(MemberKind, String)>> {
-    if members.len() > MAX_MEMBERS {
+    ids: &[impl AsRef<str>],
+) -> ActionResult<Vec<N::Found>> {
+    if ids.len() > MAX_MEMBERS {
         return Err(ActionError::new(
             ErrorCode::ValidationFailed,
             format!("name at most {MAX_MEMBERS} members in one request"),
         ));
     }
-    let mut typed = Vec::with_capacity(members.len());
-    for member in members {
-        let kind = state
-            .store
-            .member_kind(workspace_id, member)
+    let mut found = Vec::with_capacity(ids.len());
+    for id in ids {
+        let id = id.as_ref();
+        let one = N::find(state, workspace_id, id)
             .await
             .map_err(failure::store)?
-            .ok_or_else(|| {
-                ActionError::new(
-                    ErrorCode::NotFound,
-                    format!("no human or agent `{member}` in this workspace"),
-                )
-            })?;
-        typed.push((kind, member.clone()));
+            .ok_or_else(|| N::missing(id))?;
+        found.push(one);
     }
-    Ok(typed)
+    Ok(found)
 }
 
 async fn create_workspace(
@@ -472,7 +513,7 @@ async fn create_human(
         display_name,
     } = body;
     not_blank("displayName", &display_name)?;
-    known_workspace(&state, &workspace_id).await?;
+    known::<Workspace>(&state, &workspace_id, &[&workspace_id]).await?;
     let id = state
         .store
         .create_human(&workspace_id, &handle, &display_name, state.clock.now_ms())
@@ -493,8 +534,8 @@ async fn create_agent(
         display_name,
     } = body;
     not_blank("displayName", &display_name)?;
-    known_workspace(&state, &workspace_id).await?;
-    known_human(&state, &workspace_id, &owner_human_id).await?;
+    known::<Workspace>(&state, &workspace_id, &[&workspace_id]).await?;
+    known::<Human>(&state, &workspace_id, &[&owner_human_id]).await?;
     let id = state
         .store
         .create_agent(
@@ -533,7 +574,7 @@ async fn lookup_agents(
         )
         .into());
     }
-    known_workspace(&state, &workspace_id).await?;
+    known::<Workspace>(&state, &workspace_id, &[&workspace_id]).await?;
     let found = state
         .store
         .agents_among(&workspace_id, &agent_ids)
@@ -568,11 +609,7 @@ async fn rename_agent(
     {
         Some(true) => Ok(Data(json!({ "agentId": agent_id, "handle": *handle }))),
         Some(false) => Err(taken("agent", &handle).into()),
-        None => Err(ActionError::new(
-            ErrorCode::NotFound,
-            format!("no agent `{agent_id}` in this workspace"),
-        )
-        .into()),
+        None => Err(missing("agent", &agent_id).into()),
     }
 }
 
@@ -581,7 +618,7 @@ async fn create_device(
     Path(workspace_id): Path<String>,
     OperatorJson(NewDevice { human_id }): OperatorJson<NewDevice>,
 ) -> Answer {
-    known_human(&state, &workspace_id, &human_id).await?;
+    known::<Human>(&state, &workspace_id, &[&human_id]).await?;
     let secret = random_secret();
     let id = state
         .store
@@ -598,8 +635,8 @@ async fn create_channel(
     Path(workspace_id): Path<String>,
     OperatorJson(NewChannel { name, members }): OperatorJson<NewChannel>,
 ) -> Answer {
-    known_workspace(&state, &workspace_id).await?;
-    known_members(&state, &workspace_id, &members).await?;
+    known::<Workspace>(&state, &workspace_id, &[&workspace_id]).await?;
+    known::<Member>(&state, &workspace_id, &members).await?;
     let id = state
         .store
         .create_channel(&workspace_id, &name, &members, state.clock.now_ms())
@@ -615,7 +652,7 @@ async fn create_thread(
     OperatorJson(NewThread { title }): OperatorJson<NewThread>,
 ) -> Answer {
     not_blank("title", &title)?;
-    known_channel(&state, &workspace_id, &channel_id).await?;
+    known::<Channel>(&state, &workspace_id, &[&channel_id]).await?;
     let id = state
         .store
         .create_thread(&channel_id, &title, state.clock.now_ms())
@@ -635,10 +672,11 @@ async fn create_team(
         members,
     } = body;
     not_blank("displayName", &display_name)?;
-    known_workspace(&state, &workspace_id).await?;
-    let typed: Vec<(String, String)> = known_members(&state, &workspace_id, &members)
-        .await?
+    known::<Workspace>(&state, &workspace_id, &[&workspace_id]).await?;
+    let kinds = known::<Member>(&state, &workspace_id, &members).await?;
+    let typed: Vec<(String, String)> = kinds
         .into_iter()
+        .zip(members)
         .map(|(kind, id)| (kind.as_str().to_string(), id))
         .collect();
     let id = state
@@ -765,7 +803,7 @@ async fn open_dm(
         )
         .into());
     }
-    known_members(&state, &workspace_id, &member_ids).await?;
+    known::<Member>(&state, &workspace_id, &member_ids).await?;
     let id = state
         .store
         .open_dm(
@@ -784,8 +822,8 @@ async fn add_channel_member(
     Path((workspace_id, channel_id)): Path<(String, String)>,
     OperatorJson(NewMember { member_id }): OperatorJson<NewMember>,
 ) -> Answer {
-    known_channel(&state, &workspace_id, &channel_id).await?;
-    known_members(&state, &workspace_id, std::slice::from_ref(&member_id)).await?;
+    known::<Channel>(&state, &workspace_id, &[&channel_id]).await?;
+    known::<Member>(&state, &workspace_id, &[&member_id]).await?;
     state
         .store
         .add_channel_member(&channel_id, &member_id)
@@ -931,12 +969,7 @@ async fn decide_approval(
         )
         .await
         .map_err(failure::store)?
-        .ok_or_else(|| {
-            ActionError::new(
-                ErrorCode::NotFound,
-                format!("no approval `{approval_id}` in this workspace"),
-            )
-        })?;
+        .ok_or_else(|| missing("approval", &approval_id))?;
     match decided {
         Ok(approval) => Ok(Data(json!({ "approval": approval }))),
         Err(super::store::DecideRefusal::Decided(status)) => Err(ActionError::new(
@@ -944,11 +977,7 @@ async fn decide_approval(
             format!("approval `{approval_id}` was already decided: {status}"),
         )
         .into()),
-        Err(super::store::DecideRefusal::UnknownHuman) => Err(ActionError::new(
-            ErrorCode::NotFound,
-            format!("no human `{human_id}` in this workspace"),
-        )
-        .into()),
+        Err(super::store::DecideRefusal::UnknownHuman) => Err(Human::missing(&human_id).into()),
         Err(super::store::DecideRefusal::Refused(error)) => Err(error.into()),
     }
 }
@@ -1029,7 +1058,7 @@ async fn install_app(
         credential,
     }): OperatorJson<NewApp>,
 ) -> Answer {
-    known_workspace(&state, &workspace_id).await?;
+    known::<Workspace>(&state, &workspace_id, &[&workspace_id]).await?;
     let base_url = super::provider::check_base_url(&base_url)
         .map_err(|why| ActionError::new(ErrorCode::ValidationFailed, why))?;
     let credential_ok = !credential.is_empty()
@@ -1054,14 +1083,7 @@ async fn install_app(
         .await
         .map_err(failure::store)?;
     if !installed {
-        return Err(ActionError::new(
-            ErrorCode::NotFound,
-            format!(
-                "no extension `{}`",
-                extension.chars().take(64).collect::<String>()
-            ),
-        )
-        .into());
+        return Err(unknown("extension", &extension).into());
     }
     Ok(Data(
         json!({ "extension": extension, "baseUrl": base_url, "status": "installed" }),
@@ -1117,7 +1139,7 @@ async fn create_kb_source(
     Path(workspace_id): Path<String>,
     OperatorJson(NewKbSource { name }): OperatorJson<NewKbSource>,
 ) -> Answer {
-    known_workspace(&state, &workspace_id).await?;
+    known::<Workspace>(&state, &workspace_id, &[&workspace_id]).await?;
     not_blank("name", &name)?;
     let id = state
         .store
@@ -1215,15 +1237,7 @@ async fn put_kb_document(
         )
         .await
         .map_err(failure::store)?
-        .ok_or_else(|| {
-            ActionError::new(
-                ErrorCode::NotFound,
-                format!(
-                    "no knowledge source `{}` in this workspace",
-                    clip(&source_id)
-                ),
-            )
-        })?;
+        .ok_or_else(|| missing("knowledge source", &source_id))?;
     Ok(Data(
         json!({ "documentId": id, "title": title, "created": created }),
     ))
