@@ -15,9 +15,12 @@ mod workflow;
 
 pub(crate) use workflow::step_readable;
 
+use crate::contract::catalog::Effective;
 use crate::contract::error::ErrorCode;
 use crate::contract::types as t;
-use crate::contract::{ActionError, ActionHandler, ActionResult, ServerToolHandler, Written};
+use crate::contract::{
+    ActionError, ActionHandler, ActionId, ActionResult, ServerToolHandler, Written,
+};
 
 use super::failure;
 use super::state::AppState;
@@ -35,6 +38,24 @@ pub struct Caller {
 /// The server's handlers, over the shared state.
 pub struct ServerActions<'a> {
     pub state: &'a AppState,
+}
+
+/// What a refusal calls the read `action`, from the generated catalog (`task get`), or with
+/// `operation` one operation of an operation union (`workflow plan show`).
+pub(crate) fn read_name(action: ActionId, operation: Option<&str>) -> String {
+    let descriptor = action.descriptor();
+    let found = operation.and_then(|name| descriptor.operations.iter().find(|op| op.name == name));
+    debug_assert_eq!(
+        found.is_some(),
+        operation.is_some(),
+        "`{}` has no operation {operation:?}",
+        action.key()
+    );
+    Effective {
+        descriptor,
+        operation: found,
+    }
+    .name()
 }
 
 /// The contract's time of `ms`, as the store writes it (a time outside chrono's range is the
@@ -384,5 +405,25 @@ impl ServerToolHandler for ServerActions<'_> {
         messages::unreact(self.state, caller, input)
             .await
             .map(Written::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reads the write handlers name in their refusals exist in the catalog as they are named.
+    #[test]
+    fn read_names_come_from_the_catalog() {
+        assert_eq!(read_name(ActionId::TaskGet, None), "task get");
+        assert_eq!(read_name(ActionId::ApprovalGet, None), "approval get");
+        assert_eq!(
+            read_name(ActionId::WorkflowPlan, Some("show")),
+            "workflow plan show"
+        );
+        assert_eq!(
+            read_name(ActionId::WorkflowStep, Some("get")),
+            "workflow step get"
+        );
     }
 }

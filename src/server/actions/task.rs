@@ -254,7 +254,7 @@ async fn mutate(
                 stored.revision = current.revision.saturating_add(1);
                 stored.updated_at = super::timestamp(now_ms)?;
                 crate::contract::budget::readable(
-                    "task get",
+                    &super::read_name(ActionId::TaskGet, None),
                     &TaskGetOutput(TaskResult { task: stored }),
                     fields,
                 )?;

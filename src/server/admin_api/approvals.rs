@@ -5,10 +5,10 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{Answer, Human, Noun, OperatorJson, missing, operator};
-use crate::contract::ActionError;
 use crate::contract::error::ErrorCode;
 use crate::contract::types as t;
-use crate::server::actions::page;
+use crate::contract::{ActionError, ActionId};
+use crate::server::actions::{page, read_name};
 use crate::server::failure;
 use crate::server::state::AppState;
 use crate::wire::Data;
@@ -99,7 +99,7 @@ pub(super) async fn decide_approval(
             // written unless both can still be read back.
             |approval, run| {
                 crate::contract::budget::readable(
-                    "approval get",
+                    &read_name(ActionId::ApprovalGet, None),
                     &crate::contract::types::ApprovalGetOutput(
                         crate::contract::types::ApprovalResult {
                             approval: approval.clone(),

@@ -21,12 +21,12 @@ pub use run::run;
 pub use step::step;
 pub use trigger::trigger;
 
-use super::{Caller, not_found};
+use super::{Caller, not_found, read_name};
 use crate::contract::error::{ErrorCode, ErrorDetail};
 use crate::contract::types::{
     ValidationReport, WorkflowPlan, WorkflowPlanStatus, WorkflowStepOutput,
 };
-use crate::contract::{ActionError, ActionResult};
+use crate::contract::{ActionError, ActionId, ActionResult};
 use crate::server::failure;
 use crate::server::state::AppState;
 use crate::server::store::step_contract;
@@ -46,7 +46,7 @@ pub(crate) fn step_readable(
     fields: &[(String, Option<&str>)],
 ) -> ActionResult<()> {
     crate::contract::budget::readable(
-        "workflow step get",
+        &read_name(ActionId::WorkflowStep, Some("get")),
         &WorkflowStepOutput::Get {
             step: step_contract(step).map_err(failure::store)?,
         },

@@ -9,7 +9,7 @@ use crate::contract::types::{
     PlanStepDefinition, PlanVersionState, WorkflowPlan, WorkflowPlanInput, WorkflowPlanOutput,
 };
 use crate::contract::{ActionError, ActionId, ActionResult};
-use crate::server::actions::{Caller, not_found, page};
+use crate::server::actions::{Caller, not_found, page, read_name};
 use crate::server::failure;
 use crate::server::state::AppState;
 use crate::server::store::PlanChange;
@@ -230,7 +230,7 @@ fn plan_readable(
     fields: &[(String, Option<&str>)],
 ) -> ActionResult<()> {
     crate::contract::budget::readable(
-        "workflow plan show",
+        &read_name(ActionId::WorkflowPlan, Some("show")),
         &WorkflowPlanOutput::Show {
             plan: plan.clone(),
             latest: latest.clone(),
