@@ -234,8 +234,8 @@ impl Store {
     ///
     /// A channel's or dm's page read on the caller's thread is written from its rows as they are
     /// stepped: each field checked as its contract type checks it, and written by the same
-    /// serializer, without building the `Message` values in between (about a sixth of a history
-    /// read, BENCHMARKS.md). Any other page (a thread's, or one the pooled readers answer) is
+    /// serializer, without building the `Message` values in between (a large share of a history
+    /// read otherwise). Any other page (a thread's, or one the pooled readers answer) is
     /// the typed page serialized.
     pub async fn history_written_for_member(
         &self,
