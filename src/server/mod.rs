@@ -13,13 +13,13 @@
 //! - `runtime_api`: the runtime action and tool routes, one per catalog action and server tool.
 //! - `runtime_call`: the steps every runtime route takes (device authentication, idempotency).
 //! - `snake_case_aliases`: the snake_case request field names accepted for the canonical ones.
-//! - `actions`: the handlers of the catalog's server-owned actions and tools, one file a domain.
+//! - `actions`: the handlers of the catalog's server-owned actions and tools, one module a domain.
 //! - `workflow`: the workflow run engine, a run's transitions without SQL.
 //! - `knowledge`: the knowledge route, with Core's turn revalidation and the source grants.
 //! - `extensions`: the extension host's routes and pull request watches.
 //! - `extension_rules`: what a recorded extension definition must be, and the seeds.
 //! - `provider`: the client of GitHub's and Gitea's pull request APIs.
-//! - `admin_api`: the operator API.
+//! - `admin_api`: the operator API, one module a noun.
 //! - `audit`: the audit trail, its queue and its writer.
 //! - `auth`: device credentials and the operator token.
 //! - `cursor`: HMAC-tagged list cursors.
