@@ -2,7 +2,7 @@
 //! (`contract::extension::check`) and the extension host's own (each action one the host
 //! implements, with its risk class and the input fields it reads); and the seed definitions of
 //! `schema/extensions/`, recorded when the server opens. The operator's publish
-//! (`admin/extensions.rs`) and the seeding apply the same [`check_publish`].
+//! (`admin_api/extensions.rs`) and the seeding apply the same [`check_publish`].
 
 use serde_json::Value;
 
