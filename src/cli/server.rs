@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use super::output::{Exit, usage_error};
 use crate::server::provider::ProviderConfig;
-use crate::server::{AppState, ServerConfig, router};
+use crate::server::{AppState, ServerConfig};
 
 /// Options of `agentteam server`.
 #[derive(Debug, clap::Args)]
@@ -123,12 +123,7 @@ pub fn run(args: ServerArgs) -> Exit {
         if printed != Exit::Success {
             return printed;
         }
-        let stop = tokio_util::sync::CancellationToken::new();
-        let scheduler = tokio::spawn(crate::server::run_scheduler(state.clone(), stop.clone()));
-        crate::serve::serve(listener, router(state.clone()), shutdown).await;
-        stop.cancel();
-        let _ = scheduler.await;
-        state.close().await;
+        crate::server::run(listener, state, shutdown).await;
         tracing::info!("server stopped");
         Exit::Success
     })

@@ -70,6 +70,14 @@ pub enum EmbeddedHop {
     Tcp,
 }
 
+/// The embedded server while it runs: its state (the in-process hop routes to it), the task
+/// serving it (`server::run`, which closes the state once it stops) and what stops it.
+struct Embedded {
+    stop: tokio_util::sync::CancellationToken,
+    serving: tokio::task::JoinHandle<()>,
+    state: crate::server::AppState,
+}
+
 /// The default state directory: `$XDG_STATE_HOME/agentteam` or `~/.local/state/agentteam`.
 pub fn default_state_dir() -> PathBuf {
     if let Some(dir) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
@@ -156,16 +164,21 @@ pub async fn run(
             let url = format!("http://{}", listener.local_addr().expect("bound"));
             let stop = tokio_util::sync::CancellationToken::new();
             let serve_stop = stop.clone();
-            let scheduler = tokio::spawn(crate::server::run_scheduler(state.clone(), stop.clone()));
-            let server = tokio::spawn(crate::serve::serve(
-                listener,
-                crate::server::router(state.clone()),
-                async move { serve_stop.cancelled().await },
-            ));
+            let serving = tokio::spawn(crate::server::run(listener, state.clone(), async move {
+                serve_stop.cancelled().await
+            }));
             let token = std::fs::read_to_string(&server_config.operator_token_file)
                 .map_err(|e| state_err("cannot read the embedded operator token", e))?;
             tracing::info!(server = %url, "embedded server started");
-            (url, token, Some((stop, server, scheduler, state)))
+            (
+                url,
+                token,
+                Some(Embedded {
+                    stop,
+                    serving,
+                    state,
+                }),
+            )
         }
     };
     let remote = Some(&config.remote).filter(|_| embedded.is_none());
@@ -204,9 +217,9 @@ pub async fn run(
             .map_err(|e| state_err("cannot prepare the memory directories", e))?,
     );
     let server_client = Arc::new(match &embedded {
-        Some((_, _, _, server)) if config.embedded_hop == EmbeddedHop::InProcess => {
+        Some(embedded) if config.embedded_hop == EmbeddedHop::InProcess => {
             crate::client::ServerClient::in_process(
-                crate::server::router(server.clone()),
+                crate::server::router(embedded.state.clone()),
                 identity_credential,
             )
         }
@@ -320,11 +333,9 @@ pub async fn run(
             "credential directories are left after shutdown; the next daemon removes them before it serves"
         );
     }
-    if let Some((stop, server, scheduler, state)) = embedded {
-        stop.cancel();
-        let _ = server.await;
-        let _ = scheduler.await;
-        state.close().await;
+    if let Some(embedded) = embedded {
+        embedded.stop.cancel();
+        let _ = embedded.serving.await;
     }
     drop(lock);
     tracing::info!("daemon stopped");

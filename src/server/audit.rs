@@ -2,9 +2,9 @@
 //! agent, route family, action, outcome code, idempotency-key hash, duration), never an input
 //! value, message content or credential.
 //!
-//! The [`layer`] middleware builds the record after the answer and hands it to a bounded queue
-//! ([`QUEUE`] records): a full queue drops the record and counts it (`auditDropped` in
-//! `/admin/stats`), so auditing never blocks a request. One writer task gathers records for
+//! The front middleware ([`recorded`]) builds the record after the answer and hands it to a
+//! bounded queue ([`QUEUE`] records): a full queue drops the record and counts it (`auditDropped`
+//! in `/admin/stats`), so auditing never blocks a request. One writer task gathers records for
 //! [`LINGER`] after the first, or until [`BATCH`] are queued, and appends up to [`BATCH`] in one
 //! transaction (group commit). Retention is by age and by count ([`RETENTION`], [`MAX_RECORDS`]),
 //! applied by the scheduler pass.
@@ -21,8 +21,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use super::AppState;
-use super::store::{AuditRecord, Store, new_id};
+use super::store::{AuditRecord, Clock, Store, new_id};
 
 /// Records waiting for the writer, at most.
 pub const QUEUE: usize = 4096;
@@ -193,10 +192,11 @@ async fn append(store: &Store, batch: &[AuditRecord], dropped: &AtomicU64) {
     }
 }
 
-/// The middleware's part (`server::front`): every request to a runtime or operator route is
-/// recorded once `run` has answered it.
+/// The front middleware's part (`front.rs`): every request to a runtime or operator route is
+/// recorded into `auditor`'s queue once `run` has answered it, timed by `clock`.
 pub async fn recorded<F: Future<Output = Response>>(
-    state: &AppState,
+    auditor: &Auditor,
+    clock: &Clock,
     request: Request,
     run: impl FnOnce(Request) -> F,
 ) -> Response {
@@ -207,7 +207,7 @@ pub async fn recorded<F: Future<Output = Response>>(
         return run(request).await;
     };
     let (workspace_id, agent_id) = claimed_ids_of(&segments);
-    let at = state.clock.now_ms();
+    let at = clock.now_ms();
     let started = std::time::Instant::now();
     let key_hash = request
         .headers()
@@ -221,7 +221,7 @@ pub async fn recorded<F: Future<Output = Response>>(
         })
         .await;
     let (response, outcome) = outcome(response).await;
-    state.audit.record(AuditRecord {
+    auditor.record(AuditRecord {
         id: new_id("aud", at),
         at,
         workspace_id,

@@ -2,8 +2,9 @@
 //! what their actions do.
 //!
 //! Definitions are seeded from `schema/extensions/` (version 1 of `github` and `gitea`) and
-//! published by operators (`POST /admin/extensions`); each version is recorded with its digest
-//! (SHA-256 over RFC 8785 canonical JSON) and the catalog version its publish advanced.
+//! published by operators (`POST /admin/extensions`), both under the rules of
+//! `extension_rules.rs`; each version is recorded with its digest (SHA-256 over RFC 8785
+//! canonical JSON) and the catalog version its publish advanced.
 //!
 //! Routes (device credential; the agent bound by path like every runtime route):
 //! - `GET /runtime/servers/{serverId}/extensions`: the current definitions of the apps installed
@@ -28,102 +29,24 @@ use axum::response::Response;
 use axum::routing::{get, post};
 use serde_json::{Value, json};
 
-use super::actions::{Caller, internal, page};
+use super::actions::{Caller, page};
+use super::extension_rules::{GET, LIST, UNWATCH, WATCH};
 use super::provider::{ProviderClient, ProviderFailure};
+use super::state::AppState;
+use super::store::StoreError;
 use super::store::{AppAccess, WatchRecord};
-use super::{AppState, auth, runtime_api};
+use super::{failure, runtime_call};
 use crate::contract::ActionError;
 use crate::contract::error::ErrorCode;
-use crate::contract::extension::{self, Definition, Provider, Recorded, Reserved};
-use crate::wire;
+use crate::contract::extension::{self, Provider, Recorded, Reserved};
+use crate::wire::{self, EXTENSION_CATALOG_VERSION_HEADER, EXTENSION_DIGEST_HEADER};
 
-/// The seed definitions the generator checked (`schema/extensions/`).
-pub const SEEDS: &str = include_str!(concat!(env!("OUT_DIR"), "/extensions.json"));
-
-use crate::wire::{EXTENSION_CATALOG_VERSION_HEADER, EXTENSION_DIGEST_HEADER};
-
-/// The actions the host implements, each with the input fields it reads and its risk class.
-const HOST_ACTIONS: &[(&str, &[&str], bool)] = &[
-    ("watch", &["repository", "number"], true),
-    ("list", &[], false),
-    ("get", &["watchId"], false),
-    ("unwatch", &["watchId"], true),
-];
-
-/// Records each seed definition as version 1 of its extension, unless the extension exists.
-pub async fn seed(state: &AppState) -> Result<(), super::ServerError> {
-    let seeds: Vec<Value> = serde_json::from_str(SEEDS).expect("the generated seeds parse");
-    for definition in seeds {
-        let (checked, digest) = check_publish(&definition).unwrap_or_else(|problems| {
-            panic!("a seed extension breaks the rules (a tested invariant): {problems:?}")
-        });
-        state
-            .store
-            .publish_extension(
-                &checked.name,
-                checked.provider.as_str(),
-                &definition,
-                &digest,
-                true,
-                state.clock.now_ms(),
-            )
-            .await?;
-    }
-    Ok(())
+/// The idempotency scope and list key of `action` of extension `name`: `ext.github.watch`.
+fn action_key(name: &str, action: &str) -> String {
+    format!("ext.{name}.{action}")
 }
 
-/// The rules every recorded definition obeys: the contract's ([`extension::check`]), and the
-/// host's own: each action is one it implements, with its risk class and the input fields it
-/// reads. Returns the definition and its digest.
-pub fn check_publish(definition: &Value) -> Result<(Definition, String), Vec<String>> {
-    let checked = extension::check(definition, &Reserved::builtin())?;
-    let mut problems = Vec::new();
-    for action in &checked.actions {
-        let Some((_, fields, mutation)) = HOST_ACTIONS.iter().find(|(n, _, _)| *n == action.action)
-        else {
-            problems.push(format!(
-                "action `{}`: the extension host implements {} for pull request watches",
-                action.action,
-                HOST_ACTIONS
-                    .iter()
-                    .map(|(n, _, _)| format!("`{n}`"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-            continue;
-        };
-        if action.risk.is_mutation() != *mutation {
-            problems.push(format!(
-                "action `{}` {} side effects in the extension host",
-                action.action,
-                if *mutation { "has" } else { "has no" }
-            ));
-        }
-        for field in *fields {
-            let declared = action
-                .input
-                .pointer(&format!("/properties/{field}"))
-                .is_some()
-                && action
-                    .input
-                    .get("required")
-                    .and_then(Value::as_array)
-                    .is_some_and(|r| r.iter().any(|v| v == field));
-            if !declared {
-                problems.push(format!(
-                    "action `{}` must require the input field `{field}` the extension host reads",
-                    action.action
-                ));
-            }
-        }
-    }
-    if problems.is_empty() {
-        Ok((checked, extension::digest(definition)))
-    } else {
-        Err(problems)
-    }
-}
-
+/// The extension host's two runtime routes.
 pub fn routes() -> Router<AppState> {
     Router::new()
         .route(
@@ -143,20 +66,12 @@ async fn list_definitions(
     headers: HeaderMap,
 ) -> Response {
     let answer = async {
-        let credential = wire::bearer(&headers).ok_or_else(runtime_api::forbidden)?;
-        let (device, _) = auth::authenticate_device(&state.store, credential, "")
-            .await
-            .map_err(internal)?
-            .ok_or_else(runtime_api::forbidden)?;
-        if device.workspace_id != server_id {
-            return Err(runtime_api::forbidden());
-        }
-        super::audit::device_verified(&device.device_id);
+        runtime_call::authenticate_workspace(&state, &server_id, &headers).await?;
         let recorded = state
             .store
             .installed_extensions(&server_id)
             .await
-            .map_err(internal)?;
+            .map_err(failure::store)?;
         Ok(json!({ "extensions": recorded.iter().map(Recorded::to_json).collect::<Vec<_>>() }))
     };
     match answer.await {
@@ -190,19 +105,13 @@ async fn run(
     headers: &HeaderMap,
     body: Body,
 ) -> Result<Response, ActionError> {
-    let caller = runtime_api::authenticate(state, server_id, agent_id, headers).await?;
-    let unknown = || {
-        let shown = |s: &str| s.chars().take(32).collect::<String>();
-        ActionError::new(
-            ErrorCode::UnknownAction,
-            format!("unknown action: `{} {}`", shown(name), shown(action)),
-        )
-    };
+    let caller = runtime_call::authenticate(state, server_id, agent_id, headers).await?;
+    let unknown = || ActionError::unknown_action(name, action);
     let (current, provider) = state
         .store
         .current_extension(name)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(unknown)?;
     // The runtime's pinned definition must still be the current one.
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
@@ -231,11 +140,10 @@ async fn run(
     } else {
         None
     };
-    let provider: Provider = serde_json::from_value(json!(provider)).map_err(|_| {
-        ActionError::new(ErrorCode::InternalError, "the recorded provider is unknown")
-    })?;
-    let key = format!("ext.{name}.{action}");
-    runtime_api::once(
+    let provider: Provider = serde_json::from_value(json!(provider))
+        .map_err(|error| failure::saying("the recorded provider is unknown", error))?;
+    let key = action_key(name, action);
+    runtime_call::once(
         state,
         &caller,
         &key,
@@ -283,8 +191,13 @@ fn verified(
     let digest = current.digest.clone();
     let pinned = std::sync::Arc::new(
         extension::Pinned::verify(current, &Reserved::builtin()).map_err(|rejected| {
-            tracing::error!(incident_id = wire::observe::incident_id().unwrap_or_default(), extension = %rejected.name, reason = %rejected.reason, "a recorded extension definition does not verify");
-            ActionError::new(ErrorCode::InternalError, "the recorded extension definition is damaged")
+            failure::saying(
+                "the recorded extension definition is damaged",
+                format_args!(
+                    "the recorded definition of `{}` does not verify: {}",
+                    rejected.name, rejected.reason
+                ),
+            )
         })?,
     );
     if cache.len() >= CACHED {
@@ -307,7 +220,7 @@ async fn execute(
         .store
         .app_access(&caller.workspace_id, name, &caller.agent_id)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
     {
         AppAccess::Allowed {
             base_url,
@@ -338,10 +251,10 @@ async fn execute(
         credential: &credential,
     };
     match action {
-        "watch" => app.watch(&input).await,
-        "list" => app.list(&input).await,
-        "get" => app.get(&input).await,
-        "unwatch" => app.unwatch(&input).await,
+        WATCH => app.watch(&input).await,
+        LIST => app.list(&input).await,
+        GET => app.get(&input).await,
+        UNWATCH => app.unwatch(&input).await,
         _ => Err(ActionError::new(
             ErrorCode::UnknownAction,
             format!("the extension host does not implement `{name} {action}`"),
@@ -385,7 +298,7 @@ impl App<'_> {
                 self.caller.now_ms,
             )
             .await
-            .map_err(internal)?;
+            .map_err(failure::store)?;
         // An existing watch of the same pull request takes the state just read.
         let watch = self.store_state(watch, &state).await?;
         Ok(json!({ "watch": watch.to_json() }))
@@ -404,26 +317,21 @@ impl App<'_> {
                     .map_err(|_| page::cursor_error())
             })
             .transpose()?;
-        let filter = page::Filter::new(self.caller, &format!("ext.{}.list", self.name));
-        let after = page::decode_position(self.state, cursor.as_ref(), &filter)?;
-        let found = self
-            .state
-            .store
-            .list_watches(&self.caller.workspace_id, self.name, after.as_ref(), limit)
-            .await
-            .map_err(internal)?;
-        let next = found
-            .next
-            .map(|p| page::encode_position(self.state, &filter, &p))
-            .transpose()?;
-        let mut data = json!({
-            "watches": found.items.iter().map(WatchRecord::to_json).collect::<Vec<_>>(),
-            "hasMore": next.is_some(),
-        });
-        if let Some(next) = next {
-            data["nextCursor"] = json!(next);
-        }
-        Ok(data)
+        let filter = page::Filter::new(self.caller, &action_key(self.name, LIST));
+        let listed = page::list(
+            self.state,
+            &filter,
+            cursor.as_ref(),
+            limit,
+            async |after, limit| {
+                self.state
+                    .store
+                    .list_watches(&self.caller.workspace_id, self.name, after.as_ref(), limit)
+                    .await
+            },
+        )
+        .await?;
+        Ok(listed.into_json("watches", WatchRecord::to_json))
     }
 
     async fn get(&self, input: &Value) -> Result<Value, ActionError> {
@@ -446,7 +354,7 @@ impl App<'_> {
             .store
             .delete_watch(&self.caller.workspace_id, self.name, &id)
             .await
-            .map_err(internal)?
+            .map_err(failure::store)?
             .ok_or_else(|| not_found(&id))?;
         Ok(json!({ "watch": watch.to_json() }))
     }
@@ -457,7 +365,7 @@ impl App<'_> {
             .store
             .watch(&self.caller.workspace_id, self.name, &id)
             .await
-            .map_err(internal)?
+            .map_err(failure::store)?
             .ok_or_else(|| not_found(&id))
     }
 
@@ -489,7 +397,7 @@ impl App<'_> {
             .store
             .refresh_watch(&watch.id, state, self.caller.now_ms)
             .await
-            .map_err(internal)?
+            .map_err(failure::store)?
             .unwrap_or(watch))
     }
 }
@@ -573,7 +481,7 @@ fn repository(input: &Value) -> Result<String, ActionError> {
 
 /// One background refresh at `now_ms`: claims watches read longer ago than the refresh interval
 /// (each claimed by one replica only) and reads each again. Returns how many were refreshed.
-pub async fn refresh_stale(state: &AppState, now_ms: i64) -> Result<usize, super::StoreError> {
+pub async fn refresh_stale(state: &AppState, now_ms: i64) -> Result<usize, StoreError> {
     let interval = state.provider_config.min_refresh.as_millis() as i64;
     let claimed = state
         .store

@@ -21,10 +21,9 @@ use axum::response::Response;
 use axum::routing::post;
 use serde_json::{Value, json};
 
-use super::AppState;
-use super::actions::internal;
-use super::runtime_api;
+use super::state::AppState;
 use super::store::ScopeRefusal;
+use super::{failure, runtime_call};
 use crate::contract::error::{ErrorCode, KnowledgeStage};
 use crate::contract::{ActionError, ToolId};
 use crate::search::Query;
@@ -69,7 +68,7 @@ async fn run(
     body: Body,
 ) -> Result<Value, ActionError> {
     // The daemon's own credential failing is a route the daemon cannot use.
-    let caller = runtime_api::authenticate(state, server_id, agent_id, headers)
+    let caller = runtime_call::authenticate(state, server_id, agent_id, headers)
         .await
         .map_err(|error| error.at_stage(KnowledgeStage::RouteMissing))?;
     let id = match tool {
@@ -112,14 +111,14 @@ async fn run(
             &turn.message_id,
         )
         .await
-        .map_err(|e| internal(e).at_stage(KnowledgeStage::TargetScopeResolution))?
+        .map_err(|e| failure::store(e).at_stage(KnowledgeStage::TargetScopeResolution))?
         .map_err(|refusal| scope_refused(&turn, refusal))?;
     // The knowledge owner: only the sources granted to that conversation.
     let sources = state
         .store
         .kb_sources_for_channel(&caller.workspace_id, &channel)
         .await
-        .map_err(|e| internal(e).at_stage(KnowledgeStage::Upstream))?;
+        .map_err(|e| failure::store(e).at_stage(KnowledgeStage::Upstream))?;
     match id {
         ToolId::KbSearch => {
             let query = Query::parse(input["query"].as_str().unwrap_or_default());
@@ -128,7 +127,7 @@ async fn run(
                 .store
                 .kb_search(&query, &sources, limit)
                 .await
-                .map_err(|e| internal(e).at_stage(KnowledgeStage::Upstream))?;
+                .map_err(|e| failure::store(e).at_stage(KnowledgeStage::Upstream))?;
             Ok(json!({
                 "documents": hits.iter().map(|hit| json!({
                     "documentId": hit.id,
@@ -145,7 +144,7 @@ async fn run(
                 .store
                 .kb_document(document_id, &sources)
                 .await
-                .map_err(|e| internal(e).at_stage(KnowledgeStage::Upstream))?
+                .map_err(|e| failure::store(e).at_stage(KnowledgeStage::Upstream))?
                 .ok_or_else(|| {
                     ActionError::new(
                         ErrorCode::NotFound,

@@ -1,7 +1,7 @@
 //! The workflow run engine: a run and its steps as one in-memory [`RunState`], and every
 //! transition of the state machine as a method that either changes it or refuses with a typed
 //! `invalid_state` error. No SQL: the store loads a state under the run's row lock, an action
-//! drives it, and the store writes back what changed (`store/workflows.rs`).
+//! drives it, and the store writes back what changed (`store/workflows/`).
 //!
 //! Steps run in plan order. A `task` step is `active` when reached; an agent completes, fails,
 //! pauses or parks it. A paused step can still be completed; a parked one only failed. An

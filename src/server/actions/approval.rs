@@ -2,13 +2,14 @@
 //! Humans decide through the operator API (`agentteam admin approval decide`); an approval a
 //! workflow step created moves its run when decided.
 
-use super::{Caller, internal, not_found, page};
+use super::{Caller, not_found, page};
 use crate::contract::types::{
     ApprovalGetInput, ApprovalGetOutput, ApprovalListInput, ApprovalListOutput,
     ApprovalRequestInput, ApprovalRequestOutput, ApprovalResult,
 };
 use crate::contract::{ActionId, ActionResult};
-use crate::server::AppState;
+use crate::server::failure;
+use crate::server::state::AppState;
 
 pub async fn request(
     state: &AppState,
@@ -30,7 +31,7 @@ pub async fn request(
             caller.now_ms,
         )
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     Ok(ApprovalRequestOutput(ApprovalResult { approval }))
 }
 
@@ -44,7 +45,7 @@ pub async fn get(
         .store
         .approval(&caller.workspace_id, &approval_id)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("approval", &approval_id))?;
     Ok(ApprovalGetOutput(ApprovalResult { approval }))
 }
@@ -59,25 +60,25 @@ pub async fn list(
         limit,
         cursor,
     } = input;
-    let filter = page::Filter::new(caller, &ActionId::ApprovalList.key()).with("status", status);
-    let after = page::decode_position(state, cursor.as_ref(), &filter)?;
-    let found = state
-        .store
-        .list_approvals(
-            &caller.workspace_id,
-            status.map(|s| s.to_string()).as_deref(),
-            after.as_ref(),
-            page::limit(limit),
-        )
-        .await
-        .map_err(internal)?;
-    let next_cursor = found
-        .next
-        .map(|p| page::encode_position(state, &filter, &p))
-        .transpose()?;
+    let filter = page::Filter::of(caller, ActionId::ApprovalList).with("status", status);
+    let status = status.map(|s| s.to_string());
+    let listed = page::list(
+        state,
+        &filter,
+        cursor.as_ref(),
+        page::limit(limit),
+        async |after, limit| {
+            let status = status.as_deref();
+            state
+                .store
+                .list_approvals(&caller.workspace_id, status, after.as_ref(), limit)
+                .await
+        },
+    )
+    .await?;
     Ok(ApprovalListOutput {
-        has_more: next_cursor.is_some(),
-        next_cursor,
-        approvals: found.items,
+        has_more: listed.has_more(),
+        next_cursor: listed.next_cursor,
+        approvals: listed.items,
     })
 }

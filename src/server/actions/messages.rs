@@ -4,13 +4,14 @@
 
 use base64::Engine;
 
-use super::{Caller, internal, not_found, page};
+use super::{Caller, not_found, page};
 use crate::contract::error::ErrorCode;
 use crate::contract::target::Target;
 use crate::contract::types as t;
 use crate::contract::{ActionError, ActionResult, ToolId, Written};
-use crate::server::AppState;
-use crate::server::store::Membership;
+use crate::server::failure;
+use crate::server::state::AppState;
+use crate::server::store::{Membership, Position};
 
 /// `attachment_read` returns this many bytes when the call names no `maxBytes`.
 const DEFAULT_ATTACHMENT_RANGE: u64 = 8 * 1024;
@@ -28,7 +29,7 @@ async fn conversation(
         .store
         .conversation_for_member(&caller.workspace_id, &caller.agent_id, &target)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found(target.kind.as_str(), &target.id))?;
     Ok((target, membership))
 }
@@ -50,12 +51,12 @@ pub async fn send(
             caller.now_ms,
         )
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     let message = state
         .store
         .message_for_member(&caller.workspace_id, &caller.agent_id, &id)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| internal_missing("a message just posted"))?;
     Ok(t::MessageSendOutput { message })
 }
@@ -70,7 +71,7 @@ pub async fn history(
     let target = Target::parse_canonical(&input.target)?;
     let filter = page::Filter::new(caller, ToolId::MessageHistoryRead.descriptor().name)
         .with("target", target.to_string());
-    let after = match page::decode_position(state, input.cursor.as_ref(), &filter) {
+    let after: Option<Position> = match page::after(state, input.cursor.as_ref(), &filter) {
         Ok(after) => after,
         Err(error) => {
             // A conversation the caller cannot read is missing, whatever the cursor says.
@@ -94,10 +95,10 @@ pub async fn history(
             &mut out,
         )
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found(target.kind.as_str(), &target.id))?;
     if let Some(position) = next {
-        let cursor = page::encode_position(state, &filter, &position)?;
+        let cursor = page::next_cursor(state, &filter, position)?;
         out.extend_from_slice(b",\"nextCursor\":");
         serde_json::to_writer(&mut out, &cursor).expect("a cursor serializes");
     }
@@ -106,11 +107,9 @@ pub async fn history(
     out.push(b'}');
     let text = String::from_utf8(out).expect("serde_json writes UTF-8");
     Written::text(text).map_err(|error| {
-        tracing::error!(error = %error, "a written history page is not its typed output");
-        ActionError::new(
-            ErrorCode::InternalError,
-            "the server failed to handle this request",
-        )
+        failure::internal(format_args!(
+            "a written history page is not its typed output: {error}"
+        ))
     })
 }
 
@@ -124,7 +123,7 @@ async fn readable_message(
         .store
         .message_for_member(&caller.workspace_id, &caller.agent_id, id)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("message", id))
 }
 
@@ -143,7 +142,7 @@ pub async fn react(
             caller.now_ms,
         )
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     if !added {
         return Err(ActionError::new(
             ErrorCode::InvalidState,
@@ -158,7 +157,7 @@ pub async fn react(
         .store
         .reactions(&input.message_id, &caller.agent_id)
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     Ok(t::ReactionAddOutput {
         message_id: input.message_id,
         reactions,
@@ -175,12 +174,12 @@ pub async fn unreact(
         .store
         .remove_reaction(&input.message_id, &caller.agent_id, &input.emoji)
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     let reactions = state
         .store
         .reactions(&input.message_id, &caller.agent_id)
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     Ok(t::ReactionRemoveOutput {
         message_id: input.message_id,
         reactions,
@@ -196,7 +195,7 @@ pub async fn read_attachment(
         .store
         .attachment_for_member(&caller.workspace_id, &caller.agent_id, &input.attachment_id)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("attachment", &input.attachment_id))?;
     let offset = input.offset.unwrap_or(0);
     if offset > attachment.size {
@@ -216,7 +215,7 @@ pub async fn read_attachment(
         .store
         .attachment_bytes(&input.attachment_id, offset, wanted)
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     let textual =
         attachment.media_type.starts_with("text/") || attachment.media_type.ends_with("json");
     let text = textual
@@ -273,14 +272,10 @@ fn base64_len(bytes: usize) -> usize {
     bytes.div_ceil(3) * 4
 }
 
+/// A row this request wrote or read is gone before the request ends: a retry may find it.
 fn internal_missing(what: &str) -> ActionError {
-    tracing::error!(
-        incident_id = crate::wire::observe::incident_id().unwrap_or_default(),
-        what,
-        "row vanished inside one request"
-    );
-    ActionError::new(
-        ErrorCode::InternalError,
+    failure::saying(
         "the server failed to handle this request; retry later",
+        format_args!("row vanished inside one request: {what}"),
     )
 }

@@ -15,12 +15,16 @@ mod workflow;
 
 pub(crate) use workflow::step_readable;
 
+use crate::contract::catalog::Effective;
 use crate::contract::error::ErrorCode;
 use crate::contract::types as t;
-use crate::contract::{ActionError, ActionHandler, ActionResult, ServerToolHandler, Written};
+use crate::contract::{
+    ActionError, ActionHandler, ActionId, ActionResult, ServerToolHandler, Written,
+};
 
-use super::AppState;
-use super::store::{Membership, StoreError};
+use super::failure;
+use super::state::AppState;
+use super::store::Membership;
 
 /// The authenticated caller of one request.
 #[derive(Debug, Clone)]
@@ -36,19 +40,28 @@ pub struct ServerActions<'a> {
     pub state: &'a AppState,
 }
 
-/// A store failure becomes a generic error; its cause goes to the log only.
-pub fn internal(error: StoreError) -> ActionError {
-    tracing::error!(incident_id = crate::wire::observe::incident_id().unwrap_or_default(), error = %error, cause = ?std::error::Error::source(&error), "store failure");
-    ActionError::new(
-        ErrorCode::InternalError,
-        "the server failed to handle this request; retry later",
-    )
+/// What a refusal calls the read `action`, from the generated catalog (`task get`), or with
+/// `operation` one operation of an operation union (`workflow plan show`).
+pub(crate) fn read_name(action: ActionId, operation: Option<&str>) -> String {
+    let descriptor = action.descriptor();
+    let found = operation.and_then(|name| descriptor.operations.iter().find(|op| op.name == name));
+    debug_assert_eq!(
+        found.is_some(),
+        operation.is_some(),
+        "`{}` has no operation {operation:?}",
+        action.key()
+    );
+    Effective {
+        descriptor,
+        operation: found,
+    }
+    .name()
 }
 
 /// The contract's time of `ms`, as the store writes it (a time outside chrono's range is the
 /// clock's defect: an internal failure).
 pub(crate) fn timestamp(ms: i64) -> ActionResult<crate::contract::timestamp::Timestamp> {
-    super::store::instant(ms, "now").map_err(internal)
+    super::store::instant(ms, "now").map_err(failure::store)
 }
 
 /// A conversation locator from a request: exactly one thread or one channel.
@@ -97,7 +110,7 @@ pub(crate) async fn resolve(
                 .await
         }
     };
-    found.map_err(internal)?.ok_or_else(|| match locator {
+    found.map_err(failure::store)?.ok_or_else(|| match locator {
         Locator::Thread(thread_id) => not_found("thread", thread_id),
         Locator::Channel(channel_id) => not_found("channel", channel_id),
     })
@@ -392,5 +405,25 @@ impl ServerToolHandler for ServerActions<'_> {
         messages::unreact(self.state, caller, input)
             .await
             .map(Written::from)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The reads the write handlers name in their refusals exist in the catalog as they are named.
+    #[test]
+    fn read_names_come_from_the_catalog() {
+        assert_eq!(read_name(ActionId::TaskGet, None), "task get");
+        assert_eq!(read_name(ActionId::ApprovalGet, None), "approval get");
+        assert_eq!(
+            read_name(ActionId::WorkflowPlan, Some("show")),
+            "workflow plan show"
+        );
+        assert_eq!(
+            read_name(ActionId::WorkflowStep, Some("get")),
+            "workflow step get"
+        );
     }
 }

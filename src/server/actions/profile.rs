@@ -2,14 +2,15 @@
 //! (`profile update` is the only writer of an agent's display name and description once the
 //! operator created it).
 
-use super::{Caller, internal, not_found};
+use super::{Caller, not_found};
 use crate::contract::error::ErrorCode;
 use crate::contract::types::{
     ProfileGetInput, ProfileGetOutput, ProfileUpdateInput, ProfileUpdateOutput, Workspace,
     WorkspaceGetInput, WorkspaceGetOutput,
 };
 use crate::contract::{ActionError, ActionResult};
-use crate::server::AppState;
+use crate::server::failure;
+use crate::server::state::AppState;
 use crate::server::store::{ProfileChange, rfc3339};
 
 pub async fn workspace(
@@ -21,14 +22,14 @@ pub async fn workspace(
         .store
         .workspace(&caller.workspace_id)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("workspace", &caller.workspace_id))?;
     let workspace: Workspace = serde_json::from_value(serde_json::json!({
         "id": caller.workspace_id,
         "name": name,
         "createdAt": rfc3339(created_at),
     }))
-    .map_err(|_| ActionError::new(ErrorCode::InternalError, "the stored workspace is damaged"))?;
+    .map_err(|error| failure::saying("the stored workspace is damaged", error))?;
     Ok(WorkspaceGetOutput { workspace })
 }
 
@@ -41,7 +42,7 @@ pub async fn get(
         .store
         .profile(&caller.workspace_id, &caller.agent_id)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("agent", &caller.agent_id))?;
     Ok(ProfileGetOutput { profile })
 }
@@ -97,7 +98,7 @@ pub async fn update(
             },
         )
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("agent", &caller.agent_id))??;
     Ok(ProfileUpdateOutput { profile })
 }

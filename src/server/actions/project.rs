@@ -1,7 +1,7 @@
 //! `project` actions: workspace-wide projects every agent of the workspace can see; `active`
 //! until archived, and archiving is final.
 
-use super::{Caller, internal, not_found, page};
+use super::{Caller, not_found, page};
 use crate::contract::error::ErrorCode;
 use crate::contract::types::{
     Project, ProjectArchiveInput, ProjectArchiveOutput, ProjectCreateInput, ProjectCreateOutput,
@@ -9,7 +9,8 @@ use crate::contract::types::{
     ProjectStatus, ProjectUpdateInput, ProjectUpdateOutput,
 };
 use crate::contract::{ActionError, ActionId, ActionResult};
-use crate::server::AppState;
+use crate::server::failure;
+use crate::server::state::AppState;
 
 pub async fn create(
     state: &AppState,
@@ -31,7 +32,7 @@ pub async fn create(
             caller.now_ms,
         )
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     Ok(ProjectCreateOutput(ProjectResult { project }))
 }
 
@@ -45,7 +46,7 @@ pub async fn get(
         .store
         .project(&caller.workspace_id, &project_id)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("project", &project_id))?;
     Ok(ProjectGetOutput(ProjectResult { project }))
 }
@@ -60,26 +61,24 @@ pub async fn list(
         limit,
         cursor,
     } = input;
-    let filter = page::Filter::new(caller, &ActionId::ProjectList.key()).with("status", status);
-    let after = page::decode_position(state, cursor.as_ref(), &filter)?;
-    let found = state
-        .store
-        .list_projects(
-            &caller.workspace_id,
-            status,
-            after.as_ref(),
-            page::limit(limit),
-        )
-        .await
-        .map_err(internal)?;
-    let next_cursor = found
-        .next
-        .map(|p| page::encode_position(state, &filter, &p))
-        .transpose()?;
+    let filter = page::Filter::of(caller, ActionId::ProjectList).with("status", status);
+    let listed = page::list(
+        state,
+        &filter,
+        cursor.as_ref(),
+        page::limit(limit),
+        async |after, limit| {
+            state
+                .store
+                .list_projects(&caller.workspace_id, status, after.as_ref(), limit)
+                .await
+        },
+    )
+    .await?;
     Ok(ProjectListOutput {
-        has_more: next_cursor.is_some(),
-        next_cursor,
-        projects: found.items,
+        has_more: listed.has_more(),
+        next_cursor: listed.next_cursor,
+        projects: listed.items,
     })
 }
 
@@ -158,7 +157,7 @@ async fn mutate(
         .store
         .update_project(&caller.workspace_id, project_id, caller.now_ms, change)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("project", project_id))?
 }
 

@@ -1,14 +1,15 @@
 //! `review` actions: reviews live in a thread the agent can see, optionally about one of its
 //! tasks; `open` until resolved.
 
-use super::{Caller, internal, not_found, page};
+use super::{Caller, not_found, page};
 use crate::contract::error::ErrorCode;
 use crate::contract::types::{
     ReviewAddInput, ReviewAddOutput, ReviewGetInput, ReviewGetOutput, ReviewListInput,
     ReviewListOutput, ReviewResolveInput, ReviewResolveOutput, ReviewResult,
 };
 use crate::contract::{ActionError, ActionId, ActionResult};
-use crate::server::AppState;
+use crate::server::failure;
+use crate::server::state::AppState;
 
 pub async fn add(
     state: &AppState,
@@ -26,7 +27,7 @@ pub async fn add(
         .store
         .thread_for_member(&caller.workspace_id, &caller.agent_id, &thread_id)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("thread", &thread_id))?;
     let thread_id = thread
         .thread_id
@@ -36,7 +37,7 @@ pub async fn add(
             .store
             .task_in_thread(task_id, &thread_id)
             .await
-            .map_err(internal)?
+            .map_err(failure::store)?
     {
         return Err(not_found("task in this thread", task_id));
     }
@@ -51,7 +52,7 @@ pub async fn add(
             caller.now_ms,
         )
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     Ok(ReviewAddOutput(ReviewResult { review }))
 }
 
@@ -65,7 +66,7 @@ pub async fn get(
         .store
         .review_for_member(&caller.workspace_id, &caller.agent_id, &review_id)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("review", &review_id))?;
     Ok(ReviewGetOutput(ReviewResult { review }))
 }
@@ -84,28 +85,27 @@ pub async fn list(
         .store
         .thread_for_member(&caller.workspace_id, &caller.agent_id, &thread_id)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("thread", &thread_id))?;
-    let filter =
-        page::Filter::new(caller, &ActionId::ReviewList.key()).with("thread", thread_id.as_str());
-    let after = page::decode_position(state, cursor.as_ref(), &filter)?;
-    let found = state
-        .store
-        .list_reviews(
-            thread.thread_id.as_deref().unwrap_or_default(),
-            after.as_ref(),
-            page::limit(limit),
-        )
-        .await
-        .map_err(internal)?;
-    let next_cursor = found
-        .next
-        .map(|p| page::encode_position(state, &filter, &p))
-        .transpose()?;
+    let filter = page::Filter::of(caller, ActionId::ReviewList).with("thread", thread_id.as_str());
+    let thread_id = thread.thread_id.as_deref().unwrap_or_default();
+    let listed = page::list(
+        state,
+        &filter,
+        cursor.as_ref(),
+        page::limit(limit),
+        async |after, limit| {
+            state
+                .store
+                .list_reviews(thread_id, after.as_ref(), limit)
+                .await
+        },
+    )
+    .await?;
     Ok(ReviewListOutput {
-        has_more: next_cursor.is_some(),
-        next_cursor,
-        reviews: found.items,
+        has_more: listed.has_more(),
+        next_cursor: listed.next_cursor,
+        reviews: listed.items,
     })
 }
 
@@ -127,7 +127,7 @@ pub async fn resolve(
             caller.now_ms,
         )
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("review", &review_id))?
         .ok_or_else(|| {
             ActionError::new(

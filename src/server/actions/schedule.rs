@@ -1,7 +1,7 @@
 //! `scheduled-message` actions: a message the server posts later as the agent, once or
 //! repeatedly, to an explicit thread or channel the agent belongs to.
 
-use super::{Caller, internal, not_found, page, resolve};
+use super::{Caller, not_found, page, resolve};
 use crate::contract::error::ErrorCode;
 use crate::contract::types::{
     ScheduledMessageCancelInput, ScheduledMessageCancelOutput, ScheduledMessageCreateInput,
@@ -10,7 +10,8 @@ use crate::contract::types::{
     ScheduledMessageRunsInput, ScheduledMessageRunsOutput,
 };
 use crate::contract::{ActionError, ActionId, ActionResult};
-use crate::server::AppState;
+use crate::server::failure;
+use crate::server::state::AppState;
 use crate::server::store::NewSchedule;
 
 pub async fn create(
@@ -40,7 +41,7 @@ pub async fn create(
             caller.now_ms,
         )
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     Ok(ScheduledMessageCreateOutput(ScheduledMessageResult {
         scheduled_message,
     }))
@@ -62,7 +63,7 @@ pub async fn get(
             &scheduled_message_id,
         )
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("scheduled message", &scheduled_message_id))?;
     Ok(ScheduledMessageGetOutput(ScheduledMessageResult {
         scheduled_message,
@@ -80,22 +81,24 @@ pub async fn list(
         cursor,
     } = input;
     let membership = resolve(state, caller, (&target).into()).await?;
-    let filter =
-        page::Filter::new(caller, &ActionId::ScheduledMessageList.key()).with("target", &target);
-    let after = page::decode_position(state, cursor.as_ref(), &filter)?;
-    let found = state
-        .store
-        .list_schedules(&membership, after.as_ref(), page::limit(limit))
-        .await
-        .map_err(internal)?;
-    let next_cursor = found
-        .next
-        .map(|p| page::encode_position(state, &filter, &p))
-        .transpose()?;
+    let filter = page::Filter::of(caller, ActionId::ScheduledMessageList).with("target", &target);
+    let listed = page::list(
+        state,
+        &filter,
+        cursor.as_ref(),
+        page::limit(limit),
+        async |after, limit| {
+            state
+                .store
+                .list_schedules(&membership, after.as_ref(), limit)
+                .await
+        },
+    )
+    .await?;
     Ok(ScheduledMessageListOutput {
-        has_more: next_cursor.is_some(),
-        next_cursor,
-        scheduled_messages: found.items,
+        has_more: listed.has_more(),
+        next_cursor: listed.next_cursor,
+        scheduled_messages: listed.items,
     })
 }
 
@@ -117,7 +120,7 @@ pub async fn cancel(
             caller.now_ms,
         )
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("scheduled message", &scheduled_message_id))?
         .map_err(|status| {
             ActionError::new(
@@ -151,23 +154,26 @@ pub async fn runs(
             &scheduled_message_id,
         )
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("scheduled message", &scheduled_message_id))?;
-    let filter = page::Filter::new(caller, &ActionId::ScheduledMessageRuns.key())
+    let filter = page::Filter::of(caller, ActionId::ScheduledMessageRuns)
         .with("schedule", scheduled_message_id.as_str());
-    let after = page::decode_position(state, cursor.as_ref(), &filter)?;
-    let found = state
-        .store
-        .list_runs(&scheduled_message_id, after.as_ref(), page::limit(limit))
-        .await
-        .map_err(internal)?;
-    let next_cursor = found
-        .next
-        .map(|p| page::encode_position(state, &filter, &p))
-        .transpose()?;
+    let listed = page::list(
+        state,
+        &filter,
+        cursor.as_ref(),
+        page::limit(limit),
+        async |after, limit| {
+            state
+                .store
+                .list_runs(&scheduled_message_id, after.as_ref(), limit)
+                .await
+        },
+    )
+    .await?;
     Ok(ScheduledMessageRunsOutput {
-        has_more: next_cursor.is_some(),
-        next_cursor,
-        runs: found.items,
+        has_more: listed.has_more(),
+        next_cursor: listed.next_cursor,
+        runs: listed.items,
     })
 }

@@ -1,7 +1,7 @@
 //! `task` actions: a task lives in exactly one thread or channel of the workspace, and its status
 //! moves `open` → `claimed` → `completed`, or `open`/`claimed` → `cancelled`; final states stay.
 
-use super::{Caller, internal, not_found, page, resolve};
+use super::{Caller, not_found, page, resolve};
 use crate::contract::error::ErrorCode;
 use crate::contract::types::{
     Task, TaskCancelInput, TaskCancelOutput, TaskClaimInput, TaskClaimOutput, TaskCompleteInput,
@@ -9,7 +9,8 @@ use crate::contract::types::{
     TaskListInput, TaskListOutput, TaskResult, TaskStatus, TaskUpdateInput, TaskUpdateOutput,
 };
 use crate::contract::{ActionError, ActionId, ActionResult};
-use crate::server::AppState;
+use crate::server::failure;
+use crate::server::state::AppState;
 
 pub async fn create(
     state: &AppState,
@@ -34,7 +35,7 @@ pub async fn create(
             caller.now_ms,
         )
         .await
-        .map_err(internal)?;
+        .map_err(failure::store)?;
     Ok(TaskCreateOutput(TaskResult { task }))
 }
 
@@ -48,7 +49,7 @@ pub async fn get(
         .store
         .task_for_member(&caller.workspace_id, &caller.agent_id, &task_id)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("task", &task_id))?;
     Ok(TaskGetOutput(TaskResult { task }))
 }
@@ -69,24 +70,26 @@ pub async fn list(
     statuses.sort();
     statuses.dedup();
     // The cursor is bound to everything that shapes the result: list, caller, location, filter.
-    let filter = page::Filter::new(caller, &ActionId::TaskList.key())
+    let filter = page::Filter::of(caller, ActionId::TaskList)
         .with("location", &location)
         .with("status", &statuses);
-    let after = page::decode_position(state, cursor.as_ref(), &filter)?;
-    let limit = page::limit(limit);
-    let found = state
-        .store
-        .list_tasks(&membership, &statuses, after.as_ref(), limit)
-        .await
-        .map_err(internal)?;
-    let next_cursor = found
-        .next
-        .map(|p| page::encode_position(state, &filter, &p))
-        .transpose()?;
+    let listed = page::list(
+        state,
+        &filter,
+        cursor.as_ref(),
+        page::limit(limit),
+        async |after, limit| {
+            state
+                .store
+                .list_tasks(&membership, &statuses, after.as_ref(), limit)
+                .await
+        },
+    )
+    .await?;
     Ok(TaskListOutput {
-        has_more: next_cursor.is_some(),
-        next_cursor,
-        tasks: found.items,
+        has_more: listed.has_more(),
+        next_cursor: listed.next_cursor,
+        tasks: listed.items,
     })
 }
 
@@ -251,7 +254,7 @@ async fn mutate(
                 stored.revision = current.revision.saturating_add(1);
                 stored.updated_at = super::timestamp(now_ms)?;
                 crate::contract::budget::readable(
-                    "task get",
+                    &super::read_name(ActionId::TaskGet, None),
                     &TaskGetOutput(TaskResult { task: stored }),
                     fields,
                 )?;
@@ -259,7 +262,7 @@ async fn mutate(
             },
         )
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("task", task_id))?
 }
 

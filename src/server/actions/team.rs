@@ -1,10 +1,10 @@
 //! `team` actions: read-only views of the workspace's teams (operators manage membership).
 
-use super::{Caller, internal, not_found, page};
+use super::{Caller, not_found, page};
 use crate::contract::types::{TeamGetInput, TeamGetOutput, TeamListInput, TeamListOutput};
 use crate::contract::{ActionId, ActionResult};
-use crate::server::AppState;
-use crate::server::store::TeamPosition;
+use crate::server::failure;
+use crate::server::state::AppState;
 
 pub async fn get(
     state: &AppState,
@@ -16,7 +16,7 @@ pub async fn get(
         .store
         .team(&caller.workspace_id, &team_id)
         .await
-        .map_err(internal)?
+        .map_err(failure::store)?
         .ok_or_else(|| not_found("team", &team_id))?;
     Ok(TeamGetOutput { team, members })
 }
@@ -27,26 +27,23 @@ pub async fn list(
     input: TeamListInput,
 ) -> ActionResult<TeamListOutput> {
     let TeamListInput { limit, cursor } = input;
-    let filter = page::Filter::new(caller, &ActionId::TeamList.key());
-    let after = page::decode::<(String, String, String)>(state, cursor.as_ref(), &filter)?.map(
-        |(display_name, handle, id)| TeamPosition {
-            display_name,
-            handle,
-            id,
+    let filter = page::Filter::of(caller, ActionId::TeamList);
+    let listed = page::list(
+        state,
+        &filter,
+        cursor.as_ref(),
+        page::limit(limit),
+        async |after, limit| {
+            state
+                .store
+                .list_teams(&caller.workspace_id, after.as_ref(), limit)
+                .await
         },
-    );
-    let found = state
-        .store
-        .list_teams(&caller.workspace_id, after.as_ref(), page::limit(limit))
-        .await
-        .map_err(internal)?;
-    let next_cursor = found
-        .next
-        .map(|p| page::encode(state, &filter, &(p.display_name, p.handle, p.id)))
-        .transpose()?;
+    )
+    .await?;
     Ok(TeamListOutput {
-        has_more: next_cursor.is_some(),
-        next_cursor,
-        teams: found.items,
+        has_more: listed.has_more(),
+        next_cursor: listed.next_cursor,
+        teams: listed.items,
     })
 }

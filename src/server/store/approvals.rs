@@ -1,5 +1,5 @@
 //! Approvals: decisions asked of a workspace's humans, by an agent directly or by a workflow step
-//! the run reached. Deciding one (`Store::decide_approval`, in `workflows.rs`) also moves the run
+//! the run reached. Deciding one (`Store::decide_approval`, in `workflows/runs.rs`) also moves the run
 //! whose step waits on it.
 
 use serde_json::{Value, json};

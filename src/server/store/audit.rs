@@ -71,7 +71,7 @@ const SQLITE_CHUNKS: [usize; 4] = [64, 16, 4, 1];
 /// `INSERT … VALUES (…), (…)` with `rows` tuples of the record's columns, per `SQLITE_CHUNKS`.
 /// The parameters are anonymous `?`: sqlx asks SQLite the name of every parameter it binds, and
 /// finding a `$N` name walks the statement's list of names, so 704 named parameters cost more
-/// than the insert (`sqlite3_bind_parameter_name` was 7.6% of a pinned history read).
+/// than the insert (`sqlite3_bind_parameter_name`).
 static SQLITE_INSERTS: std::sync::LazyLock<[String; 4]> = std::sync::LazyLock::new(|| {
     SQLITE_CHUNKS.map(|rows| {
         let tuple = format!("({})", ["?"; 11].join(", "));
@@ -86,9 +86,9 @@ static SQLITE_INSERTS: std::sync::LazyLock<[String; 4]> = std::sync::LazyLock::n
 
 impl Store {
     /// Appends `records` in one commit: on PostgreSQL one statement over a JSON array; on SQLite a
-    /// few multi-row `VALUES` statements in one transaction (the JSON array cost SQLite more than
-    /// the inserts: each element was written out as text and every column extracted from it
-    /// again; BENCHMARKS.md).
+    /// few multi-row `VALUES` statements in one transaction (a JSON array costs SQLite more than
+    /// the inserts: each element is written out as text and every column extracted from it
+    /// again).
     pub async fn insert_audit(&self, records: &[AuditRecord]) -> Result<(), StoreError> {
         if records.is_empty() {
             return Ok(());

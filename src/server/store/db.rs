@@ -3,7 +3,7 @@
 //!
 //! Every store method is written once and expanded per backend by [`on_backend!`], so each
 //! statement runs on a concrete sqlx pool (no `Any` driver: its placeholders, booleans and
-//! connection options differ per backend in ways that break this code). About 95% of the SQL is
+//! connection options differ per backend in ways that break this code). Most of the SQL is
 //! the same text on both (`$N` placeholders, BIGINT epoch milliseconds, `ON CONFLICT`); where the
 //! dialects differ, the method picks one of two `&'static str` with `if pg { … } else { … }`.
 //! Row mappers read through [`Columns`], which both row types implement.
@@ -80,10 +80,10 @@ impl DatabaseLock {
 /// `$pg` to whether it is PostgreSQL; `Backend` names the sqlx database type inside the body.
 ///
 /// The PostgreSQL expansion runs as a boxed future of its own: sqlx's PostgreSQL pool futures
-/// are about 14.5 KiB (its connection acquisition alone), and inline they made every store
-/// function's future, and every server handler's, about 17 KiB, on SQLite too. A handler's
-/// future is moved into its box on every request: a 17 KiB copy per call (1.9% of a history
-/// read's samples, BENCHMARKS.md). `$body` may `return` only as the tail of its function (it is
+/// are about 14.5 KiB (its connection acquisition alone), and inline they would make every store
+/// function's future, and every server handler's, about 17 KiB, on SQLite too; a handler's
+/// future is moved into its box on every request, so that would be a 17 KiB copy per call.
+/// `$body` may `return` only as the tail of its function (it is
 /// the body of an `async` block there), and every use is.
 macro_rules! on_backend {
     ($store:expr, |$writer:ident, $reader:ident, $pg:ident| $body:expr) => {
@@ -253,7 +253,7 @@ impl Db {
 ///
 /// Not a sqlx pool: sqlx pings every connection it takes back (`PoolConnection::return_to_pool`,
 /// unconditionally), and for SQLite a ping is a round trip to the connection's worker thread, as
-/// costly as the statement it follows (BENCHMARKS.md, history read: half of the worker handoffs).
+/// costly as the statement it follows.
 /// A SQLite connection is a file handle in this process: it cannot be dropped by a peer, and a
 /// read-only connection is never left inside a transaction, so it goes straight back to the idle
 /// list, unless its statement failed outside SQLite itself (its worker is gone: it is closed and
@@ -459,9 +459,8 @@ impl<'p> sqlx::Executor<'p> for &'_ Readers {
 ///
 /// Without it the planner reads some bound values while it prepares a statement (a `LIMIT $n`
 /// among them), marks the statement as depending on them, and then every new binding of those
-/// parameters expires it: each execution of a cached statement parsed and planned its SQL
-/// again (`sqlite3Reprepare` was 10% of a history read's samples, more than half of SQLite's
-/// time; BENCHMARKS.md). With it, a statement is planned once per connection, independently of
+/// parameters expires it: each execution of a cached statement parses and plans its SQL again
+/// (`sqlite3Reprepare`), which costs more than stepping it. With it, a statement is planned once per connection, independently of
 /// the values bound to it: the same plans our keyset indexes were designed for.
 async fn stable_plans(connection: &mut sqlx::SqliteConnection) -> Result<(), sqlx::Error> {
     let mut handle = connection.lock_handle().await?;
@@ -576,7 +575,7 @@ mod tests {
     use super::*;
 
     /// Every pooled SQLite connection, the writer and each reader, plans statements once and
-    /// independently of bound values: a page query's `LIMIT $n` no longer re-prepares it. The
+    /// independently of bound values: a new `LIMIT $n` of a page query does not re-prepare it. The
     /// writer keeps its statement journals in memory.
     #[tokio::test]
     async fn every_sqlite_connection_has_stable_plans() {

@@ -3,8 +3,7 @@
 //!
 //! sqlx runs every SQLite statement on the connection's own worker thread: the request's task
 //! sends the statement over a channel, the worker wakes, steps it, and wakes the task again. On a
-//! busy daemon those two wake-ups cost more than the indexed read itself (BENCHMARKS.md, issue 18:
-//! a quarter of a pinned `task get` was task switches behind that handoff). Here a read-only
+//! busy daemon those two wake-ups cost more than the indexed read itself. Here a read-only
 //! connection of the same database file is taken from an idle list, the statement (prepared once
 //! per connection and kept) is bound and stepped right here, and the connection goes back: no
 //! `await`, no thread crossing. Only bounded statements come here (one row by key, or a page with

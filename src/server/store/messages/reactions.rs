@@ -1,0 +1,139 @@
+//! Reactions on messages: read as a member sees them (`mine`), added (at most [`MAX_REACTIONS`]
+//! distinct ones per message) and removed.
+
+use sqlx::Row;
+
+use super::parse;
+use crate::contract::types::Reaction;
+use crate::server::store::{Store, StoreError, on_backend};
+
+/// Distinct reactions one message can carry (the `Message.reactions` bound).
+pub const MAX_REACTIONS: usize = 64;
+
+impl Store {
+    /// The reactions of `message_id` as `member_id` sees them.
+    pub async fn reactions(
+        &self,
+        message_id: &str,
+        member_id: &str,
+    ) -> Result<Vec<Reaction>, StoreError> {
+        let ids = serde_json::to_string(&[message_id]).expect("strings serialize");
+        Ok(self
+            .reactions_of(&ids, member_id)
+            .await?
+            .into_iter()
+            .map(|(_, reaction)| reaction)
+            .collect())
+    }
+
+    /// `(message id, reaction)` for the messages in the JSON array `ids`, each message's most
+    /// used first, as `member_id` sees them (`mine`).
+    pub(super) async fn reactions_of(
+        &self,
+        ids: &str,
+        member_id: &str,
+    ) -> Result<Vec<(String, Reaction)>, StoreError> {
+        on_backend!(self, |writer, reader, pg| {
+            let rows = sqlx::query(if pg {
+                "SELECT message_id, emoji, COUNT(*), CAST(MAX(CASE WHEN member_id = $2 THEN 1 ELSE 0 END) AS BIGINT) FROM reactions \
+                 WHERE message_id IN (SELECT json_array_elements_text($1::json)) \
+                 GROUP BY message_id, emoji ORDER BY message_id, COUNT(*) DESC, MIN(created_at), emoji"
+            } else {
+                "SELECT message_id, emoji, COUNT(*), CAST(MAX(CASE WHEN member_id = $2 THEN 1 ELSE 0 END) AS BIGINT) FROM reactions \
+                 WHERE message_id IN (SELECT value FROM json_each($1)) \
+                 GROUP BY message_id, emoji ORDER BY message_id, COUNT(*) DESC, MIN(created_at), emoji"
+            })
+            .bind(ids)
+            .bind(member_id)
+            .fetch_all(reader)
+            .await?;
+            rows.iter()
+                .map(|r| {
+                    let count: i64 = r.try_get(2)?;
+                    let reaction = Reaction {
+                        emoji: parse(r.try_get(1)?, "emoji")?,
+                        count: std::num::NonZeroU64::new(count as u64).ok_or(
+                            StoreError::Corrupt {
+                                column: "reactions",
+                            },
+                        )?,
+                        mine: r.try_get::<i64, _>(3)? == 1,
+                    };
+                    Ok((r.try_get(0)?, reaction))
+                })
+                .collect()
+        })
+    }
+
+    /// Adds `member_id`'s `emoji` to a message: `Ok(false)` when the message already carries
+    /// [`MAX_REACTIONS`] distinct reactions and this would be a new one.
+    pub async fn add_reaction(
+        &self,
+        message_id: &str,
+        member_id: &str,
+        emoji: &str,
+        now_ms: i64,
+    ) -> Result<bool, StoreError> {
+        on_backend!(self, |writer, reader, pg| {
+            let mut tx = writer.begin().await?;
+            if pg {
+                // Serializes reactions per message: two writers both counting 63 distinct
+                // emoji would otherwise end at 65.
+                sqlx::query("SELECT 1 FROM messages WHERE id = $1 FOR UPDATE")
+                    .bind(message_id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            let (known, distinct): (i64, i64) = sqlx::query_as(
+                "SELECT COUNT(*) FILTER (WHERE emoji = $2), COUNT(DISTINCT emoji) FROM reactions WHERE message_id = $1",
+            )
+            .bind(message_id)
+            .bind(emoji)
+            .fetch_one(&mut *tx)
+            .await?;
+            if known == 0 && distinct as usize >= MAX_REACTIONS {
+                return Ok(false);
+            }
+            sqlx::query("INSERT INTO reactions (message_id, emoji, member_id, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING")
+                .bind(message_id)
+                .bind(emoji)
+                .bind(member_id)
+                .bind(now_ms)
+                .execute(&mut *tx)
+                .await?;
+            tx.commit().await?;
+            Ok(true)
+        })
+    }
+
+    /// Removes `member_id`'s `emoji` from a message (no-op when absent).
+    pub async fn remove_reaction(
+        &self,
+        message_id: &str,
+        member_id: &str,
+        emoji: &str,
+    ) -> Result<(), StoreError> {
+        on_backend!(self, |writer, reader, pg| {
+            let mut tx = writer.begin().await?;
+            if pg {
+                // The message row first, as an addition takes it: the count trigger updates it
+                // after the delete, and a remove taking the reaction's row before the message's
+                // could deadlock with an add of the same reaction.
+                sqlx::query("SELECT 1 FROM messages WHERE id = $1 FOR UPDATE")
+                    .bind(message_id)
+                    .execute(&mut *tx)
+                    .await?;
+            }
+            sqlx::query(
+                "DELETE FROM reactions WHERE message_id = $1 AND emoji = $2 AND member_id = $3",
+            )
+            .bind(message_id)
+            .bind(emoji)
+            .bind(member_id)
+            .execute(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(())
+        })
+    }
+}
