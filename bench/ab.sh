@@ -54,8 +54,8 @@ print(label, "task_get_ratio", ours / peer)
 import re, sys
 label, text = sys.argv[1], sys.stdin.read()
 peer = float(re.search(r"summary: rmcp tools/call (\d+) req/s", text)[1])
-loads = re.search(r"in-process: channel history loads ([\d, ]+) req/s", text)[1]
-ours = sorted(float(v) for v in loads.split(","))[len(loads.split(",")) // 2]
+# The median of the channel loads (mcp.sh takes it itself, LOADS=1 by default).
+ours = float(re.search(r"in-process: tools/list \d+ req/s .*?message_history_read channel (\d+)", text)[1])
 print(label, "history_rps", ours)
 print(label, "history_ratio", ours / peer)
 ' "$label" >> "$results"
