@@ -805,3 +805,37 @@ fn unix_only_calls_live_in_the_platform_seam() {
     assert!(without_comments("r#\"/proc/\"# // x").contains("/proc/"));
     assert!(!without_comments("let q = '\\''; // /proc/").contains("/proc/"));
 }
+
+/// The daemon makes its clock and its metrics registry once, at start (`daemon/app.rs`), and
+/// every other part takes them from the state: no second clock, no global registry.
+#[test]
+fn the_daemons_clock_and_metrics_are_made_once_and_travel_in_its_state() {
+    let src = repo_root().join("src/daemon");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let metrics = std::fs::read_to_string(src.join("metrics.rs")).unwrap();
+    for global in ["OnceLock", "LazyLock", "static REGISTRY", "fn global"] {
+        assert!(
+            !metrics.contains(global),
+            "metrics.rs: `{global}`: a global registry"
+        );
+    }
+    // `metrics.rs` defines the registry (its `Default` is `new`); the rest only take it.
+    for file in files.iter().filter(|f| !f.ends_with("daemon/metrics.rs")) {
+        let code = code_of(file);
+        let at_start = file.ends_with("daemon/app.rs");
+        for made in ["Clock::default()", "Metrics::new()"] {
+            assert_eq!(
+                code.contains(made),
+                at_start,
+                "{}: `{made}` {}",
+                file.display(),
+                if at_start {
+                    "is where the daemon makes it"
+                } else {
+                    "outside the daemon's start: take it from the state"
+                }
+            );
+        }
+    }
+}
