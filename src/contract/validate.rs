@@ -138,17 +138,18 @@ impl Validators {
 
     /// Checks `input` against the action's input schema; the error names every offending path.
     pub fn validate_input(&self, id: ActionId, input: &Value) -> Result<(), ActionError> {
+        let details = collect(self.input(id), input);
+        if details.is_empty() {
+            // The action's key is text made for the refusal alone.
+            return Ok(());
+        }
         let descriptor = id.descriptor();
-        refuse_input(
-            collect(self.input(id), input),
-            Invalid::Input(&id.key()),
-            || {
-                format!(
-                    "run `agentteam exec {} {} --help` for the input fields",
-                    descriptor.domain, descriptor.action
-                )
-            },
-        )
+        refuse_input(details, Invalid::Input(&id.key()), || {
+            format!(
+                "run `agentteam exec {} {} --help` for the input fields",
+                descriptor.domain, descriptor.action
+            )
+        })
     }
 
     fn tool_input(&self, id: ToolId) -> &jsonschema::Validator {

@@ -59,8 +59,12 @@ pub async fn read_json(
         return Err(BodyFailure::TooLarge);
     }
     let read = tokio::time::timeout(BODY_DEADLINE, axum::body::to_bytes(body, MAX_BODY_BYTES));
-    let never = CancellationToken::new();
-    let cancel = cancel.unwrap_or(&never);
+    let revoked = async {
+        match cancel {
+            Some(cancel) => cancel.cancelled().await,
+            None => std::future::pending().await,
+        }
+    };
     let bytes = tokio::select! {
         read = read => match read {
             Ok(Ok(bytes)) => bytes,
@@ -71,9 +75,9 @@ pub async fn read_json(
             }
             Err(_) => return Err(BodyFailure::Timeout),
         },
-        () = cancel.cancelled() => return Err(BodyFailure::Revoked),
+        () = revoked => return Err(BodyFailure::Revoked),
     };
-    if cancel.is_cancelled() {
+    if cancel.is_some_and(CancellationToken::is_cancelled) {
         return Err(BodyFailure::Revoked);
     }
     parse_strict(&bytes).map_err(|e| BodyFailure::Malformed(e.to_string()))
