@@ -58,7 +58,7 @@ const ERROR_STATUSES: &[(&str, &str)] = &[
         "`idempotency_key_reused` or `result_budget_exceeded`",
     ),
     ("500", "`internal_error`, with its `incidentId`"),
-    ("502", "`upstream_failed`"),
+    ("502", "`upstream_failed` or `outcome_unknown`"),
     ("503", "`upstream_unavailable`"),
     ("504", "`upstream_timeout`"),
 ];

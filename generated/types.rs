@@ -1190,7 +1190,7 @@ impl<'de> ::serde::Deserialize<'de> for ErrorBodyNext {
             })
     }
 }
-///The closed set of error codes. `invalid_request`: the body is not one JSON value; `validation_failed`: the value breaks the action's input schema (see `details`); `unknown_action`: no such domain or action; `forbidden`: the credential is missing, invalid, expired, revoked or bound elsewhere; `not_found`: a locator names nothing this agent can see; `invalid_state`: the resource's state forbids the transition; `revision_mismatch`: `expectedRevision` is stale; `admission_limited`: too many requests in flight, retry later; `unsupported_media_type`: the body is not declared `application/json`; `payload_too_large`: the body exceeds 1 MiB; `request_timeout`: the body was not received within 5 seconds; `idempotency_key_reused`: the `requestId` was used with another payload; `idempotency_in_progress`: the first request with this `requestId` is still running; `result_budget_exceeded`: the result exceeds 64 KiB (see `hint` and `next`); `catalog_mismatch`: the calling `agentteam` was built from another action catalog than the daemon's; `upstream_unavailable`, `upstream_timeout`, `upstream_failed`: the product owner behind the bridge could not answer; `extension_stale`: the extension definition this runtime was launched with is no longer current (restart the runtime); `app_unauthorized`: the extension's app is not installed in the workspace, this agent is not allowed to use it, its credential was revoked, or the provider refused the credential; `provider_error`: the provider answered with an error or an answer that is not the expected shape; `provider_timeout`: the provider did not answer in time; `internal_error`: a defect, reported with its `incidentId`.
+///The closed set of error codes. `invalid_request`: the body is not one JSON value; `validation_failed`: the value breaks the action's input schema (see `details`); `unknown_action`: no such domain or action; `forbidden`: the credential is missing, invalid, expired, revoked or bound elsewhere; `not_found`: a locator names nothing this agent can see; `invalid_state`: the resource's state forbids the transition; `revision_mismatch`: `expectedRevision` is stale; `admission_limited`: too many requests in flight, retry later; `unsupported_media_type`: the body is not declared `application/json`; `payload_too_large`: the body exceeds 1 MiB; `request_timeout`: the body was not received within 5 seconds; `idempotency_key_reused`: the `requestId` was used with another payload; `idempotency_in_progress`: the first request with this `requestId` is still running; `result_budget_exceeded`: the result exceeds 64 KiB (see `hint` and `next`); `catalog_mismatch`: the calling `agentteam` was built from another action catalog than the daemon's; `upstream_unavailable`, `upstream_timeout`, `upstream_failed`: the product owner behind the bridge could not answer; `outcome_unknown`: a mutation was sent and its answer was lost, so it may or may not have been applied (`next` names the read that settles it; with a `requestId`, repeating it with the same `requestId` is safe); `extension_stale`: the extension definition this runtime was launched with is no longer current (restart the runtime); `app_unauthorized`: the extension's app is not installed in the workspace, this agent is not allowed to use it, its credential was revoked, or the provider refused the credential; `provider_error`: the provider answered with an error or an answer that is not the expected shape; `provider_timeout`: the provider did not answer in time; `internal_error`: a defect, reported with its `incidentId`.
 #[derive(
     ::serde::Deserialize,
     ::serde::Serialize,
@@ -1240,6 +1240,8 @@ pub enum ErrorCode {
     UpstreamTimeout,
     #[serde(rename = "upstream_failed")]
     UpstreamFailed,
+    #[serde(rename = "outcome_unknown")]
+    OutcomeUnknown,
     #[serde(rename = "internal_error")]
     InternalError,
     #[serde(rename = "extension_stale")]
@@ -1272,6 +1274,7 @@ impl ::std::fmt::Display for ErrorCode {
             Self::UpstreamUnavailable => f.write_str("upstream_unavailable"),
             Self::UpstreamTimeout => f.write_str("upstream_timeout"),
             Self::UpstreamFailed => f.write_str("upstream_failed"),
+            Self::OutcomeUnknown => f.write_str("outcome_unknown"),
             Self::InternalError => f.write_str("internal_error"),
             Self::ExtensionStale => f.write_str("extension_stale"),
             Self::AppUnauthorized => f.write_str("app_unauthorized"),
@@ -1304,6 +1307,7 @@ impl ::std::str::FromStr for ErrorCode {
             "upstream_unavailable" => Ok(Self::UpstreamUnavailable),
             "upstream_timeout" => Ok(Self::UpstreamTimeout),
             "upstream_failed" => Ok(Self::UpstreamFailed),
+            "outcome_unknown" => Ok(Self::OutcomeUnknown),
             "internal_error" => Ok(Self::InternalError),
             "extension_stale" => Ok(Self::ExtensionStale),
             "app_unauthorized" => Ok(Self::AppUnauthorized),

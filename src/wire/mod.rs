@@ -46,7 +46,9 @@ pub fn status_for(code: ErrorCode) -> StatusCode {
         ErrorCode::IdempotencyKeyReused | ErrorCode::ResultBudgetExceeded => {
             StatusCode::UNPROCESSABLE_ENTITY
         }
-        ErrorCode::UpstreamFailed | ErrorCode::ProviderError => StatusCode::BAD_GATEWAY,
+        ErrorCode::UpstreamFailed | ErrorCode::OutcomeUnknown | ErrorCode::ProviderError => {
+            StatusCode::BAD_GATEWAY
+        }
         ErrorCode::UpstreamUnavailable => StatusCode::SERVICE_UNAVAILABLE,
         ErrorCode::UpstreamTimeout | ErrorCode::ProviderTimeout => StatusCode::GATEWAY_TIMEOUT,
         ErrorCode::InternalError => StatusCode::INTERNAL_SERVER_ERROR,
