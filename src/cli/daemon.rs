@@ -55,6 +55,10 @@ pub struct DaemonArgs {
         default_value = "in-process"
     )]
     embedded_hop: crate::daemon::EmbeddedHop,
+    /// How long one request to the server may take, in milliseconds (100 to 120000); a call
+    /// whose answer is lost is sent again only when that is safe, within 75 seconds in all
+    #[arg(long, value_name = "MS", default_value_t = crate::client::CALL_TIMEOUT.as_millis() as u64)]
+    server_timeout_ms: u64,
     /// Lifetime of each runtime token generation, in seconds
     #[arg(long, default_value_t = crate::daemon::DEFAULT_TOKEN_TTL.as_secs())]
     token_ttl_secs: u64,
@@ -112,7 +116,7 @@ enum DaemonAction {
     /// Run the daemon at login: a systemd user unit with these daemon flags (`--print` shows it)
     Install {
         #[command(flatten)]
-        args: DaemonArgs,
+        args: Box<DaemonArgs>,
         /// Print the file instead of installing it
         #[arg(long)]
         print: bool,
@@ -190,6 +194,12 @@ impl DaemonArgs {
                 &[],
             ));
         }
+        if !(100..=120_000).contains(&self.server_timeout_ms) {
+            return Err(usage_error(
+                "`--server-timeout-ms` must be between 100 and 120000",
+                &[],
+            ));
+        }
         if !self.listen.ip().is_loopback() {
             return Err(usage_error(
                 &format!(
@@ -260,6 +270,12 @@ impl DaemonArgs {
         // The hop is the embedded server's: with `--server-url` it means nothing.
         if self.embedded_hop == crate::daemon::EmbeddedHop::Tcp && self.server_url.is_none() {
             flags.extend(["--embedded-hop".to_string(), "tcp".to_string()]);
+        }
+        if self.server_timeout_ms != crate::client::CALL_TIMEOUT.as_millis() as u64 {
+            flags.extend([
+                "--server-timeout-ms".to_string(),
+                self.server_timeout_ms.to_string(),
+            ]);
         }
         if self.token_ttl_secs != crate::daemon::DEFAULT_TOKEN_TTL.as_secs() {
             flags.extend([
@@ -354,6 +370,7 @@ pub fn run_daemon(args: DaemonArgs, scrubbed: Vec<String>) -> Exit {
         server_url: args.server_url,
         operator_token_file: args.operator_token_file,
         embedded_hop: args.embedded_hop,
+        server_timeout: Duration::from_millis(args.server_timeout_ms),
         remote,
         runtime: RuntimeConfig {
             ttl: Duration::from_secs(args.token_ttl_secs),

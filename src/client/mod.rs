@@ -10,17 +10,22 @@
 //! too slow → `upstream_timeout`, a 5xx or an answer that is not the contract's envelope →
 //! `upstream_failed`. Their messages never carry the server's internals.
 
+mod failure;
 pub mod http;
 
 use std::borrow::Cow;
 use std::time::Duration;
 
+use axum::http::{HeaderName, HeaderValue, header};
 use serde_json::Value;
 
 use crate::contract::borrowed::Borrowed;
 use crate::contract::budget::{SUCCESS_CLOSE, SUCCESS_OPEN};
-use crate::contract::error::{ErrorCode, ErrorDetail};
+use crate::contract::error::ErrorCode;
 use crate::contract::{ActionError, ActionId, ActionResult, ToolId};
+
+pub use self::failure::{Failed, Transient};
+use self::failure::{classify, refusal, refusal_code, reproject_error, timed_out, upstream_failed};
 
 /// How long one call may take end to end.
 pub const CALL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -39,7 +44,11 @@ pub struct CallContext {
 #[derive(Clone)]
 pub struct ServerClient {
     hop: Hop,
-    credential: String,
+    /// `Bearer <credential>`, made once and marked sensitive; `None` when the credential cannot
+    /// be a header value (every request then fails before it leaves).
+    authorization: Option<HeaderValue>,
+    /// How long one request may take, from sending it to its last byte.
+    hop_timeout: Duration,
 }
 
 /// How a request reaches the server. Either way it is one HTTP request and one HTTP response
@@ -63,8 +72,8 @@ struct Outgoing {
     method: reqwest::Method,
     /// From the server's root, e.g. `/runtime/servers/…`.
     path: String,
-    headers: Vec<(&'static str, String)>,
-    body: Option<Vec<u8>>,
+    headers: Vec<(HeaderName, HeaderValue)>,
+    body: Option<axum::body::Bytes>,
 }
 
 impl std::fmt::Debug for ServerClient {
@@ -84,8 +93,8 @@ impl ServerClient {
     /// A client for the server at `base_url` (e.g. `http://127.0.0.1:7780`) acting as the device
     /// whose credential is `credential`, the way the operator said to reach it (`remote`).
     pub fn new(base_url: &str, credential: String, remote: Option<&http::Remote>) -> ServerClient {
+        // Each request carries its own timeout (the hop's).
         let http = http::builder(remote)
-            .timeout(CALL_TIMEOUT)
             .build()
             .expect("a plain HTTP client builds");
         ServerClient {
@@ -93,7 +102,8 @@ impl ServerClient {
                 http,
                 base_url: base_url.trim_end_matches('/').to_string(),
             },
-            credential,
+            authorization: authorization(&credential),
+            hop_timeout: CALL_TIMEOUT,
         }
     }
 
@@ -102,8 +112,20 @@ impl ServerClient {
     pub fn in_process(router: axum::Router, credential: String) -> ServerClient {
         ServerClient {
             hop: Hop::InProcess(router),
-            credential,
+            authorization: authorization(&credential),
+            hop_timeout: CALL_TIMEOUT,
         }
+    }
+
+    /// This client with `timeout` for each request instead of [`CALL_TIMEOUT`].
+    pub fn with_hop_timeout(mut self, timeout: Duration) -> ServerClient {
+        self.hop_timeout = timeout;
+        self
+    }
+
+    /// How long one request may take.
+    pub fn hop_timeout(&self) -> Duration {
+        self.hop_timeout
     }
 
     /// Whether requests skip the socket (`"in-process"`) or cross it (`"tcp"`).
@@ -122,21 +144,41 @@ impl ServerClient {
         ctx: &CallContext,
         body: Vec<u8>,
     ) -> ActionResult<ServerAnswer> {
-        let (path, mut headers) = route.request(ctx);
-        headers.push(("content-type", "application/json".to_string()));
+        Ok(self
+            .forward_once(route, ctx, axum::body::Bytes::from(body), self.hop_timeout)
+            .await?)
+    }
+
+    /// [`Self::forward`], sent once within `timeout` (at most the hop's), saying of a request
+    /// without an answer whether the server may have seen it: the call core's replay decides on
+    /// that.
+    pub async fn forward_once(
+        &self,
+        route: &Route<'_>,
+        ctx: &CallContext,
+        body: axum::body::Bytes,
+        timeout: Duration,
+    ) -> Result<ServerAnswer, Failed> {
+        let (path, mut headers) = route.request(ctx)?;
+        headers.push((
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        ));
         let request = Outgoing {
             method: reqwest::Method::POST,
             path,
             headers,
             body: Some(body),
         };
-        let (status, bytes) = self.answer(ctx, request).await?;
+        let (status, bytes) = self
+            .answer(ctx, request, timeout.min(self.hop_timeout))
+            .await?;
         if !status.is_success() {
-            return Err(refusal(&bytes));
+            return Err(Failed::answered(refusal(&bytes)));
         }
         String::from_utf8(bytes)
             .map(ServerAnswer)
-            .map_err(|_| upstream_failed("the server's answer is not JSON"))
+            .map_err(|_| Failed::answered(upstream_failed("the server's answer is not JSON")))
     }
 
     /// The current definitions of the apps installed in workspace `server_id`, with their
@@ -164,7 +206,7 @@ impl ServerClient {
             headers: Vec::new(),
             body: None,
         };
-        let (status, _) = self.exchange(request).await?;
+        let (status, _) = self.exchange(request, self.hop_timeout).await?;
         if status.is_success() {
             Ok(())
         } else {
@@ -175,21 +217,26 @@ impl ServerClient {
         }
     }
 
-    /// The request over this client's hop, as it is: status and the whole (bounded) body.
-    async fn exchange(&self, request: Outgoing) -> ActionResult<(reqwest::StatusCode, Vec<u8>)> {
+    /// The request over this client's hop within `timeout`, as it is: status and the whole
+    /// (bounded) body.
+    async fn exchange(
+        &self,
+        request: Outgoing,
+        timeout: Duration,
+    ) -> Result<(reqwest::StatusCode, Vec<u8>), Failed> {
         match &self.hop {
-            Hop::Tcp { http, base_url } => tcp(http, base_url, request).await,
+            Hop::Tcp { http, base_url } => tcp(http, base_url, request, timeout).await,
             Hop::InProcess(router) => {
-                match tokio::time::timeout(CALL_TIMEOUT, in_process(router, request)).await {
+                match tokio::time::timeout(timeout, in_process(router, request)).await {
                     Ok(answer) => answer,
-                    Err(_) => Err(timed_out()),
+                    Err(_) => Err(Failed::lost(timed_out())),
                 }
             }
         }
     }
 
     async fn send(&self, ctx: &CallContext, request: Outgoing) -> ActionResult<Value> {
-        let (status, bytes) = self.answer(ctx, request).await?;
+        let (status, bytes) = self.answer(ctx, request, self.hop_timeout).await?;
         if !status.is_success() {
             return Err(refusal(&bytes));
         }
@@ -216,17 +263,40 @@ impl ServerClient {
         &self,
         ctx: &CallContext,
         mut request: Outgoing,
-    ) -> ActionResult<(reqwest::StatusCode, Vec<u8>)> {
-        request
-            .headers
-            .push(("authorization", format!("Bearer {}", self.credential)));
+        timeout: Duration,
+    ) -> Result<(reqwest::StatusCode, Vec<u8>), Failed> {
+        let authorization = self.authorization.clone().ok_or_else(|| {
+            ActionError::new(
+                ErrorCode::InternalError,
+                "the device credential cannot be sent in a header",
+            )
+        })?;
+        request.headers.push((header::AUTHORIZATION, authorization));
         if let Some(key) = &ctx.idempotency_key {
+            let quoted = header_value(format!("\"{key}\""))?;
             request
                 .headers
-                .push(("idempotency-key", format!("\"{key}\"")));
-            request.headers.push(("x-request-id", key.clone()));
+                .push((HeaderName::from_static("idempotency-key"), quoted));
+            let plain = header_value(key.clone())?;
+            request
+                .headers
+                .push((HeaderName::from_static("x-request-id"), plain));
         }
-        let (status, bytes) = self.exchange(request).await?;
+        let (status, bytes) = self.exchange(request, timeout).await?;
+        // A gateway between the daemon and the server that has no answer of the server's to
+        // give: the request may or may not have reached it.
+        if matches!(status.as_u16(), 502..=504) && refusal_code(&bytes).is_none() {
+            return Err(Failed::lost(
+                ActionError::new(
+                    ErrorCode::UpstreamUnavailable,
+                    format!(
+                        "the AgentTeam Server is unreachable: a gateway answered {}",
+                        status.as_u16()
+                    ),
+                )
+                .with_next("retry later"),
+            ));
+        }
         // A provider's failure behind an extension is the contract's own answer, not the
         // server's: it passes through like any refusal.
         if status.is_server_error()
@@ -239,7 +309,7 @@ impl ServerClient {
                 Some(ErrorCode::ProviderError | ErrorCode::ProviderTimeout)
             )
         {
-            return Err(reproject_error(&envelope["error"]));
+            return Err(Failed::answered(reproject_error(&envelope["error"])));
         }
         if status.is_server_error() {
             // The server's incident id joins its log to ours; it is not passed on to the runtime.
@@ -268,7 +338,7 @@ impl ServerClient {
             error.stage = serde_json::from_slice::<Value>(&bytes)
                 .ok()
                 .and_then(|v| serde_json::from_value(v.pointer("/error/stage")?.clone()).ok());
-            return Err(error);
+            return Err(Failed::answered(error));
         }
         Ok((status, bytes))
     }
@@ -299,20 +369,38 @@ pub enum Route<'a> {
 
 impl Route<'_> {
     /// The path from the server's root, and the headers the route adds.
-    fn request(&self, ctx: &CallContext) -> (String, Vec<(&'static str, String)>) {
-        let base = format!("/runtime/servers/{}/agents/{}", ctx.server_id, ctx.agent_id);
-        match *self {
+    fn request(&self, ctx: &CallContext) -> ActionResult<(String, Vec<(HeaderName, HeaderValue)>)> {
+        // One buffer of the path's final size: this runs for every forwarded call.
+        let path = |kind: &str, name: &str, action: &str| {
+            let parts = [
+                "/runtime/servers/",
+                ctx.server_id.as_str(),
+                "/agents/",
+                ctx.agent_id.as_str(),
+                kind,
+                name,
+                if action.is_empty() { "" } else { "/" },
+                action,
+            ];
+            let mut path = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+            parts.iter().for_each(|part| path.push_str(part));
+            path
+        };
+        let named = |name: &'static str, value: String| {
+            Ok::<_, ActionError>((HeaderName::from_static(name), header_value(value)?))
+        };
+        Ok(match *self {
             Route::Action(id) => {
                 let descriptor = id.descriptor();
-                let path = format!("{base}/actions/{}/{}", descriptor.domain, descriptor.action);
+                let path = path("/actions/", descriptor.domain, descriptor.action);
                 (path, Vec::new())
             }
-            Route::Tool(id) => (format!("{base}/tools/{}", id.descriptor().name), Vec::new()),
+            Route::Tool(id) => (path("/tools/", id.descriptor().name, ""), Vec::new()),
             Route::Knowledge { tool, turn } => (
-                format!("{base}/knowledge/{}", tool.descriptor().name),
+                path("/knowledge/", tool.descriptor().name, ""),
                 vec![
-                    (crate::wire::turn::TARGET_HEADER, turn.target.clone()),
-                    (crate::wire::turn::MESSAGE_HEADER, turn.message_id.clone()),
+                    named(crate::wire::turn::TARGET_HEADER, turn.target.clone())?,
+                    named(crate::wire::turn::MESSAGE_HEADER, turn.message_id.clone())?,
                 ],
             ),
             Route::Extension {
@@ -321,17 +409,34 @@ impl Route<'_> {
                 digest,
                 catalog_version,
             } => (
-                format!("{base}/ext/{name}/{action}"),
+                path("/ext/", name, action),
                 vec![
-                    (crate::wire::EXTENSION_DIGEST_HEADER, digest.to_string()),
-                    (
+                    named(crate::wire::EXTENSION_DIGEST_HEADER, digest.to_string())?,
+                    named(
                         crate::wire::EXTENSION_CATALOG_VERSION_HEADER,
                         catalog_version.to_string(),
-                    ),
+                    )?,
                 ],
             ),
-        }
+        })
     }
+}
+
+/// `Bearer <credential>` as a header value the logs never show.
+fn authorization(credential: &str) -> Option<HeaderValue> {
+    let mut value = HeaderValue::try_from(format!("Bearer {credential}")).ok()?;
+    value.set_sensitive(true);
+    Some(value)
+}
+
+/// A header value the daemon made (a selector, a turn, a pin), or the failure to send it.
+fn header_value(value: String) -> ActionResult<HeaderValue> {
+    HeaderValue::try_from(value).map_err(|_| {
+        ActionError::new(
+            ErrorCode::InternalError,
+            "a header of the request to the server cannot be built",
+        )
+    })
 }
 
 /// A server's success envelope (`2xx`), as the server wrote it.
@@ -408,8 +513,11 @@ async fn tcp(
     http: &reqwest::Client,
     base_url: &str,
     request: Outgoing,
-) -> ActionResult<(reqwest::StatusCode, Vec<u8>)> {
-    let mut builder = http.request(request.method, format!("{base_url}{}", request.path));
+    timeout: Duration,
+) -> Result<(reqwest::StatusCode, Vec<u8>), Failed> {
+    let mut builder = http
+        .request(request.method, format!("{base_url}{}", request.path))
+        .timeout(timeout);
     for (name, value) in request.headers {
         builder = builder.header(name, value);
     }
@@ -420,8 +528,11 @@ async fn tcp(
     let status = response.status();
     match http::read_bounded(response, http::MAX_RESPONSE_BYTES).await {
         Ok(bytes) => Ok((status, bytes)),
-        Err(http::ReadError::TooLarge) => Err(upstream_failed("the server's answer is too large")),
-        Err(http::ReadError::Transport(error)) => Err(classify(error)),
+        Err(http::ReadError::TooLarge) => Err(Failed::answered(upstream_failed(
+            "the server's answer is too large",
+        ))),
+        // The answer broke off (a reset, a timeout, fewer bytes than announced).
+        Err(http::ReadError::Transport(error)) => Err(Failed::lost(classify(error).error)),
     }
 }
 
@@ -430,28 +541,27 @@ async fn tcp(
 async fn in_process(
     router: &axum::Router,
     request: Outgoing,
-) -> ActionResult<(reqwest::StatusCode, Vec<u8>)> {
+) -> Result<(reqwest::StatusCode, Vec<u8>), Failed> {
     use http_body_util::BodyExt;
     use tower::ServiceExt;
-    let mut builder = axum::http::Request::builder()
-        .method(request.method)
-        .uri(request.path)
-        // The server's router sees what a TCP request would carry.
-        .header("host", "in-process.invalid");
-    for (name, value) in request.headers {
-        builder = builder.header(name, value);
-    }
-    let request = builder
-        .body(axum::body::Body::from(request.body.unwrap_or_default()))
-        .map_err(|_| {
-            ActionError::new(
-                ErrorCode::InternalError,
-                "the request to the embedded server cannot be built",
-            )
-        })?;
+    let uri = axum::http::Uri::try_from(request.path).map_err(|_| {
+        ActionError::new(
+            ErrorCode::InternalError,
+            "the request to the embedded server cannot be built",
+        )
+    })?;
+    let mut outgoing =
+        axum::http::Request::new(axum::body::Body::from(request.body.unwrap_or_default()));
+    *outgoing.method_mut() = request.method;
+    *outgoing.uri_mut() = uri;
+    let headers = outgoing.headers_mut();
+    headers.reserve(request.headers.len() + 1);
+    // The server's router sees what a TCP request would carry.
+    headers.insert(header::HOST, HeaderValue::from_static("in-process.invalid"));
+    headers.extend(request.headers);
     let response = router
         .clone()
-        .oneshot(request)
+        .oneshot(outgoing)
         .await
         .unwrap_or_else(|never| match never {});
     let status = response.status();
@@ -459,91 +569,13 @@ async fn in_process(
     match body.collect().await {
         // The server wrote one buffer: taken back as it is, not copied.
         Ok(collected) => Ok((status, Vec::from(collected.to_bytes()))),
-        Err(error) if error.is::<http_body_util::LengthLimitError>() => {
-            Err(upstream_failed("the server's answer is too large"))
-        }
-        Err(_) => Err(upstream_failed("the server's answer could not be read")),
+        Err(error) if error.is::<http_body_util::LengthLimitError>() => Err(Failed::answered(
+            upstream_failed("the server's answer is too large"),
+        )),
+        Err(_) => Err(Failed::lost(upstream_failed(
+            "the server's answer could not be read",
+        ))),
     }
-}
-
-/// The contract's error in a refusal's body (a status that is neither a success nor a server
-/// failure): `{"ok":false,"error":…}`, or an upstream failure naming what it is not.
-fn refusal(bytes: &[u8]) -> ActionError {
-    match serde_json::from_slice::<Value>(bytes) {
-        Err(_) => upstream_failed("the server's answer is not JSON"),
-        Ok(envelope) if envelope.get("ok").and_then(Value::as_bool) == Some(false) => {
-            reproject_error(&envelope["error"])
-        }
-        Ok(_) => upstream_failed("the server's answer is not the contract's envelope"),
-    }
-}
-
-/// Rebuilds an `ActionError` from only the contract's fields; anything else is dropped.
-fn reproject_error(error: &Value) -> ActionError {
-    let Some(code) = error
-        .get("code")
-        .and_then(Value::as_str)
-        .and_then(|c| c.parse::<ErrorCode>().ok())
-    else {
-        return upstream_failed("the server answered with an unknown error code");
-    };
-    let text = |field: &str| {
-        error
-            .get(field)
-            .and_then(Value::as_str)
-            .map(|s| s.chars().take(1024).collect::<String>())
-    };
-    let mut projected = ActionError::new(code, text("message").unwrap_or_default());
-    projected.stage = error
-        .get("stage")
-        .and_then(Value::as_str)
-        .and_then(|s| s.parse().ok());
-    projected.hint = text("hint");
-    projected.next = text("next");
-    projected.details = error
-        .get("details")
-        .and_then(Value::as_array)
-        .map(|details| {
-            details
-                .iter()
-                .take(crate::contract::validate::MAX_DETAILS)
-                .filter_map(|d| {
-                    Some(ErrorDetail {
-                        path: d.get("path")?.as_str()?.chars().take(512).collect(),
-                        message: d.get("message")?.as_str()?.chars().take(512).collect(),
-                    })
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    projected
-}
-
-fn classify(error: reqwest::Error) -> ActionError {
-    if error.is_timeout() {
-        timed_out()
-    } else {
-        ActionError::new(
-            ErrorCode::UpstreamUnavailable,
-            format!(
-                "the AgentTeam Server is unreachable: {}",
-                http::why_unreachable(&error)
-            ),
-        )
-        .with_next("retry later")
-    }
-}
-
-fn timed_out() -> ActionError {
-    ActionError::new(
-        ErrorCode::UpstreamTimeout,
-        "the AgentTeam Server did not answer in time",
-    )
-    .with_next("retry later")
-}
-
-fn upstream_failed(message: &str) -> ActionError {
-    ActionError::new(ErrorCode::UpstreamFailed, message)
 }
 
 #[cfg(test)]

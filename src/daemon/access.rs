@@ -69,3 +69,38 @@ pub fn verify_and_admit(
     let admission = admit(store, &authorization)?;
     Ok((authorization, admission))
 }
+
+/// The admission of one request, which the call may give back while it waits (a replay's
+/// backoff) and must take again, without waiting, before it goes on.
+#[derive(Debug)]
+pub struct Slot {
+    held: std::sync::Mutex<Option<Admission>>,
+}
+
+impl Slot {
+    pub fn new(admission: Admission) -> Slot {
+        Slot {
+            held: std::sync::Mutex::new(Some(admission)),
+        }
+    }
+
+    /// Gives the admission back; the request holds no slot until [`Slot::retake`].
+    pub fn release(&self) {
+        drop(self.held.lock().expect("no panic holds it").take());
+    }
+
+    /// Takes the request's slots again, unless the limits are reached: `false` then, and the
+    /// request holds none.
+    pub fn retake(&self, store: &RuntimeAuthorizationStore, authorization: &Authorization) -> bool {
+        let mut held = self.held.lock().expect("no panic holds it");
+        if held.is_none() {
+            *held = store.admit(authorization);
+        }
+        held.is_some()
+    }
+
+    /// Whether the request holds its slots now.
+    pub fn is_held(&self) -> bool {
+        self.held.lock().expect("no panic holds it").is_some()
+    }
+}

@@ -53,6 +53,8 @@ pub struct DaemonConfig {
     pub operator_token_file: Option<PathBuf>,
     /// How runtime calls reach the embedded server (not used with `server_url`).
     pub embedded_hop: EmbeddedHop,
+    /// How long one request to the server may take.
+    pub server_timeout: std::time::Duration,
     /// The proxy (never used for a loopback server) and extra trust roots to reach `server_url`
     /// with, both named by the operator, never taken from the environment.
     pub remote: crate::client::http::Remote,
@@ -216,15 +218,18 @@ pub async fn run(
         super::memory::Memory::open(&config.state_dir)
             .map_err(|e| state_err("cannot prepare the memory directories", e))?,
     );
-    let server_client = Arc::new(match &embedded {
-        Some(embedded) if config.embedded_hop == EmbeddedHop::InProcess => {
-            crate::client::ServerClient::in_process(
-                crate::server::router(embedded.state.clone()),
-                identity_credential,
-            )
+    let server_client = Arc::new(
+        match &embedded {
+            Some(embedded) if config.embedded_hop == EmbeddedHop::InProcess => {
+                crate::client::ServerClient::in_process(
+                    crate::server::router(embedded.state.clone()),
+                    identity_credential,
+                )
+            }
+            _ => crate::client::ServerClient::new(&server_url, identity_credential, remote),
         }
-        _ => crate::client::ServerClient::new(&server_url, identity_credential, remote),
-    });
+        .with_hop_timeout(config.server_timeout),
+    );
     let server_hop = server_client.hop();
     tracing::info!(hop = server_hop, "runtime calls reach the server");
     // The extension snapshot new launches bind: fetched, verified and pinned before the first.
@@ -274,6 +279,7 @@ pub async fn run(
         authorizations: store,
         agents,
         replays: Arc::new(super::call::replay::ReplayCache::default()),
+        unsettled: Arc::default(),
         identity,
         operator,
         admin_hash: Sha256::digest(admin_token.as_bytes()).into(),

@@ -40,14 +40,14 @@ pub async fn action(
         .exec_requests
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     // 1. Authentication, path binding and admission, before anything else.
-    let (authorization, _admission) = match access::verify_and_admit(
+    let (authorization, admission) = match access::verify_and_admit(
         &state.authorizations,
         wire::bearer(&headers),
         &server_id,
         &agent_id,
         Scope::Exec,
     ) {
-        Ok(admitted) => admitted,
+        Ok((authorization, admission)) => (authorization, access::Slot::new(admission)),
         Err(denied) => {
             let action = format!("{domain} {action}");
             return refused(
@@ -82,6 +82,7 @@ pub async fn action(
         operation: &operation,
         input,
         selectors: &headers,
+        admission: &admission,
     };
     let answer = match call::run(&state, call).await {
         Ok(answer) => answer,

@@ -67,6 +67,9 @@ pub struct Metrics {
     requests: Family<RequestLabels, Counter>,
     durations: Family<RequestLabels, Histogram>,
     admission_refusals: Counter,
+    /// Forwarded calls sent again after a transient fault, and calls answered outcome-unknown.
+    resends: Counter,
+    unknown_outcomes: Counter,
     auth_refusals: Family<ClassLabels, Counter>,
     rotations: Family<RotationLabels, Counter>,
     live_authorizations: Gauge<i64, AtomicI64>,
@@ -116,6 +119,18 @@ impl Metrics {
             "Runtime requests refused over an admission limit",
             admission_refusals.clone(),
         );
+        let resends = Counter::default();
+        registry.register(
+            "server_resends",
+            "Forwarded calls sent to the server again after their answer was lost to a transient fault",
+            resends.clone(),
+        );
+        let unknown_outcomes = Counter::default();
+        registry.register(
+            "unknown_outcomes",
+            "Mutations answered outcome_unknown: sent, and no answer of the server's came back",
+            unknown_outcomes.clone(),
+        );
         let auth_refusals = Family::<ClassLabels, Counter>::default();
         registry.register(
             "auth_refusals",
@@ -154,6 +169,8 @@ impl Metrics {
             requests,
             durations,
             admission_refusals,
+            resends,
+            unknown_outcomes,
             auth_refusals,
             rotations,
             live_authorizations,
@@ -179,6 +196,14 @@ impl Metrics {
 
     pub fn admission_refused(&self) {
         self.admission_refusals.inc();
+    }
+
+    pub fn resent(&self) {
+        self.resends.inc();
+    }
+
+    pub fn outcome_unknown(&self) {
+        self.unknown_outcomes.inc();
     }
 
     pub fn auth_refused(&self, class: &'static str) {

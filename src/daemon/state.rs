@@ -39,6 +39,8 @@ pub struct Shared {
     pub agents: Arc<AgentOwner>,
     /// Replay records of the daemon-owned mutations.
     pub replays: Arc<super::call::replay::ReplayCache>,
+    /// Selectors of mutations answered outcome-unknown, until the server answers one.
+    pub unsettled: Arc<super::call::transient::Unsettled>,
     pub identity: Arc<Identity>,
     /// The server's operator API, for the human's own setup calls.
     pub operator: Operator,

@@ -11,6 +11,7 @@ mod completions;
 mod daemon_credentials;
 mod daemon_external;
 mod daemon_lifecycle;
+mod exactly_once;
 mod exec_transport;
 mod fault_proxy;
 mod faults;

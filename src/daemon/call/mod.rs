@@ -14,6 +14,12 @@
 //!    `upstream_failed` under an incident id in the log, never passed on, and a mutation's says
 //!    the change may already have been applied and how to check.
 //!
+//! A forwarded call whose answer is lost to a transient fault ([`transient`]'s rule) is sent again,
+//! a bounded number of times within a bounded time, when that is safe: a read, or a mutation
+//! with its selector (the server's receipt answers a repeat without applying it again). A
+//! mutation without one is sent once; whatever its answer was lost to, the runtime is told the
+//! outcome is unknown and which read settles it.
+//!
 //! The call is fenced against its authorization's revocation before the owner is asked, while it
 //! answers, and before the answer is given back. What stays with a bridge: authentication and
 //! admission, its own error form, and its result budget.
@@ -21,6 +27,7 @@
 mod check;
 mod operation;
 pub mod replay;
+pub mod transient;
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -30,6 +37,7 @@ pub use operation::Operation;
 
 use self::check::{Contract, OffContract};
 use self::replay::Claim;
+use super::access::Slot;
 use super::agents::owner::DaemonCaller;
 use super::auth::Authorization;
 use super::state::DaemonState;
@@ -52,6 +60,8 @@ pub struct Call<'a> {
     /// The selectors the transport carried beside the body (Exec's `Idempotency-Key` and
     /// `X-Request-ID` headers); MCP carries none.
     pub selectors: &'a axum::http::HeaderMap,
+    /// The request's admission, given back while a replay waits.
+    pub admission: &'a Slot,
 }
 
 /// A call's checked result.
@@ -73,6 +83,7 @@ pub async fn run(state: &DaemonState, call: Call<'_>) -> Result<Answer, ActionEr
         operation,
         mut input,
         selectors,
+        admission,
     } = call;
     let knowledge = operation.is_knowledge();
     // A knowledge failure without a stage of its own was refused before the server's route.
@@ -107,6 +118,7 @@ pub async fn run(state: &DaemonState, call: Call<'_>) -> Result<Answer, ActionEr
         authorization,
         operation,
         idempotency_key: idempotency_key.as_deref(),
+        admission,
     };
     let data = tokio::select! {
         data = asked.owner(input, mutation) => data.map_err(staged)?,
@@ -129,6 +141,7 @@ struct Asked<'a> {
     authorization: &'a Authorization,
     operation: &'a Operation,
     idempotency_key: Option<&'a str>,
+    admission: &'a Slot,
 }
 
 impl Asked<'_> {
@@ -194,8 +207,9 @@ impl Asked<'_> {
         forwarded
     }
 
-    /// The one forwarding rule: `input` to `route` on the server, and the answer checked
-    /// against `contract`.
+    /// The one forwarding rule: `input` to `route` on the server, sent again while that is
+    /// safe and its answer is lost to a transient fault ([`transient`]), and the answer
+    /// checked against `contract`.
     async fn forward(
         &self,
         route: &Route<'_>,
@@ -203,14 +217,100 @@ impl Asked<'_> {
         input: &Value,
         mutation: bool,
     ) -> Result<Data, ActionError> {
-        let body = serde_json::to_vec(input).expect("a Value always serializes");
-        let answer = self
-            .state
-            .server_client
-            .forward(route, &self.context(), body)
-            .await?;
-        check::server(&self.state.validators, contract, answer)
+        let state = self.state;
+        let body =
+            axum::body::Bytes::from(serde_json::to_vec(input).expect("a Value always serializes"));
+        let context = self.context();
+        let client = &state.server_client;
+        let mut replay = transient::Replay::new(
+            mutation,
+            self.idempotency_key.is_some(),
+            client.hop_timeout(),
+        );
+        let cancel = &self.authorization.cancel;
+        // A mutation's selector with the fingerprint of what it is sent with, and the receipt
+        // it would settle.
+        let action: String;
+        let receipt = match (mutation, self.idempotency_key) {
+            (true, Some(key)) => {
+                action = self.operation.key();
+                let fingerprint: [u8; 32] = Sha256::digest(&body).into();
+                let record = (
+                    self.authorization.binding.agent_id.as_str(),
+                    action.as_str(),
+                    key,
+                );
+                if !state.unsettled.matches(record, &fingerprint) {
+                    return Err(ActionError::idempotency_key_reused(key, &action));
+                }
+                Some((record, fingerprint))
+            }
+            _ => None,
+        };
+        let answer = loop {
+            let failed = match client
+                .forward_once(route, &context, body.clone(), replay.attempt_timeout())
+                .await
+            {
+                Ok(answer) => break answer,
+                Err(failed) => failed,
+            };
+            let backoff = match replay.after(&failed) {
+                transient::Next::Answer => {
+                    if let (Some((record, _)), None) = (receipt, failed.transient) {
+                        state.unsettled.settle(record);
+                    }
+                    return Err(failed.error);
+                }
+                transient::Next::Unknown => {
+                    if let Some((record, fingerprint)) = receipt {
+                        state.unsettled.hold(record, fingerprint);
+                    }
+                    return Err(self.outcome_unknown(input, &failed.error));
+                }
+                transient::Next::Again(backoff) => backoff,
+            };
+            state.metrics.resent();
+            // No admission slot is held while the call waits; revocation ends the wait at once.
+            self.admission.release();
+            tokio::select! {
+                () = tokio::time::sleep(backoff) => {}
+                () = cancel.cancelled() => return Err(ActionError::forbidden()),
+            }
+            if !self
+                .admission
+                .retake(&state.authorizations, self.authorization)
+            {
+                let error = crate::daemon::access::admission_limited();
+                return Err(match mutation {
+                    true => self.outcome_unknown(input, &error),
+                    false => error,
+                });
+            }
+        };
+        if let Some((record, _)) = receipt {
+            state.unsettled.settle(record);
+        }
+        check::server(&state.validators, contract, answer)
             .map_err(|refused| self.off_contract(refused, input, mutation))
+    }
+
+    /// The error of a mutation that was sent and whose answer never came: it may or may not have
+    /// been applied. `lost` is why, for the log.
+    fn outcome_unknown(&self, input: &Value, lost: &ActionError) -> ActionError {
+        self.state.metrics.outcome_unknown();
+        let name = self.operation.name();
+        let incident_id = wire::observe::incident_id().unwrap_or_default();
+        tracing::warn!(%incident_id, operation = %name, why = %lost.message, selector = self.idempotency_key.is_some(), "a mutation's answer was lost; its outcome is unknown");
+        let message = match self.idempotency_key {
+            Some(key) => format!(
+                "`{name}` with `requestId` `{key}` was sent and its answer was lost: it may or may not have been applied"
+            ),
+            None => format!(
+                "`{name}` was sent and its answer was lost: it may or may not have been applied"
+            ),
+        };
+        ActionError::new(ErrorCode::OutcomeUnknown, message).with_next(self.how_to_check(input))
     }
 
     /// `memory_search`: the daemon's own index of the agent's memory.

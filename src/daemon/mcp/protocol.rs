@@ -9,6 +9,7 @@ use super::tools;
 use crate::contract::ToolId;
 use crate::contract::catalog::{MCP_TOOLS_JSON, find_tool};
 use crate::contract::gate;
+use crate::daemon::access::Slot;
 use crate::daemon::auth::Authorization;
 use crate::daemon::state::DaemonState;
 use crate::wire::jsonrpc;
@@ -61,6 +62,7 @@ pub enum Reply {
 pub async fn answer(
     state: &DaemonState,
     authorization: &Authorization,
+    admission: &Slot,
     era: Era,
     request: &RpcRequest,
 ) -> Result<Reply, Refusal> {
@@ -128,7 +130,7 @@ pub async fn answer(
             };
             let turn = conversation.and_then(|c| c.turn());
             return Ok(Reply::Owned(
-                tools::call(state, authorization, era, tool, turn, arguments).await,
+                tools::call(state, authorization, admission, era, tool, turn, arguments).await,
             ));
         }
         Method::PromptsList => list(era, "prompts", json!([])),

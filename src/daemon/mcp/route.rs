@@ -141,7 +141,7 @@ async fn endpoint(State(state): State<DaemonState>, request: Request) -> Respons
         return response;
     }
     let admitted = access::admit(&state.authorizations, &authorization);
-    let Ok(_admission) = admitted.inspect_err(|denied| {
+    let Ok(admission) = admitted.inspect_err(|denied| {
         let binding = route_binding(request.uri().path()).unwrap_or_default();
         record_refusal(&state, denied, binding, request.headers(), started);
     }) else {
@@ -185,7 +185,8 @@ async fn endpoint(State(state): State<DaemonState>, request: Request) -> Respons
         // A notification (or, in the legacy era, a response): accepted, nothing to answer.
         return StatusCode::ACCEPTED.into_response();
     };
-    let answer = protocol::answer(&state, &authorization, era, &request).await;
+    let admission = access::Slot::new(admission);
+    let answer = protocol::answer(&state, &authorization, &admission, era, &request).await;
     if authorization.is_revoked() {
         return unauthorized();
     }

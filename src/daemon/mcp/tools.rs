@@ -14,6 +14,7 @@ use super::era::Era;
 use crate::contract::catalog::MCP_RESULT_BUDGET_BYTES;
 use crate::contract::error::ErrorCode;
 use crate::contract::{ActionError, ToolDescriptor};
+use crate::daemon::access::Slot;
 use crate::daemon::auth::Authorization;
 use crate::daemon::call::{self, Call, Operation};
 use crate::daemon::state::DaemonState;
@@ -24,6 +25,7 @@ use crate::daemon::state::DaemonState;
 pub async fn call(
     state: &DaemonState,
     authorization: &Authorization,
+    admission: &Slot,
     era: Era,
     tool: &'static ToolDescriptor,
     turn: Option<std::sync::Arc<crate::wire::turn::Turn>>,
@@ -36,6 +38,7 @@ pub async fn call(
         input: arguments,
         // MCP carries its selector in the arguments only.
         selectors: &HeaderMap::new(),
+        admission,
     };
     match call::run(state, call).await {
         Ok(answer) => fit(

@@ -1,0 +1,478 @@
+//! Nothing duplicated, nothing lost, under network faults between the daemon and the server: a
+//! fault proxy at the network edge, in front of a real `agentteam server`, resets connections
+//! before forwarding and after the server answered, stalls answers past the daemon's (shortened)
+//! hop timeout, cuts answers short and answers 503 in the server's place, each at its rate, per
+//! request. Eight writers send selector-carrying writes through both bridges (Exec `task create`
+//! with `requestId`, MCP `message_send` with `requestId`) and natural-key writes (`task create`
+//! without one). Read back through the daemon with the faults off: one record per selector, every
+//! acknowledged write there, and no selector write left unknown; a natural-key write is there at
+//! most once, and each whose answer was lost was answered `outcome_unknown` with the read that
+//! settles it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::fault_proxy::{Fault, FaultProxy};
+use crate::support::{Launched, TestDaemon, sample, spawn_server};
+
+/// Writers at once.
+const WRITERS: usize = 8;
+/// Selector-carrying writes per writer; every eighth goes through MCP.
+const SELECTOR_WRITES: usize = 250;
+/// Natural-key writes per writer.
+const NATURAL_WRITES: usize = 25;
+/// The daemon's hop timeout, which a stall outlasts.
+const HOP_TIMEOUT_MS: u64 = 1000;
+/// Each fault's rate.
+const RATE: f64 = 0.01;
+
+struct Rig {
+    _server: tokio::process::Child,
+    proxy: FaultProxy,
+    daemon: TestDaemon,
+    _runtime: Launched,
+    runtime_pid: i32,
+    exec_base: String,
+    exec_token: String,
+    mcp_url: String,
+    mcp_token: String,
+    channel: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Rig {
+    async fn start() -> Rig {
+        let dir = tempfile::tempdir().unwrap();
+        let (server, server_url, _) = spawn_server(dir.path()).await;
+        let proxy = FaultProxy::start(&server_url).await;
+        let token_file = dir.path().join("operator.token");
+        let timeout = HOP_TIMEOUT_MS.to_string();
+        let daemon = TestDaemon::start(&[
+            "--server-url",
+            &proxy.url,
+            "--operator-token-file",
+            token_file.to_str().unwrap(),
+            "--server-timeout-ms",
+            &timeout,
+        ])
+        .await;
+        daemon.add_agent("alpha").await;
+        let script = r#"echo $$; echo "$AGENTTEAM_EXEC_BASE_URL"; echo "$AGENTTEAM_EXEC_TOKEN_FILE"; echo "$AGENTTEAM_MCP_URL"; echo "$AGENTTEAM_MCP_TOKEN_FILE"; exec sleep 600"#;
+        let mut runtime = daemon.launch("alpha", &[], script);
+        let runtime_pid = runtime.line().await.parse().unwrap();
+        let exec_base = runtime.line().await;
+        let exec_token = std::fs::read_to_string(PathBuf::from(runtime.line().await)).unwrap();
+        let mcp_url = runtime.line().await;
+        let mcp_token = std::fs::read_to_string(PathBuf::from(runtime.line().await)).unwrap();
+        let identity: Value =
+            serde_json::from_slice(&std::fs::read(daemon.state_dir.join("identity.json")).unwrap())
+                .unwrap();
+        let channel = identity["channelId"].as_str().unwrap().to_string();
+        Rig {
+            _server: server,
+            proxy,
+            daemon,
+            _runtime: runtime,
+            runtime_pid,
+            exec_base,
+            exec_token,
+            mcp_url,
+            mcp_token,
+            channel,
+            _dir: dir,
+        }
+    }
+
+    /// `POST …/{domain}/{action}` as `agentteam exec` sends it: `Ok(data)` or `Err(error)`.
+    async fn exec(&self, domain: &str, action: &str, input: &Value) -> Result<Value, Value> {
+        let response = self
+            .daemon
+            .client
+            .post(format!("{}/{domain}/{action}", self.exec_base))
+            .bearer_auth(&self.exec_token)
+            .json(input)
+            .send()
+            .await
+            .expect("the daemon answers");
+        let envelope: Value = response.json().await.expect("an envelope");
+        match envelope["ok"].as_bool() {
+            Some(true) => Ok(envelope["data"].clone()),
+            _ => Err(envelope["error"].clone()),
+        }
+    }
+
+    /// `tools/call` of `tool`: `Ok(structuredContent)` or `Err(error)`.
+    async fn call(&self, tool: &str, arguments: Value) -> Result<Value, Value> {
+        let response = self
+            .daemon
+            .client
+            .post(&self.mcp_url)
+            .bearer_auth(&self.mcp_token)
+            .header("Accept", "application/json, text/event-stream")
+            .header("MCP-Protocol-Version", "2025-11-25")
+            .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}}))
+            .send()
+            .await
+            .expect("the daemon answers");
+        assert_eq!(response.status(), 200);
+        let result: Value = response.json().await.unwrap();
+        let result = &result["result"];
+        if result["isError"] == json!(true) {
+            let text = result["content"][0]["text"].as_str().unwrap();
+            let envelope: Value = serde_json::from_str(text).unwrap();
+            return Err(envelope["error"].clone());
+        }
+        Ok(result["structuredContent"].clone())
+    }
+
+    fn location(&self) -> Value {
+        json!({"kind": "channel", "channelId": self.channel})
+    }
+
+    /// Every task title in the channel, with how many tasks hold it.
+    async fn task_titles(&self) -> HashMap<String, usize> {
+        let mut titles = HashMap::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut input = json!({"location": self.location(), "limit": 100});
+            if let Some(cursor) = &cursor {
+                input["cursor"] = json!(cursor);
+            }
+            let page = self.exec("task", "list", &input).await.expect("task list");
+            for task in page["tasks"].as_array().unwrap() {
+                *titles
+                    .entry(task["title"].as_str().unwrap().to_string())
+                    .or_default() += 1;
+            }
+            match page["nextCursor"].as_str() {
+                Some(next) if page["hasMore"] == json!(true) => cursor = Some(next.to_string()),
+                _ => return titles,
+            }
+        }
+    }
+
+    /// Every message text in the channel, with how many messages hold it.
+    async fn message_texts(&self) -> HashMap<String, usize> {
+        let mut texts = HashMap::new();
+        let mut cursor: Option<String> = None;
+        let target = format!("channel:{}", self.channel);
+        loop {
+            let mut arguments = json!({"target": target, "limit": 100});
+            if let Some(cursor) = &cursor {
+                arguments["cursor"] = json!(cursor);
+            }
+            let page = self
+                .call("message_history_read", arguments)
+                .await
+                .expect("history read");
+            for message in page["messages"].as_array().unwrap() {
+                let text = message["content"]
+                    .as_str()
+                    .or_else(|| message["content"]["text"].as_str())
+                    .unwrap_or_default()
+                    .to_string();
+                *texts.entry(text).or_default() += 1;
+            }
+            match page["nextCursor"].as_str() {
+                Some(next) => cursor = Some(next.to_string()),
+                None => return texts,
+            }
+        }
+    }
+}
+
+/// One write and what the runtime was told.
+#[derive(Debug)]
+enum Told {
+    Acknowledged,
+    /// `outcome_unknown`, with its `next`.
+    Unknown(String),
+    /// Any other error: its code and message.
+    Other(String),
+}
+
+fn told(answer: Result<Value, Value>) -> Told {
+    match answer {
+        Ok(_) => Told::Acknowledged,
+        Err(error) if error["code"] == json!("outcome_unknown") => {
+            Told::Unknown(error["next"].as_str().unwrap_or_default().to_string())
+        }
+        Err(error) => Told::Other(format!("{}: {}", error["code"], error["message"])),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    ExecSelector,
+    McpSelector,
+    Natural,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn selector_writes_land_exactly_once_and_natural_key_writes_at_most_once_under_network_faults()
+ {
+    let rig = Arc::new(Rig::start().await);
+    let stall = Duration::from_millis(HOP_TIMEOUT_MS * 3 / 2);
+    let gateway = r#"{"message":"no healthy upstream"}"#.to_string();
+    let mix = || {
+        vec![
+            (RATE, Fault::Drop),
+            (RATE, Fault::DropAnswer),
+            (RATE, Fault::Stall(stall)),
+            (RATE, Fault::Truncate),
+            (RATE, Fault::Answer(503, gateway.clone())),
+        ]
+    };
+    rig.proxy.set_mix("/actions/task/create", mix());
+    rig.proxy.set_mix("/tools/message_send", mix());
+
+    let started = Instant::now();
+    let mut writers = Vec::new();
+    for writer in 0..WRITERS {
+        let rig = rig.clone();
+        writers.push(tokio::spawn(async move {
+            let mut outcomes = Vec::new();
+            for n in 0..SELECTOR_WRITES + NATURAL_WRITES {
+                let name = format!("eo-{writer}-{n}");
+                let kind = match n {
+                    n if n >= SELECTOR_WRITES => Kind::Natural,
+                    n if n % 8 == 7 => Kind::McpSelector,
+                    _ => Kind::ExecSelector,
+                };
+                let selector = format!("req-{name}");
+                let answer = match kind {
+                    Kind::ExecSelector => {
+                        let input = json!({"location": rig.location(), "title": name, "requestId": selector});
+                        rig.exec("task", "create", &input).await
+                    }
+                    Kind::Natural => {
+                        let input = json!({"location": rig.location(), "title": name});
+                        rig.exec("task", "create", &input).await
+                    }
+                    Kind::McpSelector => {
+                        let arguments = json!({"target": format!("channel:{}", rig.channel), "content": name, "requestId": selector});
+                        rig.call("message_send", arguments).await
+                    }
+                };
+                outcomes.push((name, kind, told(answer)));
+            }
+            outcomes
+        }));
+    }
+    let mut outcomes = Vec::new();
+    for writer in writers {
+        outcomes.extend(writer.await.unwrap());
+    }
+    let load = started.elapsed();
+    let injected = rig.proxy.injected();
+    rig.proxy.clear();
+
+    let tasks = rig.task_titles().await;
+    let messages = rig.message_texts().await;
+    let metrics = rig.daemon.metrics().await;
+    let counter =
+        |name: &str| sample(&metrics, &format!("agentteam_{name}_total")).unwrap_or(0.0) as u64;
+
+    let mut failures = Vec::new();
+    let mut figures: BTreeMap<&str, usize> = BTreeMap::new();
+    for (name, kind, told) in &outcomes {
+        let records = match kind {
+            Kind::McpSelector => messages.get(name),
+            _ => tasks.get(name),
+        }
+        .copied()
+        .unwrap_or(0);
+        let selector = *kind != Kind::Natural;
+        *figures
+            .entry(if selector {
+                "selector writes"
+            } else {
+                "natural-key writes"
+            })
+            .or_default() += 1;
+        if records > 1 {
+            *figures.entry("duplicates").or_default() += 1;
+            failures.push(format!("{name} ({kind:?}): {records} records"));
+        }
+        match told {
+            Told::Acknowledged if records != 1 => {
+                *figures.entry("lost").or_default() += 1;
+                failures.push(format!(
+                    "{name} ({kind:?}) was acknowledged and is not there"
+                ));
+            }
+            Told::Acknowledged => {}
+            Told::Unknown(next) => {
+                *figures
+                    .entry(if selector {
+                        "unknown (selector)"
+                    } else {
+                        "unknown (natural key)"
+                    })
+                    .or_default() += 1;
+                if selector {
+                    failures.push(format!("{name} ({kind:?}) was left unknown"));
+                }
+                if !next.contains("agentteam exec task") && !next.contains("message_history_read") {
+                    failures.push(format!(
+                        "{name}: `next` names no read that settles it: {next}"
+                    ));
+                }
+            }
+            Told::Other(error) => {
+                failures.push(format!("{name} ({kind:?}) was answered {error}"));
+            }
+        }
+    }
+    let resends = counter("server_resends");
+    let unknown = counter("unknown_outcomes");
+    println!(
+        "exactly once: {} writes by {WRITERS} writers in {:.1} s; faults injected {injected:?}; resends {resends}; {figures:?}",
+        outcomes.len(),
+        load.as_secs_f64(),
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    // Every fault mode was met, the daemon sent again, and each unknown it answered is counted.
+    for fault in [
+        "reset before forwarding",
+        "reset after the answer",
+        "stall",
+        "truncated answer",
+        "answer",
+    ] {
+        assert!(
+            injected.get(fault).copied().unwrap_or(0) > 0,
+            "{fault} never injected"
+        );
+    }
+    assert!(resends > 0);
+    assert_eq!(
+        unknown as usize,
+        figures.get("unknown (natural key)").copied().unwrap_or(0)
+    );
+}
+
+/// Sends of one call at most (the daemon's bound).
+const MAX_SENDS: u64 = 5;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replay_that_runs_out_says_the_outcome_is_unknown_and_its_advice_settles_it() {
+    let rig = Rig::start().await;
+    // Every answer is lost after the server applied the write.
+    rig.proxy.set("/actions/task/create", Fault::DropAnswer);
+    rig.proxy.set("/tools/message_send", Fault::DropAnswer);
+    let task = json!({"location": rig.location(), "title": "exhausted", "requestId": "req-exhausted-task"});
+    let error = rig.exec("task", "create", &task).await.unwrap_err();
+    assert_eq!(error["code"], "outcome_unknown", "{error}");
+    let message = error["message"].as_str().unwrap();
+    assert!(message.contains("`req-exhausted-task`"), "{message}");
+    let next = error["next"].as_str().unwrap();
+    assert!(
+        next.contains("repeat it with the same `requestId` (`req-exhausted-task`)")
+            && next.contains("agentteam exec task"),
+        "{next}"
+    );
+    assert_eq!(rig.proxy.injected()["reset after the answer"], MAX_SENDS);
+    // The receipt is ambiguous until the server answers: the selector with another payload
+    // cannot be matched to it and is refused before it is sent.
+    let other =
+        json!({"location": rig.location(), "title": "another", "requestId": "req-exhausted-task"});
+    let error = rig.exec("task", "create", &other).await.unwrap_err();
+    assert_eq!(error["code"], "idempotency_key_reused", "{error}");
+    assert_eq!(
+        rig.proxy.injected()["reset after the answer"],
+        MAX_SENDS,
+        "the mismatched request was sent"
+    );
+
+    let arguments = json!({"target": format!("channel:{}", rig.channel), "content": "exhausted", "requestId": "req-exhausted-message"});
+    let error = rig
+        .call("message_send", arguments.clone())
+        .await
+        .unwrap_err();
+    assert_eq!(error["code"], "outcome_unknown", "{error}");
+    let next = error["next"].as_str().unwrap();
+    assert!(next.contains("message_history_read"), "{next}");
+    assert_eq!(
+        rig.proxy.injected()["reset after the answer"],
+        2 * MAX_SENDS
+    );
+
+    // The faults gone, the repeat the error advises answers what was applied, once.
+    rig.proxy.clear();
+    let created = rig.exec("task", "create", &task).await.unwrap();
+    assert_eq!(created["task"]["title"], "exhausted");
+    let sent = rig.call("message_send", arguments).await.unwrap();
+    assert_eq!(sent["message"]["content"], "exhausted");
+    assert_eq!(rig.task_titles().await.get("exhausted"), Some(&1));
+    assert_eq!(rig.message_texts().await.get("exhausted"), Some(&1));
+
+    // A natural-key write is sent once, and told so.
+    rig.proxy.set("/actions/task/create", Fault::DropAnswer);
+    let natural = json!({"location": rig.location(), "title": "natural"});
+    let error = rig.exec("task", "create", &natural).await.unwrap_err();
+    assert_eq!(error["code"], "outcome_unknown", "{error}");
+    assert!(!error["message"].as_str().unwrap().contains("requestId"));
+    assert_eq!(
+        rig.proxy.injected()["reset after the answer"],
+        2 * MAX_SENDS + 1
+    );
+    rig.proxy.clear();
+    assert_eq!(rig.task_titles().await.get("natural"), Some(&1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replay_waits_without_its_admission_and_ends_at_once_when_the_runtime_is_revoked() {
+    let rig = Arc::new(Rig::start().await);
+    // The server never sees these: each send is reset before it is forwarded.
+    rig.proxy.set("/actions/task/create", Fault::Drop);
+    let mut writes = Vec::new();
+    // The authorization's whole admission: 32 requests at once.
+    for n in 0..32 {
+        let rig = rig.clone();
+        writes.push(tokio::spawn(async move {
+            let input = json!({"location": rig.location(), "title": format!("waiting-{n}"), "requestId": format!("req-waiting-{n}")});
+            rig.exec("task", "create", &input).await
+        }));
+    }
+    rig.proxy.wait_injected("reset before forwarding", 32).await;
+    // Each of the 32 has sent once and waits to send again, holding no slot: a read is admitted.
+    let read = rig
+        .exec("task", "list", &json!({"location": rig.location()}))
+        .await;
+    assert!(read.is_ok(), "a read while 32 replays wait: {read:?}");
+    for write in writes {
+        let error = write.await.unwrap().unwrap_err();
+        assert_eq!(error["code"], "outcome_unknown", "{error}");
+    }
+
+    // A replay under way ends when the runtime's credential is revoked, without another send.
+    rig.proxy
+        .set("/actions/task/create", Fault::Stall(Duration::from_secs(5)));
+    let write = {
+        let rig = rig.clone();
+        tokio::spawn(async move {
+            let input = json!({"location": rig.location(), "title": "revoked", "requestId": "req-revoked-1"});
+            rig.exec("task", "create", &input).await
+        })
+    };
+    rig.proxy.wait_injected("stall", 1).await;
+    // The runtime exits: the daemon revokes its authorization.
+    rustix::process::kill_process(
+        rustix::process::Pid::from_raw(rig.runtime_pid).unwrap(),
+        rustix::process::Signal::KILL,
+    )
+    .unwrap();
+    let error = write.await.unwrap().unwrap_err();
+    assert_eq!(error["code"], "forbidden", "{error}");
+    assert_eq!(rig.proxy.injected()["stall"], 1, "a send after revocation");
+}
