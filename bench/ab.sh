@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Two commits alternated in one run, so both see the same machine: A B A B … (ROUNDS rounds, 2 by
 # default). Each turn runs this checkout's bench/exec.sh (`task get` throughput against the rmcp
-# echo peer of the same run) and bench/mcp.sh on the in-process hop (`message_history_read` of a
+# echo peer of the same run, and `task create` with a `requestId`) and bench/mcp.sh on the in-process hop (`message_history_read` of a
 # 20-message channel page, against its own peer load), with BIN set to that commit's release
 # binary. Each commit is built once, in a detached worktree under target/ab/ with its own target
 # directory. Either script fails on an invalid load (non-2xx, socket error, timeout, dropped
@@ -43,10 +43,13 @@ turn() {
     printf '%s\n' "$out" | python3 -c '
 import re, sys
 label = sys.argv[1]
-m = re.search(r"summary: ours task get (\d+) req/s, rmcp tools/call (\d+) req/s", sys.stdin.read())
+text = sys.stdin.read()
+m = re.search(r"summary: ours task get (\d+) req/s, rmcp tools/call (\d+) req/s", text)
 ours, peer = float(m[1]), float(m[2])
 print(label, "task_get_rps", ours)
 print(label, "task_get_ratio", ours / peer)
+m = re.search(r"summary: ours task create (\d+) req/s", text)
+print(label, "task_create_rps", float(m[1]))
 ' "$label" >> "$results"
     out="$(BIN="$bin" HOPS=in-process bench/mcp.sh)"
     printf '%s\n' "$out" | grep -E '^(summary|  in-process):' | sed "s/^/[$label] /" >&2
@@ -74,11 +77,11 @@ values = {}
 for label, metric, value in rows:
     values.setdefault((label, metric), []).append(float(value))
 names = {"before": sys.argv[2], "after": sys.argv[3]}
-for metric in ["task_get_rps", "task_get_ratio", "history_rps", "history_ratio"]:
+for metric in ["task_get_rps", "task_get_ratio", "task_create_rps", "history_rps", "history_ratio"]:
     for label in ["before", "after"]:
         v = values[(label, metric)]
         print(f"{metric:15} {label:6} {names[label]:>12}: median {statistics.median(v):10.2f}  ({', '.join(f'{x:.2f}' for x in v)})")
-for metric in ["task_get_rps", "history_rps"]:
+for metric in ["task_get_rps", "task_create_rps", "history_rps"]:
     b = statistics.median(values[("before", metric)])
     a = statistics.median(values[("after", metric)])
     print(f"after/before {metric}: {a / b:.3f}")

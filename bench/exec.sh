@@ -10,6 +10,8 @@
 #    core 1, each load bracketed by a full check of its answer; a load with a non-2xx answer, a
 #    socket error, a timeout or a dropped audit record is invalid and fails the script.
 #    Target: ours >= 0.5 x the peer.
+# 3. Daemon throughput for `task create` with a `requestId` per request (no peer: a write's cost
+#    is compared with another commit's by bench/ab.sh).
 #
 # Usage: bench/exec.sh            (builds the release binary first; installs hyperfine and wrk
 #                                  from Debian's packages when missing)
@@ -102,6 +104,28 @@ taskset -c 1 wrk -t1 -c16 -d10s --latency -s "$work/post.lua" "$url" | tee "$wor
 load_valid ours_task_get "$dropped_before"
 task_get_check
 awk '/^Requests\/sec:/ { print $2 }' "$work/ours_task_get.wrk" > "$work/ours_task_get.rps"
+
+# 3. Writes: `task create` with a `requestId` of its own per request (the server's receipt, the
+# daemon's forwarding rule with its replay, nothing faulted), 16 connections, 10 s. Each request
+# must answer 200 with a new task: the load then counts the channel's tasks through the daemon.
+echo "## daemon throughput: task create with requestId, 16 connections, 10 s"
+cat > "$work/create.lua" <<LUA
+local n = 0
+local run = tostring(os.time()) .. tostring(math.random(100000, 999999))
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/json"
+wrk.headers["Authorization"] = "Bearer $(cat "$AGENTTEAM_EXEC_TOKEN_FILE")"
+request = function()
+    n = n + 1
+    local id = "bench-" .. run .. "-" .. n
+    return wrk.format(nil, nil, nil, '{"location":{"kind":"channel","channelId":"$channel"},"title":"' .. id .. '","requestId":"' .. id .. '"}')
+end
+LUA
+dropped_before=$(audit_dropped)
+taskset -c 1 wrk -t1 -c16 -d10s --latency -s "$work/create.lua" "$AGENTTEAM_EXEC_BASE_URL/task/create" | tee "$work/ours_task_create.wrk"
+load_valid ours_task_create "$dropped_before"
+awk '/^Requests\/sec:/ { print $2 }' "$work/ours_task_create.wrk" > "$work/ours_task_create.rps"
+echo "summary: ours task create $(printf '%.0f' "$(cat "$work/ours_task_create.rps")") req/s"
 
 # Stop ours before the peer starts: core 0 is then the peer's alone.
 ours_stop
