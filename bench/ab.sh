@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# Two commits alternated in one run, so both see the same machine: A B A B … (ROUNDS rounds, 2 by
-# default). Each turn runs this checkout's bench/exec.sh (`task get` throughput against the rmcp
+# Two or more commits alternated in one run, so all see the same machine: A B A B … (or A B C A B
+# C …; ROUNDS rounds, 2 by default). Each turn runs this checkout's bench/exec.sh (`task get` throughput against the rmcp
 # echo peer of the same run, and `task create` with a `requestId`) and bench/mcp.sh on the in-process hop (`message_history_read` of a
 # 20-message channel page, against its own peer load), with BIN set to that commit's release
 # binary. Each commit is built once, in a detached worktree under target/ab/ with its own target
 # directory. Either script fails on an invalid load (non-2xx, socket error, timeout, dropped
 # audit record), and so does this one.
 #
-# Usage: bench/ab.sh BEFORE AFTER        (two commits, any form git rev-parse takes, or paths of
+# Usage: bench/ab.sh BEFORE AFTER [LATER…] (commits, any form git rev-parse takes, or paths of
 #                                        agentteam binaries already built)
 #        ROUNDS=3 bench/ab.sh BEFORE AFTER
 # Prints every turn's numbers, then per commit the median of each ratio and of ours in req/s,
-# and AFTER / BEFORE of ours in req/s.
+# and each later commit's req/s over the one before it and over the first.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-[ $# -eq 2 ] || { echo "usage: bench/ab.sh BEFORE AFTER" >&2; exit 2; }
+[ $# -ge 2 ] || { echo "usage: bench/ab.sh BEFORE AFTER [LATER…]" >&2; exit 2; }
 rounds="${ROUNDS:-2}"
 root="$PWD"
 results="$(mktemp)"
@@ -32,8 +32,10 @@ build() {
     (cd "$tree" && CARGO_TARGET_DIR="$root/target/ab-target/$commit" cargo build --release --quiet --locked) >&2
     echo "$root/target/ab-target/$commit/release/agentteam"
 }
-before_bin="$(build "$1")"
-after_bin="$(build "$2")"
+bins=()
+for commit in "$@"; do
+    bins+=("$(build "$commit")")
+done
 
 # turn LABEL BIN: one exec.sh and one mcp.sh run of BIN; appends `LABEL metric value` lines.
 turn() {
@@ -66,23 +68,24 @@ print(label, "history_ratio", ours / peer)
 
 for round in $(seq 1 "$rounds"); do
     echo "## round $round of $rounds" >&2
-    turn before "$before_bin"
-    turn after "$after_bin"
+    for i in "${!bins[@]}"; do
+        turn "c$i" "${bins[$i]}"
+    done
 done
 
-python3 - "$results" "$1" "$2" <<'PY'
+python3 - "$results" "$@" <<'PY'
 import statistics, sys
 rows = [line.split() for line in open(sys.argv[1])]
+names = sys.argv[2:]
 values = {}
 for label, metric, value in rows:
-    values.setdefault((label, metric), []).append(float(value))
-names = {"before": sys.argv[2], "after": sys.argv[3]}
+    values.setdefault((int(label[1:]), metric), []).append(float(value))
+median = lambda i, metric: statistics.median(values[(i, metric)])
 for metric in ["task_get_rps", "task_get_ratio", "task_create_rps", "history_rps", "history_ratio"]:
-    for label in ["before", "after"]:
-        v = values[(label, metric)]
-        print(f"{metric:15} {label:6} {names[label]:>12}: median {statistics.median(v):10.2f}  ({', '.join(f'{x:.2f}' for x in v)})")
+    for i, name in enumerate(names):
+        v = values[(i, metric)]
+        print(f"{metric:15} {name:>12}: median {median(i, metric):10.2f}  ({', '.join(f'{x:.2f}' for x in v)})")
 for metric in ["task_get_rps", "task_create_rps", "history_rps"]:
-    b = statistics.median(values[("before", metric)])
-    a = statistics.median(values[("after", metric)])
-    print(f"after/before {metric}: {a / b:.3f}")
+    for i in range(1, len(names)):
+        print(f"{metric}: {names[i]} / {names[i - 1]} {median(i, metric) / median(i - 1, metric):.3f}, / {names[0]} {median(i, metric) / median(0, metric):.3f}")
 PY

@@ -149,6 +149,7 @@ async fn run(
         &key,
         selector,
         &input,
+        runtime_call::Receipt::Separate,
         wire::render_as,
         || async {
             let data = execute(state, &caller, name, provider, action, input.clone()).await?;

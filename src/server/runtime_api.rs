@@ -142,6 +142,7 @@ async fn run(
         &op.key(),
         selector,
         &input,
+        runtime_call::Receipt::Atomic,
         wire::render_text,
         || execute(state, &caller, op, input.clone()),
     )

@@ -70,16 +70,30 @@ async fn verify_device(
     Ok(())
 }
 
+/// How a request's idempotency receipt is kept with its effects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Receipt {
+    /// The effects are the store's: the claim, the effects and the receipt commit in one
+    /// transaction (`Store::atomically`), and a failure rolls all of it back, so the key is free
+    /// again and a repeat runs anew.
+    Atomic,
+    /// The effects are a provider's, outside the store: the claim commits first, then the
+    /// answer, whatever it is (a crash in between leaves the key in progress until its lease).
+    Separate,
+}
+
 /// Runs `execute` and answers with its envelope, written by `render`; with an idempotency
 /// `selector`, at most once per `(agent, action, selector)`: a repeat replays the first answer,
 /// another payload is `idempotency_key_reused`, a repeat while the first runs is
-/// `idempotency_in_progress`.
+/// `idempotency_in_progress`. `receipt` says how the answer is kept with the effects.
+#[allow(clippy::too_many_arguments)]
 pub async fn once<F, Fut, T>(
     state: &AppState,
     caller: &Caller,
     action: &str,
     selector: Option<String>,
     input: &serde_json::Value,
+    receipt: Receipt,
     render: fn(&Result<T, ActionError>) -> (u16, String),
     execute: F,
 ) -> Result<Response, ActionError>
@@ -93,9 +107,9 @@ where
     };
     // The selector is scoped by agent and action; the fingerprint is the canonical input.
     let fingerprint = Sha256::digest(serde_json::to_vec(input).expect("a Value always serializes"));
-    let claim = state
-        .store
-        .claim_idempotent(
+    let store = &state.store;
+    let claim = || {
+        store.claim_idempotent(
             &caller.agent_id,
             action,
             &key,
@@ -103,20 +117,69 @@ where
             caller.now_ms,
             caller.now_ms - IDEMPOTENCY_RETENTION_MS,
         )
-        .await
-        .map_err(failure::store)?;
-    match claim {
-        Claim::Acquired => {
-            let (status, body) = render(&execute().await);
-            state
-                .store
-                .finish_idempotent(&caller.agent_id, action, &key, status, &body)
-                .await
-                .map_err(failure::store)?;
-            Ok(wire::raw_json_response(status, body))
+    };
+    let answered = match receipt {
+        Receipt::Atomic => store
+            .atomically(|| async {
+                match claim().await? {
+                    Claim::Acquired => {
+                        let (status, body) = render(&execute().await);
+                        // Only a success is the key's answer: a failure leaves nothing behind.
+                        let applied = (200..300).contains(&status);
+                        if applied {
+                            store
+                                .finish_idempotent(&caller.agent_id, action, &key, status, &body)
+                                .await?;
+                        }
+                        Ok((Ok((status, body)), applied))
+                    }
+                    other => Ok((Err(other), false)),
+                }
+            })
+            .await
+            .inspect(|answered| {
+                #[cfg(debug_assertions)]
+                if answered.is_ok() {
+                    fault::after_commit(action);
+                }
+            })
+            .map_err(failure::store)?,
+        Receipt::Separate => match claim().await.map_err(failure::store)? {
+            Claim::Acquired => {
+                let (status, body) = render(&execute().await);
+                #[cfg(debug_assertions)]
+                fault::after_commit(action);
+                store
+                    .finish_idempotent(&caller.agent_id, action, &key, status, &body)
+                    .await
+                    .map_err(failure::store)?;
+                Ok((status, body))
+            }
+            other => Err(other),
+        },
+    };
+    match answered {
+        Ok((status, body)) => Ok(wire::raw_json_response(status, body)),
+        Err(Claim::Done { status, response }) => Ok(wire::raw_json_response(status, response)),
+        Err(Claim::Mismatch) => Err(ActionError::idempotency_key_reused(&key, action)),
+        Err(Claim::InProgress) => Err(ActionError::idempotency_in_progress(&key, action)),
+        Err(Claim::Acquired) => unreachable!("an acquired claim answers"),
+    }
+}
+
+/// A test-only fault point of debug builds: `AGENTTEAM_FAULT_KILL_AFTER_COMMIT=<action>` (e.g.
+/// `task.create`) kills the server with SIGKILL right after the effects of a request of that
+/// action with a selector were committed, before anything else: a crash between a mutation's
+/// commit and its answer (with a separate receipt, before the receipt too).
+#[cfg(debug_assertions)]
+mod fault {
+    pub fn after_commit(action: &str) {
+        static ACTION: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+        let armed = ACTION.get_or_init(|| std::env::var("AGENTTEAM_FAULT_KILL_AFTER_COMMIT").ok());
+        if armed.as_deref() == Some(action) {
+            use crate::platform::process::{Pid, Signal, signal};
+            let me = Pid::new(std::process::id()).expect("this process has an id");
+            let _ = signal(me, Signal::Kill);
         }
-        Claim::Done { status, response } => Ok(wire::raw_json_response(status, response)),
-        Claim::Mismatch => Err(ActionError::idempotency_key_reused(&key, action)),
-        Claim::InProgress => Err(ActionError::idempotency_in_progress(&key, action)),
     }
 }

@@ -476,3 +476,86 @@ async fn a_replay_waits_without_its_admission_and_ends_at_once_when_the_runtime_
     assert_eq!(error["code"], "forbidden", "{error}");
     assert_eq!(rig.proxy.injected()["stall"], 1, "a send after revocation");
 }
+
+/// The server is killed (SIGKILL, by the debug build's fault point) right after a mutation with a
+/// selector committed and before it answered, then started again on the same database and
+/// address: the daemon told the runtime the outcome is unknown, and the repeat it advised finds
+/// the receipt the mutation committed with, at once (no claim is left in progress for a lease to
+/// run out), so there is one record. On SQLite here, on PostgreSQL in its pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_server_killed_between_commit_and_answer_leaves_a_receipt_the_repeat_finds() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = crate::support::database_url(dir.path()).await;
+    let token_file = dir.path().join("operator.token");
+    let (mut server, server_url, _) = crate::support::spawn_server_in_env(
+        "127.0.0.1:0",
+        &database,
+        &token_file,
+        None,
+        &[],
+        &[("AGENTTEAM_FAULT_KILL_AFTER_COMMIT", "task.create")],
+    )
+    .await;
+    let timeout = HOP_TIMEOUT_MS.to_string();
+    let daemon = TestDaemon::start(&[
+        "--server-url",
+        &server_url,
+        "--operator-token-file",
+        token_file.to_str().unwrap(),
+        "--server-timeout-ms",
+        &timeout,
+    ])
+    .await;
+    daemon.add_agent("alpha").await;
+    let script =
+        r#"echo "$AGENTTEAM_EXEC_BASE_URL"; echo "$AGENTTEAM_EXEC_TOKEN_FILE"; exec sleep 600"#;
+    let mut runtime = daemon.launch("alpha", &[], script);
+    let exec_base = runtime.line().await;
+    let token = std::fs::read_to_string(PathBuf::from(runtime.line().await)).unwrap();
+    let identity: Value =
+        serde_json::from_slice(&std::fs::read(daemon.state_dir.join("identity.json")).unwrap())
+            .unwrap();
+    let channel = identity["channelId"].as_str().unwrap().to_string();
+    let exec = |action: &'static str, input: Value| {
+        let request = daemon
+            .client
+            .post(format!("{exec_base}/task/{action}"))
+            .bearer_auth(&token)
+            .json(&input);
+        async move {
+            let envelope: Value = request.send().await.unwrap().json().await.unwrap();
+            match envelope["ok"].as_bool() {
+                Some(true) => Ok(envelope["data"].clone()),
+                _ => Err(envelope["error"].clone()),
+            }
+        }
+    };
+    let location = json!({"kind": "channel", "channelId": channel});
+    let input = json!({"location": location, "title": "crashed", "requestId": "req-crashed-0001"});
+    let error = exec("create", input.clone()).await.unwrap_err();
+    assert_eq!(error["code"], "outcome_unknown", "{error}");
+    let status = server.wait().await.unwrap();
+    assert_eq!(
+        std::os::unix::process::ExitStatusExt::signal(&status),
+        Some(9),
+        "the fault point killed the server: {status}"
+    );
+
+    let listen = server_url.trim_start_matches("http://");
+    let (_server, _, _) =
+        crate::support::spawn_server_at(listen, &database, &token_file, None, &[]).await;
+    let created = exec("create", input)
+        .await
+        .expect("the repeat finds the receipt");
+    assert_eq!(created["task"]["title"], "crashed");
+    let page = exec("list", json!({"location": location, "limit": 100}))
+        .await
+        .unwrap();
+    let crashed = page["tasks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|task| task["title"] == "crashed")
+        .count();
+    assert_eq!(crashed, 1, "{page}");
+}

@@ -337,7 +337,7 @@ async fn keys_are_scoped_by_agent_and_action_and_expire_after_24_hours() {
 }
 
 #[tokio::test]
-async fn an_action_error_is_replayed_too() {
+async fn an_action_error_leaves_the_key_free_and_the_repeat_runs_anew() {
     let server = TestServer::start().await;
     let w = server.workspace("acme").await;
     let (_, created) = post_with_headers(
@@ -355,13 +355,16 @@ async fn an_action_error_is_replayed_too() {
     let complete = json!({"taskId": task_id, "requestId": "req-err-000002"});
     let first = post_with_headers(&server, &w, "complete", &complete, &[]).await;
     assert_eq!(first.0, 409, "{}", first.1);
-    // Claiming now would make the same request succeed, but the key replays the first answer.
+    // Nothing was applied, so nothing was recorded: once the task is claimed, the same request
+    // with the same key runs and succeeds, and its success is the key's answer from then on.
     let (status, _) = server
         .action(&w, &w.agent_id, "task", "claim", json!({"taskId": task_id}))
         .await;
     assert_eq!(status, 200);
+    let second = post_with_headers(&server, &w, "complete", &complete, &[]).await;
+    assert_eq!(second.0, 200, "{}", second.1);
     assert_eq!(
         post_with_headers(&server, &w, "complete", &complete, &[]).await,
-        first
+        second
     );
 }

@@ -806,10 +806,23 @@ pub async fn spawn_server_at(
     log: Option<&Path>,
     extra: &[&str],
 ) -> (tokio::process::Child, String, String) {
+    spawn_server_in_env(listen, database, token_file, log, extra, &[]).await
+}
+
+/// [`spawn_server_at`] with `env` added to the server's environment (a fault point's variable).
+pub async fn spawn_server_in_env(
+    listen: &str,
+    database: &str,
+    token_file: &Path,
+    log: Option<&Path>,
+    extra: &[&str],
+    env: &[(&str, &str)],
+) -> (tokio::process::Child, String, String) {
     use tokio::io::AsyncBufReadExt;
     let mut child = tokio::process::Command::new(bin())
         .args(["server", "--listen", listen])
         .args(extra)
+        .envs(env.iter().copied())
         .arg("--database")
         .arg(database)
         .arg("--operator-token-file")

@@ -76,8 +76,9 @@ impl DatabaseLock {
     }
 }
 
-/// Expands `$body` once per backend with `$writer` and `$reader` bound to that backend's pools and
-/// `$pg` to whether it is PostgreSQL; `Backend` names the sqlx database type inside the body.
+/// Expands `$body` once per backend with `$writer` and `$reader` bound to that backend's pools (or,
+/// inside [`Store::atomically`](super::Store::atomically), to the request's transaction: `tx.rs`)
+/// and `$pg` to whether it is PostgreSQL; `Backend` names the sqlx database type inside the body.
 ///
 /// The PostgreSQL expansion runs as a boxed future of its own: sqlx's PostgreSQL pool futures
 /// are about 14.5 KiB (its connection acquisition alone), and inline they would make every store
@@ -89,15 +90,22 @@ macro_rules! on_backend {
     ($store:expr, |$writer:ident, $reader:ident, $pg:ident| $body:expr) => {
         match &$store.db {
             $crate::server::store::db::Db::Sqlite { writer, reader, .. } => {
+                let tx = $crate::server::store::tx::current();
+                let tx = tx.as_ref().and_then(|tx| tx.sqlite());
+                let writer = $crate::server::store::tx::Exec::of(writer, tx);
+                let reader = $crate::server::store::tx::Exec::of(reader, tx);
                 #[allow(unused_variables)]
-                let ($writer, $reader, $pg) = (writer, reader, false);
+                let ($writer, $reader, $pg) = (&writer, &reader, false);
                 #[allow(dead_code)]
                 type Backend = ::sqlx::Sqlite;
                 $body
             }
             $crate::server::store::db::Db::Postgres(pool) => {
+                let tx = $crate::server::store::tx::current();
+                let tx = tx.as_ref().and_then(|tx| tx.postgres());
+                let pool = $crate::server::store::tx::Exec::of(pool, tx);
                 #[allow(unused_variables)]
-                let ($writer, $reader, $pg) = (pool, pool, true);
+                let ($writer, $reader, $pg) = (&pool, &pool, true);
                 #[allow(dead_code)]
                 type Backend = ::sqlx::Postgres;
                 ::std::boxed::Box::pin(async { $body }).await
@@ -451,6 +459,24 @@ impl<'p> sqlx::Executor<'p> for &'_ Readers {
             reader.check(&statement);
             statement
         })
+    }
+}
+
+super::tx::executor!(
+    Readers,
+    sqlx::Sqlite,
+    sqlx::sqlite::SqliteQueryResult,
+    sqlx::sqlite::SqliteRow,
+    sqlx::sqlite::SqliteStatement,
+    sqlx::sqlite::SqliteTypeInfo
+);
+
+impl<'a> super::tx::Exec<'a, Readers, sqlx::Sqlite> {
+    pub(crate) async fn begin(&self) -> Result<super::tx::ExecTx<'a, sqlx::Sqlite>, sqlx::Error> {
+        match self {
+            super::tx::Exec::Pool(readers) => readers.begin().await.map(super::tx::ExecTx::Own),
+            super::tx::Exec::Tx(cell) => cell.hold().map(super::tx::ExecTx::Shared),
+        }
     }
 }
 

@@ -19,6 +19,7 @@ mod schedules;
 mod tasks;
 mod teams;
 mod tenancy;
+mod tx;
 mod workflows;
 
 use std::str::FromStr;
@@ -83,9 +84,35 @@ impl Store {
 
     /// The caller-thread SQLite readers, on SQLite with a database file.
     fn raw(&self) -> Option<&raw::RawReaders> {
+        // Its connections cannot see the writes of the request's transaction.
+        if tx::current().is_some() {
+            return None;
+        }
         match &self.db {
             db::Db::Sqlite { raw, .. } => raw.as_deref(),
             db::Db::Postgres(_) => None,
+        }
+    }
+
+    /// Runs `work` inside one transaction on the writer: every store method it calls runs its
+    /// statements there (`tx.rs`). The transaction commits when `work` answers
+    /// `Ok((value, true))`, and is rolled back when it answers `Ok((value, false))` or fails.
+    pub async fn atomically<T, Fut>(&self, work: impl FnOnce() -> Fut) -> Result<T, StoreError>
+    where
+        Fut: std::future::Future<Output = Result<(T, bool), StoreError>>,
+    {
+        match &self.db {
+            db::Db::Sqlite { writer, .. } => {
+                tx::run_in(writer.begin().await?, tx::RequestTx::Sqlite, work()).await
+            }
+            db::Db::Postgres(pool) => {
+                Box::pin(tx::run_in(
+                    pool.begin().await?,
+                    tx::RequestTx::Postgres,
+                    work(),
+                ))
+                .await
+            }
         }
     }
 
