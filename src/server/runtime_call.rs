@@ -119,31 +119,39 @@ where
         )
     };
     let answered = match receipt {
-        Receipt::Atomic => store
-            .atomically(|| async {
-                match claim().await? {
-                    Claim::Acquired => {
-                        let (status, body) = render(&execute().await);
-                        // Only a success is the key's answer: a failure leaves nothing behind.
-                        let applied = (200..300).contains(&status);
-                        if applied {
-                            store
-                                .finish_idempotent(&caller.agent_id, action, &key, status, &body)
-                                .await?;
+        Receipt::Atomic => {
+            let answered = store
+                .atomically(|| async {
+                    match claim().await? {
+                        Claim::Acquired => {
+                            let (status, body) = render(&execute().await);
+                            // Only a success is the key's answer: a failure leaves nothing behind.
+                            let applied = (200..300).contains(&status);
+                            if applied {
+                                store
+                                    .finish_idempotent(
+                                        &caller.agent_id,
+                                        action,
+                                        &key,
+                                        status,
+                                        &body,
+                                    )
+                                    .await?;
+                            }
+                            Ok((Ok((status, body)), applied))
                         }
-                        Ok((Ok((status, body)), applied))
+                        other => Ok((Err(other), false)),
                     }
-                    other => Ok((Err(other), false)),
-                }
-            })
-            .await
-            .inspect(|answered| {
-                #[cfg(debug_assertions)]
-                if answered.is_ok() {
-                    fault::after_commit(action);
-                }
-            })
-            .map_err(failure::store)?,
+                })
+                .await
+                .map_err(failure::store)?;
+            // A success committed its effects and its receipt.
+            #[cfg(debug_assertions)]
+            if matches!(&answered, Ok((status, _)) if (200..300).contains(status)) {
+                fault::after_commit(action);
+            }
+            answered
+        }
         Receipt::Separate => match claim().await.map_err(failure::store)? {
             Claim::Acquired => {
                 let (status, body) = render(&execute().await);
