@@ -1,10 +1,13 @@
 //! The daemon's client of the server's runtime API: one forwarding rule for every call.
 //!
-//! [`ServerClient::forward`] is the one transport of a runtime call: authenticate as a device,
-//! `POST` the validated input to the call's [`Route`], send the idempotency selector as
-//! `Idempotency-Key` and `X-Request-ID`, and give back the server's success envelope as it was
-//! written ([`ServerAnswer`]) or the contract's error it refused with. The caller checks the
-//! answer against the call's output contract before anything reaches a runtime.
+//! [`ServerClient::forward_once`] is the one transport of a runtime call: authenticate as a
+//! device, `POST` the validated input to the call's [`Route`] within the hop timeout, send the
+//! idempotency selector as `Idempotency-Key` and `X-Request-ID`, and give back the server's success
+//! envelope as it was written ([`ServerAnswer`]) or the contract's error it refused with
+//! ([`ServerClient::forward`] is the same with the hop's whole timeout). The caller checks the
+//! answer against the call's output contract before anything reaches a runtime, and decides
+//! whether to send again ([`Failed`] says whether the server may have seen a request without an
+//! answer).
 //!
 //! Failures of the hop itself are classified, never passed through: unreachable → `upstream_unavailable`,
 //! too slow → `upstream_timeout`, a 5xx or an answer that is not the contract's envelope →

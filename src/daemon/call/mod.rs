@@ -282,7 +282,7 @@ impl Asked<'_> {
                 .retake(&state.authorizations, self.authorization)
             {
                 let error = crate::daemon::access::admission_limited();
-                return Err(match mutation {
+                return Err(match mutation && replay.may_have_applied() {
                     true => self.outcome_unknown(input, &error),
                     false => error,
                 });
@@ -304,7 +304,7 @@ impl Asked<'_> {
         tracing::warn!(%incident_id, operation = %name, why = %lost.message, selector = self.idempotency_key.is_some(), "a mutation's answer was lost; its outcome is unknown");
         let message = match self.idempotency_key {
             Some(key) => format!(
-                "`{name}` with `requestId` `{key}` was sent and its answer was lost: it may or may not have been applied"
+                "`{name}` with the idempotency selector `{key}` was sent and its answer was lost: it may or may not have been applied"
             ),
             None => format!(
                 "`{name}` was sent and its answer was lost: it may or may not have been applied"

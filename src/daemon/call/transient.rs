@@ -86,6 +86,11 @@ impl Replay {
         self.hop_timeout.min(left).max(LEAST_SEND)
     }
 
+    /// Whether a send so far may have reached the server.
+    pub fn may_have_applied(&self) -> bool {
+        self.maybe_applied
+    }
+
     /// What to do after a send that failed with `failed`.
     pub fn after(&mut self, failed: &Failed) -> Next {
         self.sends += 1;

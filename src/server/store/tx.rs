@@ -314,3 +314,86 @@ async fn settle<T, DB: sqlx::Database>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::{Claim, Store};
+
+    /// A store with one agent, and the agent's id.
+    async fn store() -> (tempfile::TempDir, Store, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, _, _, agent, _) = super::super::tests::people(dir.path()).await;
+        (dir, store, agent)
+    }
+
+    async fn claim(store: &Store, agent: &str, key: &str) -> Claim {
+        store
+            .claim_idempotent(agent, "task.create", key, b"f", 1_000, 0)
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn the_store_methods_of_a_scope_commit_together_or_not_at_all() {
+        let (_dir, store, agent) = store().await;
+        // Rolled back: the claim made inside the scope is gone, the key is free.
+        let inside = store
+            .atomically(|| async { Ok((claim(&store, &agent, "req-rolled-back").await, false)) })
+            .await
+            .unwrap();
+        assert_eq!(inside, Claim::Acquired);
+        assert_eq!(
+            claim(&store, &agent, "req-rolled-back").await,
+            Claim::Acquired
+        );
+        // Committed: the claim and the answer recorded inside the scope are there together.
+        store
+            .atomically(|| async {
+                assert_eq!(
+                    claim(&store, &agent, "req-committed").await,
+                    Claim::Acquired
+                );
+                store
+                    .finish_idempotent(&agent, "task.create", "req-committed", 200, "{}")
+                    .await?;
+                Ok(((), true))
+            })
+            .await
+            .unwrap();
+        assert_eq!(
+            claim(&store, &agent, "req-committed").await,
+            Claim::Done {
+                status: 200,
+                response: "{}".into()
+            }
+        );
+        // A failure inside the scope rolls it back and is the answer.
+        let failed = store
+            .atomically(|| async {
+                assert_eq!(claim(&store, &agent, "req-failed").await, Claim::Acquired);
+                Err::<((), bool), _>(super::StoreError::Corrupt { column: "test" })
+            })
+            .await;
+        assert!(failed.is_err());
+        assert_eq!(claim(&store, &agent, "req-failed").await, Claim::Acquired);
+    }
+
+    #[tokio::test]
+    async fn a_second_use_of_the_request_transaction_while_one_holds_it_fails_at_once() {
+        let (_dir, store, _) = store().await;
+        let refused = store
+            .atomically(|| async {
+                let current = super::current().unwrap();
+                let cell = current.sqlite().unwrap();
+                let held = cell.hold().unwrap();
+                // While a store method's `begin()` holds it, any other statement is refused.
+                let second = cell.hold().map(|_| ()).unwrap_err();
+                drop(held);
+                Ok((second.to_string(), false))
+            })
+            .await
+            .unwrap();
+        assert!(refused.contains("was used while"), "{refused}");
+        assert!(super::current().is_none(), "the scope ended with the call");
+    }
+}
