@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::fault_proxy::{Fault, FaultProxy};
-use crate::support::{Launched, TestDaemon, sample, spawn_server};
+use crate::support::{Launched, TestDaemon, sample};
 
 /// Writers at once.
 const WRITERS: usize = 8;
@@ -31,7 +31,11 @@ const HOP_TIMEOUT_MS: u64 = 1000;
 const RATE: f64 = 0.01;
 
 struct Rig {
-    _server: tokio::process::Child,
+    /// The server behind the proxy, which a test may kill and start again.
+    server: tokio::sync::Mutex<tokio::process::Child>,
+    server_url: String,
+    database: String,
+    token_file: PathBuf,
     proxy: FaultProxy,
     daemon: TestDaemon,
     _runtime: Launched,
@@ -45,11 +49,18 @@ struct Rig {
 }
 
 impl Rig {
+    /// On the pass's database (SQLite, or the PostgreSQL pass's cluster).
     async fn start() -> Rig {
         let dir = tempfile::tempdir().unwrap();
-        let (server, server_url, _) = spawn_server(dir.path()).await;
-        let proxy = FaultProxy::start(&server_url).await;
+        let database = crate::support::database_url(dir.path()).await;
+        Rig::start_on(dir, database).await
+    }
+
+    async fn start_on(dir: tempfile::TempDir, database: String) -> Rig {
         let token_file = dir.path().join("operator.token");
+        let (server, server_url, _) =
+            crate::support::spawn_server_on(&database, &token_file, None).await;
+        let proxy = FaultProxy::start(&server_url).await;
         let timeout = HOP_TIMEOUT_MS.to_string();
         let daemon = TestDaemon::start(&[
             "--server-url",
@@ -73,7 +84,10 @@ impl Rig {
                 .unwrap();
         let channel = identity["channelId"].as_str().unwrap().to_string();
         Rig {
-            _server: server,
+            server: tokio::sync::Mutex::new(server),
+            server_url,
+            database,
+            token_file,
             proxy,
             daemon,
             _runtime: runtime,
@@ -127,6 +141,43 @@ impl Rig {
             return Err(envelope["error"].clone());
         }
         Ok(result["structuredContent"].clone())
+    }
+
+    /// SIGKILLs the server and starts it again on the same database and address.
+    async fn kill_and_restart_server(&self) {
+        let mut server = self.server.lock().await;
+        server.start_kill().unwrap();
+        let status = server.wait().await.unwrap();
+        assert_eq!(
+            std::os::unix::process::ExitStatusExt::signal(&status),
+            Some(9),
+            "{status}"
+        );
+        let listen = self.server_url.trim_start_matches("http://");
+        let (restarted, _, _) =
+            crate::support::spawn_server_at(listen, &self.database, &self.token_file, None, &[])
+                .await;
+        *server = restarted;
+    }
+
+    /// One write of `kind` named `name` (its title or text; its selector is `req-NAME`).
+    async fn write(&self, name: &str, kind: Kind) -> Result<Value, Value> {
+        let selector = format!("req-{name}");
+        match kind {
+            Kind::ExecSelector => {
+                let input =
+                    json!({"location": self.location(), "title": name, "requestId": selector});
+                self.exec("task", "create", &input).await
+            }
+            Kind::Natural => {
+                let input = json!({"location": self.location(), "title": name});
+                self.exec("task", "create", &input).await
+            }
+            Kind::McpSelector => {
+                let arguments = json!({"target": format!("channel:{}", self.channel), "content": name, "requestId": selector});
+                self.call("message_send", arguments).await
+            }
+        }
     }
 
     fn location(&self) -> Value {
@@ -230,56 +281,124 @@ async fn selector_writes_land_exactly_once_and_natural_key_writes_at_most_once_u
     rig.proxy.set_mix("/actions/task/create", mix());
     rig.proxy.set_mix("/tools/message_send", mix());
 
+    let (outcomes, took) = load(&rig, SELECTOR_WRITES, NATURAL_WRITES, None).await;
+    let injected = rig.proxy.injected();
+    rig.proxy.clear();
+    let (failures, figures) = verify(&rig, &outcomes, Unknowns::NotAllowed).await;
+    let metrics = rig.daemon.metrics().await;
+    let counter =
+        |name: &str| sample(&metrics, &format!("agentteam_{name}_total")).unwrap_or(0.0) as u64;
+    let resends = counter("server_resends");
+    let unknown = counter("unknown_outcomes");
+    println!(
+        "exactly once: {} writes by {WRITERS} writers in {:.1} s; faults injected {injected:?}; resends {resends}; {figures:?}",
+        outcomes.len(),
+        took.as_secs_f64(),
+    );
+    assert!(
+        failures.is_empty(),
+        "{} failures:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    // Every fault mode was met, the daemon sent again, and each unknown it answered is counted.
+    for fault in [
+        "reset before forwarding",
+        "reset after the answer",
+        "stall",
+        "truncated answer",
+        "answer",
+    ] {
+        assert!(
+            injected.get(fault).copied().unwrap_or(0) > 0,
+            "{fault} never injected"
+        );
+    }
+    assert!(resends > 0);
+    assert_eq!(
+        unknown as usize,
+        figures.get("unknown (natural key)").copied().unwrap_or(0)
+    );
+}
+
+/// A fault the load meets when `at` writes have been answered.
+type MidLoad<'a> = (
+    usize,
+    std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send + 'a>>,
+);
+
+/// [`WRITERS`] writers, each sending `selector_writes` selector-carrying writes (every eighth
+/// through MCP) and then `natural_writes` natural-key ones; `mid_load` runs once `at` writes were
+/// answered, while the writers go on. Every write with what the runtime was told, and the time.
+async fn load(
+    rig: &Arc<Rig>,
+    selector_writes: usize,
+    natural_writes: usize,
+    mid_load: Option<MidLoad<'_>>,
+) -> (Vec<(String, Kind, Told)>, Duration) {
     let started = Instant::now();
+    let answered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let progress = Arc::new(tokio::sync::Notify::new());
     let mut writers = Vec::new();
     for writer in 0..WRITERS {
         let rig = rig.clone();
+        let answered = answered.clone();
+        let progress = progress.clone();
         writers.push(tokio::spawn(async move {
             let mut outcomes = Vec::new();
-            for n in 0..SELECTOR_WRITES + NATURAL_WRITES {
+            for n in 0..selector_writes + natural_writes {
                 let name = format!("eo-{writer}-{n}");
                 let kind = match n {
-                    n if n >= SELECTOR_WRITES => Kind::Natural,
+                    n if n >= selector_writes => Kind::Natural,
                     n if n % 8 == 7 => Kind::McpSelector,
                     _ => Kind::ExecSelector,
                 };
-                let selector = format!("req-{name}");
-                let answer = match kind {
-                    Kind::ExecSelector => {
-                        let input = json!({"location": rig.location(), "title": name, "requestId": selector});
-                        rig.exec("task", "create", &input).await
-                    }
-                    Kind::Natural => {
-                        let input = json!({"location": rig.location(), "title": name});
-                        rig.exec("task", "create", &input).await
-                    }
-                    Kind::McpSelector => {
-                        let arguments = json!({"target": format!("channel:{}", rig.channel), "content": name, "requestId": selector});
-                        rig.call("message_send", arguments).await
-                    }
-                };
+                let answer = rig.write(&name, kind).await;
                 outcomes.push((name, kind, told(answer)));
+                answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                progress.notify_waiters();
             }
             outcomes
         }));
+    }
+    if let Some((at, fault)) = mid_load {
+        loop {
+            let notified = progress.notified();
+            if answered.load(std::sync::atomic::Ordering::SeqCst) >= at {
+                break;
+            }
+            notified.await;
+        }
+        fault.await;
     }
     let mut outcomes = Vec::new();
     for writer in writers {
         outcomes.extend(writer.await.unwrap());
     }
-    let load = started.elapsed();
-    let injected = rig.proxy.injected();
-    rig.proxy.clear();
+    (outcomes, started.elapsed())
+}
 
+/// Whether a selector write may be left without an acknowledgement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Unknowns {
+    /// Network faults only: every selector write ends acknowledged.
+    NotAllowed,
+    /// A crash mid-load: a selector write may end unknown (or refused), each then listed.
+    Listed,
+}
+
+/// Reads everything back through the daemon (faults off) and holds each write to its rules:
+/// what failed, and the figures.
+async fn verify(
+    rig: &Rig,
+    outcomes: &[(String, Kind, Told)],
+    unknowns: Unknowns,
+) -> (Vec<String>, BTreeMap<&'static str, usize>) {
     let tasks = rig.task_titles().await;
     let messages = rig.message_texts().await;
-    let metrics = rig.daemon.metrics().await;
-    let counter =
-        |name: &str| sample(&metrics, &format!("agentteam_{name}_total")).unwrap_or(0.0) as u64;
-
     let mut failures = Vec::new();
     let mut figures: BTreeMap<&str, usize> = BTreeMap::new();
-    for (name, kind, told) in &outcomes {
+    for (name, kind, told) in outcomes {
         let records = match kind {
             Kind::McpSelector => messages.get(name),
             _ => tasks.get(name),
@@ -314,7 +433,7 @@ async fn selector_writes_land_exactly_once_and_natural_key_writes_at_most_once_u
                         "unknown (natural key)"
                     })
                     .or_default() += 1;
-                if selector {
+                if selector && unknowns == Unknowns::NotAllowed {
                     failures.push(format!("{name} ({kind:?}) was left unknown"));
                 }
                 if !next.contains("agentteam exec task") && !next.contains("message_history_read") {
@@ -323,42 +442,145 @@ async fn selector_writes_land_exactly_once_and_natural_key_writes_at_most_once_u
                     ));
                 }
             }
+            Told::Other(error) if unknowns == Unknowns::Listed => {
+                *figures
+                    .entry("refused while the server was down")
+                    .or_default() += 1;
+                println!("  {name} ({kind:?}): {error}");
+            }
             Told::Other(error) => {
                 failures.push(format!("{name} ({kind:?}) was answered {error}"));
             }
         }
     }
-    let resends = counter("server_resends");
-    let unknown = counter("unknown_outcomes");
-    println!(
-        "exactly once: {} writes by {WRITERS} writers in {:.1} s; faults injected {injected:?}; resends {resends}; {figures:?}",
-        outcomes.len(),
-        load.as_secs_f64(),
-    );
+    (failures, figures)
+}
+
+/// Holds a load that met a crash to the rules: nothing duplicated, nothing acknowledged lost,
+/// every selector write left unknown or refused listed; then repeats each of those as its answer
+/// advised, and each is then there exactly once. How many calls the daemon sent again.
+async fn settle_and_check(
+    rig: &Rig,
+    outcomes: Vec<(String, Kind, Told)>,
+    took: Duration,
+    what: &str,
+) -> f64 {
+    println!("{what}: writes not acknowledged:");
+    let (failures, figures) = verify(rig, &outcomes, Unknowns::Listed).await;
     assert!(
         failures.is_empty(),
         "{} failures:\n{}",
         failures.len(),
         failures.join("\n")
     );
-    // Every fault mode was met, the daemon sent again, and each unknown it answered is counted.
-    for fault in [
-        "reset before forwarding",
-        "reset after the answer",
-        "stall",
-        "truncated answer",
-        "answer",
-    ] {
-        assert!(
-            injected.get(fault).copied().unwrap_or(0) > 0,
-            "{fault} never injected"
-        );
+    let mut unsettled = Vec::new();
+    for (name, kind, told) in &outcomes {
+        if *kind == Kind::Natural || matches!(told, Told::Acknowledged) {
+            continue;
+        }
+        if let Told::Unknown(_) = told {
+            println!("  unknown: req-{name}");
+        }
+        unsettled.push((name.clone(), *kind));
+        let repeat = rig.write(name, *kind).await;
+        assert!(repeat.is_ok(), "the repeat of req-{name}: {repeat:?}");
     }
-    assert!(resends > 0);
-    assert_eq!(
-        unknown as usize,
-        figures.get("unknown (natural key)").copied().unwrap_or(0)
+    let tasks = rig.task_titles().await;
+    let messages = rig.message_texts().await;
+    for (name, kind) in &unsettled {
+        let records = match kind {
+            Kind::McpSelector => messages.get(name),
+            _ => tasks.get(name),
+        };
+        assert_eq!(records, Some(&1), "req-{name} after its repeat");
+    }
+    let metrics = rig.daemon.metrics().await;
+    let resends = sample(&metrics, "agentteam_server_resends_total").unwrap_or(0.0);
+    println!(
+        "{what}: {} writes by {WRITERS} writers in {:.1} s; sent again {resends}; {figures:?}; {} settled by their repeat, each once",
+        outcomes.len(),
+        took.as_secs_f64(),
+        unsettled.len(),
     );
+    resends
+}
+
+/// The server SIGKILLed halfway through the load and started again on the same database and
+/// address: while it is down, a write may end unknown or refused; none is duplicated, nothing
+/// acknowledged is lost, and each write left so is settled by the repeat its answer advised. On
+/// SQLite here, on PostgreSQL in its pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_server_killed_and_restarted_mid_load_duplicates_and_loses_nothing() {
+    let rig = Arc::new(Rig::start().await);
+    let half = WRITERS * (SELECTOR_WRITES + NATURAL_WRITES) / 2;
+    let crash: MidLoad<'_> = (half, Box::pin(rig.kill_and_restart_server()));
+    let (outcomes, took) = load(&rig, SELECTOR_WRITES, NATURAL_WRITES, Some(crash)).await;
+    let resends = settle_and_check(&rig, outcomes, took, "server SIGKILLed mid-load").await;
+    // The crash was met: calls in flight lost their answers and were sent again.
+    assert!(resends > 0.0, "no call was sent again");
+}
+
+/// A PostgreSQL cluster of the test's own (`scripts/pg-cluster`), stopped and removed on drop.
+struct OwnCluster {
+    dir: PathBuf,
+    url: String,
+}
+
+impl OwnCluster {
+    fn start() -> OwnCluster {
+        let dir = std::env::temp_dir().join(format!("agentteam-own-pg-{}", std::process::id()));
+        // PostgreSQL's own durability: a crash keeps every commit it acknowledged.
+        let output =
+            std::process::Command::new(crate::support::repo_root().join("scripts/pg-cluster"))
+                .env("DURABLE", "1")
+                .arg("start")
+                .arg(&dir)
+                .output()
+                .unwrap();
+        assert!(
+            output.status.success(),
+            "scripts/pg-cluster start: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        let url = String::from_utf8(output.stdout).unwrap().trim().to_string();
+        OwnCluster { dir, url }
+    }
+
+    /// Stops PostgreSQL at once, as a crash would, and starts it again (crash recovery).
+    async fn restart(&self) {
+        let status =
+            tokio::process::Command::new(crate::support::repo_root().join("scripts/pg-cluster"))
+                .arg("restart")
+                .arg(&self.dir)
+                .status()
+                .await
+                .unwrap();
+        assert!(status.success(), "scripts/pg-cluster restart");
+    }
+}
+
+impl Drop for OwnCluster {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new(crate::support::repo_root().join("scripts/pg-cluster"))
+            .arg("stop")
+            .arg(&self.dir)
+            .status();
+    }
+}
+
+/// PostgreSQL itself stopped at once and restarted halfway through the load, on a cluster of the
+/// test's own: the same rules as a server crash. Only in the PostgreSQL pass.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn pg_postgresql_restarted_mid_load_duplicates_and_loses_nothing() {
+    let cluster = OwnCluster::start();
+    let dir = tempfile::tempdir().unwrap();
+    let rig = Arc::new(Rig::start_on(dir, cluster.url.clone()).await);
+    let half = WRITERS * (SELECTOR_WRITES + NATURAL_WRITES) / 2;
+    let crash: MidLoad<'_> = (half, Box::pin(cluster.restart()));
+    let (outcomes, took) = load(&rig, SELECTOR_WRITES, NATURAL_WRITES, Some(crash)).await;
+    // While PostgreSQL is down the server answers its own failure (nothing was committed): those
+    // are refusals, listed and settled, not lost answers.
+    settle_and_check(&rig, outcomes, took, "PostgreSQL restarted mid-load").await;
 }
 
 /// Sends of one call at most (the daemon's bound).
