@@ -8,6 +8,12 @@
 //! acknowledged write there, and no selector write left unknown; a natural-key write is there at
 //! most once, and each whose answer was lost was answered `outcome_unknown` with the read that
 //! settles it.
+//!
+//! Then crashes: the server killed between a mutation's commit and its answer (a debug build's
+//! fault point), the server SIGKILLed halfway through the same load, and on PostgreSQL the
+//! database itself restarted halfway through it (on a durable cluster of the test's own). A crash
+//! may leave writes unknown or refused: each is listed with its selector and settled by the
+//! repeat its answer advised, and nothing is duplicated or lost.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
