@@ -59,13 +59,25 @@ impl Rig {
     async fn start() -> Rig {
         let dir = tempfile::tempdir().unwrap();
         let database = crate::support::database_url(dir.path()).await;
-        Rig::start_on(dir, database).await
+        Rig::start_on(dir, database, &[]).await
     }
 
-    async fn start_on(dir: tempfile::TempDir, database: String) -> Rig {
+    /// On `database`, the server's environment with `server_env` added (a fault point).
+    async fn start_on(
+        dir: tempfile::TempDir,
+        database: String,
+        server_env: &[(&str, &str)],
+    ) -> Rig {
         let token_file = dir.path().join("operator.token");
-        let (server, server_url, _) =
-            crate::support::spawn_server_on(&database, &token_file, None).await;
+        let (server, server_url, _) = crate::support::spawn_server_in_env(
+            "127.0.0.1:0",
+            &database,
+            &token_file,
+            None,
+            &[],
+            server_env,
+        )
+        .await;
         let proxy = FaultProxy::start(&server_url).await;
         let timeout = HOP_TIMEOUT_MS.to_string();
         let daemon = TestDaemon::start(&[
@@ -151,8 +163,14 @@ impl Rig {
 
     /// SIGKILLs the server and starts it again on the same database and address.
     async fn kill_and_restart_server(&self) {
+        self.server.lock().await.start_kill().unwrap();
+        self.restart_server().await;
+    }
+
+    /// Waits for the server to die of SIGKILL (sent by the test or by a fault point), then starts
+    /// it again on the same database and address, without the fault point.
+    async fn restart_server(&self) {
         let mut server = self.server.lock().await;
-        server.start_kill().unwrap();
         let status = server.wait().await.unwrap();
         assert_eq!(
             std::os::unix::process::ExitStatusExt::signal(&status),
@@ -580,7 +598,7 @@ impl Drop for OwnCluster {
 async fn pg_postgresql_restarted_mid_load_duplicates_and_loses_nothing() {
     let cluster = OwnCluster::start();
     let dir = tempfile::tempdir().unwrap();
-    let rig = Arc::new(Rig::start_on(dir, cluster.url.clone()).await);
+    let rig = Arc::new(Rig::start_on(dir, cluster.url.clone(), &[]).await);
     let half = WRITERS * (SELECTOR_WRITES + NATURAL_WRITES) / 2;
     let crash: MidLoad<'_> = (half, Box::pin(cluster.restart()));
     let (outcomes, took) = load(&rig, SELECTOR_WRITES, NATURAL_WRITES, Some(crash)).await;
@@ -714,76 +732,51 @@ async fn a_replay_waits_without_its_admission_and_ends_at_once_when_the_runtime_
 async fn a_server_killed_between_commit_and_answer_leaves_a_receipt_the_repeat_finds() {
     let dir = tempfile::tempdir().unwrap();
     let database = crate::support::database_url(dir.path()).await;
-    let token_file = dir.path().join("operator.token");
-    let (mut server, server_url, _) = crate::support::spawn_server_in_env(
-        "127.0.0.1:0",
-        &database,
-        &token_file,
-        None,
-        &[],
-        &[("AGENTTEAM_FAULT_KILL_AFTER_COMMIT", "task.create")],
-    )
-    .await;
-    let timeout = HOP_TIMEOUT_MS.to_string();
-    let daemon = TestDaemon::start(&[
-        "--server-url",
-        &server_url,
-        "--operator-token-file",
-        token_file.to_str().unwrap(),
-        "--server-timeout-ms",
-        &timeout,
-    ])
-    .await;
-    daemon.add_agent("alpha").await;
-    let script =
-        r#"echo "$AGENTTEAM_EXEC_BASE_URL"; echo "$AGENTTEAM_EXEC_TOKEN_FILE"; exec sleep 600"#;
-    let mut runtime = daemon.launch("alpha", &[], script);
-    let exec_base = runtime.line().await;
-    let token = std::fs::read_to_string(PathBuf::from(runtime.line().await)).unwrap();
-    let identity: Value =
-        serde_json::from_slice(&std::fs::read(daemon.state_dir.join("identity.json")).unwrap())
-            .unwrap();
-    let channel = identity["channelId"].as_str().unwrap().to_string();
-    let exec = |action: &'static str, input: Value| {
-        let request = daemon
-            .client
-            .post(format!("{exec_base}/task/{action}"))
-            .bearer_auth(&token)
-            .json(&input);
-        async move {
-            let envelope: Value = request.send().await.unwrap().json().await.unwrap();
-            match envelope["ok"].as_bool() {
-                Some(true) => Ok(envelope["data"].clone()),
-                _ => Err(envelope["error"].clone()),
-            }
-        }
-    };
-    let location = json!({"kind": "channel", "channelId": channel});
-    let input = json!({"location": location, "title": "crashed", "requestId": "req-crashed-0001"});
-    let error = exec("create", input.clone()).await.unwrap_err();
+    let fault = [("AGENTTEAM_FAULT_KILL_AFTER_COMMIT", "task.create")];
+    let rig = Rig::start_on(dir, database, &fault).await;
+    let input =
+        json!({"location": rig.location(), "title": "crashed", "requestId": "req-crashed-0001"});
+    let error = rig.exec("task", "create", &input).await.unwrap_err();
     assert_eq!(error["code"], "outcome_unknown", "{error}");
-    let status = server.wait().await.unwrap();
-    assert_eq!(
-        std::os::unix::process::ExitStatusExt::signal(&status),
-        Some(9),
-        "the fault point killed the server: {status}"
-    );
-
-    let listen = server_url.trim_start_matches("http://");
-    let (_server, _, _) =
-        crate::support::spawn_server_at(listen, &database, &token_file, None, &[]).await;
-    let created = exec("create", input)
+    // The fault point killed the server; it starts again without it.
+    rig.restart_server().await;
+    let created = rig
+        .exec("task", "create", &input)
         .await
         .expect("the repeat finds the receipt");
     assert_eq!(created["task"]["title"], "crashed");
-    let page = exec("list", json!({"location": location, "limit": 100}))
-        .await
-        .unwrap();
-    let crashed = page["tasks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|task| task["title"] == "crashed")
-        .count();
-    assert_eq!(crashed, 1, "{page}");
+    assert_eq!(rig.task_titles().await.get("crashed"), Some(&1));
+}
+
+/// `--server-timeout-ms` takes 100 to 120000: past either edge the daemon refuses to start
+/// (exit 2, saying why); at each edge it starts and records the flag for its next start.
+#[tokio::test]
+async fn the_hop_timeout_is_refused_past_its_bounds_and_kept_at_them() {
+    for refused in ["99", "120001"] {
+        let dir = tempfile::tempdir().unwrap();
+        let output = tokio::process::Command::new(crate::support::bin())
+            .args(["daemon", "--state-dir"])
+            .arg(dir.path())
+            .args(["--server-timeout-ms", refused])
+            .output()
+            .await
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{refused}: {stderr}");
+        assert!(
+            stderr.contains("`--server-timeout-ms` must be between 100 and 120000"),
+            "{stderr}"
+        );
+    }
+    for kept in ["100", "120000"] {
+        let daemon = TestDaemon::start(&["--server-timeout-ms", kept]).await;
+        let recorded: Vec<String> =
+            serde_json::from_slice(&std::fs::read(daemon.state_dir.join("daemon.args")).unwrap())
+                .unwrap();
+        let at = recorded
+            .iter()
+            .position(|flag| flag == "--server-timeout-ms")
+            .expect("the flag is recorded");
+        assert_eq!(recorded[at + 1], kept);
+    }
 }
