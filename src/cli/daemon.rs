@@ -318,10 +318,18 @@ pub struct RunArgs {
     /// The id of the human message that started that turn
     #[arg(long, value_name = "MESSAGE_ID", requires = "turn_target")]
     turn_message: Option<String>,
-    /// The runtime family: its MCP configuration is written for it (in the launch's private
-    /// directory, removed with it) and passed with its own flag or variable
-    #[arg(long, value_enum, default_value = "generic")]
+    /// The runtime's driver: it points the runtime's MCP client at the daemon, hands its model
+    /// the AgentTeam guidance (and the memory skill where the runtime loads skills), and
+    /// pre-approves `agentteam exec` for its shell tool where it can, all by the runtime's own
+    /// per-launch flags or variables; `auto` goes by the program's name, then the agent's
+    /// runtime family; `generic` sets the environment only
+    #[arg(long, value_enum, default_value = "auto")]
     runtime: crate::daemon::runtime::driver::Family,
+    /// Under Codex: let its sandbox reach the network (`sandbox_workspace_write.network_access`),
+    /// which `agentteam exec` needs to reach the daemon; every sandboxed command gets network
+    /// access with it
+    #[arg(long)]
+    sandbox_network: bool,
     /// The Codex thread id of the runtime's primary thread, when known: an MCP `tools/call` whose
     /// Codex turn metadata names another thread may then only call read-only tools
     #[arg(long, value_name = "THREAD_ID")]
@@ -439,6 +447,7 @@ pub fn run_runtime(state: StateDir, args: RunArgs) -> Exit {
         turn_message,
         primary_thread,
         runtime,
+        sandbox_network,
         command,
     } = args;
     let turn = match (turn_target, turn_message) {
@@ -480,6 +489,7 @@ pub fn run_runtime(state: StateDir, args: RunArgs) -> Exit {
         turn,
         primary_thread,
         runtime,
+        sandbox_network,
     };
     if let Err(message) = options.check() {
         return usage_error(&message, &[]);

@@ -56,9 +56,10 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Print the tool-use guidance for agents: the Exec summary and the MCP tool guidance
+    /// Print the tool-use guidance for agents, as `agentteam run` hands it to a runtime: the MCP
+    /// tools, the memory skill, the Exec index, then the extensions pinned for this launch
     Prompt {
-        /// Show MCP tool names as this runtime shows them to its model
+        /// Name tools as this runtime shows them to its model
         #[arg(long, value_enum, default_value = "raw")]
         runtime: PromptRuntime,
     },
@@ -178,11 +179,19 @@ pub fn main() -> ExitCode {
         Command::Exec { args } => exec::run(&args),
         Command::Openapi => output::print(crate::contract::catalog::OPENAPI),
         Command::Catalog { json } => catalog::run(json),
-        Command::Prompt { runtime } => output::print(&format!(
-            "{}\n{}",
-            prompt_summary(&catalog::launch_extensions()),
-            crate::contract::tool_guidance::skill_doc(&runtime.naming())
-        )),
+        Command::Prompt { runtime } => {
+            let extensions = catalog::launch_extensions();
+            let definitions: Vec<&crate::contract::extension::Definition> =
+                extensions.iter().map(|e| &e.definition).collect();
+            output::print(
+                &crate::daemon::runtime::guidance::compile(
+                    runtime.family().reader(),
+                    &definitions,
+                    false,
+                )
+                .text,
+            )
+        }
         Command::Admin { json, command } => admin::run(command, json),
         Command::Mcp { command } => mcp::run(command),
         Command::Daemon(command) => {
@@ -222,42 +231,6 @@ pub fn main() -> ExitCode {
     exit.into()
 }
 
-/// The Exec prompt summary, with the domains of the extensions pinned for this runtime listed
-/// beside the built-in ones.
-fn prompt_summary(extensions: &[crate::contract::extension::Known]) -> String {
-    let summary = crate::contract::catalog::PROMPT_SUMMARY;
-    if extensions.is_empty() {
-        return summary.to_string();
-    }
-    let lines: String = extensions
-        .iter()
-        .map(|e| {
-            let names: Vec<&str> = e
-                .definition
-                .actions
-                .iter()
-                .map(|a| a.action.as_str())
-                .collect();
-            format!(
-                "- `{}`: {} Actions: {}.\n",
-                e.definition.name,
-                e.definition.summary,
-                names.join(", ")
-            )
-        })
-        .collect();
-    // After the last built-in domain line.
-    match summary.find("\n\nCommon ") {
-        Some(end) => format!(
-            "{}\n{}{}",
-            &summary[..end],
-            lines.trim_end(),
-            &summary[end..]
-        ),
-        None => format!("{summary}{lines}"),
-    }
-}
-
 /// Structured logs to stderr; `RUST_LOG` overrides the default `agentteam=info`.
 fn init_tracing() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -282,24 +255,27 @@ fn report(error: &dyn std::error::Error) -> Exit {
     Exit::Usage
 }
 
-/// The runtime naming conventions `agentteam prompt --runtime` knows.
+/// The runtimes whose guidance `agentteam prompt --runtime` prints.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
 pub enum PromptRuntime {
     /// Raw tool names, as `tools/list` serves them
     Raw,
-    /// Claude Code and Codex: `mcp__agentteam__<tool>`
+    /// Claude Code: `mcp__agentteam__<tool>`, its `Bash` tool
     Claude,
-    /// OpenCode: `mcp_agentteam_<tool>`
+    /// Codex: `mcp__agentteam__<tool>`, its `exec_command` tool
+    Codex,
+    /// OpenCode: `mcp_agentteam_<tool>`, its `bash` tool
     Opencode,
 }
 
 impl PromptRuntime {
-    fn naming(self) -> crate::contract::tool_guidance::RuntimeNaming {
-        use crate::contract::tool_guidance::RuntimeNaming;
+    fn family(self) -> crate::daemon::runtime::driver::Family {
+        use crate::daemon::runtime::driver::Family;
         match self {
-            PromptRuntime::Raw => RuntimeNaming::Raw,
-            PromptRuntime::Claude => RuntimeNaming::Claude,
-            PromptRuntime::Opencode => RuntimeNaming::Opencode,
+            PromptRuntime::Raw => Family::Generic,
+            PromptRuntime::Claude => Family::Claude,
+            PromptRuntime::Codex => Family::Codex,
+            PromptRuntime::Opencode => Family::Opencode,
         }
     }
 }

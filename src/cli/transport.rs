@@ -137,6 +137,24 @@ pub fn read_input_with(
     parse_strict(&text).map_err(|e| format!("the input is not one JSON value: {e}"))
 }
 
+/// What a command run inside a sandbox that refuses sockets is told.
+pub const SANDBOX_REFUSED: &str = "the connection to the AgentTeam daemon was refused by this process's sandbox (connect: permission denied), so no action ran: the runtime's sandbox blocks network sockets. Under Codex, start it with `agentteam run --sandbox-network … -- codex --sandbox workspace-write …` (which lets its sandboxed commands reach the network), or run the command outside the sandbox";
+
+/// Why the daemon could not be reached: a sandbox's refusal (`EPERM`/`EACCES` from `connect`)
+/// said as such, anything else as unreachable.
+fn unreachable(error: &reqwest::Error) -> String {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(cause) = source {
+        if let Some(io) = cause.downcast_ref::<std::io::Error>()
+            && io.kind() == std::io::ErrorKind::PermissionDenied
+        {
+            return SANDBOX_REFUSED.to_string();
+        }
+        source = cause.source();
+    }
+    "cannot reach the AgentTeam daemon".to_string()
+}
+
 /// Sends the one request; returns the (re-projected) envelope and whether it is a success, or a
 /// transport error message.
 pub fn post(
@@ -180,7 +198,7 @@ pub fn post_with(
             .json(input)
             .send()
             .await
-            .map_err(|_| "cannot reach the AgentTeam daemon".to_string())?;
+            .map_err(|e| unreachable(&e))?;
         let status = response.status();
         let bytes = read_bounded(response, MAX_RESPONSE_BYTES)
             .await

@@ -119,16 +119,21 @@ pub fn is_name(name: &str) -> bool {
         && name.len() <= 32
 }
 
-/// How the runtimes the daemon drives show a raw MCP tool name to their model: Claude Code and
-/// Codex as `mcp__agentteam__<tool>` (Codex: the namespace `mcp__agentteam` and the function
-/// `<tool>`), OpenCode as `mcp_agentteam_<tool>` (its server key `mcp_agentteam`, `_`, the tool).
-pub const MODEL_VISIBLE_PREFIXES: [&str; 2] = ["mcp__agentteam__", "mcp_agentteam_"];
+/// How the runtimes show a raw MCP tool name to their model: Claude Code, Codex and Kimi Code as
+/// `mcp__agentteam__<tool>` (Codex: the namespace `mcp__agentteam` and the function `<tool>`),
+/// OpenCode as `mcp_agentteam_<tool>` (its server key `mcp_agentteam`, `_`, the tool) and Gemini
+/// CLI the same way (`mcp_`, the server, `_`, the tool), Copilot CLI as `agentteam-<tool>`.
+pub const MODEL_VISIBLE_PREFIXES: [&str; 3] = ["mcp__agentteam__", "mcp_agentteam_", "agentteam-"];
+
+/// Gemini CLI cuts a tool name longer than this to its first and last 30 characters.
+pub const MAX_GEMINI_NAME: usize = 63;
 
 /// The longest name a runtime shows its model for one tool (the Responses API and Anthropic's
 /// tool names are at most 64 characters; Codex hashes a longer one into something else).
 pub const MAX_MODEL_VISIBLE_NAME: usize = 64;
 
-/// The longest raw tool name whose every model-visible form fits [`MAX_MODEL_VISIBLE_NAME`].
+/// The longest raw tool name whose every model-visible form fits [`MAX_MODEL_VISIBLE_NAME`], and
+/// Gemini's (`mcp_agentteam_<tool>`) fits [`MAX_GEMINI_NAME`] uncut.
 pub const fn max_raw_tool_name() -> usize {
     let mut longest = 0;
     let mut i = 0;
@@ -138,5 +143,7 @@ pub const fn max_raw_tool_name() -> usize {
         }
         i += 1;
     }
-    MAX_MODEL_VISIBLE_NAME - longest
+    let any = MAX_MODEL_VISIBLE_NAME - longest;
+    let gemini = MAX_GEMINI_NAME - MODEL_VISIBLE_PREFIXES[1].len();
+    if gemini < any { gemini } else { any }
 }

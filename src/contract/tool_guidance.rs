@@ -20,7 +20,7 @@ pub trait ToolNamer {
     fn model_name(&self, raw: &str) -> String;
 }
 
-/// The naming conventions of the runtimes the daemon drives.
+/// The naming conventions of the runtimes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RuntimeNaming {
     /// Raw names, as `tools/list` serves them.
@@ -29,6 +29,24 @@ pub enum RuntimeNaming {
     Claude,
     /// OpenCode: `mcp_agentteam_<tool>`.
     Opencode,
+    /// Gemini CLI: `mcp_<server>_<tool>`, that is `mcp_agentteam_<tool>`.
+    Gemini,
+    /// Kimi Code: `mcp__<server>__<tool>`.
+    Kimi,
+    /// Copilot CLI: `<server>-<tool>`.
+    Copilot,
+}
+
+impl RuntimeNaming {
+    /// Every convention.
+    pub const ALL: [RuntimeNaming; 6] = [
+        RuntimeNaming::Raw,
+        RuntimeNaming::Claude,
+        RuntimeNaming::Opencode,
+        RuntimeNaming::Gemini,
+        RuntimeNaming::Kimi,
+        RuntimeNaming::Copilot,
+    ];
 }
 
 /// A tool of the inventory, as a model-visible name resolves to it.
@@ -44,8 +62,9 @@ impl RuntimeNaming {
     fn prefix(self) -> &'static str {
         match self {
             RuntimeNaming::Raw => "",
-            RuntimeNaming::Claude => MODEL_VISIBLE_PREFIXES[0],
-            RuntimeNaming::Opencode => MODEL_VISIBLE_PREFIXES[1],
+            RuntimeNaming::Claude | RuntimeNaming::Kimi => MODEL_VISIBLE_PREFIXES[0],
+            RuntimeNaming::Opencode | RuntimeNaming::Gemini => MODEL_VISIBLE_PREFIXES[1],
+            RuntimeNaming::Copilot => MODEL_VISIBLE_PREFIXES[2],
         }
     }
 
@@ -111,22 +130,51 @@ pub fn skill_doc_split(namer: &dyn ToolNamer) -> SkillDocParts {
     SkillDocParts { rules, tools }
 }
 
-/// The guidance as one document: the rules, the tools, then the runtime skills that come with
-/// them, from the same inventory.
-pub fn skill_doc(namer: &dyn ToolNamer) -> String {
-    let parts = skill_doc_split(namer);
-    let mut doc = format!("{}\nTools:\n{}", parts.rules, parts.tools);
+/// The longest MCP `instructions` the daemon sends. Claude Code 2.1.332 cuts a server's
+/// instructions after 4 096 characters (measured: ARCHITECTURE.md); this leaves room below it.
+pub const MAX_MCP_INSTRUCTIONS: usize = 3_500;
+
+/// What `initialize` and `server/discover` tell a model about the namespace, in raw tool names:
+/// the tools, the reply rule, the memory skill's summary and where the Exec surface is described.
+/// Within [`MAX_MCP_INSTRUCTIONS`] (a unit test holds it there).
+pub fn mcp_instructions() -> String {
+    let send = ToolId::MessageSend.descriptor().name;
+    let mut text = format!(
+        "AgentTeam tools for this agent. Reply with `{send}` using the exact `target` shown on the message you answer (`channel:…`, `dm:…` or `thread:…`); never guess or reuse another target.\n\nTools:\n"
+    );
+    for tool in TOOLS {
+        let access = if tool.read_only { "read-only" } else { "acts" };
+        text.push_str(&format!(
+            "- `{}` ({access}): {}\n",
+            tool.name,
+            first_sentence(tool.description)
+        ));
+    }
+    text.push_str(
+        "\nA failed call returns `isError` with a JSON envelope: read its `code`, `message` and `next` and fix the call instead of repeating it. A read over its budget says `result_budget_exceeded`: follow its `next`.\n",
+    );
     for tool in TOOLS {
         if let Some(skill) = &tool.skill {
-            doc.push_str(&format!(
-                "\n## Runtime skill `{}` (with `{}`)\n\n{}\n",
+            text.push_str(&format!(
+                "\nMemory (`{}`, skill `{}`): {}\n",
+                tool.name,
                 skill.name,
-                namer.model_name(tool.name),
-                skill.text.trim_end()
+                first_sentence(skill.text)
             ));
         }
     }
-    doc
+    text.push_str(
+        "\nTasks, reviews, projects, teams, scheduled messages, approvals and the extensions are not MCP tools: they are `agentteam exec <domain> <action> '<JSON>'`, run through your command tool; `agentteam exec --help` lists them, and the launch's guidance describes them.",
+    );
+    text
+}
+
+/// The text up to the end of its first sentence (`. ` or the end).
+fn first_sentence(text: &str) -> &str {
+    match text.find(". ") {
+        Some(end) => &text[..=end],
+        None => text.trim_end(),
+    }
 }
 
 #[cfg(test)]
@@ -134,13 +182,25 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_mcp_instructions_name_every_tool_within_their_bound() {
+        let text = mcp_instructions();
+        assert!(
+            text.chars().count() <= MAX_MCP_INSTRUCTIONS,
+            "{} characters",
+            text.chars().count()
+        );
+        for tool in TOOLS {
+            assert_eq!(text.matches(&format!("- `{}` (", tool.name)).count(), 1);
+        }
+        assert!(text.contains("memory-maintenance"));
+        assert!(text.ends_with("the launch's guidance describes them."));
+    }
+
+    #[test]
     fn the_guidance_names_every_tool_once_under_the_runtime_convention() {
-        for naming in [
-            RuntimeNaming::Raw,
-            RuntimeNaming::Claude,
-            RuntimeNaming::Opencode,
-        ] {
-            let doc = skill_doc(&naming);
+        for naming in RuntimeNaming::ALL {
+            let parts = skill_doc_split(&naming);
+            let doc = format!("{}{}", parts.rules, parts.tools);
             for tool in TOOLS {
                 let shown = format!("- `{}` (", naming.model_name(tool.name));
                 assert_eq!(doc.matches(&shown).count(), 1, "{shown}");
@@ -150,22 +210,39 @@ mod tests {
                 TOOLS.len()
             );
         }
-        assert!(skill_doc(&RuntimeNaming::Claude).contains("`mcp__agentteam__message_send`"));
-        assert!(skill_doc(&RuntimeNaming::Opencode).contains("`mcp_agentteam_message_send`"));
+        assert!(
+            skill_doc_split(&RuntimeNaming::Claude)
+                .rules
+                .contains("`mcp__agentteam__message_send`")
+        );
+        assert!(
+            skill_doc_split(&RuntimeNaming::Opencode)
+                .tools
+                .contains("`mcp_agentteam_message_send`")
+        );
     }
 
     /// Raw → model-visible → `{server, raw tool}` is the identity over the whole
     /// inventory under every convention, each form fits 64 characters, and nothing else resolves.
     #[test]
     fn every_tool_name_round_trips_under_every_runtime_convention() {
-        for naming in [
-            RuntimeNaming::Raw,
-            RuntimeNaming::Claude,
-            RuntimeNaming::Opencode,
-        ] {
+        use super::super::kinds::{MAX_GEMINI_NAME, MAX_MODEL_VISIBLE_NAME, max_raw_tool_name};
+        // Gemini's policy parser splits a server name at its first `_`.
+        assert!(!NAMESPACE.contains('_'));
+        // The generator's bound on raw names keeps every form within every runtime's limit.
+        for naming in RuntimeNaming::ALL {
+            let longest = naming.model_name(&"x".repeat(max_raw_tool_name()));
+            let limit = if naming == RuntimeNaming::Gemini {
+                MAX_GEMINI_NAME
+            } else {
+                MAX_MODEL_VISIBLE_NAME
+            };
+            assert!(longest.len() <= limit, "{naming:?}: {longest}");
+        }
+        for naming in RuntimeNaming::ALL {
             for tool in TOOLS {
                 let visible = naming.model_name(tool.name);
-                assert!(visible.len() <= super::super::kinds::MAX_MODEL_VISIBLE_NAME);
+                assert!(visible.len() <= MAX_MODEL_VISIBLE_NAME);
                 let back = naming.resolve(&visible).unwrap();
                 assert_eq!((back.server, back.tool.name), (NAMESPACE, tool.name));
                 let codex = RuntimeNaming::resolve_codex("mcp__agentteam", tool.name).unwrap();
@@ -179,6 +256,28 @@ mod tests {
         assert_eq!(
             RuntimeNaming::Opencode.model_name("message_send"),
             "mcp_agentteam_message_send"
+        );
+        assert_eq!(
+            RuntimeNaming::Gemini.model_name("message_send"),
+            "mcp_agentteam_message_send"
+        );
+        assert_eq!(
+            RuntimeNaming::Kimi.model_name("message_send"),
+            "mcp__agentteam__message_send"
+        );
+        assert_eq!(
+            RuntimeNaming::Copilot.model_name("message_send"),
+            "agentteam-message_send"
+        );
+        assert!(
+            RuntimeNaming::Copilot
+                .resolve("mcp_agentteam_message_send")
+                .is_none()
+        );
+        assert!(
+            RuntimeNaming::Gemini
+                .resolve("agentteam-message_send")
+                .is_none()
         );
         // Another convention's form, another server, an unknown tool: none resolves.
         assert!(

@@ -16,6 +16,7 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::agents::owner::HumanSettings;
+use super::runtime::driver::Family;
 use super::runtime::{LaunchError, LaunchOptions, LaunchRequest};
 use super::state::DaemonState;
 use crate::contract::error::ErrorCode;
@@ -357,10 +358,21 @@ fn resolve_launch(state: &DaemonState, options: LaunchOptions) -> ActionResult<L
             format!("workdir `{}` is not a directory", options.workdir.display()),
         ));
     }
+    let mut options = options;
+    let mut notices = Vec::new();
+    let program = options.argv.first().map(String::as_str).unwrap_or("");
+    let (family, how) = options
+        .runtime
+        .resolve(program, &profile.profile.runtime_family);
+    if options.runtime == Family::Auto {
+        notices.push(format!("runtime driver: {} ({how})", family.as_str()));
+    }
+    options.runtime = family;
     Ok(LaunchRequest {
         server_id: state.identity.workspace_id.clone(),
         agent_id: profile.profile.agent_id,
         options,
+        notices,
     })
 }
 

@@ -1,4 +1,4 @@
-//! The real runtimes under `agentteam run --runtime X`, offline.
+//! The real runtimes under `agentteam run`, offline.
 //!
 //! Claude Code, Codex and OpenCode, installed by `scripts/test` from the npm registry at pinned
 //! versions (`scripts/lib/runtimes.sh`), each run against a scripted model server on loopback
@@ -29,30 +29,32 @@ fn runtime_tool(variable: &str) -> PathBuf {
     std::path::absolute(&path).unwrap()
 }
 
-/// The scripted model server: its port and its request log.
+/// The scripted model server: its port, its request log and the request bodies it received.
 struct Model {
     child: tokio::process::Child,
     port: u16,
     log: PathBuf,
+    dump: PathBuf,
 }
 
 impl Model {
-    async fn start(
-        dir: &Path,
-        api: &str,
-        naming: RuntimeNaming,
-        target: &str,
-        content: &str,
-    ) -> Model {
+    async fn start(dir: &Path, api: &str, naming: RuntimeNaming, script: &[Value]) -> Model {
         use tokio::io::AsyncBufReadExt;
         let log = dir.join("model.log");
+        let dump = dir.join("model-requests");
+        std::fs::create_dir_all(&dump).unwrap();
+        let script_file = dir.join("model-script.json");
+        std::fs::write(&script_file, Value::from(script.to_vec()).to_string()).unwrap();
         let prefix = naming.model_name("");
         let mut child = tokio::process::Command::new(venv_tool("python"))
             .arg(repo_root().join("tests/it/scripted_model.py"))
-            .args(["--api", api, "--tool-prefix", &prefix, "--target", target])
-            .args(["--content", content, "--hold-call", "3"])
+            .args(["--api", api, "--tool-prefix", &prefix, "--hold-call", "3"])
+            .arg("--script")
+            .arg(&script_file)
             .arg("--log")
             .arg(&log)
+            .arg("--dump")
+            .arg(&dump)
             .stdout(std::process::Stdio::piped())
             .kill_on_drop(true)
             .spawn()
@@ -64,7 +66,12 @@ impl Model {
             .unwrap()
             .expect("the model server starts");
         let port = line.strip_prefix("listening on ").unwrap().parse().unwrap();
-        Model { child, port, log }
+        Model {
+            child,
+            port,
+            log,
+            dump,
+        }
     }
 
     fn requests(&self) -> Vec<Value> {
@@ -73,6 +80,11 @@ impl Model {
             .lines()
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
+    }
+
+    /// The body of a logged request, as the runtime sent it.
+    fn body(&self, request: &Value) -> String {
+        std::fs::read_to_string(self.dump.join(request["body"].as_str().unwrap())).unwrap()
     }
 }
 
@@ -199,16 +211,122 @@ async fn channel_contents(daemon: &TestDaemon, agent: &str, target: &str) -> Vec
         .collect()
 }
 
-/// What a runtime needs beyond its family: its executable's variable, the model API it speaks,
-/// its arguments, and the environment that points it at the scripted model (given its port and
-/// its `HOME`, where a configuration of the user's own may be written).
+/// One Exec call through a generic runtime of `agent`: its envelope.
+async fn exec_as(daemon: &TestDaemon, agent: &str, args: &[&str]) -> Value {
+    let words: Vec<String> = args
+        .iter()
+        .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
+        .collect();
+    let script = format!("agentteam exec {}", words.join(" "));
+    let mut reader = daemon.launch(agent, &[], &script);
+    serde_json::from_str(&reader.line().await).unwrap()
+}
+
+/// The text of every tool result in a request body of `api`, in order.
+fn tool_results(api: &str, body: &str) -> Vec<String> {
+    let body: Value = serde_json::from_str(body).unwrap();
+    let text = |content: &Value| match content {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    let items = |key: &str| body[key].as_array().cloned().unwrap_or_default();
+    match api {
+        "anthropic" => items("messages")
+            .iter()
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .filter(|b| b["type"] == "tool_result")
+            .map(|b| text(&b["content"]))
+            .collect(),
+        "chat" => items("messages")
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| text(&m["content"]))
+            .collect(),
+        _ => items("input")
+            .iter()
+            .filter(|i| i["type"] == "function_call_output")
+            .map(|i| text(&i["output"]))
+            .collect(),
+    }
+}
+
+/// The user's own setup of a runtime, written into its `HOME` the way a user would: their model
+/// provider, their own MCP server (`user_mcp.py`), and for `asks` a rule that asks before (or,
+/// headless, refuses) every command they did not allow.
+struct UserSetup<'a> {
+    home: &'a Path,
+    port: u16,
+    python: PathBuf,
+    user_mcp: PathBuf,
+}
+
+/// What a user's setup sets in the environment, and the files of it that must end byte for byte
+/// as they were.
+type UserFiles = (Vec<(String, String)>, Vec<PathBuf>);
+
+/// What a runtime needs beyond its family.
 struct Runtime {
     family: &'static str,
     executable: &'static str,
     api: &'static str,
     naming: RuntimeNaming,
-    args: fn(port: u16) -> Vec<String>,
-    setup: fn(home: &Path, port: u16) -> Vec<(String, String)>,
+    /// The shell tool as the model sees it, and its command argument.
+    shell: (&'static str, &'static str),
+    /// The model-visible name of the user's own MCP tool.
+    user_tool: &'static str,
+    /// The runtime's own arguments.
+    args: fn() -> Vec<String>,
+    /// `agentteam run` flags beyond the agent and working directory.
+    run_flags: &'static [&'static str],
+    /// Writes the user's files; returns the environment they set and the files that must end
+    /// byte for byte as they were.
+    setup: fn(&UserSetup) -> UserFiles,
+    /// Whether the user's setup asks before other commands (so refusals are checked).
+    asks: bool,
+    /// Whether a refused call ends the runtime's headless run.
+    refusal_ends_the_run: bool,
+}
+
+/// The calls the scripted model makes, in order: an MCP `message_send`, an `agentteam exec task
+/// create` through the shell tool, and where the user's setup asks before other commands,
+/// `agentteam run`, an unrelated command and a destructive action, each of which must be asked
+/// (refused headless) and not run.
+fn script(runtime: &Runtime, target: &str, content: &str, markers: &Path) -> Vec<Value> {
+    let channel = target.strip_prefix("channel:").unwrap();
+    let mcp = if runtime.family == "codex" {
+        json!({"name": "message_send", "namespace": "mcp__agentteam",
+               "args": {"target": target, "content": content}})
+    } else {
+        json!({"name": runtime.naming.model_name("message_send"),
+               "args": {"target": target, "content": content}})
+    };
+    let shell = |command: String| {
+        let mut args = json!({ runtime.shell.1: command });
+        if runtime.family == "opencode" {
+            args["description"] = json!("an AgentTeam call");
+        }
+        json!({"name": runtime.shell.0, "args": args})
+    };
+    let create = json!({"location": {"kind": "channel", "channelId": channel},
+                        "title": format!("filed by {}", runtime.family)});
+    let mut calls = vec![mcp, shell(format!("agentteam exec task create '{create}'"))];
+    if runtime.asks {
+        // At once: a runtime may end a headless run at its first refusal.
+        let m = |name: &str| markers.join(name).display().to_string();
+        calls.push(Value::from(vec![
+            shell(format!(
+                "agentteam run --agent alpha -- touch {}",
+                m("ran-agentteam-run")
+            )),
+            shell(format!("touch {}", m("ran-unrelated"))),
+            shell(
+                r#"agentteam exec task cancel '{"taskId":"task_00000000000000000000000000"}'"#
+                    .to_string(),
+            ),
+        ]));
+    }
+    calls
 }
 
 async fn drive(runtime: Runtime) {
@@ -232,22 +350,37 @@ async fn drive(runtime: Runtime) {
             .unwrap();
     let target = format!("channel:{}", identity["channelId"].as_str().unwrap());
     let content = format!("hello from {}", runtime.family);
-    let model = Model::start(root.path(), runtime.api, runtime.naming, &target, &content).await;
+    let markers = root.path().join("markers");
+    std::fs::create_dir_all(&markers).unwrap();
+    let calls = script(&runtime, &target, &content, &markers);
+    let model = Model::start(root.path(), runtime.api, runtime.naming, &calls).await;
     let (trap, trap_hits) = proxy_trap().await;
     let home = root.path().join("home");
     let workdir = root.path().join("work");
     std::fs::create_dir_all(&home).unwrap();
     std::fs::create_dir_all(&workdir).unwrap();
+    let (user_env, user_files) = (runtime.setup)(&UserSetup {
+        home: &home,
+        port: model.port,
+        python: venv_tool("python"),
+        user_mcp: repo_root().join("tests/it/user_mcp.py"),
+    });
+    let before: Vec<Vec<u8>> = user_files
+        .iter()
+        .map(|f| std::fs::read(f).unwrap())
+        .collect();
 
-    let mut command = daemon.cli(&["run", "--runtime", runtime.family, "--agent", &agent]);
+    // The default driver selection: no `--runtime`.
+    let mut command = daemon.cli(&["run", "--agent", &agent]);
     command
+        .args(runtime.run_flags)
         .arg("--workdir")
         .arg(&workdir)
         .arg("--")
         .arg(runtime_tool(runtime.executable))
-        .args((runtime.args)(model.port))
+        .args((runtime.args)())
         .env("HOME", &home)
-        .envs((runtime.setup)(&home, model.port));
+        .envs(user_env);
     for proxy in [
         "HTTP_PROXY",
         "HTTPS_PROXY",
@@ -280,7 +413,8 @@ async fn drive(runtime: Runtime) {
     // Codex runs its header helper with a cleared environment: the route travels in the helper
     // command itself, which the helper checks before it reads the token file.
     let mut helper_names_its_route = false;
-    let deadline = std::time::Instant::now() + Duration::from_secs(120);
+    let mut guide_seen = false;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
     let status = loop {
         let files = files_named(&run_dir, "token")
             .into_iter()
@@ -294,32 +428,58 @@ async fn drive(runtime: Runtime) {
             }
         }
         leaks.extend(tokens_in_processes(&tokens));
+        // The guidance directory holds no token file, and no file of it holds a token.
+        for guide in files_named(
+            &run_dir,
+            agentteam::daemon::runtime::guidance::GUIDANCE_FILE,
+        ) {
+            let dir = guide.parent().unwrap();
+            guide_seen = true;
+            leaks.extend(tokens_in_files(dir, &tokens));
+            assert!(
+                files_named(dir, "token").is_empty() && files_named(dir, "mcp-token").is_empty()
+            );
+        }
         helper_names_its_route |= any_argv_contains("mcp headers --url http://127.0.0.1:");
         if let Some(status) = child.try_wait().unwrap() {
             break status;
         }
         assert!(
             std::time::Instant::now() < deadline,
-            "{} did not finish",
-            runtime.family
+            "{} did not finish; the model answered {:?}",
+            runtime.family,
+            model
+                .requests()
+                .iter()
+                .map(|r| r["answer"].to_string())
+                .collect::<Vec<_>>()
         );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let (stdout, stderr) = (stdout.await.unwrap(), stderr.await.unwrap());
     assert!(status.success(), "{}: {stderr}\n{stdout}", runtime.family);
+    assert!(guide_seen, "no guidance directory while it ran");
     leaks.sort();
     leaks.dedup();
     assert!(
         leaks.is_empty(),
-        "a token in a process's argv or environment: {leaks:?}"
+        "a token in a process's argv or environment, or in the guidance: {leaks:?}"
     );
     assert!(
         tokens.len() >= 4,
         "no rotation while the runtime ran: {} tokens",
         tokens.len()
     );
+    assert!(
+        stderr.contains(&format!(
+            "agentteam: runtime driver: {} (from the program's name)",
+            runtime.family
+        )),
+        "{stderr}"
+    );
 
-    // The model saw exactly the mapping's names for the whole inventory, and called once.
+    // The model saw exactly the mapping's names for the whole inventory, the user's own tool
+    // beside them, and the script ran to its end.
     let mut expected: Vec<String> = TOOLS
         .iter()
         .map(|t| runtime.naming.model_name(t.name))
@@ -338,19 +498,69 @@ async fn drive(runtime: Runtime) {
         let mut names: Vec<String> = serde_json::from_value(request["tools"].clone()).unwrap();
         names.sort();
         assert_eq!(names, expected, "{}", runtime.family);
+        let all: Vec<String> = serde_json::from_value(request["all_tools"].clone()).unwrap();
+        assert!(
+            all.iter().any(|n| n == runtime.user_tool),
+            "{}: the user's own MCP server is missing: {all:?}",
+            runtime.family
+        );
     }
-    assert_eq!(
-        requests.iter().filter(|r| r["answer"] == "call").count(),
-        1,
-        "{requests:?}"
-    );
+    for step in 0..calls.len() {
+        assert_eq!(
+            requests
+                .iter()
+                .filter(|r| r["answer"] == format!("call {step}"))
+                .count(),
+            1,
+            "step {step}: {requests:?}"
+        );
+    }
     assert!(
-        requests
-            .iter()
-            .any(|r| r["answer"] == "text" && r["tools"] != json!([]))
+        runtime.refusal_ends_the_run
+            || requests
+                .iter()
+                .any(|r| r["answer"] == "text" && r["tools"] != json!([]))
     );
 
-    // The call acted, with a rotated credential (the model held it past the first expiry).
+    // The first request carried the guidance, the memory skill and the uncut MCP instructions.
+    let first = model.body(offered[0]);
+    assert!(
+        first.contains(agentteam::daemon::runtime::guidance::HEADLINE),
+        "{}: the guidance is not in the first request",
+        runtime.family
+    );
+    assert!(
+        first.contains("memory-maintenance"),
+        "{}: no skill",
+        runtime.family
+    );
+    let instructions = agentteam::contract::tool_guidance::mcp_instructions();
+    let ending = instructions.lines().last().unwrap();
+    assert!(
+        first.contains(
+            &serde_json::to_string(ending)
+                .unwrap()
+                .trim_matches('"')
+                .to_string()
+        ),
+        "{}: the MCP instructions did not arrive whole",
+        runtime.family
+    );
+
+    // Each step's results, as the runtime handed them back to the model in its next request.
+    let after = |step: usize| {
+        requests.iter().find(|r| {
+            r["answer"] == format!("call {}", step + 1)
+                || (step + 1 == calls.len() && r["answer"] == "text" && r["tools"] != json!([]))
+        })
+    };
+    let results_of = |step: usize| {
+        let next = after(step).unwrap_or_else(|| panic!("no request after step {step}"));
+        let all = tool_results(runtime.api, &model.body(next));
+        let made = calls[step].as_array().map_or(1, Vec::len);
+        all[all.len() - made..].to_vec()
+    };
+    // The MCP call acted, with a rotated credential (the model held it past the first expiry).
     assert!(
         channel_contents(&daemon, &agent, &target)
             .await
@@ -358,20 +568,95 @@ async fn drive(runtime: Runtime) {
         "{}: the message did not reach the channel\n{stderr}\n{stdout}",
         runtime.family
     );
-    // The configuration went with the credentials; nothing of them is left.
-    for name in ["claude-mcp.json", "opencode.json", "token", "mcp-token"] {
-        let left = files_named(&run_dir, name);
-        // The reader launched above is still running: its own token files are its.
+    // The shell tool's `agentteam exec task create` created the task.
+    let created = results_of(1).remove(0);
+    // The envelope the command printed, wherever the runtime put it in the tool result.
+    let envelope: Value = created
+        .find("{\"data\"")
+        .and_then(|at| {
+            serde_json::Deserializer::from_str(&created[at..])
+                .into_iter::<Value>()
+                .next()?
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("{}: no envelope in {created}", runtime.family));
+    let task_id = envelope["data"]["task"]["id"].as_str().unwrap();
+    let task = exec_as(
+        &daemon,
+        &agent,
+        &["task", "get", &json!({"taskId": task_id}).to_string()],
+    )
+    .await;
+    assert_eq!(
+        task["data"]["task"]["title"],
+        format!("filed by {}", runtime.family),
+        "{task}"
+    );
+    if runtime.asks {
+        // Not run; and asked (refused headless): the runtime said so to the model, or, where a
+        // refusal ends a headless run, ended it there.
         assert!(
-            name.ends_with("token") || left.is_empty(),
+            !markers.join("ran-agentteam-run").exists(),
+            "{}: `agentteam run` ran",
+            runtime.family
+        );
+        assert!(
+            !markers.join("ran-unrelated").exists(),
+            "{}: an unrelated command ran",
+            runtime.family
+        );
+        match after(2) {
+            Some(_) => {
+                for (answer, what) in results_of(2).iter().zip([
+                    "agentteam run",
+                    "an unrelated command",
+                    "a destructive action",
+                ]) {
+                    assert!(
+                        !answer.contains("\"ok\""),
+                        "{}: {what} ran without asking: {answer}",
+                        runtime.family
+                    );
+                }
+            }
+            None => assert!(
+                runtime.refusal_ends_the_run,
+                "{}: no answer to the refused calls",
+                runtime.family
+            ),
+        }
+    }
+    // The configuration went with the credentials; nothing of them is left.
+    for name in [
+        "claude-mcp.json",
+        "token",
+        "mcp-token",
+        "guidance.md",
+        "SKILL.md",
+    ] {
+        let left = files_named(&run_dir, name);
+        // The readers launched above are still running: their own files are theirs.
+        assert!(
+            name.ends_with("token") || name == "guidance.md" || left.is_empty(),
             "{name} left behind: {left:?}"
+        );
+    }
+    // The user's own files end as they were.
+    for (file, before) in user_files.iter().zip(&before) {
+        assert_eq!(
+            &std::fs::read(file).unwrap(),
+            before,
+            "{} changed",
+            file.display()
         );
     }
     let in_home = tokens_in_files(&home, &tokens);
     assert!(
         in_home.is_empty(),
-        "a token in the runtime's HOME: {in_home:?}"
+        "a token in the runtime's HOME (its transcripts included): {in_home:?}"
     );
+    let seen = tokens_in_files(&model.dump, &tokens);
+    assert!(seen.is_empty(), "a token reached the model: {seen:?}");
     assert!(!stdout.contains(&tokens[0]) && !stderr.contains(&tokens[0]));
     assert_eq!(
         trap_hits.load(std::sync::atomic::Ordering::SeqCst),
@@ -390,107 +675,225 @@ async fn drive(runtime: Runtime) {
     drop(model.child);
 }
 
+const OFFLINE_CLAUDE: [(&str, &str); 3] = [
+    ("ANTHROPIC_API_KEY", "scripted-model-key"),
+    ("DISABLE_AUTOUPDATER", "1"),
+    ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1"),
+];
+
 #[tokio::test]
-async fn claude_code_calls_the_daemon_through_its_own_mcp_config() {
+async fn claude_code_gets_both_bridges_and_keeps_the_users_setup() {
     drive(Runtime {
         family: "claude",
         executable: "AGENTTEAM_TEST_CLAUDE",
         api: "anthropic",
         naming: RuntimeNaming::Claude,
-        args: |_| {
+        shell: ("Bash", "command"),
+        user_tool: "mcp__mine__user_ping",
+        args: || {
             ["-p", "reply to the channel", "--output-format", "json"]
                 .into_iter()
                 .chain(["--allowedTools", "mcp__agentteam__message_send"])
                 .map(String::from)
                 .collect()
         },
-        setup: |_, port| {
-            vec![
-                (
-                    "ANTHROPIC_BASE_URL".into(),
-                    format!("http://127.0.0.1:{port}"),
-                ),
-                ("ANTHROPIC_API_KEY".into(), "scripted-model-key".into()),
-                ("DISABLE_AUTOUPDATER".into(), "1".into()),
-                (
-                    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC".into(),
-                    "1".into(),
-                ),
-            ]
+        run_flags: &[],
+        setup: |user| {
+            // Their own MCP server, in their user configuration.
+            let config = user.home.join(".claude.json");
+            let servers = json!({"mcpServers": {"mine": {
+                "type": "stdio",
+                "command": user.python,
+                "args": [user.user_mcp],
+                "alwaysLoad": true,
+            }}});
+            std::fs::write(&config, servers.to_string()).unwrap();
+            let mut env: Vec<(String, String)> = OFFLINE_CLAUDE
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            env.push((
+                "ANTHROPIC_BASE_URL".into(),
+                format!("http://127.0.0.1:{}", user.port),
+            ));
+            // Claude Code keeps its own state in that file: it is not byte-stable.
+            (env, Vec::new())
         },
+        asks: true,
+        refusal_ends_the_run: false,
     })
     .await;
 }
 
+/// The user's Codex configuration: their model provider and their own MCP server.
+fn codex_user_config(user: &UserSetup) -> UserFiles {
+    let dir = user.home.join(".codex");
+    std::fs::create_dir_all(&dir).unwrap();
+    let config = format!(
+        "model_provider = \"scripted\"\nmodel = \"scripted-model\"\n\n\
+         [model_providers.scripted]\nname = \"scripted\"\nbase_url = \"http://127.0.0.1:{}/v1\"\n\
+         wire_api = \"responses\"\nenv_key = \"SCRIPTED_API_KEY\"\n\n\
+         [analytics]\nenabled = false\n\n[features]\nplugins = false\n\n\
+         [mcp_servers.mine]\ncommand = {}\nargs = [{}]\n",
+        user.port,
+        Value::from(user.python.display().to_string()),
+        Value::from(user.user_mcp.display().to_string()),
+    );
+    std::fs::write(dir.join("config.toml"), config).unwrap();
+    (
+        vec![("SCRIPTED_API_KEY".into(), "scripted-model-key".into())],
+        vec![dir.join("config.toml")],
+    )
+}
+
 #[tokio::test]
-async fn codex_calls_the_daemon_through_its_config_overrides() {
+async fn codex_gets_both_bridges_and_keeps_the_users_setup() {
     drive(Runtime {
         family: "codex",
         executable: "AGENTTEAM_TEST_CODEX",
         api: "responses",
         naming: RuntimeNaming::Claude,
-        args: |port| {
-            let mut args: Vec<String> = ["exec", "--json", "--skip-git-repo-check"]
-                .into_iter()
-                .map(String::from)
-                .collect();
-            for set in [
-                "model_provider=\"scripted\"".to_string(),
-                "model_providers.scripted.name=\"scripted\"".into(),
-                format!("model_providers.scripted.base_url=\"http://127.0.0.1:{port}/v1\""),
-                "model_providers.scripted.wire_api=\"responses\"".into(),
-                "model_providers.scripted.env_key=\"SCRIPTED_API_KEY\"".into(),
-                "model=\"scripted-model\"".into(),
-                "analytics.enabled=false".into(),
-                "features.plugins=false".into(),
-            ] {
-                args.push("-c".into());
-                args.push(set);
-            }
-            args.push("reply to the channel".into());
-            args
+        shell: ("exec_command", "cmd"),
+        user_tool: "mcp__mine__user_ping",
+        args: || {
+            [
+                "exec",
+                "--json",
+                "--skip-git-repo-check",
+                "--sandbox",
+                "workspace-write",
+            ]
+            .into_iter()
+            .chain(["reply to the channel"])
+            .map(String::from)
+            .collect()
         },
-        setup: |_, _| vec![("SCRIPTED_API_KEY".into(), "scripted-model-key".into())],
+        run_flags: &["--sandbox-network"],
+        setup: codex_user_config,
+        asks: false,
+        refusal_ends_the_run: false,
     })
     .await;
 }
 
 #[tokio::test]
-async fn opencode_calls_the_daemon_through_the_stdio_bridge() {
+async fn opencode_gets_both_bridges_and_keeps_the_users_setup() {
     drive(Runtime {
         family: "opencode",
         executable: "AGENTTEAM_TEST_OPENCODE",
         api: "chat",
         naming: RuntimeNaming::Opencode,
-        args: |_| {
+        shell: ("bash", "command"),
+        user_tool: "mine_user_ping",
+        args: || {
             ["run", "--format", "json", "reply to the channel"]
                 .into_iter()
                 .map(String::from)
                 .collect()
         },
-        setup: |home, port| {
-            // The user's own configuration names the model provider; ours (OPENCODE_CONFIG) is
-            // merged over it.
-            let config = home.join(".config/opencode");
-            std::fs::create_dir_all(&config).unwrap();
-            let user = json!({
+        run_flags: &[],
+        setup: |user| {
+            // Their model provider, their own MCP server, and every command refused unless they
+            // allowed it; ours is merged over it.
+            let dir = user.home.join(".config/opencode");
+            std::fs::create_dir_all(&dir).unwrap();
+            let config = json!({
                 "$schema": "https://opencode.ai/config.json",
                 "provider": {"scripted": {
                     "npm": "@ai-sdk/openai-compatible",
                     "name": "scripted",
-                    "options": {"baseURL": format!("http://127.0.0.1:{port}/v1"), "apiKey": "scripted-model-key"},
+                    "options": {"baseURL": format!("http://127.0.0.1:{}/v1", user.port), "apiKey": "scripted-model-key"},
                     "models": {"m": {"name": "m", "tool_call": true}},
                 }},
                 "model": "scripted/m",
                 "autoupdate": false,
                 "share": "disabled",
+                "mcp": {"mine": {"type": "local", "command": [user.python, user.user_mcp], "enabled": true}},
+                "permission": {"bash": {"*": "ask"}},
             });
-            std::fs::write(config.join("opencode.json"), user.to_string()).unwrap();
-            vec![
-                ("OPENCODE_DISABLE_MODELS_FETCH".into(), "1".into()),
-                ("npm_config_offline".into(), "true".into()),
-            ]
+            std::fs::write(dir.join("opencode.json"), config.to_string()).unwrap();
+            (
+                vec![
+                    ("OPENCODE_DISABLE_MODELS_FETCH".into(), "1".into()),
+                    ("npm_config_offline".into(), "true".into()),
+                ],
+                vec![dir.join("opencode.json")],
+            )
         },
+        asks: true,
+        refusal_ends_the_run: true,
     })
     .await;
+}
+
+/// Inside Codex's own sandbox, without the user's `--sandbox-network`, `agentteam exec` cannot
+/// connect to the daemon: it says exactly that and what to do, and nothing runs.
+#[tokio::test]
+async fn codex_sandbox_refusal_is_said_plainly() {
+    let root = tempfile::tempdir().unwrap();
+    let daemon = TestDaemon::start_in(root.path(), &[]).await;
+    let agent = daemon.add_agent("alpha").await;
+    let identity: Value =
+        serde_json::from_slice(&std::fs::read(daemon.state_dir.join("identity.json")).unwrap())
+            .unwrap();
+    let channel = identity["channelId"].as_str().unwrap();
+    let create =
+        json!({"location": {"kind": "channel", "channelId": channel}, "title": "sandboxed"});
+    let calls = [json!({"name": "exec_command",
+                        "args": {"cmd": format!("agentteam exec task create '{create}'")}})];
+    let model = Model::start(root.path(), "responses", RuntimeNaming::Claude, &calls).await;
+    let home = root.path().join("home");
+    let workdir = root.path().join("work");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&workdir).unwrap();
+    let (env, _) = codex_user_config(&UserSetup {
+        home: &home,
+        port: model.port,
+        python: venv_tool("python"),
+        user_mcp: repo_root().join("tests/it/user_mcp.py"),
+    });
+    let output = daemon
+        .cli(&["run", "--agent", &agent])
+        .arg("--workdir")
+        .arg(&workdir)
+        .arg("--")
+        .arg(runtime_tool("AGENTTEAM_TEST_CODEX"))
+        .args([
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "--sandbox",
+            "workspace-write",
+        ])
+        .arg("file a task")
+        .env("HOME", &home)
+        .envs(env)
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(stderr.contains("pass `--sandbox-network`"), "{stderr}");
+    let requests = model.requests();
+    let next = requests
+        .iter()
+        .find(|r| r["answer"] == "text" && r["tools"] != json!([]))
+        .expect("the model got the command's result");
+    let result = tool_results("responses", &model.body(next)).pop().unwrap();
+    assert!(
+        result.contains("refused by this process's sandbox")
+            && result.contains("agentteam run --sandbox-network"),
+        "{result}"
+    );
+    let tasks = exec_as(
+        &daemon,
+        &agent,
+        &[
+            "task",
+            "list",
+            &json!({"location": {"kind": "channel", "channelId": channel}}).to_string(),
+        ],
+    )
+    .await;
+    assert_eq!(tasks["data"]["tasks"], json!([]), "{tasks}");
 }

@@ -2,18 +2,24 @@
 """A scripted model server on loopback, for running real agent runtimes offline.
 
 Usage: python scripted_model.py --api anthropic|responses|chat --tool-prefix PREFIX
-       --target TARGET --content TEXT --log FILE [--hold-call SECS] [--debug]
+       --script FILE --log FILE [--dump DIR] [--hold-call SECS] [--debug]
 
 Serves one API (streaming, SSE) on 127.0.0.1 at a free port, printed as `listening on PORT`:
   anthropic  Anthropic Messages, POST /v1/messages (Claude Code)
   responses  OpenAI Responses, POST /v1/responses (Codex)
   chat       OpenAI chat completions, POST /v1/chat/completions (OpenCode)
-Its first answer to a request that offers the agentteam tools is a call of `message_send`
-(under PREFIX, the runtime's model-visible form) with TARGET and TEXT; once the conversation holds
-that call's result, it answers with plain text. Every other request gets plain text.
+A request that offers the agentteam tools (their names contain PREFIX) is the conversation's:
+at step k (k = the steps whose results the conversation already holds) it answers with the
+script's k-th step, and after the last one with the text "done". Every other request gets plain text.
+
+The script (FILE) is a JSON list of steps; a step is a call `{"name": TOOL, "args": {...}}` (TOOL
+as the model sees it; for Codex it may also name its `namespace`, `mcp__agentteam`) or a list of
+calls made at once. The first step is held for SECS before it is answered (past a credential
+generation).
 
 It appends one JSON line per request to FILE: the path, the agentteam tool names the request
-offered (for Codex: namespace + `__` + function), and what it answered.
+offered (for Codex: namespace + `__` + function), every tool name it offered, what it answered,
+and with --dump the file its body was written to.
 """
 
 from __future__ import annotations
@@ -33,6 +39,30 @@ LOCK = threading.Lock()
 def log(entry: dict[str, Any]) -> None:
     with LOCK, open(ARGS.log, "a", encoding="utf-8") as f:
         f.write(json.dumps(entry) + "\n")
+
+
+def tool_results(api: str, body: dict[str, Any]) -> int:
+    if api == "anthropic":
+        return sum(1 for message in body.get("messages") or []
+                   if isinstance(message.get("content"), list)
+                   for b in message["content"]
+                   if isinstance(b, dict) and b.get("type") == "tool_result")
+    if api == "chat":
+        return sum(1 for m in body.get("messages") or [] if m.get("role") == "tool")
+    return sum(1 for i in body.get("input") or []
+               if isinstance(i, dict) and i.get("type") == "function_call_output")
+
+
+def steps_taken(api: str, body: dict[str, Any]) -> int:
+    """The script's steps the conversation holds the results of. By results, not turns: a
+    runtime may merge consecutive turns of calls into one message."""
+    results, done = tool_results(api, body), 0
+    for step in ARGS.steps:
+        if results <= 0:
+            break
+        results -= len(calls_of(step))
+        done += 1
+    return done
 
 
 def offered_tools(api: str, body: dict[str, Any]) -> list[str]:
@@ -55,18 +85,11 @@ def offered_tools(api: str, body: dict[str, Any]) -> list[str]:
     return names
 
 
-def has_tool_result(api: str, body: dict[str, Any]) -> bool:
-    if api == "anthropic":
-        for message in body.get("messages") or []:
-            content = message.get("content")
-            if isinstance(content, list) and any(
-                    isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
-                return True
-        return False
-    if api == "chat":
-        return any(m.get("role") == "tool" for m in body.get("messages") or [])
-    return any(isinstance(i, dict) and i.get("type") == "function_call_output"
-               for i in body.get("input") or [])
+def calls_of(step: Any) -> list[dict[str, Any]]:
+    """A step's calls: one call, or several made at once."""
+    if step is None:
+        return []
+    return step if isinstance(step, list) else [step]
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -94,19 +117,27 @@ class Handler(BaseHTTPRequestHandler):
         api = ARGS.api
         names = offered_tools(api, body)
         ours = [n for n in names if ARGS.tool_prefix in n]
-        call = bool(ours) and not has_tool_result(api, body)
-        entry = {"path": self.path, "tools": ours, "answer": "call" if call else "text",
-                 "stream": bool(body.get("stream"))}
+        step = steps_taken(api, body)
+        call = ARGS.steps[step] if ours and step < len(ARGS.steps) else None
+        entry = {"path": self.path, "tools": ours, "all_tools": names,
+                 "answer": f"call {step}" if call else "text", "stream": bool(body.get("stream"))}
         if ARGS.debug:
             entry["raw_tools"] = [{k: v for k, v in t.items() if k in ("type", "name")}
                                   | ({"inner": [i.get("name") for i in t.get("tools") or []]}
                                      if isinstance(t, dict) and t.get("tools") else {})
                                   for t in body.get("tools") or [] if isinstance(t, dict)]
+        if ARGS.dump:
+            with LOCK:
+                ARGS.dumped += 1
+                name = f"{ARGS.dumped:03d}.json"
+            with open(f"{ARGS.dump}/{name}", "wb") as f:
+                f.write(raw)
+            entry["body"] = name
         log(entry)
         if "count_tokens" in self.path:
             self.reply_json(200, {"input_tokens": 10})
             return
-        if call and ARGS.hold_call:
+        if call and step == 0 and ARGS.hold_call:
             # Past the runtime's first credential generation: the call must use a fresh one.
             time.sleep(ARGS.hold_call)
         if api == "anthropic" and self.path.startswith("/v1/messages"):
@@ -140,51 +171,59 @@ class Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
-    def arguments(self) -> str:
-        return json.dumps({"target": ARGS.target, "content": ARGS.content})
 
     # --- Anthropic Messages ---
-    def answer_anthropic(self, call: bool, body: dict[str, Any]) -> None:
+    def answer_anthropic(self, call: Any, body: dict[str, Any]) -> None:
         model = body.get("model", "scripted")
         usage = {"input_tokens": 10, "output_tokens": 5}
         start = {"type": "message_start", "message": {
             "id": "msg_scripted", "type": "message", "role": "assistant", "model": model,
             "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}}
-        if call:
-            block = {"type": "tool_use", "id": "toolu_scripted_1",
-                     "name": f"{ARGS.tool_prefix}message_send", "input": {}}
-            delta = {"type": "input_json_delta", "partial_json": self.arguments()}
+        step = steps_taken("anthropic", body)
+        calls = calls_of(call)
+        if calls:
+            blocks = [({"type": "tool_use", "id": f"toolu_scripted_{step}_{i}", "name": c["name"],
+                        "input": {}},
+                       {"type": "input_json_delta", "partial_json": json.dumps(c["args"])})
+                      for i, c in enumerate(calls)]
             stop = "tool_use"
         else:
-            block = {"type": "text", "text": ""}
-            delta = {"type": "text_delta", "text": "done"}
+            blocks = [({"type": "text", "text": ""}, {"type": "text_delta", "text": "done"})]
             stop = "end_turn"
         if not body.get("stream"):
-            content = ({"type": "tool_use", "id": "toolu_scripted_1",
-                        "name": f"{ARGS.tool_prefix}message_send",
-                        "input": json.loads(self.arguments())} if call
-                       else {"type": "text", "text": "done"})
-            self.reply_json(200, {**start["message"], "content": [content], "stop_reason": stop})
+            content = ([{"type": "tool_use", "id": f"toolu_scripted_{step}_{i}", "name": c["name"],
+                         "input": c["args"]} for i, c in enumerate(calls)] if calls
+                       else [{"type": "text", "text": "done"}])
+            self.reply_json(200, {**start["message"], "content": content, "stop_reason": stop})
             return
-        self.sse([
-            ("message_start", start),
-            ("content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}),
-            ("content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}),
-            ("content_block_stop", {"type": "content_block_stop", "index": 0}),
+        events: list[tuple[str | None, Any]] = [("message_start", start)]
+        for index, (block, delta) in enumerate(blocks):
+            events += [
+                ("content_block_start", {"type": "content_block_start", "index": index,
+                                         "content_block": block}),
+                ("content_block_delta", {"type": "content_block_delta", "index": index,
+                                         "delta": delta}),
+                ("content_block_stop", {"type": "content_block_stop", "index": index}),
+            ]
+        events += [
             ("message_delta", {"type": "message_delta",
                                "delta": {"stop_reason": stop, "stop_sequence": None},
                                "usage": {"output_tokens": 5}}),
             ("message_stop", {"type": "message_stop"}),
-        ])
+        ]
+        self.sse(events)
 
     # --- OpenAI Responses ---
-    def answer_responses(self, call: bool, body: dict[str, Any]) -> None:
+    def answer_responses(self, call: Any, body: dict[str, Any]) -> None:
         model = body.get("model", "scripted")
+        step = steps_taken("responses", body)
         if call:
-            namespace = ARGS.tool_prefix.rstrip("_")
-            item = {"type": "function_call", "id": "fc_scripted_1", "call_id": "call_scripted_1",
-                    "name": "message_send", "namespace": namespace,
-                    "arguments": self.arguments(), "status": "completed"}
+            (call,) = calls_of(call)
+            item = {"type": "function_call", "id": f"fc_scripted_{step}",
+                    "call_id": f"call_scripted_{step}", "name": call["name"],
+                    "arguments": json.dumps(call["args"]), "status": "completed"}
+            if call.get("namespace"):
+                item["namespace"] = call["namespace"]
         else:
             item = {"type": "message", "id": "msg_scripted_1", "role": "assistant",
                     "status": "completed",
@@ -205,15 +244,16 @@ class Handler(BaseHTTPRequestHandler):
         ])
 
     # --- OpenAI chat completions ---
-    def answer_chat(self, call: bool, body: dict[str, Any]) -> None:
+    def answer_chat(self, call: Any, body: dict[str, Any]) -> None:
         model = body.get("model", "scripted")
         base = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 0,
                 "model": model}
         if call:
+            step = steps_taken("chat", body)
             first = {"role": "assistant", "content": None, "tool_calls": [{
-                "index": 0, "id": "call_scripted_1", "type": "function",
-                "function": {"name": f"{ARGS.tool_prefix}message_send",
-                             "arguments": self.arguments()}}]}
+                "index": i, "id": f"call_scripted_{step}_{i}", "type": "function",
+                "function": {"name": c["name"], "arguments": json.dumps(c["args"])}}
+                for i, c in enumerate(calls_of(call))]}
             finish = "tool_calls"
         else:
             first = {"role": "assistant", "content": "done"}
@@ -231,13 +271,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--api", required=True, choices=["anthropic", "responses", "chat"])
     ap.add_argument("--tool-prefix", required=True)
-    ap.add_argument("--target", required=True)
-    ap.add_argument("--content", required=True)
+    ap.add_argument("--script", required=True, help="a JSON list of the calls to make, in order")
     ap.add_argument("--log", required=True)
     ap.add_argument("--hold-call", type=float, default=0.0,
                     help="seconds to wait before answering with the tool call")
     ap.add_argument("--debug", action="store_true", help="also log every offered tool's type and name")
+    ap.add_argument("--dump", help="a directory to write every request body into (NNN.json, named in the log)")
     ARGS = ap.parse_args()
+    ARGS.dumped = 0
+    with open(ARGS.script, encoding="utf-8") as f:
+        ARGS.steps = json.load(f)
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     print(f"listening on {server.server_address[1]}", flush=True)
     try:

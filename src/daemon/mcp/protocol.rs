@@ -6,7 +6,6 @@ use serde_json::{Map, Value, json};
 use super::era::{Era, LEGACY_VERSIONS, MODERN_VERSION, Refusal, method_not_found, server_info};
 use super::rpc::{Method, RpcError, RpcRequest, echo};
 use super::tools;
-use crate::contract::ToolId;
 use crate::contract::catalog::{MCP_TOOLS_JSON, find_tool};
 use crate::contract::gate;
 use crate::daemon::access::Slot;
@@ -24,12 +23,12 @@ fn capabilities() -> Value {
     })
 }
 
-/// What `initialize` and `server/discover` tell a model about the namespace.
-fn instructions() -> String {
-    format!(
-        "AgentTeam tools for this agent: messages (send to an exact target, read history, react, read attachments), memory search and knowledge retrieval. Reply with `{}` using the exact target shown on the message you answer.",
-        ToolId::MessageSend.descriptor().name
-    )
+/// What `initialize` and `server/discover` tell a model about the namespace (the same text for
+/// every call, made once).
+fn instructions() -> &'static str {
+    static TEXT: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(crate::contract::tool_guidance::mcp_instructions);
+    &TEXT
 }
 
 /// A list result, with the modern era's cache fields.

@@ -16,9 +16,10 @@ use super::lease::{Ends, Lease, SHUTDOWN_CLEANUP, cleanup_dir, publish_generatio
 use super::process::{Watch, forward, link_executable, spawn};
 use super::{
     BIN_DIR, DRAIN_DEADLINE, KILL_GRACE, LaunchError, LaunchRequest, MAX_LEASES, Output, RunInfo,
-    RuntimeConfig, driver, env,
+    RuntimeConfig, driver, env, guidance,
 };
 use crate::clock::Clock;
+use crate::contract::extension::Definition;
 use crate::daemon::auth::files::{self, MCP_TOKEN_FILE, TOKEN_FILE};
 use crate::daemon::auth::{Authorization, Binding, RuntimeAuthorizationStore};
 use crate::daemon::extensions::Extensions;
@@ -280,6 +281,7 @@ impl Dispatcher {
             server_id,
             agent_id,
             options,
+            notices,
         } = request;
         // The snapshot taken at activation is the runtime's for its whole life.
         let catalog = self.extensions.current().catalog.clone();
@@ -300,40 +302,62 @@ impl Dispatcher {
         let memory_dir = match self.memory.directory(&agent_id) {
             Ok(dir) => dir,
             Err(e) => {
-                self.abort(&authorization, None, permit).await;
+                self.abort(&authorization, Vec::new(), permit).await;
                 return Err(LaunchError::Memory(e));
             }
         };
 
-        // Pre-publication activation: directory, first generation, files, the canonical binary.
+        // Pre-publication activation: directories, first generation, files, the canonical binary.
         // Any failure aborts the launch with the same end-of-life path a running process takes.
-        let dir = match files::create_private_dir(&self.instance_dir, "authz-") {
-            Ok(dir) => dir,
-            Err(e) => {
-                self.abort(&authorization, None, permit).await;
-                return Err(LaunchError::Credential(e));
+        // The guidance has a directory of its own: a runtime may be pointed at it, and it holds
+        // no token.
+        let mut made = Vec::new();
+        for prefix in ["authz-", "guide-"] {
+            match files::create_private_dir(&self.instance_dir, prefix) {
+                Ok(dir) => made.push(dir),
+                Err(e) => {
+                    self.abort(&authorization, made, permit).await;
+                    return Err(LaunchError::Credential(e));
+                }
             }
-        };
+        }
+        let guide_dir = made.pop().expect("made");
+        let dir = made.pop().expect("made");
         let mcp_url = format!(
             "{}/api/internal/mcp/servers/{server_id}/agents/{agent_id}",
             self.daemon_base_url
         );
+        let family = options.runtime;
+        let extensions: Vec<&Definition> =
+            catalog.extensions.iter().map(|p| &p.definition).collect();
+        let preapproved = driver::preapproved_prefixes(&extensions);
         let activated = publish_generation(&self.store, &authorization, &dir).and_then(|issued| {
             crate::private_file::create_new(&dir.join(files::CATALOG_FILE), &catalog.cli_file)?;
             link_executable(&dir, &self.executable)?;
+            let compiled = guidance::compile(family.reader(), &extensions, family.loads_skills());
+            let guide = guidance::write(&guide_dir, &compiled)?;
             let wiring = driver::wire(
-                options.runtime,
-                &dir,
-                &self.executable,
-                &mcp_url,
-                &dir.join(MCP_TOKEN_FILE),
+                family,
+                &driver::Launch {
+                    dir: &dir,
+                    guide: &guide,
+                    executable: &self.executable,
+                    mcp_url: &mcp_url,
+                    token_file: &dir.join(MCP_TOKEN_FILE),
+                    args: &options.argv[1..],
+                    env: &options.env,
+                    workdir: &options.workdir,
+                    preapproved: &preapproved,
+                    sandbox_network: options.sandbox_network,
+                },
             )?;
             Ok((issued, wiring))
         });
         let (issued, wiring) = match activated {
             Ok(activated) => activated,
             Err(e) => {
-                self.abort(&authorization, Some(dir), permit).await;
+                self.abort(&authorization, vec![dir, guide_dir], permit)
+                    .await;
                 return Err(LaunchError::Credential(e));
             }
         };
@@ -348,16 +372,20 @@ impl Dispatcher {
         let mut env = env::runtime_env(options.env, &fresh);
         env.extend(wiring.env);
         let program = options.argv.first().cloned().unwrap_or_default();
+        let user_args = wiring
+            .user_args
+            .unwrap_or_else(|| options.argv[1..].to_vec());
         let spawned = spawn(
             &program,
-            wiring.args.iter().chain(&options.argv[1..]),
+            wiring.args.iter().chain(&user_args),
             &options.workdir,
             env,
         );
         let mut child = match spawned {
             Ok(child) => child,
             Err(source) => {
-                self.abort(&authorization, Some(dir), permit).await;
+                self.abort(&authorization, vec![dir, guide_dir], permit)
+                    .await;
                 return Err(LaunchError::Spawn { program, source });
             }
         };
@@ -365,6 +393,15 @@ impl Dispatcher {
         tracing::info!(authorization = %authorization.id, agent = %agent_id, pid, generation, "runtime started");
 
         let (sender, receiver) = mpsc::channel(64);
+        // What the daemon and the driver have to say comes first, on the launcher's stderr.
+        let notices: String = notices
+            .iter()
+            .chain(&wiring.notices)
+            .map(|line| format!("agentteam: {line}\n"))
+            .collect();
+        if !notices.is_empty() {
+            let _ = sender.try_send(Output::Stderr(notices.into_bytes()));
+        }
         let client_gone = CancellationToken::new();
         // A Codex runtime names its primary thread in its own `thread.started` event; a thread
         // the launcher named stays.
@@ -409,6 +446,7 @@ impl Dispatcher {
             dispatcher: self.clone(),
             authorization: authorization.clone(),
             dir,
+            guide: guide_dir,
             renew_at_ms: self.renewal_time(issued.expires_at_ms),
             permit,
             key: (agent_id, session),
@@ -475,11 +513,11 @@ impl Dispatcher {
     async fn abort(
         &self,
         authorization: &Authorization,
-        dir: Option<PathBuf>,
+        dirs: Vec<PathBuf>,
         permit: OwnedSemaphorePermit,
     ) {
         self.store.revoke(authorization);
-        if let Some(dir) = dir {
+        for dir in dirs {
             cleanup_dir(&dir, &self.shutdown, &self.cleanup_debt).await;
         }
         self.store.drain(authorization, DRAIN_DEADLINE).await;

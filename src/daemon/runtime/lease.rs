@@ -33,6 +33,8 @@ pub(super) struct Lease {
     pub(super) dispatcher: Arc<Dispatcher>,
     pub(super) authorization: Arc<Authorization>,
     pub(super) dir: PathBuf,
+    /// The launch's guidance directory, removed with the credential directory.
+    pub(super) guide: PathBuf,
     pub(super) renew_at_ms: i64,
     pub(super) permit: OwnedSemaphorePermit,
     pub(super) key: (String, String),
@@ -79,6 +81,7 @@ impl Lease {
         // End of life: revocation first, then the files, then the processes, then the drain.
         dispatcher.store.revoke(&self.authorization);
         let removed = files::remove_dir(&self.dir).is_ok();
+        let guide_removed = files::remove_dir(&self.guide).is_ok();
         let status = match exited {
             Some(status) => {
                 // The first process is gone; whatever it left in its group goes too.
@@ -94,6 +97,9 @@ impl Lease {
         };
         if !removed {
             cleanup_dir(&self.dir, &dispatcher.shutdown, &dispatcher.cleanup_debt).await;
+        }
+        if !guide_removed {
+            cleanup_dir(&self.guide, &dispatcher.shutdown, &dispatcher.cleanup_debt).await;
         }
         dispatcher
             .store

@@ -19,11 +19,12 @@
 //!
 //! Here: the limits and the typed launch (options, request, errors, run info). `dispatcher.rs`
 //! holds the sessions and activation, `lease.rs` a running launch's credential rotation and end
-//! of life, `process.rs` the process group and its output; `driver.rs` and `env.rs` what a
-//! launch is wired with.
+//! of life, `process.rs` the process group and its output; `driver/`, `guidance.rs` and `env.rs`
+//! what a launch is wired with and told.
 
 pub mod driver;
 pub mod env;
+pub mod guidance;
 
 mod dispatcher;
 mod lease;
@@ -95,9 +96,13 @@ pub struct LaunchOptions {
     /// `tools/call` whose turn metadata names another thread is a delegated child's.
     #[serde(default)]
     pub primary_thread: Option<String>,
-    /// The runtime family whose MCP configuration the driver writes (`driver::Family`).
+    /// The runtime family whose driver wires the launch (`driver::Family`; `auto` is resolved
+    /// by the daemon).
     #[serde(default)]
     pub runtime: driver::Family,
+    /// Let Codex's sandbox reach the network, so `agentteam exec` can reach the daemon.
+    #[serde(default)]
+    pub sandbox_network: bool,
 }
 
 impl LaunchOptions {
@@ -144,12 +149,15 @@ fn is_session_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-'))
 }
 
-/// A launch the daemon resolved: which server and agent it binds, and what to run.
+/// A launch the daemon resolved: which server and agent it binds, and what to run (its
+/// `runtime` never `auto`).
 #[derive(Debug, Clone)]
 pub struct LaunchRequest {
     pub server_id: String,
     pub agent_id: String,
     pub options: LaunchOptions,
+    /// Lines for the launcher's stderr, before the runtime's own output.
+    pub notices: Vec<String>,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -1,0 +1,361 @@
+//! Runtime drivers: how `agentteam run` points a runtime at both bridges, in the runtime's own
+//! configuration format, with no hand-editing: its own MCP client at the daemon's MCP route, the
+//! launch's compiled guidance (`guidance.rs`) and memory skill where its model reads them, and a
+//! pre-approval of `agentteam exec` for its own shell tool.
+//!
+//! The rules every driver keeps:
+//! - The user's setup keeps working: no user setting is removed or overridden, guidance goes after
+//!   the user's own instructions, and nothing is written into the user's files (a user file is
+//!   only ever read, to keep what it sets).
+//! - Nothing wider than asked: pre-approval names `agentteam exec <domain> <action>` prefixes from
+//!   the launch's catalog, never a destructive action, never another command.
+//! - The bearer is never written into a configuration, an argument or an environment value: the
+//!   configurations name the header helper (`agentteam mcp headers --url ROUTE --token-file PATH`,
+//!   which checks the route before it reads the file) or the stdio bridge (`agentteam mcp stdio`)
+//!   by the daemon's own executable's absolute path (Codex runs a helper with a cleared
+//!   environment, so a `PATH` lookup would fail), and the helper or bridge reads the file at every
+//!   use (rotation needs no restart).
+//! - What a driver did that a user should know goes into `Wiring::notices`, which `agentteam run`
+//!   prints on stderr (its stdout is the runtime's).
+//!
+//! Generated files live in the launch's private directories and go with them. Per family
+//! (verified against the pinned versions ARCHITECTURE.md names): `claude.rs`, `codex.rs`,
+//! `opencode.rs`; generic gets the environment only.
+
+mod claude;
+mod codex;
+mod opencode;
+
+use std::io;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+pub use codex::ThreadWatch;
+
+use super::guidance::GuideFiles;
+use crate::contract::catalog::ACTIONS;
+use crate::contract::extension::Definition;
+use crate::contract::kinds::Risk;
+use crate::contract::tool_guidance::RuntimeNaming;
+
+/// The runtime families `agentteam run --runtime` wires.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum Family {
+    /// Chosen from the program's name (`claude`, `codex`, `opencode`), else from the agent
+    /// profile's runtime family, else generic
+    Auto,
+    /// The environment only (`AGENTTEAM_MCP_URL`, `AGENTTEAM_MCP_TOKEN_FILE`, …)
+    #[default]
+    Generic,
+    /// Claude Code: `--mcp-config` with a header helper, the guidance, the skill, `Bash` rules
+    Claude,
+    /// Codex: `-c` overrides (MCP with a header helper, `developer_instructions`)
+    Codex,
+    /// OpenCode: `OPENCODE_CONFIG_CONTENT` (the stdio bridge, instructions, skills, `bash` rules)
+    Opencode,
+}
+
+impl Family {
+    /// The family `Auto` stands for, for `program` and an agent profile's runtime family, and
+    /// how it was chosen; any other family is itself.
+    pub fn resolve(self, program: &str, profile: &str) -> (Family, &'static str) {
+        if self != Family::Auto {
+            return (self, "as asked");
+        }
+        let name = Path::new(program)
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or("");
+        let by_name = |name: &str| match name {
+            "claude" => Some(Family::Claude),
+            "codex" => Some(Family::Codex),
+            "opencode" => Some(Family::Opencode),
+            _ => None,
+        };
+        if let Some(family) = by_name(name) {
+            (family, "from the program's name")
+        } else if let Some(family) = by_name(profile) {
+            (family, "from the agent's runtime family")
+        } else {
+            (Family::Generic, "no driver knows the program")
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Family::Auto => "auto",
+            Family::Generic => "generic",
+            Family::Claude => "claude",
+            Family::Codex => "codex",
+            Family::Opencode => "opencode",
+        }
+    }
+
+    /// How this runtime names MCP tools to its model.
+    pub fn naming(self) -> RuntimeNaming {
+        match self {
+            Family::Claude | Family::Codex => RuntimeNaming::Claude,
+            Family::Opencode => RuntimeNaming::Opencode,
+            Family::Auto | Family::Generic => RuntimeNaming::Raw,
+        }
+    }
+
+    /// The runtime's own shell tool, as its model sees it.
+    pub fn shell_tool(self) -> Option<&'static str> {
+        match self {
+            Family::Claude => Some("Bash"),
+            Family::Codex => Some("exec_command"),
+            Family::Opencode => Some("bash"),
+            Family::Auto | Family::Generic => None,
+        }
+    }
+
+    /// Whether the driver hands the runtime skills of its own for one launch, beside the user's.
+    pub fn loads_skills(self) -> bool {
+        matches!(self, Family::Claude | Family::Opencode)
+    }
+
+    /// Who reads this runtime's guidance.
+    pub fn reader(self) -> super::guidance::Reader {
+        super::guidance::Reader {
+            naming: self.naming(),
+            shell_tool: self.shell_tool(),
+        }
+    }
+}
+
+/// What the driver of one launch works with.
+#[derive(Debug, Clone, Copy)]
+pub struct Launch<'a> {
+    /// The launch's credential directory (0700): generated configurations go here.
+    pub dir: &'a Path,
+    /// The launch's guidance files (a directory with no token in it).
+    pub guide: &'a GuideFiles,
+    /// The daemon's own executable (absolute).
+    pub executable: &'a Path,
+    /// The launch's MCP route.
+    pub mcp_url: &'a str,
+    /// Its MCP token file.
+    pub token_file: &'a Path,
+    /// The user's own arguments to the runtime (after the program).
+    pub args: &'a [String],
+    /// The launching shell's environment (the user's `HOME`, their configuration variables).
+    pub env: &'a [(String, String)],
+    /// The working directory.
+    pub workdir: &'a Path,
+    /// `agentteam exec` command prefixes that may run without asking.
+    pub preapproved: &'a [String],
+    /// The user asked for Codex's sandbox to allow network access (`--sandbox-network`).
+    pub sandbox_network: bool,
+}
+
+impl Launch<'_> {
+    /// The launching environment's value of `name`.
+    fn var(&self, name: &str) -> Option<&str> {
+        self.env
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The helper command a runtime runs for the MCP route's headers, as one shell string.
+    fn header_helper(&self) -> String {
+        let exe = self.executable.display().to_string();
+        let token = self.token_file.display().to_string();
+        [
+            exe.as_str(),
+            "mcp",
+            "headers",
+            "--url",
+            self.mcp_url,
+            "--token-file",
+            &token,
+        ]
+        .iter()
+        .map(|word| shell_word(word))
+        .collect::<Vec<_>>()
+        .join(" ")
+    }
+}
+
+/// How a launch's command line and environment change to reach the daemon.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Wiring {
+    /// Inserted right after the program (before the user's own arguments).
+    pub args: Vec<String>,
+    /// The user's own arguments, when the driver appended to one of them (Codex's
+    /// `developer_instructions`); `None` keeps them as they are.
+    pub user_args: Option<Vec<String>>,
+    /// Added to the runtime's environment (no secret).
+    pub env: Vec<(String, String)>,
+    /// What the driver did that the user should know, one line each, for stderr.
+    pub notices: Vec<String>,
+}
+
+/// Writes `family`'s configuration for `launch` and says how to point the runtime at it.
+pub fn wire(family: Family, launch: &Launch) -> io::Result<Wiring> {
+    match family {
+        Family::Auto | Family::Generic => Ok(Wiring::default()),
+        Family::Claude => claude::wire(launch),
+        Family::Codex => codex::wire(launch),
+        Family::Opencode => opencode::wire(launch),
+    }
+}
+
+/// The `agentteam exec <domain> <action>` prefixes that may run without asking: every built-in
+/// and pinned extension action whose risk is not destructive (for an operation union, its most
+/// severe operation's).
+pub fn preapproved_prefixes(extensions: &[&Definition]) -> Vec<String> {
+    let builtin = ACTIONS
+        .iter()
+        .filter(|a| a.as_whole().risk() != Risk::Destructive)
+        .map(|a| format!("agentteam exec {} {}", a.domain, a.action));
+    let pinned = extensions.iter().flat_map(|definition| {
+        definition
+            .actions
+            .iter()
+            .filter(|a| a.risk != Risk::Destructive)
+            .map(|a| format!("agentteam exec {} {}", definition.name, a.action))
+    });
+    builtin.chain(pinned).collect()
+}
+
+/// `word` as one shell word: as it is when it needs no quoting, else single-quoted.
+fn shell_word(word: &str) -> String {
+    if !word.is_empty()
+        && word
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"/._-=:@%+,".contains(&b))
+    {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
+}
+
+/// A TOML basic string (JSON's escaping is TOML's for every character JSON escapes).
+fn toml_string(text: &str) -> String {
+    serde_json::Value::from(text).to_string()
+}
+
+/// The text of a user's configuration file, when it exists and is small enough to be one
+/// (read-only; a file that cannot be read is the same as none).
+fn read_user_file(path: &Path) -> Option<String> {
+    const MAX_USER_CONFIG: u64 = 1024 * 1024;
+    let file = std::fs::File::open(path).ok()?;
+    if file.metadata().ok()?.len() > MAX_USER_CONFIG {
+        return None;
+    }
+    std::io::read_to_string(file).ok()
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    use super::*;
+    use crate::daemon::runtime::guidance;
+
+    #[test]
+    fn words_are_quoted_only_when_needed() {
+        assert_eq!(shell_word("/usr/bin/agentteam"), "/usr/bin/agentteam");
+        assert_eq!(shell_word("/a b/agentteam"), "'/a b/agentteam'");
+        assert_eq!(shell_word("it's"), r"'it'\''s'");
+        assert_eq!(shell_word(""), "''");
+    }
+
+    #[test]
+    fn auto_goes_by_the_program_then_the_profile() {
+        let auto = |program, profile| Family::Auto.resolve(program, profile).0;
+        assert_eq!(
+            auto("/opt/x/node_modules/.bin/claude", "codex"),
+            Family::Claude
+        );
+        assert_eq!(auto("codex", "generic"), Family::Codex);
+        assert_eq!(auto("opencode", "generic"), Family::Opencode);
+        assert_eq!(auto("/usr/bin/env", "opencode"), Family::Opencode);
+        assert_eq!(auto("sh", "generic"), Family::Generic);
+        assert_eq!(auto("claude-wrapper", "other"), Family::Generic);
+        assert_eq!(
+            Family::Generic.resolve("claude", "claude").0,
+            Family::Generic,
+            "generic opts out"
+        );
+    }
+
+    #[test]
+    fn no_destructive_action_is_preapproved() {
+        let prefixes = preapproved_prefixes(&[]);
+        assert!(prefixes.contains(&"agentteam exec task create".to_string()));
+        assert!(prefixes.contains(&"agentteam exec task get".to_string()));
+        for destructive in ACTIONS
+            .iter()
+            .filter(|a| a.as_whole().risk() == Risk::Destructive)
+        {
+            let name = format!(
+                "agentteam exec {} {}",
+                destructive.domain, destructive.action
+            );
+            assert!(!prefixes.contains(&name), "{name}");
+        }
+        assert!(!prefixes.contains(&"agentteam exec task cancel".to_string()));
+        assert!(prefixes.iter().all(|p| p.starts_with("agentteam exec ")));
+    }
+
+    /// A launch in a fresh directory, with the user's `HOME` there too.
+    pub(crate) struct Fixture {
+        pub dir: tempfile::TempDir,
+        pub guide: GuideFiles,
+        pub env: Vec<(String, String)>,
+        pub preapproved: Vec<String>,
+    }
+
+    impl Fixture {
+        pub fn new(family: Family) -> Fixture {
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::create_dir(dir.path().join("guide")).unwrap();
+            std::fs::create_dir(dir.path().join("home")).unwrap();
+            let compiled = guidance::compile(family.reader(), &[], family.loads_skills());
+            let guide = guidance::write(&dir.path().join("guide"), &compiled).unwrap();
+            let env = vec![(
+                "HOME".to_string(),
+                dir.path().join("home").display().to_string(),
+            )];
+            Fixture {
+                dir,
+                guide,
+                env,
+                preapproved: preapproved_prefixes(&[]),
+            }
+        }
+
+        pub fn home(&self) -> std::path::PathBuf {
+            self.dir.path().join("home")
+        }
+
+        pub fn launch<'a>(&'a self, args: &'a [String]) -> Launch<'a> {
+            Launch {
+                dir: self.dir.path(),
+                guide: &self.guide,
+                executable: Path::new("/opt/agent team/agentteam"),
+                mcp_url: "http://127.0.0.1:7/api/internal/mcp/servers/wsp_1/agents/agt_1",
+                token_file: Path::new("/run/t/mcp-token"),
+                args,
+                env: &self.env,
+                workdir: self.dir.path(),
+                preapproved: &self.preapproved,
+                sandbox_network: false,
+            }
+        }
+    }
+
+    #[test]
+    fn generic_is_wired_by_the_environment_only() {
+        let fixture = Fixture::new(Family::Generic);
+        assert_eq!(
+            wire(Family::Generic, &fixture.launch(&[])).unwrap(),
+            Wiring::default()
+        );
+    }
+}
