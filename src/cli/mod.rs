@@ -266,6 +266,8 @@ pub enum PromptRuntime {
     Codex,
     /// OpenCode: `mcp_agentteam_<tool>`, its `bash` tool
     Opencode,
+    /// Kimi Code: `mcp__agentteam__<tool>`, its `Bash` tool
+    Kimi,
 }
 
 impl PromptRuntime {
@@ -276,6 +278,7 @@ impl PromptRuntime {
             PromptRuntime::Claude => Family::Claude,
             PromptRuntime::Codex => Family::Codex,
             PromptRuntime::Opencode => Family::Opencode,
+            PromptRuntime::Kimi => Family::Kimi,
         }
     }
 }

@@ -323,6 +323,23 @@ pub async fn launch(
         Ok(request) => request,
         Err(error) => return wire::error_response(&error),
     };
+    if request.options.runtime == Family::Kimi {
+        let program = request
+            .options
+            .argv
+            .first()
+            .map(String::as_str)
+            .unwrap_or("");
+        let checked = crate::daemon::runtime::driver::check_kimi(
+            program,
+            &request.options.env,
+            &request.options.workdir,
+        )
+        .await;
+        if let Err(message) = checked {
+            return wire::error_response(&ActionError::new(ErrorCode::ValidationFailed, message));
+        }
+    }
     let outputs = match state.dispatcher.launch(request).await {
         Ok(outputs) => outputs,
         Err(error) => return wire::error_response(&launch_refusal(&error)),

@@ -29,6 +29,7 @@ mod proxies;
 mod readme;
 mod runtime_boundary;
 mod runtime_drivers;
+mod runtime_harness;
 mod schema_lint;
 mod serve_loop;
 mod server_actions;

@@ -20,10 +20,11 @@
 //!
 //! Generated files live in the launch's private directories and go with them. Per family
 //! (verified against the pinned versions ARCHITECTURE.md names): `claude.rs`, `codex.rs`,
-//! `opencode.rs`; generic gets the environment only.
+//! `opencode.rs`, `kimi.rs`; generic gets the environment only.
 
 mod claude;
 mod codex;
+mod kimi;
 mod opencode;
 
 use std::io;
@@ -32,6 +33,7 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 pub use codex::ThreadWatch;
+pub use kimi::check_program as check_kimi;
 
 use super::guidance::GuideFiles;
 use crate::contract::catalog::ACTIONS;
@@ -43,8 +45,8 @@ use crate::contract::tool_guidance::RuntimeNaming;
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Family {
-    /// Chosen from the program's name (`claude`, `codex`, `opencode`), else from the agent
-    /// profile's runtime family, else generic
+    /// Chosen from the program's name (`claude`, `codex`, `opencode`, `kimi`), else from the
+    /// agent profile's runtime family, else generic
     Auto,
     /// The environment only (`AGENTTEAM_MCP_URL`, `AGENTTEAM_MCP_TOKEN_FILE`, …)
     #[default]
@@ -55,6 +57,8 @@ pub enum Family {
     Codex,
     /// OpenCode: `OPENCODE_CONFIG_CONTENT` (the stdio bridge, instructions, skills, `bash` rules)
     Opencode,
+    /// Kimi Code: a private `KIMI_CODE_HOME` linking the user's (the stdio bridge, `AGENTS.md`)
+    Kimi,
 }
 
 impl Family {
@@ -72,6 +76,7 @@ impl Family {
             "claude" => Some(Family::Claude),
             "codex" => Some(Family::Codex),
             "opencode" => Some(Family::Opencode),
+            "kimi" => Some(Family::Kimi),
             _ => None,
         };
         if let Some(family) = by_name(name) {
@@ -90,6 +95,7 @@ impl Family {
             Family::Claude => "claude",
             Family::Codex => "codex",
             Family::Opencode => "opencode",
+            Family::Kimi => "kimi",
         }
     }
 
@@ -98,6 +104,7 @@ impl Family {
         match self {
             Family::Claude | Family::Codex => RuntimeNaming::Claude,
             Family::Opencode => RuntimeNaming::Opencode,
+            Family::Kimi => RuntimeNaming::Kimi,
             Family::Auto | Family::Generic => RuntimeNaming::Raw,
         }
     }
@@ -105,7 +112,7 @@ impl Family {
     /// The runtime's own shell tool, as its model sees it.
     pub fn shell_tool(self) -> Option<&'static str> {
         match self {
-            Family::Claude => Some("Bash"),
+            Family::Claude | Family::Kimi => Some("Bash"),
             Family::Codex => Some("exec_command"),
             Family::Opencode => Some("bash"),
             Family::Auto | Family::Generic => None,
@@ -202,6 +209,7 @@ pub fn wire(family: Family, launch: &Launch) -> io::Result<Wiring> {
         Family::Claude => claude::wire(launch),
         Family::Codex => codex::wire(launch),
         Family::Opencode => opencode::wire(launch),
+        Family::Kimi => kimi::wire(launch),
     }
 }
 
@@ -274,6 +282,7 @@ pub(super) mod tests {
         );
         assert_eq!(auto("codex", "generic"), Family::Codex);
         assert_eq!(auto("opencode", "generic"), Family::Opencode);
+        assert_eq!(auto("/home/u/.npm/bin/kimi", "generic"), Family::Kimi);
         assert_eq!(auto("/usr/bin/env", "opencode"), Family::Opencode);
         assert_eq!(auto("sh", "generic"), Family::Generic);
         assert_eq!(auto("claude-wrapper", "other"), Family::Generic);

@@ -1,0 +1,683 @@
+//! The harness of the real-runtime tests (`runtime_drivers`): the scripted model server, the
+//! user's setup, and `drive`, which runs one real runtime under `agentteam run` offline and checks
+//! everything a user would see (see `runtime_drivers` for what is asserted).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use agentteam::contract::TOOLS;
+use agentteam::contract::tool_guidance::{RuntimeNaming, ToolNamer};
+use serde_json::{Value, json};
+
+use crate::support::{TestDaemon, repo_root, venv_tool};
+
+/// A pinned runtime's executable, installed by `scripts/test`.
+pub(crate) fn runtime_tool(variable: &str) -> PathBuf {
+    let path = std::env::var_os(variable).map(PathBuf::from).unwrap_or_else(|| {
+        panic!("{variable} is not set: run the tests with `scripts/test`, which installs the runtimes")
+    });
+    assert!(path.exists(), "{} is missing", path.display());
+    // The runtime starts in its own working directory.
+    std::path::absolute(&path).unwrap()
+}
+
+/// The scripted model server: its port, its request log and the request bodies it received.
+pub(crate) struct Model {
+    pub(crate) child: tokio::process::Child,
+    pub(crate) port: u16,
+    pub(crate) log: PathBuf,
+    pub(crate) dump: PathBuf,
+}
+
+impl Model {
+    pub(crate) async fn start(
+        dir: &Path,
+        api: &str,
+        naming: RuntimeNaming,
+        script: &[Value],
+    ) -> Model {
+        use tokio::io::AsyncBufReadExt;
+        let log = dir.join("model.log");
+        let dump = dir.join("model-requests");
+        std::fs::create_dir_all(&dump).unwrap();
+        let script_file = dir.join("model-script.json");
+        std::fs::write(&script_file, Value::from(script.to_vec()).to_string()).unwrap();
+        let prefix = naming.model_name("");
+        let mut child = tokio::process::Command::new(venv_tool("python"))
+            .arg(repo_root().join("tests/it/scripted_model.py"))
+            .args(["--api", api, "--tool-prefix", &prefix, "--hold-call", "3"])
+            .arg("--script")
+            .arg(&script_file)
+            .arg("--log")
+            .arg(&log)
+            .arg("--dump")
+            .arg(&dump)
+            .stdout(std::process::Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap();
+        let mut lines = tokio::io::BufReader::new(child.stdout.take().unwrap()).lines();
+        let line = lines
+            .next_line()
+            .await
+            .unwrap()
+            .expect("the model server starts");
+        let port = line.strip_prefix("listening on ").unwrap().parse().unwrap();
+        Model {
+            child,
+            port,
+            log,
+            dump,
+        }
+    }
+
+    pub(crate) fn requests(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.log)
+            .unwrap_or_default()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect()
+    }
+
+    /// The body of a logged request, as the runtime sent it.
+    pub(crate) fn body(&self, request: &Value) -> String {
+        std::fs::read_to_string(self.dump.join(request["body"].as_str().unwrap())).unwrap()
+    }
+}
+
+/// A listener every proxy variable points at: it must never be connected to.
+pub(crate) async fn proxy_trap() -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let hits = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counted = hits.clone();
+    tokio::spawn(async move {
+        while let Ok((_stream, _)) = listener.accept().await {
+            counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    });
+    (url, hits)
+}
+
+/// Every regular file under `dir` (links are not followed).
+pub(crate) fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut found = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_symlink() {
+                continue;
+            }
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                found.push(path);
+            }
+        }
+    }
+    found
+}
+
+/// Every file under `dir` whose name is `name`.
+pub(crate) fn files_named(dir: &Path, name: &str) -> Vec<PathBuf> {
+    files_under(dir)
+        .into_iter()
+        .filter(|path| path.file_name().and_then(|n| n.to_str()) == Some(name))
+        .collect()
+}
+
+/// Which of `tokens` any process's argv or environment holds now.
+pub(crate) fn tokens_in_processes(tokens: &[String]) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if !entry
+            .file_name()
+            .to_string_lossy()
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+        {
+            continue;
+        }
+        for part in ["cmdline", "environ"] {
+            let Ok(bytes) = std::fs::read(entry.path().join(part)) else {
+                continue;
+            };
+            let text = String::from_utf8_lossy(&bytes);
+            for token in tokens {
+                if text.contains(token.as_str()) {
+                    found.push(format!("{} {part}", entry.path().display()));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Whether any process's argv holds `needle`.
+pub(crate) fn any_argv_contains(needle: &str) -> bool {
+    std::fs::read_dir("/proc").unwrap().flatten().any(|entry| {
+        std::fs::read(entry.path().join("cmdline"))
+            .is_ok_and(|bytes| String::from_utf8_lossy(&bytes).contains(needle))
+    })
+}
+
+/// Which files under `dir` hold any of `tokens`.
+pub(crate) fn tokens_in_files(dir: &Path, tokens: &[String]) -> Vec<String> {
+    files_under(dir)
+        .into_iter()
+        .filter(|path| {
+            std::fs::read(path).is_ok_and(|bytes| {
+                let text = String::from_utf8_lossy(&bytes);
+                tokens.iter().any(|t| text.contains(t.as_str()))
+            })
+        })
+        .map(|path| path.display().to_string())
+        .collect()
+}
+
+/// The channel's messages, read through a generic runtime's MCP route.
+pub(crate) async fn channel_contents(
+    daemon: &TestDaemon,
+    agent: &str,
+    target: &str,
+) -> Vec<String> {
+    let script = r#"echo "$AGENTTEAM_MCP_URL"; echo "$AGENTTEAM_MCP_TOKEN_FILE"; exec sleep 60"#;
+    let mut reader = daemon.launch(agent, &[], script);
+    let url = reader.line().await;
+    let token = std::fs::read_to_string(reader.line().await).unwrap();
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "message_history_read", "arguments": {"target": target, "limit": 50}}});
+    let answer: Value = daemon
+        .client
+        .post(url)
+        .bearer_auth(token.trim())
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .header("Accept", "application/json, text/event-stream")
+        .json(&body)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    answer["result"]["structuredContent"]["messages"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{answer}"))
+        .iter()
+        .map(|m| m["content"].as_str().unwrap().to_string())
+        .collect()
+}
+
+/// One Exec call through a generic runtime of `agent`: its envelope.
+pub(crate) async fn exec_as(daemon: &TestDaemon, agent: &str, args: &[&str]) -> Value {
+    let words: Vec<String> = args
+        .iter()
+        .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
+        .collect();
+    let script = format!("agentteam exec {}", words.join(" "));
+    let mut reader = daemon.launch(agent, &[], &script);
+    serde_json::from_str(&reader.line().await).unwrap()
+}
+
+/// The text of every tool result in a request body of `api`, in order.
+pub(crate) fn tool_results(api: &str, body: &str) -> Vec<String> {
+    let body: Value = serde_json::from_str(body).unwrap();
+    let text = |content: &Value| match content {
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
+    let items = |key: &str| body[key].as_array().cloned().unwrap_or_default();
+    match api {
+        "anthropic" => items("messages")
+            .iter()
+            .filter_map(|m| m["content"].as_array())
+            .flatten()
+            .filter(|b| b["type"] == "tool_result")
+            .map(|b| text(&b["content"]))
+            .collect(),
+        "chat" => items("messages")
+            .iter()
+            .filter(|m| m["role"] == "tool")
+            .map(|m| text(&m["content"]))
+            .collect(),
+        _ => items("input")
+            .iter()
+            .filter(|i| i["type"] == "function_call_output")
+            .map(|i| text(&i["output"]))
+            .collect(),
+    }
+}
+
+/// The user's own setup of a runtime, written into its `HOME` the way a user would: their model
+/// provider, their own MCP server (`user_mcp.py`), and for `asks` a rule that asks before (or,
+/// headless, refuses) every command they did not allow.
+pub(crate) struct UserSetup<'a> {
+    pub(crate) home: &'a Path,
+    pub(crate) port: u16,
+    pub(crate) python: PathBuf,
+    pub(crate) user_mcp: PathBuf,
+}
+
+/// What a user's setup sets in the environment, and the files of it that must end byte for byte
+/// as they were.
+pub(crate) type UserFiles = (Vec<(String, String)>, Vec<PathBuf>);
+
+/// What a runtime needs beyond its family.
+pub(crate) struct Runtime {
+    pub(crate) family: &'static str,
+    pub(crate) executable: &'static str,
+    pub(crate) api: &'static str,
+    pub(crate) naming: RuntimeNaming,
+    /// The shell tool as the model sees it, and its command argument.
+    pub(crate) shell: (&'static str, &'static str),
+    /// The model-visible name of the user's own MCP tool.
+    pub(crate) user_tool: &'static str,
+    /// The runtime's own arguments.
+    pub(crate) args: fn() -> Vec<String>,
+    /// `agentteam run` flags beyond the agent and working directory.
+    pub(crate) run_flags: &'static [&'static str],
+    /// Writes the user's files; returns the environment they set and the files that must end
+    /// byte for byte as they were.
+    pub(crate) setup: fn(&UserSetup) -> UserFiles,
+    /// Whether the user's setup asks before other commands (so refusals are checked).
+    pub(crate) asks: bool,
+    /// Whether a refused call ends the runtime's headless run.
+    pub(crate) refusal_ends_the_run: bool,
+    /// Whether the runtime shows its model a server's MCP `instructions`.
+    pub(crate) shows_mcp_instructions: bool,
+    /// Where under the user's `HOME` the runtime keeps its sessions: they land there.
+    pub(crate) sessions: &'static str,
+}
+
+/// The calls the scripted model makes, in order: an MCP `message_send`, an `agentteam exec task
+/// create` through the shell tool, and where the user's setup asks before other commands,
+/// `agentteam run`, an unrelated command and a destructive action, each of which must be asked
+/// (refused headless) and not run.
+pub(crate) fn script(runtime: &Runtime, target: &str, content: &str, markers: &Path) -> Vec<Value> {
+    let channel = target.strip_prefix("channel:").unwrap();
+    let mcp = if runtime.family == "codex" {
+        json!({"name": "message_send", "namespace": "mcp__agentteam",
+               "args": {"target": target, "content": content}})
+    } else {
+        json!({"name": runtime.naming.model_name("message_send"),
+               "args": {"target": target, "content": content}})
+    };
+    let shell = |command: String| {
+        let mut args = json!({ runtime.shell.1: command });
+        if runtime.family == "opencode" {
+            args["description"] = json!("an AgentTeam call");
+        }
+        json!({"name": runtime.shell.0, "args": args})
+    };
+    let create = json!({"location": {"kind": "channel", "channelId": channel},
+                        "title": format!("filed by {}", runtime.family)});
+    let mut calls = vec![mcp, shell(format!("agentteam exec task create '{create}'"))];
+    if runtime.asks {
+        // At once: a runtime may end a headless run at its first refusal.
+        let m = |name: &str| markers.join(name).display().to_string();
+        calls.push(Value::from(vec![
+            shell(format!(
+                "agentteam run --agent alpha -- touch {}",
+                m("ran-agentteam-run")
+            )),
+            shell(format!("touch {}", m("ran-unrelated"))),
+            shell(
+                r#"agentteam exec task cancel '{"taskId":"task_00000000000000000000000000"}'"#
+                    .to_string(),
+            ),
+        ]));
+    }
+    calls
+}
+
+pub(crate) async fn drive(runtime: Runtime) {
+    let root = tempfile::tempdir().unwrap();
+    let run_dir = root.path().join("run");
+    let daemon = TestDaemon::start_in(
+        root.path(),
+        &[
+            "--runtime-dir",
+            run_dir.to_str().unwrap(),
+            "--token-ttl-secs",
+            "2",
+            "--rotation-tick-ms",
+            "100",
+        ],
+    )
+    .await;
+    let agent = daemon.add_agent("alpha").await;
+    let identity: Value =
+        serde_json::from_slice(&std::fs::read(daemon.state_dir.join("identity.json")).unwrap())
+            .unwrap();
+    let target = format!("channel:{}", identity["channelId"].as_str().unwrap());
+    let content = format!("hello from {}", runtime.family);
+    let markers = root.path().join("markers");
+    std::fs::create_dir_all(&markers).unwrap();
+    let calls = script(&runtime, &target, &content, &markers);
+    let model = Model::start(root.path(), runtime.api, runtime.naming, &calls).await;
+    let (trap, trap_hits) = proxy_trap().await;
+    let home = root.path().join("home");
+    let workdir = root.path().join("work");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&workdir).unwrap();
+    let (user_env, user_files) = (runtime.setup)(&UserSetup {
+        home: &home,
+        port: model.port,
+        python: venv_tool("python"),
+        user_mcp: repo_root().join("tests/it/user_mcp.py"),
+    });
+    let before: Vec<Vec<u8>> = user_files
+        .iter()
+        .map(|f| std::fs::read(f).unwrap())
+        .collect();
+
+    // The default driver selection: no `--runtime`.
+    let mut command = daemon.cli(&["run", "--agent", &agent]);
+    command
+        .args(runtime.run_flags)
+        .arg("--workdir")
+        .arg(&workdir)
+        .arg("--")
+        .arg(runtime_tool(runtime.executable))
+        .args((runtime.args)())
+        .env("HOME", &home)
+        .envs(user_env);
+    for proxy in [
+        "HTTP_PROXY",
+        "HTTPS_PROXY",
+        "ALL_PROXY",
+        "http_proxy",
+        "https_proxy",
+        "all_proxy",
+    ] {
+        command.env(proxy, &trap);
+    }
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let collect = |mut pipe: Box<dyn tokio::io::AsyncRead + Unpin + Send>| {
+        tokio::spawn(async move {
+            let mut text = String::new();
+            let _ = tokio::io::AsyncReadExt::read_to_string(&mut pipe, &mut text).await;
+            text
+        })
+    };
+    let (stdout, stderr) = (collect(Box::new(stdout)), collect(Box::new(stderr)));
+
+    // While it runs: every generation's tokens, and where they must never be.
+    let mut tokens: Vec<String> = Vec::new();
+    let mut leaks = Vec::new();
+    // Codex runs its header helper with a cleared environment: the route travels in the helper
+    // command itself, which the helper checks before it reads the token file.
+    let mut helper_names_its_route = false;
+    let mut guide_seen = false;
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        let files = files_named(&run_dir, "token")
+            .into_iter()
+            .chain(files_named(&run_dir, "mcp-token"));
+        for file in files {
+            if let Ok(token) = std::fs::read_to_string(&file) {
+                let token = token.trim().to_string();
+                if !token.is_empty() && !tokens.contains(&token) {
+                    tokens.push(token);
+                }
+            }
+        }
+        leaks.extend(tokens_in_processes(&tokens));
+        // The guidance directory holds no token file, and no file of it holds a token.
+        for guide in files_named(
+            &run_dir,
+            agentteam::daemon::runtime::guidance::GUIDANCE_FILE,
+        ) {
+            let dir = guide.parent().unwrap();
+            guide_seen = true;
+            leaks.extend(tokens_in_files(dir, &tokens));
+            assert!(
+                files_named(dir, "token").is_empty() && files_named(dir, "mcp-token").is_empty()
+            );
+        }
+        helper_names_its_route |= any_argv_contains("mcp headers --url http://127.0.0.1:");
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{} did not finish; the model answered {:?}",
+            runtime.family,
+            model
+                .requests()
+                .iter()
+                .map(|r| r["answer"].to_string())
+                .collect::<Vec<_>>()
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let (stdout, stderr) = (stdout.await.unwrap(), stderr.await.unwrap());
+    assert!(status.success(), "{}: {stderr}\n{stdout}", runtime.family);
+    assert!(guide_seen, "no guidance directory while it ran");
+    leaks.sort();
+    leaks.dedup();
+    assert!(
+        leaks.is_empty(),
+        "a token in a process's argv or environment, or in the guidance: {leaks:?}"
+    );
+    assert!(
+        tokens.len() >= 4,
+        "no rotation while the runtime ran: {} tokens",
+        tokens.len()
+    );
+    assert!(
+        stderr.contains(&format!(
+            "agentteam: runtime driver: {} (from the program's name)",
+            runtime.family
+        )),
+        "{stderr}"
+    );
+
+    // The model saw exactly the mapping's names for the whole inventory, the user's own tool
+    // beside them, and the script ran to its end.
+    let mut expected: Vec<String> = TOOLS
+        .iter()
+        .map(|t| runtime.naming.model_name(t.name))
+        .collect();
+    expected.sort();
+    let requests = model.requests();
+    let offered: Vec<&Value> = requests
+        .iter()
+        .filter(|r| r["tools"] != json!([]))
+        .collect();
+    assert!(
+        !offered.is_empty(),
+        "the model was never offered the tools: {requests:?}"
+    );
+    for request in &offered {
+        let mut names: Vec<String> = serde_json::from_value(request["tools"].clone()).unwrap();
+        names.sort();
+        assert_eq!(names, expected, "{}", runtime.family);
+        let all: Vec<String> = serde_json::from_value(request["all_tools"].clone()).unwrap();
+        assert!(
+            all.iter().any(|n| n == runtime.user_tool),
+            "{}: the user's own MCP server is missing: {all:?}",
+            runtime.family
+        );
+    }
+    for step in 0..calls.len() {
+        assert_eq!(
+            requests
+                .iter()
+                .filter(|r| r["answer"] == format!("call {step}"))
+                .count(),
+            1,
+            "step {step}: {requests:?}"
+        );
+    }
+    assert!(
+        runtime.refusal_ends_the_run
+            || requests
+                .iter()
+                .any(|r| r["answer"] == "text" && r["tools"] != json!([]))
+    );
+
+    // The first request carried the guidance, the memory skill and the uncut MCP instructions.
+    let first = model.body(offered[0]);
+    assert!(
+        first.contains(agentteam::daemon::runtime::guidance::HEADLINE),
+        "{}: the guidance is not in the first request",
+        runtime.family
+    );
+    assert!(
+        first.contains("memory-maintenance"),
+        "{}: no skill",
+        runtime.family
+    );
+    let instructions = agentteam::contract::tool_guidance::mcp_instructions();
+    let ending = instructions.lines().last().unwrap();
+    assert!(
+        !runtime.shows_mcp_instructions
+            || first.contains(serde_json::to_string(ending).unwrap().trim_matches('"')),
+        "{}: the MCP instructions did not arrive whole",
+        runtime.family
+    );
+
+    // Each step's results, as the runtime handed them back to the model in its next request.
+    let after = |step: usize| {
+        requests.iter().find(|r| {
+            r["answer"] == format!("call {}", step + 1)
+                || (step + 1 == calls.len() && r["answer"] == "text" && r["tools"] != json!([]))
+        })
+    };
+    let results_of = |step: usize| {
+        let next = after(step).unwrap_or_else(|| panic!("no request after step {step}"));
+        let all = tool_results(runtime.api, &model.body(next));
+        let made = calls[step].as_array().map_or(1, Vec::len);
+        all[all.len() - made..].to_vec()
+    };
+    // The MCP call acted, with a rotated credential (the model held it past the first expiry).
+    assert!(
+        channel_contents(&daemon, &agent, &target)
+            .await
+            .contains(&content),
+        "{}: the message did not reach the channel\n{stderr}\n{stdout}",
+        runtime.family
+    );
+    // The shell tool's `agentteam exec task create` created the task.
+    let created = results_of(1).remove(0);
+    // The envelope the command printed, wherever the runtime put it in the tool result.
+    let envelope: Value = created
+        .find("{\"data\"")
+        .and_then(|at| {
+            serde_json::Deserializer::from_str(&created[at..])
+                .into_iter::<Value>()
+                .next()?
+                .ok()
+        })
+        .unwrap_or_else(|| panic!("{}: no envelope in {created}", runtime.family));
+    let task_id = envelope["data"]["task"]["id"].as_str().unwrap();
+    let task = exec_as(
+        &daemon,
+        &agent,
+        &["task", "get", &json!({"taskId": task_id}).to_string()],
+    )
+    .await;
+    assert_eq!(
+        task["data"]["task"]["title"],
+        format!("filed by {}", runtime.family),
+        "{task}"
+    );
+    if runtime.asks {
+        // Not run; and asked (refused headless): the runtime said so to the model, or, where a
+        // refusal ends a headless run, ended it there.
+        assert!(
+            !markers.join("ran-agentteam-run").exists(),
+            "{}: `agentteam run` ran",
+            runtime.family
+        );
+        assert!(
+            !markers.join("ran-unrelated").exists(),
+            "{}: an unrelated command ran",
+            runtime.family
+        );
+        match after(2) {
+            Some(_) => {
+                for (answer, what) in results_of(2).iter().zip([
+                    "agentteam run",
+                    "an unrelated command",
+                    "a destructive action",
+                ]) {
+                    assert!(
+                        !answer.contains("\"ok\""),
+                        "{}: {what} ran without asking: {answer}",
+                        runtime.family
+                    );
+                }
+            }
+            None => assert!(
+                runtime.refusal_ends_the_run,
+                "{}: no answer to the refused calls",
+                runtime.family
+            ),
+        }
+    }
+    // The configuration went with the credentials; nothing of them is left.
+    for name in [
+        "claude-mcp.json",
+        "token",
+        "mcp-token",
+        "guidance.md",
+        "SKILL.md",
+    ] {
+        let left = files_named(&run_dir, name);
+        // The readers launched above are still running: their own files are theirs.
+        assert!(
+            name.ends_with("token") || name == "guidance.md" || left.is_empty(),
+            "{name} left behind: {left:?}"
+        );
+    }
+    // The user's own files end as they were.
+    for (file, before) in user_files.iter().zip(&before) {
+        assert_eq!(
+            &std::fs::read(file).unwrap(),
+            before,
+            "{} changed",
+            file.display()
+        );
+    }
+    assert!(
+        !files_under(&home.join(runtime.sessions)).is_empty(),
+        "{}: no session under {} in the user's HOME",
+        runtime.family,
+        runtime.sessions
+    );
+    let in_home = tokens_in_files(&home, &tokens);
+    assert!(
+        in_home.is_empty(),
+        "a token in the runtime's HOME (its transcripts included): {in_home:?}"
+    );
+    let seen = tokens_in_files(&model.dump, &tokens);
+    assert!(seen.is_empty(), "a token reached the model: {seen:?}");
+    assert!(!stdout.contains(&tokens[0]) && !stderr.contains(&tokens[0]));
+    assert_eq!(
+        trap_hits.load(std::sync::atomic::Ordering::SeqCst),
+        0,
+        "something went through the proxy"
+    );
+    if runtime.family == "codex" {
+        // The primary thread came from Codex's own `thread.started`, and its call passed the gate.
+        assert!(
+            daemon
+                .log()
+                .contains("the Codex runtime named its primary thread")
+        );
+        assert!(helper_names_its_route, "the helper command lacks its route");
+    }
+    drop(model.child);
+}
