@@ -1,11 +1,13 @@
 # Sourced by scripts/test: the agent runtimes the driver tests launch, from the npm registry at
 # pinned versions, installed once under target/test-tools/runtimes-<versions> (with their
-# platform binaries), and exported as AGENTTEAM_TEST_{CLAUDE,CODEX,OPENCODE,KIMI}. Needs
+# platform binaries), and exported as AGENTTEAM_TEST_{CLAUDE,CODEX,OPENCODE,KIMI,COPILOT,GEMINI}. Needs
 # ensure_node (scripts/lib/node.sh) first; Kimi Code needs its Node 22.19 or later.
 claude_version=2.1.332
 codex_version=0.171.0
 opencode_version=1.18.33
 kimi_code_version=2.1.0
+copilot_version=1.0.102
+gemini_version=0.61.0
 
 ensure_runtimes() {
     local dir="$test_tools/runtimes-claude-$claude_version-codex-$codex_version-opencode-$opencode_version"
@@ -29,4 +31,27 @@ ensure_runtimes() {
         touch "$kimi/.installed"
     fi
     export AGENTTEAM_TEST_KIMI="$kimi/node_modules/.bin/kimi"
+    # Copilot CLI unpacks its real program (235 MB) into $XDG_CACHE_HOME/copilot on its first run:
+    # done here once, and the tests point XDG_CACHE_HOME at it.
+    local copilot="$test_tools/runtimes-copilot-$copilot_version"
+    if [ ! -f "$copilot/.installed" ]; then
+        echo "$(basename "$0"): installing Copilot CLI $copilot_version into $copilot" >&2
+        mkdir -p "$copilot"
+        (cd "$copilot" && npm init -y >/dev/null && npm install --no-audit --no-fund --loglevel=error \
+            "@github/copilot@$copilot_version" >/dev/null)
+        XDG_CACHE_HOME="$copilot/cache" HOME="$copilot" COPILOT_AUTO_UPDATE=false \
+            "$copilot/node_modules/.bin/copilot" --version >/dev/null
+        touch "$copilot/.installed"
+    fi
+    export AGENTTEAM_TEST_COPILOT="$copilot/node_modules/.bin/copilot"
+    export AGENTTEAM_TEST_COPILOT_CACHE="$copilot/cache"
+    local gemini="$test_tools/runtimes-gemini-$gemini_version"
+    if [ ! -f "$gemini/.installed" ]; then
+        echo "$(basename "$0"): installing Gemini CLI $gemini_version into $gemini" >&2
+        mkdir -p "$gemini"
+        (cd "$gemini" && npm init -y >/dev/null && npm install --no-audit --no-fund --loglevel=error \
+            "@google/gemini-cli@$gemini_version" >/dev/null)
+        touch "$gemini/.installed"
+    fi
+    export AGENTTEAM_TEST_GEMINI="$gemini/node_modules/.bin/gemini"
 }

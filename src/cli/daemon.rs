@@ -334,6 +334,10 @@ pub struct RunArgs {
     /// Codex turn metadata names another thread may then only call read-only tools
     #[arg(long, value_name = "THREAD_ID")]
     primary_thread: Option<String>,
+    /// Relay this command's stdin to the runtime (otherwise it reads an empty one); a Codex
+    /// `app-server`, which takes its protocol on stdin, always gets it
+    #[arg(long)]
+    stdin: bool,
     /// The runtime command and its arguments
     #[arg(last = true, required = true)]
     command: Vec<String>,
@@ -448,6 +452,7 @@ pub fn run_runtime(state: StateDir, args: RunArgs) -> Exit {
         primary_thread,
         runtime,
         sandbox_network,
+        stdin,
         command,
     } = args;
     let turn = match (turn_target, turn_message) {
@@ -490,6 +495,7 @@ pub fn run_runtime(state: StateDir, args: RunArgs) -> Exit {
         primary_thread,
         runtime,
         sandbox_network,
+        stdin,
     };
     if let Err(message) = options.check() {
         return usage_error(&message, &[]);
@@ -522,11 +528,13 @@ pub fn run_runtime(state: StateDir, args: RunArgs) -> Exit {
             .unwrap_or(Value::Null);
             return http::refusal(Peer::Daemon, &envelope);
         }
-        relay(response).await
+        relay(response, &base_url, &token).await
     })
 }
 
-async fn relay(mut response: reqwest::Response) -> Exit {
+/// Relays the launch's frames to this process's stdout and stderr until the runtime exits; a
+/// runtime that reads stdin gets this process's, streamed to the daemon beside.
+async fn relay(mut response: reqwest::Response, base_url: &str, token: &str) -> Exit {
     let mut pending: Vec<u8> = Vec::new();
     loop {
         let chunk = match response.chunk().await {
@@ -551,6 +559,7 @@ async fn relay(mut response: reqwest::Response) -> Exit {
                 Some(Output::Stderr(bytes)) => {
                     let _ = std::io::stderr().write_all(&bytes);
                 }
+                Some(Output::StdinRun(run)) => stream_stdin(base_url, token, &run),
                 Some(Output::Exited(code)) => return exit_with(code),
                 None => return usage_error("the daemon sent an unreadable frame", &[]),
             }
@@ -565,6 +574,32 @@ async fn relay(mut response: reqwest::Response) -> Exit {
             );
         }
     }
+}
+
+/// Streams this process's stdin to run `run`'s stdin (`POST /api/admin/runs/{runId}/stdin`) in the
+/// background; its end is the runtime's end of file. A refusal or a lost connection is said on
+/// stderr: the runtime then reads end of file.
+fn stream_stdin(base_url: &str, token: &str, run: &str) {
+    let request = crate::client::http::loopback_builder()
+        .build()
+        .expect("a plain HTTP client builds")
+        .post(format!("{base_url}/api/admin/runs/{run}/stdin"))
+        .bearer_auth(token)
+        .body(reqwest::Body::wrap_stream(
+            tokio_util::io::ReaderStream::new(tokio::io::stdin()),
+        ));
+    tokio::spawn(async move {
+        match request.send().await {
+            Ok(response) if response.status().is_success() => {}
+            Ok(response) => eprintln!(
+                "agentteam: the daemon refused this command's stdin (HTTP {}): the runtime reads an empty one",
+                response.status().as_u16()
+            ),
+            Err(_) => eprintln!(
+                "agentteam: lost the connection that streams this command's stdin to the runtime"
+            ),
+        }
+    });
 }
 
 /// Exits this process with the runtime's exit code (clamped to 0..=255).

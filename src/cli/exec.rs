@@ -97,6 +97,43 @@ pub fn run(args: &[String]) -> Exit {
     }
 }
 
+/// `agentteam-exec ARGS`: `agentteam exec ARGS` for the actions a runtime may run without asking
+/// (`driver::preapproved_prefixes`: built-in and pinned extension actions that are not
+/// destructive), and their help; any other action is refused before anything is sent, naming the
+/// `agentteam exec` command that runs it (which the runtime asks the user about).
+pub fn run_preapproved(args: &[String]) -> Exit {
+    use crate::contract::preapproval::{EXEC_ALIAS, preapproved_prefixes};
+    let [domain, action, ..] = args else {
+        return run(args);
+    };
+    if domain.starts_with('-') || action.starts_with('-') {
+        return run(args);
+    }
+    let extensions = launch_extensions();
+    let definitions: Vec<&ext::Definition> = extensions.iter().map(|e| &e.definition).collect();
+    let command = format!("agentteam exec {domain} {action}");
+    if preapproved_prefixes(&definitions).contains(&command) {
+        return run(args);
+    }
+    let known = catalog::find_action(domain, action).is_some()
+        || extensions.iter().any(|e| {
+            e.definition.name == *domain && e.definition.actions.iter().any(|a| a.action == *action)
+        });
+    if !known {
+        // A name `agentteam exec` does not know either: its own refusal, with its suggestions
+        // (it resolves exact names only, so nothing unlisted can run through here).
+        return run(args);
+    }
+    usage_error(
+        &format!(
+            "`{EXEC_ALIAS}` runs only actions that are not destructive, and `{domain} {action}` is"
+        ),
+        &[format!(
+            "run it as `{command} …`: your runtime asks the user before it runs"
+        )],
+    )
+}
+
 /// Inside a runtime, the extensions the daemon pinned for its launch (from the catalog file
 /// beside its token file); elsewhere none.
 fn launch_extensions() -> Vec<Known> {

@@ -174,6 +174,18 @@ enum Command {
 /// Parses the process arguments and runs the command.
 pub fn main() -> ExitCode {
     completion::complete_if_asked();
+    // Run as `agentteam-exec` (a launch's pre-approved name): `agentteam exec`, its own rules.
+    let mut argv = std::env::args_os();
+    if argv
+        .next()
+        .as_deref()
+        .map(std::path::Path::new)
+        .and_then(std::path::Path::file_name)
+        .is_some_and(|name| name == crate::contract::preapproval::EXEC_ALIAS)
+    {
+        let args: Vec<String> = argv.map(|a| a.to_string_lossy().into_owned()).collect();
+        return exec::run_preapproved(&args).into();
+    }
     let cli = Cli::parse();
     let exit = match cli.command {
         Command::Exec { args } => exec::run(&args),
@@ -183,13 +195,13 @@ pub fn main() -> ExitCode {
             let extensions = catalog::launch_extensions();
             let definitions: Vec<&crate::contract::extension::Definition> =
                 extensions.iter().map(|e| &e.definition).collect();
+            // For pasting into a launch of the generic driver, which links no other name.
+            let reader = crate::daemon::runtime::guidance::Reader {
+                exec_alias: None,
+                ..runtime.family().reader()
+            };
             output::print(
-                &crate::daemon::runtime::guidance::compile(
-                    runtime.family().reader(),
-                    &definitions,
-                    false,
-                )
-                .text,
+                &crate::daemon::runtime::guidance::compile(reader, &definitions, false).text,
             )
         }
         Command::Admin { json, command } => admin::run(command, json),
@@ -268,6 +280,10 @@ pub enum PromptRuntime {
     Opencode,
     /// Kimi Code: `mcp__agentteam__<tool>`, its `Bash` tool
     Kimi,
+    /// Copilot CLI: `agentteam-<tool>`, its `bash` tool
+    Copilot,
+    /// Gemini CLI: `mcp_agentteam_<tool>`, its `run_shell_command` tool
+    Gemini,
 }
 
 impl PromptRuntime {
@@ -279,6 +295,8 @@ impl PromptRuntime {
             PromptRuntime::Codex => Family::Codex,
             PromptRuntime::Opencode => Family::Opencode,
             PromptRuntime::Kimi => Family::Kimi,
+            PromptRuntime::Copilot => Family::Copilot,
+            PromptRuntime::Gemini => Family::Gemini,
         }
     }
 }

@@ -4,7 +4,7 @@
 //! some builds) on every MCP `tools/call`: `thread_id`, and for a delegated (sub-agent) thread
 //! `parent_thread_id` and `thread_source: "subagent"`. A call that is *explicitly* not the
 //! primary thread's (a `parent_thread_id`, a `thread_source` of `subagent`, or a `thread_id`
-//! other than the primary's once the primary is known) may only call tools whose
+//! the launch knows as a delegated one: [`Known`]) may only call tools whose
 //! `annotations.readOnlyHint` is `true` in the inventory `tools/list` serves. A missing, false or
 //! unknown annotation, and a tool the inventory does not know, fail closed with an error that
 //! only asks the child to return its result to the leader. No metadata, or metadata that names
@@ -40,8 +40,21 @@ pub enum Thread {
     Child,
 }
 
-/// Classifies a call from its `params._meta` and the primary thread id, when the launch knows it.
-pub fn classify(meta: Option<&Value>, primary: Option<&str>) -> Thread {
+/// What a launch knows of a thread id, from the launcher or the runtime's own events.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Known {
+    /// The primary thread, or one of the user's threads (a Codex `app-server` client may start
+    /// several).
+    Primary,
+    /// A thread the launch knows as delegated: the protocol marked it a sub-agent's, or it is
+    /// not the one primary thread a `codex exec` run has.
+    Child,
+    /// Nothing: the metadata alone decides.
+    Unknown,
+}
+
+/// Classifies a call from its `params._meta` and what the launch knows of the thread it names.
+pub fn classify(meta: Option<&Value>, known: impl Fn(&str) -> Known) -> Thread {
     let Some(turn) = meta.and_then(|meta| meta.get(TURN_METADATA)) else {
         return Thread::Primary;
     };
@@ -64,11 +77,11 @@ pub fn classify(meta: Option<&Value>, primary: Option<&str>) -> Thread {
             .is_some_and(|v| !v.is_null() && v.as_str() != Some(""))
     };
     let subagent = turn.get("thread_source").and_then(Value::as_str) == Some("subagent");
-    let other_thread = match (primary, turn.get("thread_id").and_then(Value::as_str)) {
-        (Some(primary), Some(thread)) => thread != primary,
-        _ => false,
-    };
-    if present("parent_thread_id") || subagent || other_thread {
+    let known_child = turn
+        .get("thread_id")
+        .and_then(Value::as_str)
+        .is_some_and(|thread| known(thread) == Known::Child);
+    if present("parent_thread_id") || subagent || known_child {
         Thread::Child
     } else {
         Thread::Primary
@@ -132,6 +145,14 @@ mod tests {
     #[test]
     fn only_explicit_children_are_children() {
         let primary = Some("thr_primary");
+        // A `codex exec` run's one primary thread: every other thread is delegated.
+        let exec = |primary: Option<&'static str>| {
+            move |thread: &str| match primary {
+                None => Known::Unknown,
+                Some(primary) if thread == primary => Known::Primary,
+                Some(_) => Known::Child,
+            }
+        };
         for (meta, primary, expected) in [
             (None, primary, Thread::Primary),
             (Some(json!({})), primary, Thread::Primary),
@@ -184,8 +205,35 @@ mod tests {
                 Thread::Primary,
             ),
         ] {
-            assert_eq!(classify(meta.as_ref(), primary), expected, "{meta:?}");
+            assert_eq!(classify(meta.as_ref(), exec(primary)), expected, "{meta:?}");
         }
+        // An `app-server` client's threads: a user thread and an unknown one are primary, a
+        // thread the protocol marked delegated is a child even without metadata saying so.
+        let app = |thread: &str| match thread {
+            "thr_user" => Known::Primary,
+            "thr_sub" => Known::Child,
+            _ => Known::Unknown,
+        };
+        for (thread, expected) in [
+            ("thr_user", Thread::Primary),
+            ("thr_unknown", Thread::Primary),
+            ("thr_sub", Thread::Child),
+        ] {
+            assert_eq!(
+                classify(Some(&meta(json!({ "thread_id": thread }))), app),
+                expected,
+                "{thread}"
+            );
+        }
+        assert_eq!(
+            classify(
+                Some(&meta(
+                    json!({"thread_id": "thr_user", "parent_thread_id": "p"})
+                )),
+                app
+            ),
+            Thread::Child
+        );
     }
 
     #[test]

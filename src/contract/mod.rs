@@ -13,6 +13,7 @@ pub mod handlers;
 pub mod ids;
 pub mod json;
 pub mod kinds;
+pub mod preapproval;
 pub mod runtime_catalog;
 pub mod selector;
 pub mod shape;

@@ -16,7 +16,7 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::agents::owner::HumanSettings;
-use super::runtime::driver::Family;
+use super::runtime::driver::{self, Family};
 use super::runtime::{LaunchError, LaunchOptions, LaunchRequest};
 use super::state::DaemonState;
 use crate::contract::error::ErrorCode;
@@ -299,6 +299,55 @@ pub async fn clear_turn(
     bind_turn(&state, &run_id, None)
 }
 
+/// `POST /api/admin/runs/{runId}/stdin`: the launcher's stdin, streamed as the request body into
+/// the stdin of a run launched with `stdin`, once; the runtime reads end of file when the body
+/// ends. The body has no size or time bound of its own (a protocol stream lasts as long as the
+/// runtime): the pipe's backpressure paces it, and it ends with the runtime.
+pub async fn relay_stdin(
+    State(state): State<DaemonState>,
+    _: AdminAuth,
+    Path(run_id): Path<String>,
+    body: Body,
+) -> Answer {
+    use super::runtime::StdinRefusal;
+    use tokio::io::AsyncWriteExt;
+    let mut stdin = state.dispatcher.take_stdin(&run_id).map_err(|refusal| {
+        let shown = run_id.chars().take(64).collect::<String>();
+        match refusal {
+            StdinRefusal::NoSuchRun => {
+                ActionError::new(ErrorCode::NotFound, format!("no live run `{shown}`"))
+                    .with_next("list the live runs with `agentteam runs`")
+            }
+            StdinRefusal::NotRelayed => ActionError::new(
+                ErrorCode::InvalidState,
+                format!("run `{shown}` was launched without `stdin`: its stdin is empty"),
+            ),
+            StdinRefusal::Taken => ActionError::new(
+                ErrorCode::InvalidState,
+                format!("run `{shown}` already has its stdin streamed"),
+            ),
+        }
+    })?;
+    let mut body = body.into_data_stream();
+    let mut relayed: u64 = 0;
+    let mut ended = "the stream ended";
+    while let Some(chunk) = body.next().await {
+        let Ok(chunk) = chunk else {
+            ended = "the launcher's connection ended";
+            break;
+        };
+        if stdin.write_all(&chunk).await.is_err() {
+            ended = "the runtime closed its stdin";
+            break;
+        }
+        relayed += chunk.len() as u64;
+    }
+    // End of file for the runtime.
+    let _ = stdin.shutdown().await;
+    drop(stdin);
+    Ok(Data(json!({ "bytes": relayed, "ended": ended })))
+}
+
 fn bind_turn(state: &DaemonState, run_id: &str, turn: Option<Turn>) -> Answer {
     let run = state.dispatcher.set_turn(run_id, turn).ok_or_else(|| {
         ActionError::new(
@@ -385,6 +434,11 @@ fn resolve_launch(state: &DaemonState, options: LaunchOptions) -> ActionResult<L
         notices.push(format!("runtime driver: {} ({how})", family.as_str()));
     }
     options.runtime = family;
+    if family == Family::Codex && driver::codex_app_server(&options.argv[1..]) && !options.stdin {
+        // Its protocol comes on stdin: an empty one would end it at once.
+        options.stdin = true;
+        notices.push("codex app-server: this command's stdin is relayed to it".into());
+    }
     Ok(LaunchRequest {
         server_id: state.identity.workspace_id.clone(),
         agent_id: profile.profile.agent_id,

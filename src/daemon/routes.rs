@@ -56,6 +56,7 @@ pub fn router(state: DaemonState) -> Router {
             "/api/admin/runs/{runId}/turn",
             put(admin::set_turn).delete(admin::clear_turn),
         )
+        .route("/api/admin/runs/{runId}/stdin", post(admin::relay_stdin))
         .fallback(|| async {
             wire::error_response(&ActionError::new(ErrorCode::NotFound, "no such route"))
         })

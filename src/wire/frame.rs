@@ -1,6 +1,8 @@
 //! The NDJSON frames of `POST /api/admin/runs`: one JSON object per line, `{"stdout": base64}`,
-//! `{"stderr": base64}`, then `{"exit": code}`. The daemon encodes them as a runtime's output
-//! arrives; `agentteam run` decodes them, refusing a line longer than [`MAX_FRAME_BYTES`].
+//! `{"stderr": base64}`, then `{"exit": code}`. A launch whose runtime reads the launcher's stdin
+//! first says where to stream it, `{"stdinRun": run id}` (`POST /api/admin/runs/{runId}/stdin`).
+//! The daemon encodes them as a runtime's output arrives; `agentteam run` decodes them, refusing a
+//! line longer than [`MAX_FRAME_BYTES`].
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -15,6 +17,8 @@ pub const MAX_FRAME_BYTES: usize = 64 * 1024;
 pub enum Output {
     Stdout(Vec<u8>),
     Stderr(Vec<u8>),
+    /// The runtime reads the launcher's stdin: the run to stream it to.
+    StdinRun(String),
     /// The exit code (128 + signal for a signalled process).
     Exited(i32),
 }
@@ -24,6 +28,7 @@ pub fn encode(output: &Output) -> Vec<u8> {
     let frame = match output {
         Output::Stdout(bytes) => json!({ "stdout": STANDARD.encode(bytes) }),
         Output::Stderr(bytes) => json!({ "stderr": STANDARD.encode(bytes) }),
+        Output::StdinRun(run) => json!({ "stdinRun": run }),
         Output::Exited(code) => json!({ "exit": code }),
     };
     let mut line = serde_json::to_vec(&frame).expect("a Value always serializes");
@@ -39,6 +44,9 @@ pub fn parse(line: &[u8]) -> Option<Output> {
     let frame: Value = serde_json::from_slice(line).ok()?;
     if let Some(code) = frame.get("exit").and_then(Value::as_i64) {
         return i32::try_from(code).ok().map(Output::Exited);
+    }
+    if let Some(run) = frame.get("stdinRun") {
+        return run.as_str().map(|run| Output::StdinRun(run.to_string()));
     }
     let (key, make): (&str, fn(Vec<u8>) -> Output) = if frame.get("stdout").is_some() {
         ("stdout", Output::Stdout)
@@ -57,6 +65,7 @@ mod tests {
         for output in [
             Output::Stdout(b"hello\n".to_vec()),
             Output::Stderr(vec![0, 255, 10]),
+            Output::StdinRun("run_1".into()),
             Output::Exited(137),
         ] {
             let line = encode(&output);

@@ -36,16 +36,29 @@ impl Model {
         naming: RuntimeNaming,
         script: &[Value],
     ) -> Model {
+        Model::start_with(dir, api, naming, Value::from(script.to_vec()), 3).await
+    }
+
+    /// A model with `script` (a list of steps, or lists by conversation marker) whose first
+    /// step is held for `hold_secs`.
+    pub(crate) async fn start_with(
+        dir: &Path,
+        api: &str,
+        naming: RuntimeNaming,
+        script: Value,
+        hold_secs: u32,
+    ) -> Model {
         use tokio::io::AsyncBufReadExt;
         let log = dir.join("model.log");
         let dump = dir.join("model-requests");
         std::fs::create_dir_all(&dump).unwrap();
         let script_file = dir.join("model-script.json");
-        std::fs::write(&script_file, Value::from(script.to_vec()).to_string()).unwrap();
+        std::fs::write(&script_file, script.to_string()).unwrap();
         let prefix = naming.model_name("");
         let mut child = tokio::process::Command::new(venv_tool("python"))
             .arg(repo_root().join("tests/it/scripted_model.py"))
-            .args(["--api", api, "--tool-prefix", &prefix, "--hold-call", "3"])
+            .args(["--api", api, "--tool-prefix", &prefix])
+            .args(["--hold-call", &hold_secs.to_string()])
             .arg("--script")
             .arg(&script_file)
             .arg("--log")
@@ -244,6 +257,21 @@ pub(crate) fn tool_results(api: &str, body: &str) -> Vec<String> {
             .filter(|m| m["role"] == "tool")
             .map(|m| text(&m["content"]))
             .collect(),
+        "gemini" => items("contents")
+            .iter()
+            .filter_map(|c| c["parts"].as_array())
+            .flatten()
+            .filter(|p| p.get("functionResponse").is_some())
+            .map(|p| {
+                // Gemini wraps a tool's text as `{"output": …}` (or `{"error": …}`).
+                let response = &p["functionResponse"]["response"];
+                match (&response["output"], &response["error"]) {
+                    (Value::String(output), _) => output.clone(),
+                    (_, Value::String(error)) => error.clone(),
+                    _ => text(response),
+                }
+            })
+            .collect(),
         _ => items("input")
             .iter()
             .filter(|i| i["type"] == "function_call_output")
@@ -257,6 +285,8 @@ pub(crate) fn tool_results(api: &str, body: &str) -> Vec<String> {
 /// headless, refuses) every command they did not allow.
 pub(crate) struct UserSetup<'a> {
     pub(crate) home: &'a Path,
+    /// The runtime's working directory.
+    pub(crate) workdir: &'a Path,
     pub(crate) port: u16,
     pub(crate) python: PathBuf,
     pub(crate) user_mcp: PathBuf,
@@ -289,6 +319,9 @@ pub(crate) struct Runtime {
     pub(crate) refusal_ends_the_run: bool,
     /// Whether the runtime shows its model a server's MCP `instructions`.
     pub(crate) shows_mcp_instructions: bool,
+    /// The command the model runs an action with: `agentteam exec`, or the name the driver
+    /// pre-approved it under where the runtime's rules cannot approve `agentteam exec` itself.
+    pub(crate) exec: &'static str,
     /// Where under the user's `HOME` the runtime keeps its sessions: they land there.
     pub(crate) sessions: &'static str,
 }
@@ -315,7 +348,10 @@ pub(crate) fn script(runtime: &Runtime, target: &str, content: &str, markers: &P
     };
     let create = json!({"location": {"kind": "channel", "channelId": channel},
                         "title": format!("filed by {}", runtime.family)});
-    let mut calls = vec![mcp, shell(format!("agentteam exec task create '{create}'"))];
+    let mut calls = vec![
+        mcp,
+        shell(format!("{} task create '{create}'", runtime.exec)),
+    ];
     if runtime.asks {
         // At once: a runtime may end a headless run at its first refusal.
         let m = |name: &str| markers.join(name).display().to_string();
@@ -366,6 +402,7 @@ pub(crate) async fn drive(runtime: Runtime) {
     std::fs::create_dir_all(&workdir).unwrap();
     let (user_env, user_files) = (runtime.setup)(&UserSetup {
         home: &home,
+        workdir: &workdir,
         port: model.port,
         python: venv_tool("python"),
         user_mcp: repo_root().join("tests/it/user_mcp.py"),
@@ -571,6 +608,17 @@ pub(crate) async fn drive(runtime: Runtime) {
     );
     // The shell tool's `agentteam exec task create` created the task.
     let created = results_of(1).remove(0);
+    let channel = target.strip_prefix("channel:").unwrap();
+    let listed = exec_as(
+        &daemon,
+        &agent,
+        &[
+            "task",
+            "list",
+            &json!({"location": {"kind": "channel", "channelId": channel}}).to_string(),
+        ],
+    )
+    .await;
     // The envelope the command printed, wherever the runtime put it in the tool result.
     let envelope: Value = created
         .find("{\"data\"")
@@ -592,6 +640,11 @@ pub(crate) async fn drive(runtime: Runtime) {
         task["data"]["task"]["title"],
         format!("filed by {}", runtime.family),
         "{task}"
+    );
+    assert_eq!(
+        listed["data"]["tasks"].as_array().unwrap().len(),
+        1,
+        "{listed}"
     );
     if runtime.asks {
         // Not run; and asked (refused headless): the runtime said so to the model, or, where a

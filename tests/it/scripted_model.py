@@ -1,21 +1,29 @@
 #!/usr/bin/env python3
 """A scripted model server on loopback, for running real agent runtimes offline.
 
-Usage: python scripted_model.py --api anthropic|responses|chat --tool-prefix PREFIX
+Usage: python scripted_model.py --api anthropic|responses|chat|gemini --tool-prefix PREFIX
        --script FILE --log FILE [--dump DIR] [--hold-call SECS] [--debug]
 
 Serves one API (streaming, SSE) on 127.0.0.1 at a free port, printed as `listening on PORT`:
   anthropic  Anthropic Messages, POST /v1/messages (Claude Code)
   responses  OpenAI Responses, POST /v1/responses (Codex)
   chat       OpenAI chat completions, POST /v1/chat/completions (OpenCode)
+  gemini     Gemini, POST /v1beta/models/MODEL:streamGenerateContent (Gemini CLI; also
+             :generateContent, unstreamed, and :countTokens)
 A request that offers the agentteam tools (their names contain PREFIX) is the conversation's:
 at step k (k = the steps whose results the conversation already holds) it answers with the
-script's k-th step, and after the last one with the text "done". Every other request gets plain text.
+script's k-th step, and after the last one with the text "done". Every other request gets plain text
+(Gemini's that ask for JSON, e.g. its model router's, the least JSON their schema accepts).
 
 The script (FILE) is a JSON list of steps; a step is a call `{"name": TOOL, "args": {...}}` (TOOL
-as the model sees it; for Codex it may also name its `namespace`, `mcp__agentteam`) or a list of
-calls made at once. The first step is held for SECS before it is answered (past a credential
-generation).
+as the model sees it; for Codex it may also name its `namespace`, `mcp__agentteam`; for Gemini
+it is `mcp_<server>_<tool>`) or a list of calls made at once. The first step is held for SECS
+before it is answered (past a credential generation).
+
+The script may instead be an object of such lists, one per conversation, each keyed by a marker:
+a request belongs to the conversation whose marker its last user message contains (several
+conversations at once, such as a Codex app-server's threads and the sub-agent one of them
+spawns). A request whose last user message has no marker gets plain text.
 
 It appends one JSON line per request to FILE: the path, the agentteam tool names the request
 offered (for Codex: namespace + `__` + function), every tool name it offered, what it answered,
@@ -49,20 +57,47 @@ def tool_results(api: str, body: dict[str, Any]) -> int:
                    if isinstance(b, dict) and b.get("type") == "tool_result")
     if api == "chat":
         return sum(1 for m in body.get("messages") or [] if m.get("role") == "tool")
+    if api == "gemini":
+        return sum(1 for content in body.get("contents") or []
+                   if isinstance(content, dict)
+                   for p in content.get("parts") or []
+                   if isinstance(p, dict) and "functionResponse" in p)
     return sum(1 for i in body.get("input") or []
                if isinstance(i, dict) and i.get("type") == "function_call_output")
 
 
-def steps_taken(api: str, body: dict[str, Any]) -> int:
+def steps_taken(api: str, body: dict[str, Any], steps: list[Any]) -> int:
     """The script's steps the conversation holds the results of. By results, not turns: a
     runtime may merge consecutive turns of calls into one message."""
     results, done = tool_results(api, body), 0
-    for step in ARGS.steps:
+    for step in steps:
         if results <= 0:
             break
         results -= len(calls_of(step))
         done += 1
     return done
+
+
+def last_user_text(api: str, body: dict[str, Any]) -> str:
+    """The text of the request's last user message (Responses API: its last `user` input item)."""
+    items = body.get("input") if api == "responses" else body.get("messages")
+    if api == "gemini":
+        items = body.get("contents")
+    for item in reversed(items or []):
+        if isinstance(item, dict) and item.get("role") == "user":
+            return json.dumps(item.get("content", item.get("parts")))
+    return ""
+
+
+def conversation(api: str, body: dict[str, Any]) -> tuple[str | None, list[Any]]:
+    """The conversation a request belongs to: its marker (None for a single script), and its steps."""
+    if isinstance(ARGS.steps, list):
+        return None, ARGS.steps
+    text = last_user_text(api, body)
+    for marker, steps in ARGS.steps.items():
+        if marker in text:
+            return marker, steps
+    return "", []
 
 
 def offered_tools(api: str, body: dict[str, Any]) -> list[str]:
@@ -74,6 +109,10 @@ def offered_tools(api: str, body: dict[str, Any]) -> list[str]:
             name = (tool.get("function") or {}).get("name")
             if name:
                 names.append(name)
+        elif api == "gemini":
+            # Gemini: a tool is a list of function declarations.
+            names += [d["name"] for d in tool.get("functionDeclarations") or []
+                      if isinstance(d, dict) and d.get("name")]
         elif api == "responses" and tool.get("type") == "namespace":
             # Codex: a namespace `mcp__<server>` of functions named by their raw tool names; the
             # model-visible form is namespace + `__` + function.
@@ -83,6 +122,19 @@ def offered_tools(api: str, body: dict[str, Any]) -> list[str]:
         elif tool.get("name"):
             names.append(tool["name"])
     return names
+
+
+def json_example(schema: Any) -> Any:
+    """The least value a JSON schema (OpenAPI-style, as Gemini sends them) accepts."""
+    if not isinstance(schema, dict):
+        return None
+    if schema.get("enum"):
+        return schema["enum"][0]
+    kind = str(schema.get("type") or "").lower()
+    if kind == "object":
+        properties = schema.get("properties") or {}
+        return {k: json_example(properties.get(k)) for k in schema.get("required") or []}
+    return {"array": [], "string": "done", "integer": 1, "number": 1, "boolean": False}.get(kind)
 
 
 def calls_of(step: Any) -> list[dict[str, Any]]:
@@ -117,14 +169,19 @@ class Handler(BaseHTTPRequestHandler):
         api = ARGS.api
         names = offered_tools(api, body)
         ours = [n for n in names if ARGS.tool_prefix in n]
-        step = steps_taken(api, body)
-        call = ARGS.steps[step] if ours and step < len(ARGS.steps) else None
+        marker, steps = conversation(api, body)
+        step = steps_taken(api, body, steps)
+        call = steps[step] if ours and step < len(steps) else None
         entry = {"path": self.path, "tools": ours, "all_tools": names,
-                 "answer": f"call {step}" if call else "text", "stream": bool(body.get("stream"))}
+                 "answer": f"call {step}" if call else "text",
+                 "stream": bool(body.get("stream")) or ":streamGenerateContent" in self.path}
         if ARGS.debug:
             entry["raw_tools"] = [{k: v for k, v in t.items() if k in ("type", "name")}
                                   | ({"inner": [i.get("name") for i in t.get("tools") or []]}
                                      if isinstance(t, dict) and t.get("tools") else {})
+                                  | ({"inner": [d.get("name") for d in t["functionDeclarations"]]}
+                                     if isinstance(t, dict) and t.get("functionDeclarations")
+                                     else {})
                                   for t in body.get("tools") or [] if isinstance(t, dict)]
         if ARGS.dump:
             with LOCK:
@@ -133,19 +190,26 @@ class Handler(BaseHTTPRequestHandler):
             with open(f"{ARGS.dump}/{name}", "wb") as f:
                 f.write(raw)
             entry["body"] = name
+        if marker is not None:
+            entry["conversation"] = marker
         log(entry)
         if "count_tokens" in self.path:
             self.reply_json(200, {"input_tokens": 10})
+            return
+        if ":countTokens" in self.path:
+            self.reply_json(200, {"totalTokens": 10})
             return
         if call and step == 0 and ARGS.hold_call:
             # Past the runtime's first credential generation: the call must use a fresh one.
             time.sleep(ARGS.hold_call)
         if api == "anthropic" and self.path.startswith("/v1/messages"):
-            self.answer_anthropic(call, body)
+            self.answer_anthropic(call, body, step)
         elif api == "responses" and self.path.startswith("/v1/responses"):
-            self.answer_responses(call, body)
+            self.answer_responses(call, body, step)
         elif api == "chat" and self.path.startswith("/v1/chat/completions"):
-            self.answer_chat(call, body)
+            self.answer_chat(call, body, step)
+        elif api == "gemini" and self.path.startswith("/v1beta/models/"):
+            self.answer_gemini(call, body)
         else:
             self.reply_json(404, {"error": "not found"})
 
@@ -173,13 +237,12 @@ class Handler(BaseHTTPRequestHandler):
 
 
     # --- Anthropic Messages ---
-    def answer_anthropic(self, call: Any, body: dict[str, Any]) -> None:
+    def answer_anthropic(self, call: Any, body: dict[str, Any], step: int) -> None:
         model = body.get("model", "scripted")
         usage = {"input_tokens": 10, "output_tokens": 5}
         start = {"type": "message_start", "message": {
             "id": "msg_scripted", "type": "message", "role": "assistant", "model": model,
             "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}}
-        step = steps_taken("anthropic", body)
         calls = calls_of(call)
         if calls:
             blocks = [({"type": "tool_use", "id": f"toolu_scripted_{step}_{i}", "name": c["name"],
@@ -214,9 +277,8 @@ class Handler(BaseHTTPRequestHandler):
         self.sse(events)
 
     # --- OpenAI Responses ---
-    def answer_responses(self, call: Any, body: dict[str, Any]) -> None:
+    def answer_responses(self, call: Any, body: dict[str, Any], step: int) -> None:
         model = body.get("model", "scripted")
-        step = steps_taken("responses", body)
         if call:
             (call,) = calls_of(call)
             item = {"type": "function_call", "id": f"fc_scripted_{step}",
@@ -244,12 +306,11 @@ class Handler(BaseHTTPRequestHandler):
         ])
 
     # --- OpenAI chat completions ---
-    def answer_chat(self, call: Any, body: dict[str, Any]) -> None:
+    def answer_chat(self, call: Any, body: dict[str, Any], step: int) -> None:
         model = body.get("model", "scripted")
         base = {"id": "chatcmpl-scripted", "object": "chat.completion.chunk", "created": 0,
                 "model": model}
         if call:
-            step = steps_taken("chat", body)
             first = {"role": "assistant", "content": None, "tool_calls": [{
                 "index": i, "id": f"call_scripted_{step}_{i}", "type": "function",
                 "function": {"name": c["name"], "arguments": json.dumps(c["args"])}}
@@ -265,13 +326,34 @@ class Handler(BaseHTTPRequestHandler):
             (None, "[DONE]"),
         ])
 
+    # --- Gemini generateContent ---
+    def answer_gemini(self, call: Any, body: dict[str, Any]) -> None:
+        model = self.path.split("?")[0].rsplit("/", 1)[-1].split(":")[0] or "scripted"
+        calls = calls_of(call)
+        config = body.get("generationConfig") or {}
+        text = (json.dumps(json_example(config.get("responseJsonSchema")
+                                        or config.get("responseSchema")))
+                if config.get("responseMimeType") == "application/json" else "done")
+        parts = ([{"functionCall": {"name": c["name"], "args": c["args"]}} for c in calls]
+                 if calls else [{"text": text}])
+        response = {"candidates": [{"content": {"role": "model", "parts": parts},
+                                    "finishReason": "STOP", "index": 0}],
+                    "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5,
+                                      "totalTokenCount": 15},
+                    "modelVersion": model}
+        if ":streamGenerateContent" in self.path:
+            self.sse([(None, response)])
+        else:
+            self.reply_json(200, response)
+
 
 def main() -> int:
     global ARGS
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--api", required=True, choices=["anthropic", "responses", "chat"])
+    ap.add_argument("--api", required=True, choices=["anthropic", "responses", "chat", "gemini"])
     ap.add_argument("--tool-prefix", required=True)
-    ap.add_argument("--script", required=True, help="a JSON list of the calls to make, in order")
+    ap.add_argument("--script", required=True,
+                    help="a JSON list of the calls to make, in order, or an object of such lists by marker")
     ap.add_argument("--log", required=True)
     ap.add_argument("--hold-call", type=float, default=0.0,
                     help="seconds to wait before answering with the tool call")

@@ -109,8 +109,11 @@ pub async fn answer(
             // The delegated-child gate comes first: a child learns nothing but "return your
             // result", whatever it asked for.
             let conversation = state.dispatcher.conversation(&authorization.binding.run_id);
-            let primary = conversation.as_ref().and_then(|c| c.primary_thread());
-            let thread = gate::classify(params.get("_meta"), primary.as_deref());
+            let thread = gate::classify(params.get("_meta"), |thread| {
+                conversation
+                    .as_ref()
+                    .map_or(gate::Known::Unknown, |c| c.known(thread))
+            });
             if let Err(refused) = gate::admit(thread, name, gate::served_annotations()) {
                 tracing::info!(tool = %echo(name), "a delegated thread's call of a tool that acts was refused");
                 return Ok(Reply::Owned(tools::refused(era, &refused)));

@@ -44,6 +44,19 @@ struct Live {
     stop: CancellationToken,
     /// Becomes `true` once the lease has ended completely and released its slot.
     ended: watch::Receiver<bool>,
+    /// The runtime's stdin, until the launcher's stream takes it (a launch with `stdin` only).
+    stdin: Option<Box<Mutex<Option<tokio::process::ChildStdin>>>>,
+}
+
+/// Why a launcher's stdin cannot be streamed to a run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StdinRefusal {
+    /// No live run has that id.
+    NoSuchRun,
+    /// The run was launched without `stdin`: its stdin is empty.
+    NotRelayed,
+    /// Another stream already took it.
+    Taken,
 }
 
 /// Owns every launch of this daemon.
@@ -163,6 +176,23 @@ impl Dispatcher {
             Session::Live(live) if live.info.run_id == run_id => Some(live.conversation.clone()),
             _ => None,
         })
+    }
+
+    /// Takes the stdin of live run `run_id`, once: the launcher's stream writes into it.
+    pub fn take_stdin(&self, run_id: &str) -> Result<tokio::process::ChildStdin, StdinRefusal> {
+        let sessions = self.sessions.lock().expect("not poisoned");
+        let live = sessions
+            .values()
+            .find_map(|session| match session {
+                Session::Live(live) if live.info.run_id == run_id => Some(live),
+                _ => None,
+            })
+            .ok_or(StdinRefusal::NoSuchRun)?;
+        let slot = live.stdin.as_ref().ok_or(StdinRefusal::NotRelayed)?;
+        slot.lock()
+            .expect("not poisoned")
+            .take()
+            .ok_or(StdinRefusal::Taken)
     }
 
     /// Binds `turn` (or none) as the current turn of live run `run_id`; its next knowledge call
@@ -333,7 +363,7 @@ impl Dispatcher {
         let preapproved = driver::preapproved_prefixes(&extensions);
         let activated = publish_generation(&self.store, &authorization, &dir).and_then(|issued| {
             crate::private_file::create_new(&dir.join(files::CATALOG_FILE), &catalog.cli_file)?;
-            link_executable(&dir, &self.executable)?;
+            link_executable(&dir, &self.executable, family.exec_alias())?;
             let compiled = guidance::compile(family.reader(), &extensions, family.loads_skills());
             let guide = guidance::write(&guide_dir, &compiled)?;
             let wiring = driver::wire(
@@ -380,6 +410,7 @@ impl Dispatcher {
             wiring.args.iter().chain(&user_args),
             &options.workdir,
             env,
+            options.stdin,
         );
         let mut child = match spawned {
             Ok(child) => child,
@@ -402,18 +433,42 @@ impl Dispatcher {
         if !notices.is_empty() {
             let _ = sender.try_send(Output::Stderr(notices.into_bytes()));
         }
+        // The launcher streams its stdin to this run: it learns where before any output.
+        let stdin = child.stdin.take().map(|stdin| {
+            let _ = sender.try_send(Output::StdinRun(authorization.binding.run_id.clone()));
+            Box::new(Mutex::new(Some(stdin)))
+        });
         let client_gone = CancellationToken::new();
-        // A Codex runtime names its primary thread in its own `thread.started` event; a thread
-        // the launcher named stays.
+        // A Codex runtime names its threads in its own output: `codex exec` its primary thread
+        // (a thread the launcher named stays), `codex app-server` each thread its client starts
+        // and each one the protocol marks delegated.
         let watch: Option<Watch> = (options.runtime == driver::Family::Codex).then(|| {
             let conversation = conversation.clone();
             let authorization = authorization.id.clone();
-            let mut threads = driver::ThreadWatch::default();
+            let mut threads = if driver::codex_app_server(&options.argv[1..]) {
+                driver::ThreadWatch::app_server()
+            } else {
+                driver::ThreadWatch::exec()
+            };
             Box::new(move |chunk: &[u8]| {
-                if let Some(thread) = threads.feed(chunk)
-                    && conversation.name_primary_thread(&thread)
-                {
-                    tracing::info!(%authorization, "the Codex runtime named its primary thread");
+                for seen in threads.feed(chunk) {
+                    match seen {
+                        driver::Seen::Primary(thread) => {
+                            if conversation.name_primary_thread(&thread) {
+                                tracing::info!(%authorization, "the Codex runtime named its primary thread");
+                            }
+                        }
+                        driver::Seen::User(thread) => {
+                            if conversation.user_thread(&thread) {
+                                tracing::info!(%authorization, "the Codex app-server started a user thread");
+                            }
+                        }
+                        driver::Seen::Delegated(thread) => {
+                            if conversation.delegated_thread(&thread) {
+                                tracing::info!(%authorization, "the Codex app-server started a delegated thread");
+                            }
+                        }
+                    }
                 }
             }) as Watch
         });
@@ -468,6 +523,7 @@ impl Dispatcher {
             conversation,
             stop,
             ended,
+            stdin,
         };
         Ok((receiver, live))
     }

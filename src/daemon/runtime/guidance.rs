@@ -35,11 +35,14 @@ pub struct Guidance {
     pub skills: Vec<(&'static str, String)>,
 }
 
-/// Who reads the guidance: how its runtime names MCP tools, and its shell tool.
+/// Who reads the guidance: how its runtime names MCP tools, its shell tool, and the name
+/// `agentteam exec` runs under without asking, where the runtime's command rules cannot approve
+/// `agentteam exec` itself (`driver::EXEC_ALIAS`).
 #[derive(Debug, Clone, Copy)]
 pub struct Reader {
     pub naming: RuntimeNaming,
     pub shell_tool: Option<&'static str>,
+    pub exec_alias: Option<&'static str>,
 }
 
 /// The guidance for `reader` with the pinned `extensions`; `skills_apart` puts the memory skill in
@@ -56,6 +59,11 @@ pub fn compile(reader: Reader, extensions: &[&Definition], skills_apart: bool) -
             .map(|tool| format!(" (`{tool}`)"))
             .unwrap_or_default()
     ));
+    if let Some(alias) = reader.exec_alias {
+        text.push_str(&format!(
+            "Here, run each `agentteam exec` action that is not destructive as `{alias} <domain> <action> '<JSON>'`: the same command, which your runtime runs without asking. A destructive action (such as `task cancel`) runs only as `agentteam exec …`, which your runtime asks the user about first; `{alias}` refuses it.\n\n"
+        ));
+    }
     text.push_str(&parts.rules);
     text.push_str("\nTools:\n");
     text.push_str(&parts.tools);
@@ -174,6 +182,7 @@ mod tests {
     const CLAUDE: Reader = Reader {
         naming: RuntimeNaming::Claude,
         shell_tool: Some("Bash"),
+        exec_alias: None,
     };
 
     #[test]
@@ -208,6 +217,7 @@ mod tests {
             let reader = Reader {
                 naming,
                 shell_tool: None,
+                exec_alias: None,
             };
             let text = compile(reader, &[], false).text;
             for tool in TOOLS {

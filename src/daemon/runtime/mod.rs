@@ -38,7 +38,7 @@ use serde::{Deserialize, Serialize};
 
 pub use crate::wire::frame::Output;
 use crate::wire::turn::Turn;
-pub use dispatcher::{Dispatcher, Provides};
+pub use dispatcher::{Dispatcher, Provides, StdinRefusal};
 
 /// Active leases + pre-publication activations + leases still retrying cleanup.
 pub const MAX_LEASES: usize = 512;
@@ -103,6 +103,10 @@ pub struct LaunchOptions {
     /// Let Codex's sandbox reach the network, so `agentteam exec` can reach the daemon.
     #[serde(default)]
     pub sandbox_network: bool,
+    /// The runtime reads the launcher's stdin (streamed to `POST /api/admin/runs/{runId}/stdin`)
+    /// instead of an empty one. A Codex `app-server` always does: its protocol comes on stdin.
+    #[serde(default)]
+    pub stdin: bool,
 }
 
 impl LaunchOptions {

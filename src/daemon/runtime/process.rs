@@ -17,12 +17,14 @@ use crate::platform;
 use crate::platform::process::{Pid, Signal, group_alive, signal_group};
 
 /// Starts `program` with `args` in `workdir` with exactly `env` (nothing inherited), its stdin
-/// empty and its stdout and stderr piped to the daemon. Dropping the child kills its first process.
+/// piped from the daemon when `stdin` (the launcher's, relayed) and empty otherwise, and its
+/// stdout and stderr piped to the daemon. Dropping the child kills its first process.
 pub(super) fn spawn<'a>(
     program: &str,
     args: impl IntoIterator<Item = &'a String>,
     workdir: &Path,
     env: Vec<(String, String)>,
+    stdin: bool,
 ) -> io::Result<Child> {
     let mut command = tokio::process::Command::new(program);
     command
@@ -30,7 +32,7 @@ pub(super) fn spawn<'a>(
         .current_dir(workdir)
         .env_clear()
         .envs(env)
-        .stdin(Stdio::null())
+        .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true);
@@ -40,11 +42,20 @@ pub(super) fn spawn<'a>(
     command.spawn()
 }
 
-/// `dir/bin/agentteam` → the daemon's executable: the runtime's `agentteam` is the daemon's own.
-pub(super) fn link_executable(dir: &Path, executable: &Path) -> io::Result<()> {
+/// `dir/bin/agentteam` (and `dir/bin/<alias>`) → the daemon's executable: the runtime's
+/// `agentteam` is the daemon's own.
+pub(super) fn link_executable(
+    dir: &Path,
+    executable: &Path,
+    alias: Option<&str>,
+) -> io::Result<()> {
     let bin = dir.join(BIN_DIR);
     platform::fs::create_private_dir(&bin)?;
-    platform::fs::symlink(executable, &bin.join("agentteam"))
+    platform::fs::symlink(executable, &bin.join("agentteam"))?;
+    match alias {
+        Some(alias) => platform::fs::symlink(executable, &bin.join(alias)),
+        None => Ok(()),
+    }
 }
 
 /// Stops what is left of `group` once its first process exited: SIGTERM, then SIGKILL once

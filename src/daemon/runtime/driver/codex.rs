@@ -151,48 +151,193 @@ fn user_config(launch: &Launch) -> Option<toml::Table> {
     toml::from_str(&read_user_file(&home.join("config.toml"))?).ok()
 }
 
-/// Watches a Codex runtime's relayed `codex exec --json` output for its `thread.started` event:
-/// the primary thread's id, from the runtime itself. Bounded: a line is read up to 64 KiB, and
-/// the watch ends at the first id (or at the first 256 lines).
+/// Whether the user's Codex arguments run `codex app-server` (its subcommand, the first word that
+/// is neither an option nor an option's value).
+pub fn app_server(args: &[String]) -> bool {
+    // Codex's root options that take a value as the next word.
+    const VALUED: &[&str] = &[
+        "-c",
+        "--config",
+        "-m",
+        "--model",
+        "-p",
+        "--profile",
+        "-s",
+        "--sandbox",
+        "-a",
+        "--ask-for-approval",
+        "-C",
+        "--cd",
+        "-i",
+        "--image",
+        "--add-dir",
+        "--enable",
+        "--disable",
+        "--local-provider",
+    ];
+    let mut words = args.iter();
+    while let Some(word) = words.next() {
+        if VALUED.contains(&word.as_str()) {
+            words.next();
+        } else if !word.starts_with('-') {
+            return word == "app-server";
+        }
+    }
+    false
+}
+
+/// A thread a Codex runtime's own output named.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Seen {
+    /// A `codex exec` run's `thread.started`: its one primary thread.
+    Primary(String),
+    /// A thread a `codex app-server` client started (no parent thread, not a sub-agent's).
+    User(String),
+    /// A thread the `app-server` protocol marked delegated: a parent thread id, or a sub-agent
+    /// source.
+    Delegated(String),
+}
+
+/// Watches a Codex runtime's relayed stdout for the threads it names, from the runtime itself.
+/// `codex exec --json`: the first `thread.started` event is the primary thread, and the watch
+/// ends there (or at the first 256 lines). `codex app-server`: every `thread/started`
+/// notification, and every answer that carries a `thread` (`thread/start`, `thread/resume`,
+/// `thread/fork`), for the runtime's whole life; a thread is delegated only when the protocol
+/// marks it so, never by the order threads appear. Bounded: a line is read up to 64 KiB (a longer
+/// one, such as a resumed thread's history, is skipped).
 #[derive(Debug, Default)]
 pub struct ThreadWatch {
     line: Vec<u8>,
+    overlong: bool,
     lines: usize,
     done: bool,
+    app_server: bool,
 }
 
 const MAX_WATCHED_LINE: usize = 64 * 1024;
 const MAX_WATCHED_LINES: usize = 256;
 
 impl ThreadWatch {
-    /// Feeds a chunk of stdout; returns the primary thread id once it appears.
-    pub fn feed(&mut self, chunk: &[u8]) -> Option<String> {
+    /// A watch of `codex exec --json` output.
+    pub fn exec() -> ThreadWatch {
+        ThreadWatch::default()
+    }
+
+    /// A watch of `codex app-server`'s protocol on stdout.
+    pub fn app_server() -> ThreadWatch {
+        ThreadWatch {
+            app_server: true,
+            ..ThreadWatch::default()
+        }
+    }
+
+    /// Feeds a chunk of stdout; returns the threads it completed lines about.
+    pub fn feed(&mut self, chunk: &[u8]) -> Vec<Seen> {
+        let mut seen = Vec::new();
         if self.done {
-            return None;
+            return seen;
         }
         for &byte in chunk {
             if byte != b'\n' {
                 if self.line.len() < MAX_WATCHED_LINE {
                     self.line.push(byte);
+                } else {
+                    self.overlong = true;
                 }
                 continue;
             }
             let line = std::mem::take(&mut self.line);
+            let overlong = std::mem::take(&mut self.overlong);
+            if overlong {
+                continue;
+            }
+            if self.app_server {
+                seen.extend(app_server_threads(&line));
+                continue;
+            }
             self.lines += 1;
             if let Ok(event) = serde_json::from_slice::<serde_json::Value>(&line)
                 && event.get("type").and_then(|t| t.as_str()) == Some("thread.started")
                 && let Some(id) = event.get("thread_id").and_then(|t| t.as_str())
             {
                 self.done = true;
-                return Some(id.to_string());
+                seen.push(Seen::Primary(id.to_string()));
+                return seen;
             }
             if self.lines >= MAX_WATCHED_LINES {
                 self.done = true;
-                return None;
+                return seen;
             }
         }
-        None
+        seen
     }
+}
+
+/// The threads an `app-server` line names: `thread/started`'s `params.thread` and an answer's
+/// `result.thread` (user threads unless marked delegated), and the sub-agents a spawn item names
+/// (`collabAgentToolCall`'s `receiverThreadIds`, `subAgentActivity`'s `agentThreadId`): Codex
+/// sends no `thread/started` for a sub-agent's thread.
+fn app_server_threads(line: &[u8]) -> Vec<Seen> {
+    const MARKS: [&[u8]; 3] = [b"\"thread\"", b"collabAgentToolCall", b"subAgentActivity"];
+    if !MARKS
+        .iter()
+        .any(|mark| line.windows(mark.len()).any(|w| w == *mark))
+    {
+        return Vec::new();
+    }
+    let Ok(message) = serde_json::from_slice::<serde_json::Value>(line) else {
+        return Vec::new();
+    };
+    let id = |value: Option<&serde_json::Value>| {
+        value
+            .and_then(|v| v.as_str())
+            .filter(|id| !id.is_empty())
+            .map(str::to_string)
+    };
+    let thread = match message.get("method").and_then(|m| m.as_str()) {
+        Some("thread/started") => message.pointer("/params/thread"),
+        Some("item/started" | "item/completed") => {
+            let Some(item) = message.pointer("/params/item") else {
+                return Vec::new();
+            };
+            return match item.get("type").and_then(|t| t.as_str()) {
+                Some("collabAgentToolCall") => item
+                    .get("receiverThreadIds")
+                    .and_then(|ids| ids.as_array())
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|thread| id(Some(thread)))
+                    .map(Seen::Delegated)
+                    .collect(),
+                Some("subAgentActivity") => id(item.get("agentThreadId"))
+                    .map(Seen::Delegated)
+                    .into_iter()
+                    .collect(),
+                _ => Vec::new(),
+            };
+        }
+        Some(_) => None,
+        None => message.pointer("/result/thread"),
+    };
+    let Some(thread) = thread else {
+        return Vec::new();
+    };
+    let Some(thread_id) = id(thread.get("id")) else {
+        return Vec::new();
+    };
+    let parent = id(thread.get("parentThreadId")).is_some();
+    let subagent = match thread.get("source") {
+        Some(serde_json::Value::Object(source)) => {
+            source.keys().any(|k| k.eq_ignore_ascii_case("subagent"))
+        }
+        Some(serde_json::Value::String(source)) => source.eq_ignore_ascii_case("subagent"),
+        _ => false,
+    };
+    vec![if parent || subagent {
+        Seen::Delegated(thread_id)
+    } else {
+        Seen::User(thread_id)
+    }]
 }
 
 #[cfg(test)]
@@ -290,28 +435,96 @@ mod tests {
 
     #[test]
     fn the_primary_thread_comes_from_the_first_thread_started_event() {
-        let mut watch = ThreadWatch::default();
+        let mut watch = ThreadWatch::exec();
         assert_eq!(
             watch.feed(b"{\"type\":\"turn.started\"}\nnot json\n{\"type\":\"thread.st"),
-            None
+            vec![]
         );
         assert_eq!(
             watch.feed(b"arted\",\"thread_id\":\"019a-primary\"}\n"),
-            Some("019a-primary".into())
+            vec![Seen::Primary("019a-primary".into())]
         );
         assert_eq!(
             watch.feed(b"{\"type\":\"thread.started\",\"thread_id\":\"child\"}\n"),
-            None,
+            vec![],
             "only the first"
         );
-        let mut quiet = ThreadWatch::default();
+        let mut quiet = ThreadWatch::exec();
         for _ in 0..MAX_WATCHED_LINES {
-            assert_eq!(quiet.feed(b"{}\n"), None);
+            assert_eq!(quiet.feed(b"{}\n"), vec![]);
         }
         assert_eq!(
             quiet.feed(b"{\"type\":\"thread.started\",\"thread_id\":\"late\"}\n"),
-            None,
+            vec![],
             "the watch is bounded"
         );
+    }
+
+    #[test]
+    fn app_server_threads_are_delegated_only_when_the_protocol_says_so() {
+        let mut watch = ThreadWatch::app_server();
+        let user = |id: &str| {
+            format!(
+                "{{\"id\":2,\"result\":{{\"thread\":{{\"id\":\"{id}\",\"parentThreadId\":null,\"source\":\"vscode\"}}}}}}\n"
+            )
+        };
+        // Two user threads, then a sub-agent's, which appears before the second user thread's
+        // notification: the order says nothing.
+        let sub = "{\"method\":\"thread/started\",\"params\":{\"thread\":{\"id\":\"t3\",\"parentThreadId\":\"t1\",\"source\":{\"subAgent\":{\"thread_spawn\":{}}}}}}\n";
+        let by_source = "{\"method\":\"thread/started\",\"params\":{\"thread\":{\"id\":\"t4\",\"source\":{\"subagent\":\"review\"}}}}\n";
+        // Codex 0.171 announces a spawned sub-agent only in the spawn's item.
+        let spawned = "{\"method\":\"item/completed\",\"params\":{\"item\":{\"type\":\"collabAgentToolCall\",\"tool\":\"spawnAgent\",\"senderThreadId\":\"t1\",\"receiverThreadIds\":[\"t6\",\"t7\"]},\"threadId\":\"t1\"}}\n";
+        let activity = "{\"method\":\"item/started\",\"params\":{\"item\":{\"type\":\"subAgentActivity\",\"kind\":\"started\",\"agentThreadId\":\"t8\"},\"threadId\":\"t1\"}}\n";
+        let stream = format!(
+            "{}{}{sub}{by_source}{{\"method\":\"thread/status/changed\",\"params\":{{\"threadId\":\"t6\"}}}}\n{spawned}{activity}{{\"method\":\"item/started\",\"params\":{{\"item\":{{\"type\":\"agentMessage\"}},\"threadId\":\"t1\"}}}}\n",
+            user("t1"),
+            user("t2")
+        );
+        // Fed in pieces that cut lines anywhere.
+        let mut seen = Vec::new();
+        for piece in stream.as_bytes().chunks(7) {
+            seen.extend(watch.feed(piece));
+        }
+        assert_eq!(
+            seen,
+            vec![
+                Seen::User("t1".into()),
+                Seen::User("t2".into()),
+                Seen::Delegated("t3".into()),
+                Seen::Delegated("t4".into()),
+                Seen::Delegated("t6".into()),
+                Seen::Delegated("t7".into()),
+                Seen::Delegated("t8".into()),
+            ]
+        );
+        // It goes on past the exec watch's line bound; an overlong line is skipped whole.
+        for _ in 0..MAX_WATCHED_LINES {
+            assert_eq!(watch.feed(b"{}\n"), vec![]);
+        }
+        let long = format!(
+            "{{\"id\":9,\"result\":{{\"thread\":{{\"id\":\"t9\",\"preview\":\"{}\"}}}}}}\n",
+            "x".repeat(MAX_WATCHED_LINE)
+        );
+        assert_eq!(watch.feed(long.as_bytes()), vec![]);
+        assert_eq!(
+            watch.feed(user("t5").as_bytes()),
+            vec![Seen::User("t5".into())]
+        );
+    }
+
+    #[test]
+    fn app_server_is_the_subcommand_not_any_word() {
+        let args = |words: &[&str]| words.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        assert!(app_server(&args(&["app-server"])));
+        assert!(app_server(&args(&[
+            "-c",
+            "model=\"x\"",
+            "app-server",
+            "--listen",
+            "stdio://"
+        ])));
+        assert!(!app_server(&args(&["exec", "app-server"])));
+        assert!(!app_server(&args(&["-m", "app-server", "exec"])));
+        assert!(!app_server(&args(&[])));
     }
 }

@@ -20,10 +20,12 @@
 //!
 //! Generated files live in the launch's private directories and go with them. Per family
 //! (verified against the pinned versions ARCHITECTURE.md names): `claude.rs`, `codex.rs`,
-//! `opencode.rs`, `kimi.rs`; generic gets the environment only.
+//! `opencode.rs`, `kimi.rs`, `copilot.rs`, `gemini.rs`; generic gets the environment only.
 
 mod claude;
 mod codex;
+mod copilot;
+mod gemini;
 mod kimi;
 mod opencode;
 
@@ -32,21 +34,19 @@ use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-pub use codex::ThreadWatch;
+pub use codex::{Seen, ThreadWatch, app_server as codex_app_server};
 pub use kimi::check_program as check_kimi;
 
 use super::guidance::GuideFiles;
-use crate::contract::catalog::ACTIONS;
-use crate::contract::extension::Definition;
-use crate::contract::kinds::Risk;
+pub use crate::contract::preapproval::{EXEC_ALIAS, preapproved_prefixes};
 use crate::contract::tool_guidance::RuntimeNaming;
 
 /// The runtime families `agentteam run --runtime` wires.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Family {
-    /// Chosen from the program's name (`claude`, `codex`, `opencode`, `kimi`), else from the
-    /// agent profile's runtime family, else generic
+    /// Chosen from the program's name (`claude`, `codex`, `opencode`, `kimi`, `copilot`,
+    /// `gemini`), else from the agent profile's runtime family, else generic
     Auto,
     /// The environment only (`AGENTTEAM_MCP_URL`, `AGENTTEAM_MCP_TOKEN_FILE`, …)
     #[default]
@@ -59,6 +59,11 @@ pub enum Family {
     Opencode,
     /// Kimi Code: a private `KIMI_CODE_HOME` linking the user's (the stdio bridge, `AGENTS.md`)
     Kimi,
+    /// Copilot CLI: `--additional-mcp-config` (the stdio bridge), instructions and skill
+    Copilot,
+    /// Gemini CLI: a private `GEMINI_CLI_HOME` linking the user's (the stdio bridge, `GEMINI.md`,
+    /// `run_shell_command` rules)
+    Gemini,
 }
 
 impl Family {
@@ -77,6 +82,8 @@ impl Family {
             "codex" => Some(Family::Codex),
             "opencode" => Some(Family::Opencode),
             "kimi" => Some(Family::Kimi),
+            "copilot" => Some(Family::Copilot),
+            "gemini" => Some(Family::Gemini),
             _ => None,
         };
         if let Some(family) = by_name(name) {
@@ -96,6 +103,8 @@ impl Family {
             Family::Codex => "codex",
             Family::Opencode => "opencode",
             Family::Kimi => "kimi",
+            Family::Copilot => "copilot",
+            Family::Gemini => "gemini",
         }
     }
 
@@ -105,6 +114,8 @@ impl Family {
             Family::Claude | Family::Codex => RuntimeNaming::Claude,
             Family::Opencode => RuntimeNaming::Opencode,
             Family::Kimi => RuntimeNaming::Kimi,
+            Family::Copilot => RuntimeNaming::Copilot,
+            Family::Gemini => RuntimeNaming::Gemini,
             Family::Auto | Family::Generic => RuntimeNaming::Raw,
         }
     }
@@ -114,14 +125,21 @@ impl Family {
         match self {
             Family::Claude | Family::Kimi => Some("Bash"),
             Family::Codex => Some("exec_command"),
-            Family::Opencode => Some("bash"),
+            Family::Opencode | Family::Copilot => Some("bash"),
+            Family::Gemini => Some("run_shell_command"),
             Family::Auto | Family::Generic => None,
         }
     }
 
     /// Whether the driver hands the runtime skills of its own for one launch, beside the user's.
     pub fn loads_skills(self) -> bool {
-        matches!(self, Family::Claude | Family::Opencode)
+        matches!(self, Family::Claude | Family::Opencode | Family::Copilot)
+    }
+
+    /// The name `agentteam exec` also runs under in this runtime's launches, pre-approved where
+    /// `agentteam exec` itself cannot be: Copilot CLI approves a command by its first word only.
+    pub fn exec_alias(self) -> Option<&'static str> {
+        (self == Family::Copilot).then_some(EXEC_ALIAS)
     }
 
     /// Who reads this runtime's guidance.
@@ -129,6 +147,7 @@ impl Family {
         super::guidance::Reader {
             naming: self.naming(),
             shell_tool: self.shell_tool(),
+            exec_alias: self.exec_alias(),
         }
     }
 }
@@ -210,25 +229,9 @@ pub fn wire(family: Family, launch: &Launch) -> io::Result<Wiring> {
         Family::Codex => codex::wire(launch),
         Family::Opencode => opencode::wire(launch),
         Family::Kimi => kimi::wire(launch),
+        Family::Copilot => copilot::wire(launch),
+        Family::Gemini => gemini::wire(launch),
     }
-}
-
-/// The `agentteam exec <domain> <action>` prefixes that may run without asking: every built-in
-/// and pinned extension action whose risk is not destructive (for an operation union, its most
-/// severe operation's).
-pub fn preapproved_prefixes(extensions: &[&Definition]) -> Vec<String> {
-    let builtin = ACTIONS
-        .iter()
-        .filter(|a| a.as_whole().risk() != Risk::Destructive)
-        .map(|a| format!("agentteam exec {} {}", a.domain, a.action));
-    let pinned = extensions.iter().flat_map(|definition| {
-        definition
-            .actions
-            .iter()
-            .filter(|a| a.risk != Risk::Destructive)
-            .map(|a| format!("agentteam exec {} {}", definition.name, a.action))
-    });
-    builtin.chain(pinned).collect()
 }
 
 /// `word` as one shell word: as it is when it needs no quoting, else single-quoted.
@@ -283,6 +286,8 @@ pub(super) mod tests {
         assert_eq!(auto("codex", "generic"), Family::Codex);
         assert_eq!(auto("opencode", "generic"), Family::Opencode);
         assert_eq!(auto("/home/u/.npm/bin/kimi", "generic"), Family::Kimi);
+        assert_eq!(auto("copilot", "generic"), Family::Copilot);
+        assert_eq!(auto("/usr/local/bin/gemini", "generic"), Family::Gemini);
         assert_eq!(auto("/usr/bin/env", "opencode"), Family::Opencode);
         assert_eq!(auto("sh", "generic"), Family::Generic);
         assert_eq!(auto("claude-wrapper", "other"), Family::Generic);
@@ -291,25 +296,6 @@ pub(super) mod tests {
             Family::Generic,
             "generic opts out"
         );
-    }
-
-    #[test]
-    fn no_destructive_action_is_preapproved() {
-        let prefixes = preapproved_prefixes(&[]);
-        assert!(prefixes.contains(&"agentteam exec task create".to_string()));
-        assert!(prefixes.contains(&"agentteam exec task get".to_string()));
-        for destructive in ACTIONS
-            .iter()
-            .filter(|a| a.as_whole().risk() == Risk::Destructive)
-        {
-            let name = format!(
-                "agentteam exec {} {}",
-                destructive.domain, destructive.action
-            );
-            assert!(!prefixes.contains(&name), "{name}");
-        }
-        assert!(!prefixes.contains(&"agentteam exec task cancel".to_string()));
-        assert!(prefixes.iter().all(|p| p.starts_with("agentteam exec ")));
     }
 
     /// A launch in a fresh directory, with the user's `HOME` there too.
