@@ -370,6 +370,137 @@ pub(crate) fn script(runtime: &Runtime, target: &str, content: &str, markers: &P
     calls
 }
 
+/// The files under `home`, each by its path relative to it with what differs from run to run made
+/// the same: the run's temporary `root` (as it is, and as Claude Code spells a directory in a
+/// file name), ids (a run of 8 or more hex digits and dashes with a digit in it: UUIDs, hashes,
+/// dates) and numbers (process ids, times). A SQLite database's `-wal`, `-shm` and `-journal`
+/// files are left out.
+pub(crate) fn written_paths(home: &Path, root: &Path) -> std::collections::BTreeSet<String> {
+    let root = root.display().to_string();
+    let spelled: String = root
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect();
+    let component = |name: &str| {
+        let name = name.replace(&root, "ROOT").replace(&spelled, "ROOT");
+        let chars: Vec<char> = name.chars().collect();
+        let mut out = String::new();
+        let mut at = 0;
+        while at < chars.len() {
+            let run = chars[at..]
+                .iter()
+                .take_while(|c| c.is_ascii_hexdigit() || **c == '-')
+                .count();
+            let id = &chars[at..at + run];
+            if run >= 8 && id.iter().any(char::is_ascii_digit) {
+                out.push('#');
+                at += run;
+            } else if chars[at].is_ascii_digit() {
+                out.push('#');
+                at += chars[at..]
+                    .iter()
+                    .take_while(|c| c.is_ascii_digit())
+                    .count();
+            } else {
+                out.push(chars[at]);
+                at += 1;
+            }
+        }
+        out
+    };
+    files_under(home)
+        .iter()
+        // A SQLite database's sidecars come and go with its connections and checkpoints.
+        .filter(|path| {
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            !["-wal", "-shm", "-journal"]
+                .iter()
+                .any(|sidecar| name.ends_with(sidecar))
+        })
+        .map(|path| {
+            path.strip_prefix(home)
+                .unwrap()
+                .components()
+                .map(|c| component(&c.as_os_str().to_string_lossy()))
+                .collect::<Vec<_>>()
+                .join("/")
+        })
+        .collect()
+}
+
+/// The same runtime and the same user setup without `agentteam run` (and without the proxy trap,
+/// which `agentteam run` keeps loopback traffic away from): what its
+/// own writes leave under the user's `HOME` (`written_paths`). It also checks that the runtime
+/// leaves the user's files byte for byte as they were on its own, so that "as they were" is what
+/// a run without `agentteam` leaves.
+async fn baseline(runtime: &Runtime) -> std::collections::BTreeSet<String> {
+    let root = tempfile::tempdir().unwrap();
+    // No script: the model answers with text, and the runtime ends its run.
+    let model = Model::start(root.path(), runtime.api, runtime.naming, &[]).await;
+    let home = root.path().join("home");
+    let workdir = root.path().join("work");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&workdir).unwrap();
+    let (env, files) = (runtime.setup)(&UserSetup {
+        home: &home,
+        workdir: &workdir,
+        port: model.port,
+        python: venv_tool("python"),
+        user_mcp: repo_root().join("tests/it/user_mcp.py"),
+    });
+    let before: Vec<Vec<u8>> = files.iter().map(|f| std::fs::read(f).unwrap()).collect();
+    let mut command = tokio::process::Command::new(runtime_tool(runtime.executable));
+    command
+        .args((runtime.args)())
+        .current_dir(&workdir)
+        .env("HOME", &home)
+        .envs(env)
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true);
+    let output = tokio::time::timeout(Duration::from_secs(60), command.output())
+        .await
+        .unwrap_or_else(|_| panic!("{}: the baseline run did not finish", runtime.family))
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{}: the baseline run failed ({}): {}\n{}\n{:?}",
+        runtime.family,
+        output.status,
+        String::from_utf8_lossy(&output.stderr),
+        String::from_utf8_lossy(&output.stdout),
+        model.requests()
+    );
+    assert!(
+        model.requests().iter().any(|r| r["all_tools"]
+            .as_array()
+            .is_some_and(|all| all.iter().any(|n| n == runtime.user_tool))),
+        "{}: the baseline run never reached the model with the user's own MCP server",
+        runtime.family
+    );
+    for (file, before) in files.iter().zip(&before) {
+        assert_eq!(
+            &std::fs::read(file).unwrap(),
+            before,
+            "{}: the runtime itself changed {}",
+            runtime.family,
+            file.display()
+        );
+    }
+    written_paths(&home, root.path())
+}
+
+/// Every variable a runtime may take a proxy from.
+const PROXY_VARIABLES: [&str; 6] = [
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "all_proxy",
+];
+
 pub(crate) async fn drive(runtime: Runtime) {
     let root = tempfile::tempdir().unwrap();
     let run_dir = root.path().join("run");
@@ -423,14 +554,7 @@ pub(crate) async fn drive(runtime: Runtime) {
         .args((runtime.args)())
         .env("HOME", &home)
         .envs(user_env);
-    for proxy in [
-        "HTTP_PROXY",
-        "HTTPS_PROXY",
-        "ALL_PROXY",
-        "http_proxy",
-        "https_proxy",
-        "all_proxy",
-    ] {
+    for proxy in PROXY_VARIABLES {
         command.env(proxy, &trap);
     }
     let mut child = command
@@ -709,6 +833,16 @@ pub(crate) async fn drive(runtime: Runtime) {
         "{}: no session under {} in the user's HOME",
         runtime.family,
         runtime.sessions
+    );
+    // Everything the runtime writes into the user's HOME on its own, it wrote there under
+    // `agentteam run` too: nothing of its own state went into a launch's private directories.
+    let native = baseline(&runtime).await;
+    let ours = written_paths(&home, root.path());
+    let missing: Vec<&String> = native.difference(&ours).collect();
+    assert!(
+        missing.is_empty(),
+        "{}: without agentteam the runtime wrote these under HOME, under `agentteam run` it did not: {missing:?}\n(under agentteam run: {ours:?})",
+        runtime.family
     );
     let in_home = tokens_in_files(&home, &tokens);
     assert!(

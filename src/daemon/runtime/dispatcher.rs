@@ -502,6 +502,7 @@ impl Dispatcher {
             authorization: authorization.clone(),
             dir,
             guide: guide_dir,
+            homes: wiring.homes,
             renew_at_ms: self.renewal_time(issued.expires_at_ms),
             permit,
             key: (agent_id, session),

@@ -35,6 +35,9 @@ pub(super) struct Lease {
     pub(super) dir: PathBuf,
     /// The launch's guidance directory, removed with the credential directory.
     pub(super) guide: PathBuf,
+    /// The runtime's homes its driver made private in the guidance directory: what the runtime
+    /// wrote there itself goes back to the user's before the directory goes.
+    pub(super) homes: Vec<super::driver::PrivateHome>,
     pub(super) renew_at_ms: i64,
     pub(super) permit: OwnedSemaphorePermit,
     pub(super) key: (String, String),
@@ -81,7 +84,6 @@ impl Lease {
         // End of life: revocation first, then the files, then the processes, then the drain.
         dispatcher.store.revoke(&self.authorization);
         let removed = files::remove_dir(&self.dir).is_ok();
-        let guide_removed = files::remove_dir(&self.guide).is_ok();
         let status = match exited {
             Some(status) => {
                 // The first process is gone; whatever it left in its group goes too.
@@ -98,6 +100,16 @@ impl Lease {
         if !removed {
             cleanup_dir(&self.dir, &dispatcher.shutdown, &dispatcher.cleanup_debt).await;
         }
+        // Once no process of the runtime writes any more: its own writes in a private home go
+        // where it keeps them, said on the launcher's stderr before the exit frame.
+        let mut given_back = String::new();
+        for home in &self.homes {
+            for line in home.give_back() {
+                tracing::info!(authorization = %self.authorization.id, "{line}");
+                given_back.push_str(&format!("agentteam: {line}\n"));
+            }
+        }
+        let guide_removed = files::remove_dir(&self.guide).is_ok();
         if !guide_removed {
             cleanup_dir(&self.guide, &dispatcher.shutdown, &dispatcher.cleanup_debt).await;
         }
@@ -119,6 +131,9 @@ impl Lease {
             {
                 forwarder.abort();
             }
+        }
+        if !given_back.is_empty() {
+            let _ = watch.send(Output::Stderr(given_back.into_bytes())).await;
         }
         let _ = watch.send(Output::Exited(code)).await;
         drop(self.permit);

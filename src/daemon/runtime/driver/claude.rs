@@ -64,6 +64,7 @@ pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
         user_args: None,
         env: Vec::new(),
         notices,
+        homes: Vec::new(),
     })
 }
 

@@ -98,6 +98,7 @@ pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
         user_args,
         env: Vec::new(),
         notices,
+        homes: Vec::new(),
     })
 }
 

@@ -91,6 +91,7 @@ pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
         user_args: None,
         env: vec![(INSTRUCTIONS_DIRS.into(), dirs)],
         notices,
+        homes: Vec::new(),
     })
 }
 

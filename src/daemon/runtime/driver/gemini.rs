@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use super::{Launch, Wiring, read_user_file};
+use super::{Launch, PrivateHome, Wiring, read_user_file};
 use crate::contract::tool_guidance::NAMESPACE;
 
 /// The private home's directory name in the guidance directory.
@@ -86,9 +86,7 @@ pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
         }
     }
     let root = launch.guide.dir.join(HOME_DIR);
-    let dot = root.join(DOT);
     crate::platform::fs::create_private_dir(&root)?;
-    crate::platform::fs::create_private_dir(&dot)?;
     for name in BESIDE {
         if std::fs::symlink_metadata(user_root.join(name)).is_ok() {
             crate::platform::fs::symlink(&user_root.join(name), &root.join(name))?;
@@ -103,16 +101,12 @@ pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
         .any(|a| a == "--policy" || a.starts_with("--policy="));
     let policy_paths = settings.get("policyPaths").is_some_and(Value::is_array);
     let own_folder = !launch.preapproved.is_empty() && !user_replaced_folder && !policy_paths;
-    for entry in std::fs::read_dir(&user_dot)? {
-        let name = entry?.file_name();
-        if name == SETTINGS
-            || (name == POLICIES && own_folder)
-            || name.to_str() == Some(context.as_str())
-        {
-            continue;
-        }
-        crate::platform::fs::symlink(&user_dot.join(&name), &dot.join(&name))?;
+    let mut ours = vec![SETTINGS, context.as_str()];
+    if own_folder {
+        ours.push(POLICIES);
     }
+    let private = PrivateHome::link(&user_dot, &root.join(DOT), &ours)?;
+    let dot = private.ours.clone();
 
     let servers = settings
         .entry("mcpServers")
@@ -208,6 +202,7 @@ pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
         user_args: None,
         env: vec![("GEMINI_CLI_HOME".into(), root.display().to_string())],
         notices,
+        homes: vec![private],
     })
 }
 

@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{Launch, Wiring, read_user_file};
+use super::{Launch, PrivateHome, Wiring, read_user_file};
 use crate::contract::tool_guidance::NAMESPACE;
 
 /// The private home's directory name in the guidance directory.
@@ -72,15 +72,12 @@ pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
     if !user_home.join(SESSIONS).is_dir() {
         crate::platform::fs::create_private_dirs(&user_home.join(SESSIONS))?;
     }
-    let home = launch.guide.dir.join(HOME_DIR);
-    crate::platform::fs::create_private_dir(&home)?;
-    for entry in std::fs::read_dir(&user_home)? {
-        let name = entry?.file_name();
-        if name == MCP_FILE || name == AGENTS_FILE {
-            continue;
-        }
-        crate::platform::fs::symlink(&user_home.join(&name), &home.join(&name))?;
-    }
+    let private = PrivateHome::link(
+        &user_home,
+        &launch.guide.dir.join(HOME_DIR),
+        &[MCP_FILE, AGENTS_FILE],
+    )?;
+    let home = private.ours.clone();
     servers.insert(
         NAMESPACE.into(),
         json!({
@@ -107,6 +104,7 @@ pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
         user_args: None,
         env: vec![("KIMI_CODE_HOME".into(), home.display().to_string())],
         notices,
+        homes: vec![private],
     })
 }
 

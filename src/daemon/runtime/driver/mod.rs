@@ -28,6 +28,7 @@ mod copilot;
 mod gemini;
 mod kimi;
 mod opencode;
+mod private_home;
 
 use std::io;
 use std::path::Path;
@@ -40,6 +41,7 @@ pub use kimi::check_program as check_kimi;
 use super::guidance::GuideFiles;
 pub use crate::contract::preapproval::{EXEC_ALIAS, preapproved_prefixes};
 use crate::contract::tool_guidance::RuntimeNaming;
+pub use private_home::PrivateHome;
 
 /// The runtime families `agentteam run --runtime` wires.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -219,6 +221,9 @@ pub struct Wiring {
     pub env: Vec<(String, String)>,
     /// What the driver did that the user should know, one line each, for stderr.
     pub notices: Vec<String>,
+    /// Homes of the runtime's made private for the launch: what the runtime wrote there itself
+    /// goes back to the user's at its end.
+    pub homes: Vec<PrivateHome>,
 }
 
 /// Writes `family`'s configuration for `launch` and says how to point the runtime at it.

@@ -78,6 +78,7 @@ pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
         user_args: None,
         env: vec![(CONTENT.into(), content.to_string())],
         notices,
+        homes: Vec::new(),
     })
 }
 
