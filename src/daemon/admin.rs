@@ -311,7 +311,7 @@ pub async fn relay_stdin(
 ) -> Answer {
     use super::runtime::StdinRefusal;
     use tokio::io::AsyncWriteExt;
-    let mut stdin = state.dispatcher.take_stdin(&run_id).map_err(|refusal| {
+    let (mut stdin, mut ended) = state.dispatcher.take_stdin(&run_id).map_err(|refusal| {
         let shown = run_id.chars().take(64).collect::<String>();
         match refusal {
             StdinRefusal::NoSuchRun => {
@@ -330,22 +330,27 @@ pub async fn relay_stdin(
     })?;
     let mut body = body.into_data_stream();
     let mut relayed: u64 = 0;
-    let mut ended = "the stream ended";
-    while let Some(chunk) = body.next().await {
+    let why = loop {
+        let chunk = tokio::select! {
+            chunk = body.next() => chunk,
+            // A launcher whose own stdin stays open does not hold the stream past the run.
+            _ = ended.wait_for(|ended| *ended) => break "the run ended",
+        };
+        let Some(chunk) = chunk else {
+            break "the stream ended";
+        };
         let Ok(chunk) = chunk else {
-            ended = "the launcher's connection ended";
-            break;
+            break "the launcher's connection ended";
         };
         if stdin.write_all(&chunk).await.is_err() {
-            ended = "the runtime closed its stdin";
-            break;
+            break "the runtime closed its stdin";
         }
         relayed += chunk.len() as u64;
-    }
+    };
     // End of file for the runtime.
     let _ = stdin.shutdown().await;
     drop(stdin);
-    Ok(Data(json!({ "bytes": relayed, "ended": ended })))
+    Ok(Data(json!({ "bytes": relayed, "ended": why })))
 }
 
 fn bind_turn(state: &DaemonState, run_id: &str, turn: Option<Turn>) -> Answer {

@@ -939,3 +939,104 @@ async fn no_descendant_outlives_its_runtime() {
     )
     .await;
 }
+
+/// `agentteam run --stdin` relays the launcher's stdin to the runtime, to its end of file; without
+/// it the runtime reads an empty stdin whatever the launcher has. The daemon's stream route takes
+/// a run's stdin once, only for a run launched with it, and only for a live run.
+#[tokio::test]
+async fn a_launchers_stdin_reaches_its_runtime_once_and_only_when_asked() {
+    let daemon = TestDaemon::start(&[]).await;
+    let agent = daemon.add_agent("alpha").await;
+    let run = |flags: &[&str]| {
+        let mut args = vec!["run", "--agent", agent.as_str()];
+        args.extend_from_slice(flags);
+        args.extend_from_slice(&["--", "sh", "-c", "cat; echo end"]);
+        let mut command = daemon.cli(&args);
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command.spawn().unwrap()
+    };
+    for (flags, expected) in [
+        (&["--stdin"][..], "hello\nworld\nend\n"),
+        (&[][..], "end\n"),
+    ] {
+        let mut child = run(flags);
+        let mut stdin = child.stdin.take().unwrap();
+        // Written in two pieces, the second after the first has gone through.
+        stdin.write_all(b"hello\n").await.unwrap();
+        stdin.flush().await.unwrap();
+        stdin.write_all(b"world\n").await.unwrap();
+        drop(stdin);
+        let output = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+            .await
+            .expect("the runtime ends at its stdin's end")
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&output.stdout),
+            expected,
+            "{flags:?}"
+        );
+    }
+
+    // The route: a run launched with `stdin` whose stream the launcher holds (its runtime echoed
+    // a line through it), one without, and no run at all.
+    let mut held = run(&["--stdin"]);
+    let mut held_stdin = held.stdin.take().unwrap();
+    held_stdin.write_all(b"first\n").await.unwrap();
+    held_stdin.flush().await.unwrap();
+    let mut held_stdout = tokio::io::BufReader::new(held.stdout.take().unwrap());
+    let mut line = String::new();
+    tokio::io::AsyncBufReadExt::read_line(&mut held_stdout, &mut line)
+        .await
+        .unwrap();
+    assert_eq!(line, "first\n");
+    let mut without = daemon.launch(&agent, &[], "echo started; exec sleep 60");
+    assert_eq!(without.line().await, "started");
+    let runs = daemon.admin_get("runs").await["runs"]
+        .as_array()
+        .cloned()
+        .unwrap();
+    assert_eq!(runs.len(), 2, "{runs:?}");
+    let mut refusals = Vec::new();
+    for run in &runs {
+        let path = format!("runs/{}/stdin", run["runId"].as_str().unwrap());
+        let (status, body) = daemon.admin(reqwest::Method::POST, &path, None).await;
+        refusals.push((
+            status,
+            body["error"]["message"].as_str().unwrap().to_string(),
+        ));
+    }
+    assert!(
+        refusals.iter().all(|(status, _)| *status == 409),
+        "{refusals:?}"
+    );
+    assert!(
+        refusals
+            .iter()
+            .any(|(_, m)| m.contains("already has its stdin streamed"))
+            && refusals
+                .iter()
+                .any(|(_, m)| m.contains("was launched without `stdin`")),
+        "{refusals:?}"
+    );
+    let (status, body) = daemon
+        .admin(reqwest::Method::POST, "runs/run_nothing/stdin", None)
+        .await;
+    assert_eq!(status, 404, "{body}");
+    // The held stream still reaches its runtime, to its end.
+    held_stdin.write_all(b"late\n").await.unwrap();
+    drop(held_stdin);
+    let mut rest = String::new();
+    tokio::io::AsyncReadExt::read_to_string(&mut held_stdout, &mut rest)
+        .await
+        .unwrap();
+    assert_eq!(rest, "late\nend\n");
+    assert!(held.wait().await.unwrap().success());
+}

@@ -178,8 +178,12 @@ impl Dispatcher {
         })
     }
 
-    /// Takes the stdin of live run `run_id`, once: the launcher's stream writes into it.
-    pub fn take_stdin(&self, run_id: &str) -> Result<tokio::process::ChildStdin, StdinRefusal> {
+    /// Takes the stdin of live run `run_id`, once: the launcher's stream writes into it until the
+    /// run's lease ends (the receiver turns `true`).
+    pub fn take_stdin(
+        &self,
+        run_id: &str,
+    ) -> Result<(tokio::process::ChildStdin, watch::Receiver<bool>), StdinRefusal> {
         let sessions = self.sessions.lock().expect("not poisoned");
         let live = sessions
             .values()
@@ -189,10 +193,12 @@ impl Dispatcher {
             })
             .ok_or(StdinRefusal::NoSuchRun)?;
         let slot = live.stdin.as_ref().ok_or(StdinRefusal::NotRelayed)?;
-        slot.lock()
+        let stdin = slot
+            .lock()
             .expect("not poisoned")
             .take()
-            .ok_or(StdinRefusal::Taken)
+            .ok_or(StdinRefusal::Taken)?;
+        Ok((stdin, live.ended.clone()))
     }
 
     /// Binds `turn` (or none) as the current turn of live run `run_id`; its next knowledge call

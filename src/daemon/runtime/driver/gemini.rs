@@ -40,8 +40,9 @@ const POLICIES: &str = "policies";
 const TRUSTED_FOLDERS: &str = "trustedFolders.json";
 /// Gemini's default global context file.
 const CONTEXT_FILE: &str = "GEMINI.md";
-/// The rule file the driver adds.
-pub const POLICY_FILE: &str = "agentteam.toml";
+/// The rule file the driver adds (a name a user's own policy file is unlikely to have: theirs of
+/// that name would not be linked).
+pub const POLICY_FILE: &str = "agentteam-exec-preapproval.toml";
 /// Made in the user's `.gemini` when missing: where Gemini writes its chats and history.
 const WRITTEN: [&str; 2] = ["tmp", "history"];
 /// What else `GEMINI_CLI_HOME` relocates beside `.gemini`: linked from the user's home.
@@ -79,6 +80,31 @@ pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
             ..Wiring::default()
         });
     };
+    let servers = settings
+        .entry("mcpServers")
+        .or_insert_with(|| Value::Object(Map::new()));
+    let Some(servers) = servers.as_object_mut() else {
+        notices.push(format!(
+            "Gemini CLI is not wired: `mcpServers` in {} is not an object",
+            user_dot.join(SETTINGS).display()
+        ));
+        return Ok(Wiring {
+            notices,
+            ..Wiring::default()
+        });
+    };
+    servers.insert(
+        NAMESPACE.into(),
+        json!({
+            "command": launch.executable.display().to_string(),
+            "args": ["mcp", "stdio"],
+            "env": {
+                "AGENTTEAM_MCP_URL": launch.mcp_url,
+                "AGENTTEAM_MCP_TOKEN_FILE": launch.token_file.display().to_string(),
+            },
+            "trust": true,
+        }),
+    );
     // The user's home as Gemini would make it on its first run, so its chats land there.
     for dir in WRITTEN {
         if !user_dot.join(dir).is_dir() {
@@ -108,31 +134,6 @@ pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
     let private = PrivateHome::link(&user_dot, &root.join(DOT), &ours)?;
     let dot = private.ours.clone();
 
-    let servers = settings
-        .entry("mcpServers")
-        .or_insert_with(|| Value::Object(Map::new()));
-    let Some(servers) = servers.as_object_mut() else {
-        notices.push(format!(
-            "Gemini CLI is not wired: `mcpServers` in {} is not an object",
-            user_dot.join(SETTINGS).display()
-        ));
-        return Ok(Wiring {
-            notices,
-            ..Wiring::default()
-        });
-    };
-    servers.insert(
-        NAMESPACE.into(),
-        json!({
-            "command": launch.executable.display().to_string(),
-            "args": ["mcp", "stdio"],
-            "env": {
-                "AGENTTEAM_MCP_URL": launch.mcp_url,
-                "AGENTTEAM_MCP_TOKEN_FILE": launch.token_file.display().to_string(),
-            },
-            "trust": true,
-        }),
-    );
     if let Some(allowed) = settings
         .get("mcp")
         .and_then(|mcp| mcp.get("allowed"))
@@ -162,25 +163,19 @@ pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
             paths.push(Value::from(file.display().to_string()));
         } else {
             debug_assert!(own_folder);
-            let policies = dot.join(POLICIES);
-            crate::platform::fs::create_private_dir(&policies)?;
-            if let Ok(entries) = std::fs::read_dir(user_dot.join(POLICIES)) {
-                for entry in entries {
-                    let name = entry?.file_name();
-                    if name != POLICY_FILE {
-                        crate::platform::fs::symlink(
-                            &user_dot.join(POLICIES).join(&name),
-                            &policies.join(&name),
-                        )?;
-                    }
-                }
-            }
-            crate::private_file::create_new(&policies.join(POLICY_FILE), &rules)?;
+            // Gemini does not write there: nothing to give back.
+            let policies = PrivateHome::link(
+                &user_dot.join(POLICIES),
+                &dot.join(POLICIES),
+                &[POLICY_FILE],
+            )?;
+            crate::private_file::create_new(&policies.ours.join(POLICY_FILE), &rules)?;
         }
     }
+    let trusted = trusted(launch, &user_dot, &settings);
     crate::private_file::create_new(
         &dot.join(SETTINGS),
-        &format!("{:#}\n", Value::Object(settings.clone())),
+        &format!("{:#}\n", Value::Object(settings)),
     )?;
     let guidance = std::fs::read_to_string(&launch.guide.guidance)?;
     let text = match read_user_file(&user_dot.join(&context)) {
@@ -191,7 +186,7 @@ pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
     };
     crate::private_file::create_new(&dot.join(&context), &text)?;
 
-    if !trusted(launch, &user_dot, &settings) {
+    if !trusted {
         notices.push(format!(
             "Gemini CLI does not trust {}: a headless Gemini refuses to start there. agentteam trusts no folder for you: trust it in Gemini itself",
             launch.workdir.display()
