@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use super::{Launch, PrivateHome, Wiring, read_user_file};
+use super::{Launch, PrivateHome, Wiring, parse_jsonc, read_user_file};
 use crate::contract::tool_guidance::NAMESPACE;
 
 /// The private home's directory name in the guidance directory.
@@ -49,49 +49,38 @@ const WRITTEN: [&str; 2] = ["tmp", "history"];
 const BESIDE: [&str; 2] = [".agents", ".env"];
 
 pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
-    let mut notices = Vec::new();
     let Some(user_root) = launch
         .var("GEMINI_CLI_HOME")
         .or_else(|| launch.var("HOME"))
         .map(PathBuf::from)
     else {
-        notices.push("Gemini CLI is not wired: neither GEMINI_CLI_HOME nor HOME is set".into());
-        return Ok(Wiring {
-            notices,
-            ..Wiring::default()
-        });
+        return Ok(Wiring::not_wired(
+            "Gemini CLI is not wired: neither GEMINI_CLI_HOME nor HOME is set",
+        ));
     };
     let user_dot = user_root.join(DOT);
     let settings = match read_user_file(&user_dot.join(SETTINGS)) {
         None => Some(Map::new()),
         Some(text) if text.trim().is_empty() => Some(Map::new()),
-        Some(text) => match serde_json::from_str::<Value>(&without_comments(&text)) {
-            Ok(Value::Object(settings)) => Some(settings),
+        Some(text) => match parse_jsonc(&text) {
+            Some(Value::Object(settings)) => Some(settings),
             _ => None,
         },
     };
     let Some(mut settings) = settings else {
-        notices.push(format!(
+        return Ok(Wiring::not_wired(format!(
             "Gemini CLI is not wired: {} is not settings this driver can extend",
             user_dot.join(SETTINGS).display()
-        ));
-        return Ok(Wiring {
-            notices,
-            ..Wiring::default()
-        });
+        )));
     };
     let servers = settings
         .entry("mcpServers")
         .or_insert_with(|| Value::Object(Map::new()));
     let Some(servers) = servers.as_object_mut() else {
-        notices.push(format!(
+        return Ok(Wiring::not_wired(format!(
             "Gemini CLI is not wired: `mcpServers` in {} is not an object",
             user_dot.join(SETTINGS).display()
-        ));
-        return Ok(Wiring {
-            notices,
-            ..Wiring::default()
-        });
+        )));
     };
     servers.insert(
         NAMESPACE.into(),
@@ -134,6 +123,7 @@ pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
     let private = PrivateHome::link(&user_dot, &root.join(DOT), &ours)?;
     let dot = private.ours.clone();
 
+    let mut notices = Vec::new();
     if let Some(allowed) = settings
         .get("mcp")
         .and_then(|mcp| mcp.get("allowed"))
@@ -254,9 +244,7 @@ fn trusted(launch: &Launch, user_dot: &Path, settings: &Map<String, Value>) -> b
         .var("GEMINI_CLI_TRUSTED_FOLDERS_PATH")
         .map(PathBuf::from)
         .unwrap_or_else(|| user_dot.join(TRUSTED_FOLDERS));
-    let Some(rules) = read_user_file(&file)
-        .and_then(|text| serde_json::from_str::<Value>(&without_comments(&text)).ok())
-    else {
+    let Some(rules) = read_user_file(&file).and_then(|text| parse_jsonc(&text)) else {
         return false;
     };
     let workdir = std::fs::canonicalize(launch.workdir).unwrap_or(launch.workdir.to_path_buf());
@@ -277,68 +265,11 @@ fn trusted(launch: &Launch, user_dot: &Path, settings: &Map<String, Value>) -> b
     best.is_some_and(|(_, trust)| trust)
 }
 
-/// JSON text without its `//` and `/* */` comments (outside strings), as Gemini reads its files.
-fn without_comments(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    let mut in_string = false;
-    while let Some(c) = chars.next() {
-        if in_string {
-            out.push(c);
-            match c {
-                '\\' => {
-                    if let Some(next) = chars.next() {
-                        out.push(next);
-                    }
-                }
-                '"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match (c, chars.peek()) {
-            ('"', _) => {
-                in_string = true;
-                out.push(c);
-            }
-            ('/', Some('/')) => {
-                for c in chars.by_ref() {
-                    if c == '\n' {
-                        out.push('\n');
-                        break;
-                    }
-                }
-            }
-            ('/', Some('*')) => {
-                chars.next();
-                let mut last = ' ';
-                for c in chars.by_ref() {
-                    if last == '*' && c == '/' {
-                        break;
-                    }
-                    last = c;
-                }
-                out.push(' ');
-            }
-            _ => out.push(c),
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::super::tests::Fixture;
     use super::super::{Family, wire};
     use super::*;
-
-    #[test]
-    fn comments_go_and_strings_stay() {
-        let text = "{\n  // theirs\n  \"a\": \"x // y /* z */\", /* block\n */ \"b\": 1\n}";
-        let value: Value = serde_json::from_str(&without_comments(text)).unwrap();
-        assert_eq!(value, json!({"a": "x // y /* z */", "b": 1}));
-        assert_eq!(without_comments(r#""q\"//""#), r#""q\"//""#);
-    }
 
     #[test]
     fn a_private_home_links_the_users_and_adds_the_bridge_guidance_and_rules() {

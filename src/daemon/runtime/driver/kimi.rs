@@ -34,17 +34,14 @@ const AGENTS_FILE: &str = "AGENTS.md";
 const SESSIONS: &str = "sessions";
 
 pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
-    let mut notices = Vec::new();
     let Some(user_home) = launch
         .var("KIMI_CODE_HOME")
         .map(PathBuf::from)
         .or_else(|| launch.var("HOME").map(|h| Path::new(h).join(".kimi-code")))
     else {
-        notices.push("Kimi Code is not wired: neither KIMI_CODE_HOME nor HOME is set".into());
-        return Ok(Wiring {
-            notices,
-            ..Wiring::default()
-        });
+        return Ok(Wiring::not_wired(
+            "Kimi Code is not wired: neither KIMI_CODE_HOME nor HOME is set",
+        ));
     };
     let user_mcp = match read_user_file(&user_home.join(MCP_FILE)) {
         None => Some(serde_json::Map::new()),
@@ -59,14 +56,10 @@ pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
         },
     };
     let Some(mut servers) = user_mcp else {
-        notices.push(format!(
+        return Ok(Wiring::not_wired(format!(
             "Kimi Code is not wired: {} is not an MCP configuration this driver can extend",
             user_home.join(MCP_FILE).display()
-        ));
-        return Ok(Wiring {
-            notices,
-            ..Wiring::default()
-        });
+        )));
     };
     // The user's home, as Kimi Code would make it on its first run, so its sessions land there.
     if !user_home.join(SESSIONS).is_dir() {
@@ -103,7 +96,7 @@ pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
         args: Vec::new(),
         user_args: None,
         env: vec![("KIMI_CODE_HOME".into(), home.display().to_string())],
-        notices,
+        notices: Vec::new(),
         homes: vec![private],
     })
 }

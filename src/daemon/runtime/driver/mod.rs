@@ -226,6 +226,16 @@ pub struct Wiring {
     pub homes: Vec<PrivateHome>,
 }
 
+impl Wiring {
+    /// Nothing wired, and why (for stderr): the runtime starts with the environment only.
+    fn not_wired(why: impl Into<String>) -> Wiring {
+        Wiring {
+            notices: vec![why.into()],
+            ..Wiring::default()
+        }
+    }
+}
+
 /// Writes `family`'s configuration for `launch` and says how to point the runtime at it.
 pub fn wire(family: Family, launch: &Launch) -> io::Result<Wiring> {
     match family {
@@ -255,6 +265,57 @@ fn shell_word(word: &str) -> String {
 /// A TOML basic string (JSON's escaping is TOML's for every character JSON escapes).
 fn toml_string(text: &str) -> String {
     serde_json::Value::from(text).to_string()
+}
+
+/// JSON with comments and trailing commas, as OpenCode and Gemini CLI read their files.
+fn parse_jsonc(text: &str) -> Option<serde_json::Value> {
+    let mut plain = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let mut in_string = false;
+    while let Some(c) = chars.next() {
+        if in_string {
+            plain.push(c);
+            match c {
+                '\\' => plain.extend(chars.next()),
+                '"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match (c, chars.peek()) {
+            ('"', _) => {
+                in_string = true;
+                plain.push(c);
+            }
+            ('/', Some('/')) => {
+                for c in chars.by_ref() {
+                    if c == '\n' {
+                        plain.push('\n');
+                        break;
+                    }
+                }
+            }
+            ('/', Some('*')) => {
+                chars.next();
+                let mut last = ' ';
+                for c in chars.by_ref() {
+                    if last == '*' && c == '/' {
+                        break;
+                    }
+                    last = c;
+                }
+            }
+            (',', _) => {
+                // A trailing comma: the next visible character closes the object or array.
+                let next = chars.clone().find(|c| !c.is_whitespace());
+                if !matches!(next, Some('}' | ']')) {
+                    plain.push(c);
+                }
+            }
+            _ => plain.push(c),
+        }
+    }
+    serde_json::from_str(&plain).ok()
 }
 
 /// The text of a user's configuration file, when it exists and is small enough to be one

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use super::{Launch, Wiring, read_user_file};
+use super::{Launch, Wiring, parse_jsonc, read_user_file};
 use crate::contract::tool_guidance::NAMESPACE;
 
 const CONTENT: &str = "OPENCODE_CONFIG_CONTENT";
@@ -199,57 +199,6 @@ fn merge_into(theirs: &mut Map<String, Value>, ours: Value) {
             }
         }
     }
-}
-
-/// JSON with comments and trailing commas, as OpenCode reads its files.
-fn parse_jsonc(text: &str) -> Option<Value> {
-    let mut plain = String::with_capacity(text.len());
-    let mut chars = text.chars().peekable();
-    let mut in_string = false;
-    while let Some(c) = chars.next() {
-        if in_string {
-            plain.push(c);
-            match c {
-                '\\' => plain.extend(chars.next()),
-                '"' => in_string = false,
-                _ => {}
-            }
-            continue;
-        }
-        match (c, chars.peek()) {
-            ('"', _) => {
-                in_string = true;
-                plain.push(c);
-            }
-            ('/', Some('/')) => {
-                for c in chars.by_ref() {
-                    if c == '\n' {
-                        plain.push('\n');
-                        break;
-                    }
-                }
-            }
-            ('/', Some('*')) => {
-                chars.next();
-                let mut last = ' ';
-                for c in chars.by_ref() {
-                    if last == '*' && c == '/' {
-                        break;
-                    }
-                    last = c;
-                }
-            }
-            (',', _) => {
-                // A trailing comma: the next visible character closes the object or array.
-                let next = chars.clone().find(|c| !c.is_whitespace());
-                if !matches!(next, Some('}' | ']')) {
-                    plain.push(c);
-                }
-            }
-            _ => plain.push(c),
-        }
-    }
-    serde_json::from_str(&plain).ok()
 }
 
 #[cfg(test)]
