@@ -43,6 +43,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("target", target),
     ("receipt", receipt),
     ("output", output),
+    ("codex_threads", codex_threads),
 ];
 
 /// The longest refusal message any target may produce, whatever the input's size: refusals name
@@ -501,6 +502,31 @@ fn holds_float(value: &Value) -> bool {
         Value::Array(items) => items.iter().any(holds_float),
         Value::Object(map) => map.values().any(holds_float),
         _ => false,
+    }
+}
+
+/// The Codex thread watch reads a runtime's stdout, which the runtime (and through it the model)
+/// controls. Input: a first byte that sets where the stream is cut into chunks, then the stream.
+/// Whatever the bytes and the cuts, it names the same threads as when fed the stream whole, in
+/// both modes, and every id it names is non-empty and within its line bound.
+pub fn codex_threads(data: &[u8]) {
+    use crate::daemon::runtime::driver::{Seen, ThreadWatch};
+    let Some((&cut, stream)) = data.split_first() else {
+        return;
+    };
+    let cut = usize::from(cut).max(1);
+    for make in [ThreadWatch::exec, ThreadWatch::app_server] {
+        let whole = make().feed(stream);
+        let mut watch = make();
+        let pieces: Vec<Seen> = stream
+            .chunks(cut)
+            .flat_map(|chunk| watch.feed(chunk))
+            .collect();
+        assert_eq!(pieces, whole, "the cuts changed what was seen");
+        for seen in &whole {
+            let (Seen::Primary(id) | Seen::User(id) | Seen::Delegated(id)) = seen;
+            assert!(!id.is_empty() && id.len() <= 64 * 1024, "{id:?}");
+        }
     }
 }
 
