@@ -38,16 +38,8 @@ const INSTRUCTIONS_DIRS: &str = "COPILOT_CUSTOM_INSTRUCTIONS_DIRS";
 const ALIAS_NOTICE: &str = "Copilot CLI approves a command by its first word, so `agentteam exec` actions that are not destructive are pre-approved as `agentteam-exec <domain> <action>` (which runs nothing else); `agentteam exec` itself asks as your other commands do";
 
 pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
-    let config = json!({ "mcpServers": { NAMESPACE: {
-        "type": "local",
-        "command": launch.executable.display().to_string(),
-        "args": ["mcp", "stdio"],
-        "env": {
-            "AGENTTEAM_MCP_URL": launch.mcp_url,
-            "AGENTTEAM_MCP_TOKEN_FILE": launch.token_file.display().to_string(),
-        },
-        "tools": ["*"],
-    }}});
+    let bridge = launch.stdio_bridge(json!({ "type": "local", "tools": ["*"] }));
+    let config = json!({ "mcpServers": { NAMESPACE: bridge } });
     let path = launch.dir.join(CONFIG);
     crate::private_file::create_new(&path, &format!("{config:#}\n"))?;
 

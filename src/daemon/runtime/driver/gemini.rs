@@ -84,15 +84,7 @@ pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
     };
     servers.insert(
         NAMESPACE.into(),
-        json!({
-            "command": launch.executable.display().to_string(),
-            "args": ["mcp", "stdio"],
-            "env": {
-                "AGENTTEAM_MCP_URL": launch.mcp_url,
-                "AGENTTEAM_MCP_TOKEN_FILE": launch.token_file.display().to_string(),
-            },
-            "trust": true,
-        }),
+        launch.stdio_bridge(json!({ "trust": true })),
     );
     // The user's home as Gemini would make it on its first run, so its chats land there.
     for dir in WRITTEN {

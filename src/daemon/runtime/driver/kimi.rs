@@ -71,17 +71,7 @@ pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
         &[MCP_FILE, AGENTS_FILE],
     )?;
     let home = private.ours.clone();
-    servers.insert(
-        NAMESPACE.into(),
-        json!({
-            "command": launch.executable.display().to_string(),
-            "args": ["mcp", "stdio"],
-            "env": {
-                "AGENTTEAM_MCP_URL": launch.mcp_url,
-                "AGENTTEAM_MCP_TOKEN_FILE": launch.token_file.display().to_string(),
-            },
-        }),
-    );
+    servers.insert(NAMESPACE.into(), launch.stdio_bridge(json!({})));
     let mcp = json!({ "mcpServers": servers });
     crate::private_file::create_new(&home.join(MCP_FILE), &format!("{mcp:#}\n"))?;
     let guidance = std::fs::read_to_string(&launch.guide.guidance)?;

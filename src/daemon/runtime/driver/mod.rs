@@ -189,6 +189,29 @@ impl Launch<'_> {
             .map(|(_, v)| v.as_str())
     }
 
+    /// The environment the stdio bridge (`agentteam mcp stdio`) reads: the MCP route and its
+    /// token file's path, never the token.
+    fn bridge_env(&self) -> serde_json::Value {
+        serde_json::json!({
+            "AGENTTEAM_MCP_URL": self.mcp_url,
+            "AGENTTEAM_MCP_TOKEN_FILE": self.token_file.display().to_string(),
+        })
+    }
+
+    /// An `mcpServers` entry that runs the stdio bridge, in the `{command, args, env}` form Kimi
+    /// Code, Gemini CLI and Copilot CLI take, with `extra`, the runtime's own fields, added.
+    fn stdio_bridge(&self, extra: serde_json::Value) -> serde_json::Value {
+        let mut entry = serde_json::json!({
+            "command": self.executable.display().to_string(),
+            "args": ["mcp", "stdio"],
+            "env": self.bridge_env(),
+        });
+        if let (Some(entry), serde_json::Value::Object(extra)) = (entry.as_object_mut(), extra) {
+            entry.extend(extra);
+        }
+        entry
+    }
+
     /// The helper command a runtime runs for the MCP route's headers, as one shell string.
     fn header_helper(&self) -> String {
         let exe = self.executable.display().to_string();

@@ -32,10 +32,7 @@ pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
         "mcp": { format!("mcp_{NAMESPACE}"): {
             "type": "local",
             "command": [launch.executable.display().to_string(), "mcp", "stdio"],
-            "environment": {
-                "AGENTTEAM_MCP_URL": launch.mcp_url,
-                "AGENTTEAM_MCP_TOKEN_FILE": launch.token_file.display().to_string(),
-            },
+            "environment": launch.bridge_env(),
             "enabled": true,
         }},
         "instructions": [launch.guide.guidance.display().to_string()],
