@@ -33,7 +33,7 @@ pub(super) struct Lease {
     pub(super) dispatcher: Arc<Dispatcher>,
     pub(super) authorization: Arc<Authorization>,
     pub(super) dir: PathBuf,
-    /// The launch's guidance directory, removed with the credential directory.
+    /// The launch's guidance directory, removed at the end once the runtime's processes are gone.
     pub(super) guide: PathBuf,
     /// The runtime's homes its driver made private in the guidance directory: what the runtime
     /// wrote there itself goes back to the user's before the directory goes.
