@@ -20,7 +20,8 @@ use agentteam::contract::tool_guidance::RuntimeNaming;
 use serde_json::{Value, json};
 
 use crate::runtime_harness::{
-    Model, Runtime, UserFiles, UserSetup, drive, exec_as, runtime_tool, tool_results,
+    Model, Runtime, UserFiles, UserSetup, channel_of, channel_tasks, drive, exec_as, runtime_tool,
+    tool_results,
 };
 use crate::support::{TestDaemon, repo_root, venv_tool};
 
@@ -356,10 +357,7 @@ async fn codex_sandbox_refusal_is_said_plainly() {
     let root = tempfile::tempdir().unwrap();
     let daemon = TestDaemon::start_in(root.path(), &[]).await;
     let agent = daemon.add_agent("alpha").await;
-    let identity: Value =
-        serde_json::from_slice(&std::fs::read(daemon.state_dir.join("identity.json")).unwrap())
-            .unwrap();
-    let channel = identity["channelId"].as_str().unwrap();
+    let channel = &channel_of(&daemon);
     let create =
         json!({"location": {"kind": "channel", "channelId": channel}, "title": "sandboxed"});
     let calls = [json!({"name": "exec_command",
@@ -409,16 +407,7 @@ async fn codex_sandbox_refusal_is_said_plainly() {
             && result.contains("agentteam run --sandbox-network"),
         "{result}"
     );
-    let tasks = exec_as(
-        &daemon,
-        &agent,
-        &[
-            "task",
-            "list",
-            &json!({"location": {"kind": "channel", "channelId": channel}}).to_string(),
-        ],
-    )
-    .await;
+    let tasks = channel_tasks(&daemon, &agent, channel).await;
     assert_eq!(tasks["data"]["tasks"], json!([]), "{tasks}");
 }
 
@@ -469,10 +458,7 @@ async fn codex_app_server_gates_only_the_sub_agent() {
     let root = tempfile::tempdir().unwrap();
     let daemon = TestDaemon::start_in(root.path(), &[]).await;
     let agent = daemon.add_agent("alpha").await;
-    let identity: Value =
-        serde_json::from_slice(&std::fs::read(daemon.state_dir.join("identity.json")).unwrap())
-            .unwrap();
-    let target = format!("channel:{}", identity["channelId"].as_str().unwrap());
+    let target = format!("channel:{}", channel_of(&daemon));
     let send = |content: &str| {
         json!({"name": "message_send", "namespace": "mcp__agentteam",
                "args": {"target": target, "content": content}})
@@ -650,10 +636,7 @@ async fn the_pre_approved_name_runs_only_actions_that_are_not_destructive() {
     let root = tempfile::tempdir().unwrap();
     let daemon = TestDaemon::start_in(root.path(), &[]).await;
     let agent = daemon.add_agent("alpha").await;
-    let identity: Value =
-        serde_json::from_slice(&std::fs::read(daemon.state_dir.join("identity.json")).unwrap())
-            .unwrap();
-    let channel = identity["channelId"].as_str().unwrap();
+    let channel = &channel_of(&daemon);
     let create = json!({"location": {"kind": "channel", "channelId": channel}, "title": "kept"});
     let alias = root.path().join("alias");
     std::fs::create_dir_all(&alias).unwrap();

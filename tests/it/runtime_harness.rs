@@ -225,6 +225,20 @@ pub(crate) async fn channel_contents(
         .collect()
 }
 
+/// The channel the daemon's identity names: where the runtime tests post and file tasks.
+pub(crate) fn channel_of(daemon: &TestDaemon) -> String {
+    let identity: Value =
+        serde_json::from_slice(&std::fs::read(daemon.state_dir.join("identity.json")).unwrap())
+            .unwrap();
+    identity["channelId"].as_str().unwrap().to_string()
+}
+
+/// `task list` of `channel`, through a generic runtime of `agent`: its envelope.
+pub(crate) async fn channel_tasks(daemon: &TestDaemon, agent: &str, channel: &str) -> Value {
+    let location = json!({"location": {"kind": "channel", "channelId": channel}});
+    exec_as(daemon, agent, &["task", "list", &location.to_string()]).await
+}
+
 /// One Exec call through a generic runtime of `agent`: its envelope.
 pub(crate) async fn exec_as(daemon: &TestDaemon, agent: &str, args: &[&str]) -> Value {
     let words: Vec<String> = args
@@ -517,10 +531,7 @@ pub(crate) async fn drive(runtime: Runtime) {
     )
     .await;
     let agent = daemon.add_agent("alpha").await;
-    let identity: Value =
-        serde_json::from_slice(&std::fs::read(daemon.state_dir.join("identity.json")).unwrap())
-            .unwrap();
-    let target = format!("channel:{}", identity["channelId"].as_str().unwrap());
+    let target = format!("channel:{}", channel_of(&daemon));
     let content = format!("hello from {}", runtime.family);
     let markers = root.path().join("markers");
     std::fs::create_dir_all(&markers).unwrap();
@@ -733,16 +744,7 @@ pub(crate) async fn drive(runtime: Runtime) {
     // The shell tool's `agentteam exec task create` created the task.
     let created = results_of(1).remove(0);
     let channel = target.strip_prefix("channel:").unwrap();
-    let listed = exec_as(
-        &daemon,
-        &agent,
-        &[
-            "task",
-            "list",
-            &json!({"location": {"kind": "channel", "channelId": channel}}).to_string(),
-        ],
-    )
-    .await;
+    let listed = channel_tasks(&daemon, &agent, channel).await;
     // The envelope the command printed, wherever the runtime put it in the tool result.
     let envelope: Value = created
         .find("{\"data\"")
