@@ -260,6 +260,7 @@ impl ThreadWatch {
             if let Ok(event) = serde_json::from_slice::<serde_json::Value>(&line)
                 && event.get("type").and_then(|t| t.as_str()) == Some("thread.started")
                 && let Some(id) = event.get("thread_id").and_then(|t| t.as_str())
+                && !id.is_empty()
             {
                 self.done = true;
                 seen.push(Seen::Primary(id.to_string()));
@@ -437,6 +438,11 @@ mod tests {
     #[test]
     fn the_primary_thread_comes_from_the_first_thread_started_event() {
         let mut watch = ThreadWatch::exec();
+        assert_eq!(
+            watch.feed(b"{\"type\":\"thread.started\",\"thread_id\":\"\"}\n"),
+            vec![],
+            "an empty id names no thread"
+        );
         assert_eq!(
             watch.feed(b"{\"type\":\"turn.started\"}\nnot json\n{\"type\":\"thread.st"),
             vec![]
