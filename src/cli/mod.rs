@@ -20,6 +20,7 @@ mod runtime_url;
 mod server;
 mod service;
 mod status;
+mod token;
 pub(crate) mod transport;
 
 use std::process::ExitCode;
@@ -162,12 +163,67 @@ enum Command {
         #[command(subcommand)]
         command: mcp::McpCommand,
     },
+    /// Local, read-only diagnostics of what AgentTeam costs an agent's context
+    Token {
+        #[command(subcommand)]
+        command: TokenCommand,
+    },
     /// Print the man page (roff), e.g. `agentteam man | man -l -`; `agentteam man exec` prints
     /// the page of one command
     Man {
         /// The command (and subcommand) whose page to print
         #[arg(value_name = "COMMAND")]
         command: Vec<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum TokenCommand {
+    /// What AgentTeam costs each runtime's requests, from the runtimes' own session records
+    ///
+    /// Reads the session records of Claude Code, Codex, OpenCode (its SQLite database, opened
+    /// read-only), Gemini CLI, Kimi Code and Copilot CLI where each keeps them (their `*_HOME`
+    /// variables are honoured), and writes nothing. It names tools, sizes and ids only, never a
+    /// call's arguments or a result's text.
+    ///
+    /// Figures:
+    ///   FIXED: what AgentTeam adds to every request (its MCP tools in the runtime's wire shape,
+    ///     the MCP instructions where the runtime shows them, the launch's guidance and the skill
+    ///     line), times the session's requests; from the request Claude Code recorded, else rebuilt
+    ///     from this binary's catalog. SHARE: FIXED over all input tokens of the session.
+    ///   INPUT, OUTPUT, CACHE READ, CACHE WRITE: recorded by the runtime, one per model request
+    ///     (repeated records of one request counted once; INPUT is the uncached part).
+    ///   CALLS: AgentTeam calls, MCP tools and `agentteam exec` through the shell tool.
+    ///   RESULT: a result's tokens. CARRIED: the result's tokens times the later requests that
+    ///     re-read it, until a compaction or the session's end.
+    /// Tokens are counted offline with o200k_base: exact for OpenAI models; for other models an
+    /// estimate, checked against the growth of recorded input each result caused.
+    #[command(verbatim_doc_comment)]
+    Analyze {
+        /// Only these runtimes (repeatable)
+        #[arg(long, value_enum)]
+        runtime: Vec<crate::token::RuntimeArg>,
+        /// Only the session whose id starts with this
+        #[arg(long, value_name = "ID")]
+        session: Option<String>,
+        /// Only sessions active at or after this time (RFC 3339, or a date: 2026-12-01)
+        #[arg(long, value_name = "TIME")]
+        since: Option<String>,
+        /// Only sessions active at or before this time (RFC 3339, or a date)
+        #[arg(long, value_name = "TIME")]
+        until: Option<String>,
+        /// Only sessions whose working directory (or record file) is under this path
+        #[arg(long, value_name = "DIR")]
+        path: Option<std::path::PathBuf>,
+        /// The recorded usage totals only: no calls, no tokenizer
+        #[arg(long)]
+        totals: bool,
+        /// How many of the most expensive calls to list
+        #[arg(long, default_value_t = 10, value_name = "N")]
+        top: usize,
+        /// Print the report as JSON (a versioned envelope)
+        #[arg(long)]
+        json: bool,
     },
 }
 
@@ -239,6 +295,38 @@ pub fn main() -> ExitCode {
         Command::Server(args) => server::run(args),
         Command::Completions { shell } => completion::registration(shell),
         Command::Man { command } => completion::man(&command),
+        Command::Token {
+            command:
+                TokenCommand::Analyze {
+                    runtime,
+                    session,
+                    since,
+                    until,
+                    path,
+                    totals,
+                    top,
+                    json,
+                },
+        } => {
+            let until = until.map(|u| {
+                // A bare date covers its whole day.
+                if u.len() == 10 {
+                    format!("{u}T23:59:59.999Z")
+                } else {
+                    u
+                }
+            });
+            let options = crate::token::Options {
+                runtimes: crate::token::Options::with_runtimes(&runtime),
+                session,
+                since,
+                until,
+                path,
+                totals_only: totals,
+                top,
+            };
+            token::run(&options, json)
+        }
     };
     exit.into()
 }

@@ -821,6 +821,7 @@ pub(crate) async fn drive(runtime: Runtime) {
             "{name} left behind: {left:?}"
         );
     }
+    token_analysis_reads_the_run(&runtime, &home, &model, &offered);
     // The user's own files end as they were.
     for (file, before) in user_files.iter().zip(&before) {
         assert_eq!(
@@ -869,4 +870,179 @@ pub(crate) async fn drive(runtime: Runtime) {
         assert!(helper_names_its_route, "the helper command lacks its route");
     }
     drop(model.child);
+}
+
+/// `agentteam token analyze` reads what the runtime recorded of this run: one session with the
+/// requests and usage the scripted model answered, the AgentTeam calls by their names, and no
+/// argument or result text; its rebuilt fixed cost is what the model received, tool by tool.
+fn token_analysis_reads_the_run(runtime: &Runtime, home: &Path, model: &Model, offered: &[&Value]) {
+    let family = runtime.family;
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_agentteam"))
+        .args(["token", "analyze", "--json", "--runtime", family])
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", std::env::var_os("PATH").unwrap())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "{family}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    assert!(
+        !stdout.contains(&format!("hello from {family}")),
+        "{family}: a call's argument is in the report"
+    );
+    assert!(
+        !stdout.contains(&format!("filed by {family}")),
+        "{family}: a result's text is in the report"
+    );
+    let report: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(report["schemaVersion"], 1);
+    let sessions = report["data"]["sessions"].as_array().unwrap();
+    assert_eq!(sessions.len(), 1, "{family}: {stdout}");
+    let session = &sessions[0];
+    // Every request that offered the tools, once; a runtime's side requests (a title, a router)
+    // are recorded by no runtime.
+    let sent: u64 = offered
+        .iter()
+        .map(|r| r["input_tokens"].as_u64().unwrap())
+        .sum();
+    assert_eq!(
+        session["requests"],
+        offered.len() as u64,
+        "{family}: {session}"
+    );
+    let usage = &session["usage"];
+    let context = ["input", "cache_read", "cache_write"]
+        .iter()
+        .map(|k| usage[k].as_u64().unwrap())
+        .sum::<u64>();
+    assert_eq!(context, sent, "{family}: {usage}");
+    assert_eq!(
+        usage["output"],
+        5 * offered.len() as u64,
+        "{family}: {usage}"
+    );
+    let calls = session["calls"].as_array().unwrap();
+    let call = |label: &dyn Fn(&Value) -> bool| {
+        calls
+            .iter()
+            .find(|c| label(c))
+            .unwrap_or_else(|| panic!("{family}: {calls:?}"))
+            .clone()
+    };
+    let sent_message = call(&|c| c["bridge"] == "mcp" && c["tool"] == "message_send");
+    let created =
+        call(&|c| c["bridge"] == "exec" && c["domain"] == "task" && c["action"] == "create");
+    for c in [&sent_message, &created] {
+        assert!(c["result_bytes"].as_u64().unwrap() > 100, "{family}: {c}");
+        assert!(c["result_tokens"].as_u64().unwrap() > 10, "{family}: {c}");
+    }
+    assert!(
+        sent_message["carried_by"].as_u64().unwrap() >= 1,
+        "{family}: {sent_message}"
+    );
+
+    // The fixed cost, rebuilt, against the first request the model received.
+    let body: Value = serde_json::from_str(&model.body(offered[0])).unwrap();
+    let received: std::collections::BTreeMap<String, Value> = match runtime.api {
+        "anthropic" => body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| (t["name"].as_str().unwrap().to_string(), t.clone()))
+            .collect(),
+        "responses" => {
+            let namespace = body["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .find(|t| t["name"] == "mcp__agentteam")
+                .unwrap_or_else(|| panic!("no agentteam namespace"));
+            let (name, description) = agentteam::token::fixed::codex_namespace();
+            assert_eq!(namespace["name"], name);
+            assert_eq!(namespace["description"], description);
+            namespace["tools"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| {
+                    (
+                        format!("mcp__agentteam__{}", t["name"].as_str().unwrap()),
+                        t.clone(),
+                    )
+                })
+                .collect()
+        }
+        "chat" => body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                (
+                    t["function"]["name"].as_str().unwrap().to_string(),
+                    t.clone(),
+                )
+            })
+            .collect(),
+        "gemini" => body["tools"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|t| {
+                t["functionDeclarations"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            })
+            .map(|t| (t["name"].as_str().unwrap().to_string(), t))
+            .collect(),
+        other => panic!("{other}"),
+    };
+    let fixed_family = agentteam::daemon::runtime::driver::Family::resolve(
+        agentteam::daemon::runtime::driver::Family::Auto,
+        family,
+        "",
+    )
+    .0;
+    let fixed = agentteam::token::fixed::fixed(fixed_family);
+    for (name, ours) in agentteam::token::fixed::tool_definitions(fixed_family) {
+        let theirs = received
+            .get(&name)
+            .unwrap_or_else(|| panic!("{family}: {name} was not sent"));
+        assert_eq!(&ours, theirs, "{family}: {name} as rebuilt and as sent");
+        assert_eq!(ours.to_string().len(), theirs.to_string().len());
+    }
+    let raw = model.body(offered[0]);
+    let escaped = |text: &str| {
+        serde_json::to_string(text)
+            .unwrap()
+            .trim_matches('"')
+            .to_string()
+    };
+    for item in &fixed.items {
+        let text = match item.kind {
+            agentteam::token::fixed::ItemKind::Tool => continue,
+            // The location in OpenCode's skill line is the launch's own directory.
+            agentteam::token::fixed::ItemKind::Skill => {
+                item.text.split("<location>").next().unwrap()
+            }
+            _ => item.text.as_str(),
+        };
+        assert!(
+            raw.contains(&escaped(text.trim_end())),
+            "{family}: the {} the report counts is not what was sent",
+            item.name
+        );
+    }
+    let reported = report["data"]["fixed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|f| f["runtime"] == family)
+        .unwrap()["tokens"]
+        .clone();
+    assert_eq!(reported, fixed.tokens);
 }

@@ -172,7 +172,11 @@ class Handler(BaseHTTPRequestHandler):
         marker, steps = conversation(api, body)
         step = steps_taken(api, body, steps)
         call = steps[step] if ours and step < len(steps) else None
+        # The input a request reports: its size, so each request's usage differs and a reader's
+        # totals can be checked against what was sent.
+        self.tokens_in = len(raw) // 4 + 1
         entry = {"path": self.path, "tools": ours, "all_tools": names,
+                 "input_tokens": self.tokens_in,
                  "answer": f"call {step}" if call else "text",
                  "stream": bool(body.get("stream")) or ":streamGenerateContent" in self.path}
         if ARGS.debug:
@@ -239,7 +243,7 @@ class Handler(BaseHTTPRequestHandler):
     # --- Anthropic Messages ---
     def answer_anthropic(self, call: Any, body: dict[str, Any], step: int) -> None:
         model = body.get("model", "scripted")
-        usage = {"input_tokens": 10, "output_tokens": 5}
+        usage = {"input_tokens": self.tokens_in, "output_tokens": 5}
         start = {"type": "message_start", "message": {
             "id": "msg_scripted", "type": "message", "role": "assistant", "model": model,
             "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}}
@@ -293,7 +297,8 @@ class Handler(BaseHTTPRequestHandler):
         response = {"id": "resp_scripted", "object": "response", "model": model,
                     "status": "in_progress", "output": []}
         done = {**response, "status": "completed", "output": [item],
-                "usage": {"input_tokens": 10, "output_tokens": 5, "total_tokens": 15,
+                "usage": {"input_tokens": self.tokens_in, "output_tokens": 5,
+                          "total_tokens": self.tokens_in + 5,
                           "input_tokens_details": {"cached_tokens": 0},
                           "output_tokens_details": {"reasoning_tokens": 0}}}
         self.sse([
@@ -322,7 +327,8 @@ class Handler(BaseHTTPRequestHandler):
         self.sse([
             (None, {**base, "choices": [{"index": 0, "delta": first, "finish_reason": None}]}),
             (None, {**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
-                    "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15}}),
+                    "usage": {"prompt_tokens": self.tokens_in, "completion_tokens": 5,
+                              "total_tokens": self.tokens_in + 5}}),
             (None, "[DONE]"),
         ])
 
@@ -338,8 +344,9 @@ class Handler(BaseHTTPRequestHandler):
                  if calls else [{"text": text}])
         response = {"candidates": [{"content": {"role": "model", "parts": parts},
                                     "finishReason": "STOP", "index": 0}],
-                    "usageMetadata": {"promptTokenCount": 10, "candidatesTokenCount": 5,
-                                      "totalTokenCount": 15},
+                    "usageMetadata": {"promptTokenCount": self.tokens_in,
+                                      "candidatesTokenCount": 5,
+                                      "totalTokenCount": self.tokens_in + 5},
                     "modelVersion": model}
         if ":streamGenerateContent" in self.path:
             self.sse([(None, response)])

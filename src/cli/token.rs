@@ -1,0 +1,211 @@
+//! `agentteam token analyze`: the report for a person (a table, the heaviest first) or for a
+//! program (`--json`), and progress on a terminal. The analysis is `crate::token`.
+
+use std::io::{IsTerminal, Write};
+
+use crate::token::{Options, Report, ToolTotal, analyze, count, envelope, fixed, read};
+
+use super::output::{Exit, table};
+
+fn n(value: u64) -> String {
+    let digits = value.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn percent(value: f64) -> String {
+    format!("{:.1}%", value * 100.0)
+}
+
+/// The report for a person: the heaviest items first.
+fn render(report: &Report, totals_only: bool) -> String {
+    let mut out = String::new();
+    if !totals_only {
+        out.push_str("AgentTeam's fixed cost per request (rebuilt from this binary's catalog; no extension pinned)\n\n");
+        let mut fixed = report.fixed.clone();
+        fixed.sort_by_key(|f| std::cmp::Reverse(f.tokens));
+        let rows: Vec<Vec<String>> = fixed
+            .iter()
+            .map(|f| {
+                let of = |kind: fixed::ItemKind| -> u64 {
+                    f.items
+                        .iter()
+                        .filter(|i| i.kind == kind)
+                        .map(|i| i.tokens)
+                        .sum()
+                };
+                vec![
+                    f.runtime.to_string(),
+                    n(of(fixed::ItemKind::Tool)),
+                    n(of(fixed::ItemKind::Instructions)),
+                    n(of(fixed::ItemKind::Guidance)),
+                    n(of(fixed::ItemKind::Skill)),
+                    n(f.tokens),
+                    n(f.bytes),
+                ]
+            })
+            .collect();
+        out.push_str(&table(
+            &[
+                "RUNTIME",
+                "TOOLS",
+                "INSTRUCTIONS",
+                "GUIDANCE",
+                "SKILL",
+                "TOKENS",
+                "BYTES",
+            ],
+            &rows,
+        ));
+        out.push('\n');
+    }
+    out.push_str(&format!(
+        "Sessions: {} ({} requests) in {} files\n\n",
+        n(report.totals.sessions),
+        n(report.totals.requests),
+        n(report.files)
+    ));
+    if !report.sessions.is_empty() {
+        let rows: Vec<Vec<String>> = report
+            .sessions
+            .iter()
+            .map(|row| {
+                let s = &row.session;
+                let mut cells = vec![
+                    s.runtime.to_string(),
+                    s.id.chars().take(36).collect(),
+                    n(s.requests),
+                    n(s.usage.input),
+                    n(s.usage.output),
+                    n(s.usage.cache_read),
+                    n(s.usage.cache_write),
+                ];
+                if !totals_only {
+                    cells.extend([
+                        format!("{} ({})", n(row.fixed_tokens), row.fixed_source),
+                        percent(row.fixed_share),
+                        n(s.calls.len() as u64),
+                        n(row.carried_tokens),
+                    ]);
+                }
+                cells
+            })
+            .collect();
+        let mut headings = vec![
+            "RUNTIME",
+            "SESSION",
+            "REQUESTS",
+            "INPUT",
+            "OUTPUT",
+            "CACHE READ",
+            "CACHE WRITE",
+        ];
+        if !totals_only {
+            headings.extend(["FIXED", "SHARE", "CALLS", "CARRIED"]);
+        }
+        out.push_str(&table(&headings, &rows));
+        out.push('\n');
+    }
+    if !totals_only && !report.tools.is_empty() {
+        let mut tools: Vec<(&String, &ToolTotal)> = report.tools.iter().collect();
+        tools.sort_by_key(|t| std::cmp::Reverse(t.1.carried_tokens));
+        let rows: Vec<Vec<String>> = tools
+            .iter()
+            .map(|(name, t)| {
+                vec![
+                    name.to_string(),
+                    n(t.calls),
+                    n(t.result_bytes),
+                    n(t.result_tokens),
+                    n(t.carried_tokens),
+                ]
+            })
+            .collect();
+        out.push_str("AgentTeam calls, per tool\n\n");
+        out.push_str(&table(
+            &["TOOL", "CALLS", "RESULT BYTES", "RESULT TOKENS", "CARRIED"],
+            &rows,
+        ));
+        out.push('\n');
+        let rows: Vec<Vec<String>> = report
+            .top_calls
+            .iter()
+            .map(|t| {
+                vec![
+                    t.call.bridge.label(),
+                    t.runtime.to_string(),
+                    t.session.chars().take(36).collect(),
+                    t.call.id.chars().take(40).collect(),
+                    n(t.call.result_tokens),
+                    n(t.call.carried_by),
+                    n(t.call.carried_tokens),
+                ]
+            })
+            .collect();
+        out.push_str("The most expensive calls\n\n");
+        out.push_str(&table(
+            &[
+                "TOOL",
+                "RUNTIME",
+                "SESSION",
+                "CALL",
+                "RESULT",
+                "CARRIED BY",
+                "CARRIED",
+            ],
+            &rows,
+        ));
+        out.push('\n');
+    }
+    let e = &report.estimates;
+    if let (Some(median), Some(abs)) = (e.median_error, e.median_abs_error) {
+        out.push_str(&format!(
+            "Estimates against recorded input growth: {} samples, median error {} (median absolute {}).\n",
+            n(e.samples),
+            percent(median),
+            percent(abs)
+        ));
+    }
+    out.push_str(&format!(
+        "Usage is recorded by each runtime; fixed costs and result tokens are counted with o200k_base: exact for OpenAI models, an estimate otherwise ({}).\n",
+        count::ESTIMATE_RULE
+    ));
+    if report.malformed_lines > 0 || report.unknown_records > 0 || !report.unreadable.is_empty() {
+        out.push_str(&format!(
+            "Skipped: {} malformed lines, {} records of unknown types, {} unreadable files.\n",
+            n(report.malformed_lines),
+            n(report.unknown_records),
+            report.unreadable.len()
+        ));
+    }
+    out
+}
+
+/// Runs the command: the report on stdout, progress on a terminal's stderr.
+pub fn run(options: &Options, json: bool) -> Exit {
+    let roots = read::Roots::from_env();
+    let terminal = std::io::stderr().is_terminal();
+    let report = analyze(options, &roots, |done, all| {
+        if terminal && all > 0 {
+            let mut err = std::io::stderr();
+            let _ = write!(err, "\ragentteam token analyze: {done}/{all} files");
+            if done == all {
+                let _ = writeln!(err);
+            }
+        }
+    });
+    for file in &report.unreadable {
+        eprintln!("agentteam token analyze: skipped {file}");
+    }
+    if json {
+        super::output::print(&format!("{:#}", envelope(&report)))
+    } else {
+        super::output::print(&render(&report, options.totals_only))
+    }
+}

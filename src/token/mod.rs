@@ -1,0 +1,334 @@
+//! `agentteam token analyze`: what AgentTeam costs an agent's context, per runtime and per call,
+//! from the runtimes' own session records.
+//!
+//! A local, read-only diagnostic for the person who runs agents: not an Exec action, not an MCP
+//! tool, never in a runtime's prompt. It reads local files only and writes none of them.
+//!
+//! - `fixed`: what AgentTeam adds to every request, per runtime, rebuilt from this binary's
+//!   catalog in each runtime's wire shape (`fixed.rs`).
+//! - `read`, `opencode`: the six runtimes' records, streamed (`lines.rs` bounds every line).
+//! - `session`: one session's requests, AgentTeam calls and carried costs.
+//! - `count`: offline token counts, and the label of how each figure was obtained.
+
+pub mod count;
+pub mod fixed;
+mod lines;
+mod opencode;
+pub mod read;
+pub mod session;
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Serialize;
+use serde_json::json;
+
+use crate::daemon::runtime::driver::Family;
+
+use count::Method;
+use session::{Session, Usage};
+
+/// The JSON report's version: a program reads `schemaVersion` before anything else.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The runtimes `token analyze` reads, by the names `agentteam run --runtime` uses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum RuntimeArg {
+    Claude,
+    Codex,
+    Opencode,
+    Gemini,
+    Kimi,
+    Copilot,
+}
+
+impl RuntimeArg {
+    fn family(self) -> Family {
+        match self {
+            RuntimeArg::Claude => Family::Claude,
+            RuntimeArg::Codex => Family::Codex,
+            RuntimeArg::Opencode => Family::Opencode,
+            RuntimeArg::Gemini => Family::Gemini,
+            RuntimeArg::Kimi => Family::Kimi,
+            RuntimeArg::Copilot => Family::Copilot,
+        }
+    }
+}
+
+/// What to analyse.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    pub runtimes: Vec<Family>,
+    pub session: Option<String>,
+    pub since: Option<String>,
+    pub until: Option<String>,
+    pub path: Option<PathBuf>,
+    /// Recorded usage only: no calls, no tokenizer.
+    pub totals_only: bool,
+    pub top: usize,
+}
+
+impl Options {
+    pub fn with_runtimes(runtimes: &[RuntimeArg]) -> Vec<Family> {
+        if runtimes.is_empty() {
+            fixed::RUNTIMES.to_vec()
+        } else {
+            runtimes.iter().map(|r| r.family()).collect()
+        }
+    }
+
+    fn keeps(&self, session: &Session) -> bool {
+        if let Some(id) = &self.session
+            && !session.id.starts_with(id.as_str())
+        {
+            return false;
+        }
+        if let Some(since) = &self.since
+            && session
+                .ended
+                .as_deref()
+                .is_some_and(|end| end < since.as_str())
+        {
+            return false;
+        }
+        if let Some(until) = &self.until
+            && session
+                .started
+                .as_deref()
+                .is_some_and(|start| start > until.as_str())
+        {
+            return false;
+        }
+        if let Some(path) = &self.path {
+            let under_cwd = session
+                .cwd
+                .as_deref()
+                .is_some_and(|cwd| std::path::Path::new(cwd).starts_with(path));
+            if !under_cwd && !session.path.starts_with(path) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// One session's row in the report.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionRow {
+    #[serde(flatten)]
+    pub session: Session,
+    /// AgentTeam's fixed cost per request, and where the figure came from.
+    pub fixed_per_request: u64,
+    pub fixed_source: &'static str,
+    pub fixed_method: Method,
+    /// The fixed cost times the requests.
+    pub fixed_tokens: u64,
+    /// `fixed_tokens` over every input token the session's requests carried.
+    pub fixed_share: f64,
+    pub call_tokens: u64,
+    pub carried_tokens: u64,
+}
+
+/// The calls of one AgentTeam tool, over every session.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ToolTotal {
+    pub calls: u64,
+    pub result_bytes: u64,
+    pub result_tokens: u64,
+    pub carried_tokens: u64,
+}
+
+/// How far the estimates were off, against the growth of recorded input they caused.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EstimateCheck {
+    pub samples: u64,
+    /// The median of `estimate / recorded growth - 1`.
+    pub median_error: Option<f64>,
+    /// The median of its absolute value.
+    pub median_abs_error: Option<f64>,
+}
+
+/// The whole report.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Report {
+    pub fixed: Vec<fixed::Fixed>,
+    pub sessions: Vec<SessionRow>,
+    pub tools: BTreeMap<String, ToolTotal>,
+    pub top_calls: Vec<TopCall>,
+    pub totals: Totals,
+    pub estimates: EstimateCheck,
+    pub files: u64,
+    pub unreadable: Vec<String>,
+    pub malformed_lines: u64,
+    pub unknown_records: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TopCall {
+    pub runtime: &'static str,
+    pub session: String,
+    pub call: session::Call,
+}
+
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Totals {
+    pub sessions: u64,
+    pub requests: u64,
+    pub usage: Usage,
+    pub fixed_tokens: u64,
+    pub calls: u64,
+    pub call_tokens: u64,
+    pub carried_tokens: u64,
+}
+
+/// Reads what `options` selects, telling `progress` of each file.
+pub fn analyze(
+    options: &Options,
+    roots: &read::Roots,
+    mut progress: impl FnMut(usize, usize),
+) -> Report {
+    let fixed: Vec<fixed::Fixed> = options.runtimes.iter().map(|f| fixed::fixed(*f)).collect();
+    let files: Vec<(Family, PathBuf)> = options
+        .runtimes
+        .iter()
+        .flat_map(|f| roots.files(*f).into_iter().map(move |p| (*f, p)))
+        .collect();
+    let mut report = Report {
+        fixed,
+        sessions: Vec::new(),
+        tools: BTreeMap::new(),
+        top_calls: Vec::new(),
+        totals: Totals::default(),
+        estimates: EstimateCheck::default(),
+        files: files.len() as u64,
+        unreadable: Vec::new(),
+        malformed_lines: 0,
+        unknown_records: 0,
+    };
+    let mut errors = Vec::new();
+    for (at, (family, path)) in files.iter().enumerate() {
+        progress(at, files.len());
+        let sessions = match read::read(*family, path, !options.totals_only) {
+            Ok(sessions) => sessions,
+            Err(error) => {
+                report
+                    .unreadable
+                    .push(format!("{}: {error}", path.display()));
+                continue;
+            }
+        };
+        for mut session in sessions {
+            if !options.keeps(&session) {
+                continue;
+            }
+            if options.totals_only {
+                session.calls.clear();
+            }
+            report.malformed_lines += session.malformed_lines;
+            report.unknown_records += session.unknown_records;
+            errors.extend(session.estimate_errors.iter().copied());
+            let rebuilt = report
+                .fixed
+                .iter()
+                .find(|f| f.runtime == family.as_str())
+                .map_or(0, |f| f.tokens);
+            let (per_request, source) = match session.recorded_fixed {
+                Some((_, tokens)) => (tokens, "transcript"),
+                None => (rebuilt, "rebuilt"),
+            };
+            let fixed_tokens = per_request * session.requests;
+            let context = session.usage.context();
+            let row = SessionRow {
+                fixed_per_request: per_request,
+                fixed_source: source,
+                fixed_method: count::method_for(session.model.as_deref()),
+                fixed_tokens,
+                fixed_share: if context == 0 {
+                    0.0
+                } else {
+                    fixed_tokens as f64 / context as f64
+                },
+                call_tokens: session.calls.iter().map(|c| c.result_tokens).sum(),
+                carried_tokens: session.calls.iter().map(|c| c.carried_tokens).sum(),
+                session,
+            };
+            let totals = &mut report.totals;
+            totals.sessions += 1;
+            totals.requests += row.session.requests;
+            totals.usage.add(&row.session.usage);
+            totals.fixed_tokens += row.fixed_tokens;
+            totals.calls += row.session.calls.len() as u64;
+            totals.call_tokens += row.call_tokens;
+            totals.carried_tokens += row.carried_tokens;
+            for call in &row.session.calls {
+                let tool = report.tools.entry(call.bridge.label()).or_default();
+                tool.calls += 1;
+                tool.result_bytes += call.result_bytes;
+                tool.result_tokens += call.result_tokens;
+                tool.carried_tokens += call.carried_tokens;
+                report.top_calls.push(TopCall {
+                    runtime: row.session.runtime,
+                    session: row.session.id.clone(),
+                    call: call.clone(),
+                });
+                // Bounded: only the heaviest `top` calls are kept.
+                if report.top_calls.len() > options.top.max(1) * 4 {
+                    trim_top(&mut report.top_calls, options.top);
+                }
+            }
+            report.sessions.push(row);
+        }
+    }
+    progress(files.len(), files.len());
+    trim_top(&mut report.top_calls, options.top);
+    report.sessions.sort_by(|a, b| {
+        (b.fixed_tokens + b.carried_tokens).cmp(&(a.fixed_tokens + a.carried_tokens))
+    });
+    report.estimates = check(errors);
+    report
+}
+
+fn trim_top(calls: &mut Vec<TopCall>, top: usize) {
+    calls.sort_by(|a, b| {
+        (b.call.carried_tokens, b.call.result_tokens)
+            .cmp(&(a.call.carried_tokens, a.call.result_tokens))
+    });
+    calls.truncate(top);
+}
+
+fn check(mut errors: Vec<f64>) -> EstimateCheck {
+    errors.retain(|e| e.is_finite());
+    if errors.is_empty() {
+        return EstimateCheck::default();
+    }
+    let median = |values: &mut Vec<f64>| {
+        values.sort_by(f64::total_cmp);
+        values[values.len() / 2]
+    };
+    let mut absolute: Vec<f64> = errors.iter().map(|e| e.abs()).collect();
+    EstimateCheck {
+        samples: errors.len() as u64,
+        median_error: Some(median(&mut errors)),
+        median_abs_error: Some(median(&mut absolute)),
+    }
+}
+
+/// The JSON a program reads: a versioned envelope.
+pub fn envelope(report: &Report) -> serde_json::Value {
+    json!({
+        "schemaVersion": SCHEMA_VERSION,
+        "report": "token-analyze",
+        "methods": {
+            "recorded": "written by the runtime (the provider's usage figures)",
+            "counted": "o200k_base, the model's own encoding",
+            "estimated": count::ESTIMATE_RULE,
+        },
+        "data": report,
+    })
+}

@@ -1,0 +1,111 @@
+//! OpenCode's sessions, from its SQLite database opened read-only: an ordinary WAL reader that
+//! never blocks OpenCode's writer and never checkpoints (never `immutable`, which can read torn
+//! pages while OpenCode writes).
+
+use std::path::Path;
+
+use futures_util::TryStreamExt;
+use serde_json::Value;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection};
+use sqlx::{Connection, Row};
+
+use crate::daemon::runtime::driver::Family;
+
+use super::session::{Builder, Session, Usage};
+
+pub fn read(path: &Path, tokenize: bool) -> std::io::Result<Vec<Session>> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime
+        .block_on(sessions(path, tokenize))
+        .map_err(|e| std::io::Error::other(format!("{}: {e}", path.display())))
+}
+
+async fn sessions(path: &Path, tokenize: bool) -> Result<Vec<Session>, sqlx::Error> {
+    let options = SqliteConnectOptions::new()
+        .filename(path)
+        .read_only(true)
+        .create_if_missing(false);
+    let mut db = SqliteConnection::connect_with(&options).await?;
+    let ids: Vec<(String, Option<String>)> =
+        sqlx::query_as("SELECT id, directory FROM session ORDER BY time_created, id")
+            .fetch_all(&mut db)
+            .await?;
+    let shell = Family::Opencode.shell_tool().unwrap_or("bash");
+    let mut out = Vec::new();
+    for (id, directory) in ids {
+        let mut b = Builder::new(Family::Opencode, id.clone(), path.to_path_buf(), tokenize);
+        b.cwd = directory;
+        // Each assistant message is one request; its tool parts follow it in the conversation.
+        let mut rows = sqlx::query(
+            "SELECT m.id, m.time_created, m.data, \
+                    p.id AS part, json_extract(p.data, '$.type') AS kind, \
+                    json_extract(p.data, '$.tool') AS tool, json_extract(p.data, '$.callID') AS call, \
+                    json_extract(p.data, '$.state.input.command') AS command, \
+                    CASE WHEN json_extract(p.data, '$.tool') = ?2 \
+                           OR json_extract(p.data, '$.tool') LIKE 'mcp\\_agentteam\\_%' ESCAPE '\\' \
+                         THEN coalesce(json_extract(p.data, '$.state.output'), json_extract(p.data, '$.state.error')) END AS output \
+             FROM message m LEFT JOIN part p ON p.message_id = m.id \
+                  AND json_extract(p.data, '$.type') IN ('tool', 'compaction') \
+             WHERE m.session_id = ?1 \
+             ORDER BY m.time_created, m.id, p.id",
+        )
+        .bind(&id)
+        .bind(shell)
+        .fetch(&mut db);
+        let mut current: Option<String> = None;
+        while let Some(row) = rows.try_next().await? {
+            let message: String = row.try_get(0)?;
+            if current.as_deref() != Some(message.as_str()) {
+                current = Some(message);
+                let created: i64 = row.try_get(1).unwrap_or(0);
+                if let Some(at) = chrono::DateTime::from_timestamp_millis(created) {
+                    b.time(&at.to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+                }
+                let data: String = row.try_get(2).unwrap_or_default();
+                match serde_json::from_str::<Value>(&data) {
+                    Ok(data) if data["role"] == "assistant" => {
+                        if let Some(model) = data["modelID"].as_str() {
+                            b.model = Some(model.to_string());
+                        }
+                        let tokens = &data["tokens"];
+                        let n = |p: &str| tokens.pointer(p).and_then(Value::as_u64).unwrap_or(0);
+                        b.request(
+                            None,
+                            Usage {
+                                input: n("/input"),
+                                output: n("/output") + n("/reasoning"),
+                                cache_read: n("/cache/read"),
+                                cache_write: n("/cache/write"),
+                            },
+                        );
+                    }
+                    Ok(_) => {}
+                    Err(_) => b.malformed += 1,
+                }
+            }
+            let kind: Option<String> = row.try_get("kind")?;
+            match kind.as_deref() {
+                Some("tool") => {
+                    let call: String = row
+                        .try_get::<Option<String>, _>("call")?
+                        .unwrap_or_default();
+                    let tool: String = row
+                        .try_get::<Option<String>, _>("tool")?
+                        .unwrap_or_default();
+                    let command: Option<String> = row.try_get("command").ok().flatten();
+                    b.call(&call, &tool, command.as_deref());
+                    let output: Option<String> = row.try_get("output").ok().flatten();
+                    b.result(&call, output.as_deref().unwrap_or(""));
+                }
+                Some("compaction") => b.compaction(),
+                _ => {}
+            }
+        }
+        drop(rows);
+        out.push(b.finish());
+    }
+    db.close().await?;
+    Ok(out)
+}

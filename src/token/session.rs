@@ -1,0 +1,463 @@
+//! One session as every reader reports it: its model requests with their recorded usage, the
+//! AgentTeam calls in it with their results' sizes, and where its context was compacted. Readers
+//! feed a `Builder` in the order the runtime wrote its records; `Builder::finish` works out the
+//! carried cost of every result.
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+
+use serde::Serialize;
+
+use crate::contract::preapproval::EXEC_ALIAS;
+use crate::contract::tool_guidance::RuntimeNaming;
+use crate::daemon::runtime::driver::Family;
+
+use super::count::{self, Method};
+
+/// Tokens as a runtime recorded them for one request, with cache reads and writes apart from the
+/// uncached input.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct Usage {
+    pub input: u64,
+    pub output: u64,
+    pub cache_read: u64,
+    pub cache_write: u64,
+}
+
+impl Usage {
+    /// The context the request carried: every input token, cached or not.
+    pub fn context(&self) -> u64 {
+        self.input + self.cache_read + self.cache_write
+    }
+
+    pub fn total(&self) -> u64 {
+        self.context() + self.output
+    }
+
+    pub fn add(&mut self, other: &Usage) {
+        self.input += other.input;
+        self.output += other.output;
+        self.cache_read += other.cache_read;
+        self.cache_write += other.cache_write;
+    }
+}
+
+/// What an AgentTeam call was.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "bridge", rename_all = "snake_case")]
+pub enum Bridge {
+    /// An MCP tool, by its raw name.
+    Mcp { tool: String },
+    /// `agentteam exec <domain> <action>` through the shell tool.
+    Exec { domain: String, action: String },
+}
+
+impl Bridge {
+    /// `message_send`, `exec task create`.
+    pub fn label(&self) -> String {
+        match self {
+            Bridge::Mcp { tool } => tool.clone(),
+            Bridge::Exec { domain, action } => format!("exec {domain} {action}"),
+        }
+    }
+}
+
+/// One AgentTeam call and what its result costs. Ids and sizes only: never the call's arguments
+/// or its result's text.
+#[derive(Debug, Clone, Serialize)]
+pub struct Call {
+    pub id: String,
+    /// The name the model called (`mcp__agentteam__message_send`, `Bash`).
+    pub name: String,
+    #[serde(flatten)]
+    pub bridge: Bridge,
+    pub result_bytes: u64,
+    pub result_tokens: u64,
+    /// The later requests that carried the result (until a compaction or the end).
+    pub carried_by: u64,
+    /// `result_tokens` times `carried_by`.
+    pub carried_tokens: u64,
+    #[serde(skip)]
+    entered_at: Option<usize>,
+}
+
+/// One session, read.
+#[derive(Debug, Clone, Serialize)]
+pub struct Session {
+    pub runtime: &'static str,
+    pub id: String,
+    pub path: PathBuf,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cwd: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub started: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ended: Option<String>,
+    pub requests: u64,
+    pub usage: Usage,
+    pub compactions: u64,
+    /// How the calls' result tokens were obtained.
+    pub count_method: Method,
+    pub calls: Vec<Call>,
+    /// Each estimate's error against the growth of the recorded input it caused, as a fraction
+    /// (`estimate / growth - 1`), for results that were alone between two requests.
+    #[serde(skip)]
+    pub estimate_errors: Vec<f64>,
+    pub malformed_lines: u64,
+    pub unknown_records: u64,
+    /// AgentTeam's fixed cost per request as the runtime recorded the request it sent
+    /// (`(bytes, tokens)`), where it records it.
+    #[serde(skip)]
+    pub recorded_fixed: Option<(u64, u64)>,
+}
+
+/// What a reader found besides sessions.
+#[derive(Debug, Default, Clone, Serialize)]
+pub struct Damage {
+    pub malformed_lines: u64,
+    pub unknown_records: u64,
+}
+
+/// Collects one session in the order its records were written.
+pub struct Builder {
+    family: Family,
+    naming: RuntimeNaming,
+    id: String,
+    path: PathBuf,
+    pub cwd: Option<String>,
+    pub model: Option<String>,
+    started: Option<String>,
+    ended: Option<String>,
+    usages: Vec<Usage>,
+    keys: HashMap<String, usize>,
+    compactions: Vec<usize>,
+    calls: Vec<Call>,
+    by_id: HashMap<String, usize>,
+    /// Tool results (any tool) that entered before each request.
+    results_before: HashMap<usize, u32>,
+    tokenize: bool,
+    pub malformed: u64,
+    pub unknown: u64,
+}
+
+impl Builder {
+    pub fn new(family: Family, id: impl Into<String>, path: PathBuf, tokenize: bool) -> Builder {
+        Builder {
+            family,
+            naming: family.naming(),
+            id: id.into(),
+            path,
+            cwd: None,
+            model: None,
+            started: None,
+            ended: None,
+            usages: Vec::new(),
+            keys: HashMap::new(),
+            compactions: Vec::new(),
+            calls: Vec::new(),
+            by_id: HashMap::new(),
+            results_before: HashMap::new(),
+            tokenize,
+            malformed: 0,
+            unknown: 0,
+        }
+    }
+
+    pub fn set_id(&mut self, id: &str) {
+        if !id.is_empty() {
+            self.id = id.to_string();
+        }
+    }
+
+    /// A record's time (RFC 3339): the session spans the first to the last.
+    pub fn time(&mut self, at: &str) {
+        if at.is_empty() {
+            return;
+        }
+        if self.started.as_deref().is_none_or(|s| at < s) {
+            self.started = Some(at.to_string());
+        }
+        if self.ended.as_deref().is_none_or(|e| at > e) {
+            self.ended = Some(at.to_string());
+        }
+    }
+
+    /// One model request's recorded usage. A `key` seen before is the same request written again
+    /// (a streaming snapshot, a block split): the copy with the larger total stands.
+    pub fn request(&mut self, key: Option<&str>, usage: Usage) {
+        if let Some(key) = key {
+            if let Some(&at) = self.keys.get(key) {
+                if usage.total() > self.usages[at].total() {
+                    self.usages[at] = usage;
+                }
+                return;
+            }
+            self.keys.insert(key.to_string(), self.usages.len());
+        }
+        self.usages.push(usage);
+    }
+
+    /// Whether a request with `key` is in this session already.
+    pub fn has_key(&self, key: &str) -> bool {
+        self.keys.contains_key(key)
+    }
+
+    pub fn requests(&self) -> usize {
+        self.usages.len()
+    }
+
+    /// The context was compacted before the next request: results before it are no longer carried.
+    pub fn compaction(&mut self) {
+        self.compactions.push(self.usages.len());
+    }
+
+    /// A tool call: kept when it is an AgentTeam call. `command` is a shell tool's command line.
+    pub fn call(&mut self, id: &str, name: &str, command: Option<&str>) {
+        let bridge = if let Some(tool) = self.naming.resolve(name) {
+            Some(Bridge::Mcp {
+                tool: tool.tool.name.to_string(),
+            })
+        } else if Some(name) == self.family.shell_tool() {
+            command.and_then(exec_call)
+        } else {
+            None
+        };
+        self.call_as(id, name, bridge);
+    }
+
+    /// A Codex call: a function in a namespace (`mcp__agentteam`) or a shell command.
+    pub fn codex_call(
+        &mut self,
+        id: &str,
+        namespace: Option<&str>,
+        name: &str,
+        command: Option<&str>,
+    ) {
+        let bridge = match namespace {
+            Some(namespace) => {
+                RuntimeNaming::resolve_codex(namespace, name).map(|tool| Bridge::Mcp {
+                    tool: tool.tool.name.to_string(),
+                })
+            }
+            None if Some(name) == self.family.shell_tool() || name == "shell" => {
+                command.and_then(exec_call)
+            }
+            None => None,
+        };
+        let shown = namespace.map_or(name.to_string(), |ns| format!("{ns}__{name}"));
+        self.call_as(id, &shown, bridge);
+    }
+
+    fn call_as(&mut self, id: &str, name: &str, bridge: Option<Bridge>) {
+        let Some(bridge) = bridge else { return };
+        if self.by_id.contains_key(id) {
+            return;
+        }
+        self.by_id.insert(id.to_string(), self.calls.len());
+        self.calls.push(Call {
+            id: id.to_string(),
+            name: name.to_string(),
+            bridge,
+            result_bytes: 0,
+            result_tokens: 0,
+            carried_by: 0,
+            carried_tokens: 0,
+            entered_at: None,
+        });
+    }
+
+    /// Whether `id` is an AgentTeam call's: only its result needs reading.
+    pub fn is_ours(&self, id: &str) -> bool {
+        self.by_id.contains_key(id)
+    }
+
+    /// A tool result, as the model was handed it. The first result of a call stands.
+    pub fn result(&mut self, id: &str, text: &str) {
+        *self.results_before.entry(self.usages.len()).or_default() += 1;
+        let Some(&at) = self.by_id.get(id) else {
+            return;
+        };
+        let entered = self.usages.len();
+        let tokenize = self.tokenize;
+        let call = &mut self.calls[at];
+        if call.entered_at.is_some() {
+            return;
+        }
+        call.entered_at = Some(entered);
+        call.result_bytes = text.len() as u64;
+        if tokenize {
+            call.result_tokens = count::tokens(text);
+        }
+    }
+
+    pub fn finish(self) -> Session {
+        let Builder {
+            family,
+            id,
+            path,
+            cwd,
+            model,
+            started,
+            ended,
+            usages,
+            compactions,
+            mut calls,
+            results_before,
+            malformed,
+            unknown,
+            ..
+        } = self;
+        let requests = usages.len();
+        let mut estimate_errors = Vec::new();
+        for call in &mut calls {
+            let Some(entered) = call.entered_at else {
+                continue;
+            };
+            let until = compactions
+                .iter()
+                .copied()
+                .find(|&c| c > entered)
+                .unwrap_or(requests)
+                .min(requests);
+            call.carried_by = until.saturating_sub(entered) as u64;
+            call.carried_tokens = call.carried_by * call.result_tokens;
+            // The growth of recorded context across the gap the result alone entered in.
+            if entered >= 1
+                && entered < requests
+                && results_before.get(&entered) == Some(&1)
+                && !compactions.contains(&entered)
+                && call.result_tokens > 0
+            {
+                let before = &usages[entered - 1];
+                let growth = usages[entered]
+                    .context()
+                    .saturating_sub(before.context() + before.output);
+                if growth > 0 {
+                    estimate_errors.push(call.result_tokens as f64 / growth as f64 - 1.0);
+                }
+            }
+        }
+        let mut usage = Usage::default();
+        for u in &usages {
+            usage.add(u);
+        }
+        Session {
+            runtime: family.as_str(),
+            count_method: count::method_for(model.as_deref()),
+            id,
+            path,
+            cwd,
+            model,
+            started,
+            ended,
+            requests: requests as u64,
+            usage,
+            compactions: compactions.len() as u64,
+            calls,
+            estimate_errors,
+            malformed_lines: malformed,
+            unknown_records: unknown,
+            recorded_fixed: None,
+        }
+    }
+}
+
+/// `agentteam exec <domain> <action> …` or the pre-approved `agentteam-exec <domain> <action> …`,
+/// at the start of a command line (after `cd …&&` or an environment assignment, as a model may
+/// write it).
+pub fn exec_call(command: &str) -> Option<Bridge> {
+    let mut words = command.split_whitespace().peekable();
+    while let Some(word) = words.next() {
+        let program = word.rsplit('/').next().unwrap_or(word);
+        let rest: Vec<&str> = if program == "agentteam" {
+            if words.peek() != Some(&"exec") {
+                return None;
+            }
+            words.next();
+            words.by_ref().take(2).collect()
+        } else if program == EXEC_ALIAS {
+            words.by_ref().take(2).collect()
+        } else if word.contains('=') || word == "&&" || word == ";" || word == "cd" {
+            continue;
+        } else if words.peek() == Some(&"&&") {
+            // `cd <dir> &&`: the directory.
+            continue;
+        } else {
+            return None;
+        };
+        let [domain, action] = rest[..] else {
+            return None;
+        };
+        if domain.starts_with('-') || action.starts_with('-') || action.starts_with('\'') {
+            return None;
+        }
+        return Some(Bridge::Exec {
+            domain: domain.to_string(),
+            action: action.to_string(),
+        });
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exec_calls_are_told_by_their_program_and_words() {
+        let exec = |d: &str, a: &str| {
+            Some(Bridge::Exec {
+                domain: d.into(),
+                action: a.into(),
+            })
+        };
+        assert_eq!(
+            exec_call("agentteam exec task create '{}'"),
+            exec("task", "create")
+        );
+        assert_eq!(
+            exec_call("agentteam-exec task get '{}'"),
+            exec("task", "get")
+        );
+        assert_eq!(
+            exec_call("cd /tmp && agentteam exec review add '{}'"),
+            exec("review", "add")
+        );
+        assert_eq!(
+            exec_call("/usr/bin/agentteam exec team list"),
+            exec("team", "list")
+        );
+        assert_eq!(exec_call("agentteam run --agent a"), None);
+        assert_eq!(exec_call("agentteam exec --help"), None);
+        assert_eq!(exec_call("echo agentteam exec task create"), None);
+        assert_eq!(exec_call("touch x"), None);
+    }
+
+    #[test]
+    fn a_result_is_carried_until_the_next_compaction() {
+        let mut b = Builder::new(Family::Claude, "s", PathBuf::new(), true);
+        let u = |input| Usage {
+            input,
+            ..Usage::default()
+        };
+        b.request(None, u(100));
+        b.call("c1", "mcp__agentteam__message_send", None);
+        b.result("c1", "hello world");
+        b.request(None, u(102));
+        b.request(Some("k"), u(110));
+        b.request(Some("k"), u(120)); // the same request again, fuller: it replaces
+        b.compaction();
+        b.request(None, u(50));
+        let s = b.finish();
+        assert_eq!(s.requests, 4);
+        assert_eq!(s.usage.input, 100 + 102 + 120 + 50);
+        let call = &s.calls[0];
+        assert_eq!(
+            (call.result_tokens, call.carried_by, call.carried_tokens),
+            (2, 2, 4)
+        );
+        assert_eq!(s.estimate_errors, vec![0.0]);
+    }
+}
