@@ -1,6 +1,8 @@
 # Sourced by scripts/test: the agent runtimes the driver tests launch, from the npm registry at
 # pinned versions, installed once under target/test-tools/runtimes-<versions> (with their
-# platform binaries), and exported as AGENTTEAM_TEST_{CLAUDE,CODEX,OPENCODE,KIMI,COPILOT,GEMINI}.
+# platform binaries), and exported as AGENTTEAM_TEST_{CLAUDE,CODEX,OPENCODE,KIMI,COPILOT,GEMINI};
+# and ccusage, the peer `agentteam token analyze`'s totals are compared with (AGENTTEAM_TEST_CCUSAGE;
+# 20.0.24: 20.0.26's Linux binary is not published).
 # Needs ensure_node (scripts/lib/node.sh) first; Kimi Code needs its Node 22.19 or later.
 claude_version=2.1.332
 codex_version=0.171.0
@@ -8,6 +10,7 @@ opencode_version=1.18.33
 kimi_code_version=2.1.0
 copilot_version=1.0.102
 gemini_version=0.61.0
+ccusage_version=20.0.24
 
 # npm_runtime DIR WHAT AFTER PACKAGE...: installs the packages into DIR unless a whole install is
 # there (DIR/.installed), then runs AFTER DIR when it names a function.
@@ -50,4 +53,7 @@ ensure_runtimes() {
     local gemini="$test_tools/runtimes-gemini-$gemini_version"
     npm_runtime "$gemini" "Gemini CLI $gemini_version" "" "@google/gemini-cli@$gemini_version"
     export AGENTTEAM_TEST_GEMINI="$gemini/node_modules/.bin/gemini"
+    local ccusage="$test_tools/ccusage-$ccusage_version"
+    npm_runtime "$ccusage" "ccusage $ccusage_version" "" "ccusage@$ccusage_version"
+    export AGENTTEAM_TEST_CCUSAGE="$ccusage/node_modules/.bin/ccusage"
 }

@@ -26,7 +26,7 @@ pub const RUNTIMES: [Family; 6] = [
 /// The upper bound of AgentTeam's fixed cost per request, in `o200k_base` tokens, for any
 /// runtime. Raising it is a reviewed decision: the inventory and the guidance ride on every
 /// request of every agent.
-pub const FIXED_COST_BOUND: u64 = 6_500;
+pub const FIXED_COST_BOUND: u64 = 4_500;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -109,3 +109,84 @@ async fn sessions(path: &Path, tokenize: bool) -> Result<Vec<Session>, sqlx::Err
     db.close().await?;
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use sqlx::Executor;
+
+    use super::*;
+
+    async fn database(path: &Path) -> SqliteConnection {
+        let options = SqliteConnectOptions::new()
+            .filename(path)
+            .create_if_missing(true)
+            .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal);
+        let mut db = SqliteConnection::connect_with(&options).await.unwrap();
+        db.execute(
+            "PRAGMA wal_autocheckpoint = 0;
+             CREATE TABLE session (id TEXT PRIMARY KEY, directory TEXT, time_created INTEGER);
+             CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT, time_created INTEGER, data TEXT);
+             CREATE TABLE part (id TEXT PRIMARY KEY, message_id TEXT, session_id TEXT, data TEXT);
+             INSERT INTO session VALUES ('ses_1', '/w', 1);
+             INSERT INTO message VALUES ('msg_1', 'ses_1', 1, '{\"role\":\"user\"}');
+             INSERT INTO message VALUES ('msg_2', 'ses_1', 2, '{\"role\":\"assistant\",\"modelID\":\"m\",\"tokens\":{\"input\":10,\"output\":5,\"reasoning\":1,\"cache\":{\"read\":100,\"write\":3}}}');
+             INSERT INTO part VALUES ('prt_1', 'msg_2', 'ses_1', '{\"type\":\"tool\",\"tool\":\"mcp_agentteam_kb_search\",\"callID\":\"c1\",\"state\":{\"status\":\"completed\",\"input\":{},\"output\":\"found it\"}}');
+             INSERT INTO part VALUES ('prt_2', 'msg_2', 'ses_1', '{\"type\":\"step-finish\",\"tokens\":{\"input\":10}}');
+             INSERT INTO message VALUES ('msg_3', 'ses_1', 3, '{\"role\":\"assistant\",\"tokens\":{\"input\":20,\"output\":5,\"cache\":{\"read\":0,\"write\":0}}}');",
+        )
+        .await
+        .unwrap();
+        db
+    }
+
+    fn bytes_of(path: &Path) -> Vec<(String, Vec<u8>)> {
+        ["", "-wal"]
+            .iter()
+            .map(|suffix| {
+                let file = format!("{}{suffix}", path.display());
+                (file.clone(), std::fs::read(&file).unwrap_or_default())
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_database_is_read_beside_a_writer_and_left_as_it_was() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("opencode.db");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        // OpenCode's own connection stays open, its rows still in the WAL, and starts a write
+        // it has not committed.
+        let mut writer = runtime.block_on(database(&path));
+        runtime.block_on(async {
+            writer.execute("BEGIN IMMEDIATE").await.unwrap();
+            writer
+                .execute("INSERT INTO message VALUES ('msg_9', 'ses_1', 9, '{\"role\":\"assistant\",\"tokens\":{\"input\":999}}')")
+                .await
+                .unwrap();
+        });
+        let before = bytes_of(&path);
+        assert!(!before[1].1.is_empty(), "the rows are in the WAL");
+        let sessions = read(&path, true).unwrap();
+        assert_eq!(
+            bytes_of(&path),
+            before,
+            "the reader wrote to OpenCode's files"
+        );
+        assert_eq!(sessions.len(), 1);
+        let s = &sessions[0];
+        // The uncommitted request is not read; the step-finish copy of a message's tokens is not
+        // counted again.
+        assert_eq!(s.requests, 2);
+        assert_eq!(s.usage.input, 30);
+        assert_eq!(
+            (s.usage.output, s.usage.cache_read, s.usage.cache_write),
+            (11, 100, 3)
+        );
+        assert_eq!(s.calls.len(), 1);
+        assert_eq!((s.calls[0].result_bytes, s.calls[0].carried_by), (8, 1));
+        runtime.block_on(async { writer.execute("ROLLBACK").await.unwrap() });
+    }
+}

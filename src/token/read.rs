@@ -5,6 +5,7 @@
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 
+use memchr::memmem;
 use serde_json::Value;
 
 use crate::daemon::runtime::driver::Family;
@@ -205,12 +206,27 @@ fn stem(path: &Path) -> String {
 fn json_lines(
     path: &Path,
     builder: &mut Builder,
+    each: impl FnMut(&mut Builder, Value),
+) -> std::io::Result<()> {
+    json_lines_where(path, builder, |_, _| true, each)
+}
+
+/// `json_lines` for the lines `wanted` lets through, judged on their bytes: a reader skips
+/// without parsing the lines that cannot matter to it (most of a transcript's bytes are results
+/// of tools that are not AgentTeam's).
+fn json_lines_where(
+    path: &Path,
+    builder: &mut Builder,
+    mut wanted: impl FnMut(&mut Builder, &[u8]) -> bool,
     mut each: impl FnMut(&mut Builder, Value),
 ) -> std::io::Result<()> {
     let mut reader = lines::open(path)?;
     lines::for_each(&mut *reader, lines::MAX_LINE, |line, overlong| {
         if overlong {
             builder.malformed += 1;
+            return;
+        }
+        if !wanted(builder, line) {
             return;
         }
         match serde_json::from_slice::<Value>(line) {
@@ -233,7 +249,7 @@ struct ClaudeFixed {
 
 fn claude(path: &Path, tokenize: bool) -> std::io::Result<Vec<Session>> {
     let mut seen_keys = HashSet::new();
-    let main = claude_file(path, stem(path), tokenize, &mut seen_keys)?;
+    let main = claude_file(path, stem(path), true, tokenize, &mut seen_keys)?;
     let mut sessions = Vec::new();
     // Sub-agents: `<session>/subagents/agent-<id>.jsonl` (and deeper, for workflows).
     let mut files = Vec::new();
@@ -243,7 +259,7 @@ fn claude(path: &Path, tokenize: bool) -> std::io::Result<Vec<Session>> {
         .filter(|p| ends(p, ".jsonl") && stem(p).starts_with("agent-"))
     {
         let id = format!("{}/{}", main.id, stem(file));
-        sessions.push(claude_file(file, id, tokenize, &mut seen_keys)?);
+        sessions.push(claude_file(file, id, false, tokenize, &mut seen_keys)?);
     }
     sessions.insert(0, main);
     Ok(sessions)
@@ -252,13 +268,42 @@ fn claude(path: &Path, tokenize: bool) -> std::io::Result<Vec<Session>> {
 fn claude_file(
     path: &Path,
     id: String,
+    main: bool,
     tokenize: bool,
     seen: &mut HashSet<String>,
 ) -> std::io::Result<Session> {
     let mut b = Builder::new(Family::Claude, id, path.to_path_buf(), tokenize);
     let mut fixed = ClaudeFixed::default();
     let mut session_id = None;
-    json_lines(path, &mut b, |b, v| {
+    let usage = memmem::Finder::new(b"\"usage\"");
+    let result = memmem::Finder::new(b"\"tool_result\"");
+    let result_id = memmem::Finder::new(b"\"tool_use_id\"");
+    let others: [memmem::Finder; 4] = [
+        memmem::Finder::new(b"compact_boundary"),
+        memmem::Finder::new(b"api-request-shape"),
+        memmem::Finder::new(b"mcp_instructions_delta"),
+        memmem::Finder::new(b"skill_listing"),
+    ];
+    let wanted = |b: &mut Builder, line: &[u8]| {
+        if usage.find(line).is_some() {
+            return true;
+        }
+        if !b.tokenizes() {
+            return false;
+        }
+        if result.find(line).is_some() {
+            // Only an AgentTeam call's result is read; the others are counted.
+            if b.pending()
+                .any(|id| memmem::find(line, id.as_bytes()).is_some())
+            {
+                return true;
+            }
+            b.other_results(result_id.find_iter(line).count());
+            return false;
+        }
+        others.iter().any(|f| f.find(line).is_some())
+    };
+    json_lines_where(path, &mut b, wanted, |b, v| {
         b.time(str_of(&v, "timestamp"));
         if session_id.is_none()
             && !str_of(&v, "sessionId").is_empty()
@@ -398,7 +443,8 @@ fn claude_file(
             _ => b.unknown += 1,
         }
     })?;
-    if let Some(id) = session_id {
+    // A sub-agent's lines carry its parent's session id: it keeps the name it was given.
+    if let Some(id) = session_id.filter(|_| main) {
         b.set_id(&id);
     }
     let mut session = b.finish();
@@ -426,7 +472,32 @@ fn codex(path: &Path, tokenize: bool) -> std::io::Result<Session> {
     let mut b = Builder::new(Family::Codex, stem(path), path.to_path_buf(), tokenize);
     let mut records = false;
     let mut last_total: Option<Usage> = None;
-    json_lines(path, &mut b, |b, v| {
+    let output = memmem::Finder::new(b"_call_output\"");
+    let call_id = memmem::Finder::new(b"\"call_id\"");
+    let calls = memmem::Finder::new(b"\"function_call\"");
+    let custom = memmem::Finder::new(b"\"custom_tool_call\"");
+    let keep: [memmem::Finder; 5] = [
+        memmem::Finder::new(b"\"token_usage_record\""),
+        memmem::Finder::new(b"\"token_count\""),
+        memmem::Finder::new(b"\"turn_context\""),
+        memmem::Finder::new(b"\"session_meta\""),
+        memmem::Finder::new(b"\"compacted\""),
+    ];
+    let wanted = |b: &mut Builder, line: &[u8]| {
+        if output.find(line).is_some() {
+            if b.tokenizes()
+                && b.pending()
+                    .any(|id| memmem::find(line, id.as_bytes()).is_some())
+            {
+                return true;
+            }
+            b.other_results(call_id.find_iter(line).count().min(1));
+            return false;
+        }
+        keep.iter().any(|f| f.find(line).is_some())
+            || (b.tokenizes() && (calls.find(line).is_some() || custom.find(line).is_some()))
+    };
+    json_lines_where(path, &mut b, wanted, |b, v| {
         b.time(str_of(&v, "timestamp"));
         let payload = &v["payload"];
         match str_of(&v, "type") {
@@ -780,4 +851,206 @@ fn copilot(path: &Path, tokenize: bool) -> std::io::Result<Session> {
         }
     })?;
     Ok(b.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use std::io::Write;
+
+    use serde_json::json;
+
+    use super::*;
+
+    fn write_lines(path: &Path, lines: &[Value]) {
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(path, text).unwrap();
+    }
+
+    fn roots(home: &Path) -> Roots {
+        Roots {
+            home: home.to_path_buf(),
+            env: HashMap::new(),
+        }
+    }
+
+    fn all(family: Family, home: &Path) -> Vec<Session> {
+        roots(home)
+            .files(family)
+            .iter()
+            .flat_map(|f| read(family, f, true).unwrap())
+            .collect()
+    }
+
+    fn claude_assistant(key: (&str, &str), output: u64, content: Value) -> Value {
+        json!({"type": "assistant", "sessionId": "s1", "requestId": key.1, "timestamp": "2026-12-01T10:00:00Z",
+               "message": {"id": key.0, "model": "claude-sonnet-4-5", "content": content,
+                           "usage": {"input_tokens": 10, "output_tokens": output,
+                                     "cache_read_input_tokens": 100, "cache_creation_input_tokens": 5}}})
+    }
+
+    #[test]
+    fn claude_streaming_snapshots_count_once_and_the_fuller_copy_stands() {
+        let home = tempfile::tempdir().unwrap();
+        let file = home.path().join(".claude/projects/-p/s1.jsonl");
+        let call = json!([{"type": "tool_use", "id": "t1", "name": "mcp__agentteam__message_send", "input": {}}]);
+        write_lines(
+            &file,
+            &[
+                claude_assistant(
+                    ("m1", "r1"),
+                    1,
+                    json!([{"type": "text", "text": "partial"}]),
+                ),
+                claude_assistant(("m1", "r1"), 40, call),
+                json!({"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "t1", "content": "hello world"}]}}),
+                json!({"type": "user", "message": {"content": [{"type": "tool_result", "tool_use_id": "other", "content": "x"}]}}),
+                claude_assistant(("m2", "r2"), 7, json!([])),
+                json!({"type": "system", "subtype": "compact_boundary"}),
+                claude_assistant(("m3", "r3"), 7, json!([])),
+                json!({"type": "a-record-type-of-tomorrow", "usage": {}}),
+                json!(["usage"]),
+            ],
+        );
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(&file)
+            .unwrap()
+            .write_all(b"{\"usage\": not json\n")
+            .unwrap();
+        let sessions = all(Family::Claude, home.path());
+        assert_eq!(sessions.len(), 1);
+        let s = &sessions[0];
+        assert_eq!(s.id, "s1");
+        assert_eq!(s.requests, 3);
+        assert_eq!(s.usage.output, 40 + 7 + 7);
+        assert_eq!(
+            (s.usage.input, s.usage.cache_read, s.usage.cache_write),
+            (30, 300, 15)
+        );
+        assert_eq!(s.calls.len(), 1);
+        // Carried by the next request only: a compaction came before the third.
+        assert_eq!((s.calls[0].result_tokens, s.calls[0].carried_by), (2, 1));
+        assert_eq!(s.compactions, 1);
+        assert_eq!((s.malformed_lines, s.unknown_records), (1, 2));
+    }
+
+    #[test]
+    fn a_claude_sub_agent_is_its_own_session_without_its_parents_replays() {
+        let home = tempfile::tempdir().unwrap();
+        let project = home.path().join(".claude/projects/-p");
+        write_lines(
+            &project.join("s1.jsonl"),
+            &[claude_assistant(("m1", "r1"), 5, json!([]))],
+        );
+        let mut replay = claude_assistant(("m1", "r1"), 5, json!([]));
+        replay["isSidechain"] = json!(true);
+        let mut own = claude_assistant(("m9", "r9"), 9, json!([]));
+        own["agentId"] = json!("a1");
+        write_lines(&project.join("s1/subagents/agent-a1.jsonl"), &[replay, own]);
+        let sessions = all(Family::Claude, home.path());
+        let ids: Vec<(&str, u64, u64)> = sessions
+            .iter()
+            .map(|s| (s.id.as_str(), s.requests, s.usage.output))
+            .collect();
+        assert_eq!(ids, vec![("s1", 1, 5), ("s1/agent-a1", 1, 9)]);
+    }
+
+    #[test]
+    fn gemini_rewritten_records_last_wins_and_rewinds_drop_what_followed() {
+        let home = tempfile::tempdir().unwrap();
+        let tokens = |input: u64| json!({"input": input, "output": 5, "cached": 4, "thoughts": 1, "tool": 0, "total": input + 6});
+        write_lines(
+            &home.path().join(".gemini/tmp/p/chats/session-x.jsonl"),
+            &[
+                json!({"sessionId": "g1", "projectHash": "h", "startTime": "2026-12-01T10:00:00Z", "kind": "main"}),
+                json!({"$set": {"messages": [{"id": "stale", "type": "gemini", "tokens": tokens(999)}]}}),
+                json!({"$set": {"messages": []}}),
+                json!({"id": "a", "type": "gemini", "timestamp": "2026-12-01T10:00:01Z", "tokens": tokens(10)}),
+                json!({"id": "a", "type": "gemini", "timestamp": "2026-12-01T10:00:01Z", "tokens": tokens(10),
+                   "toolCalls": [{"id": "c1", "name": "mcp_agentteam_kb_search", "args": {},
+                                  "result": [{"functionResponse": {"response": {"output": "found"}}}]}]}),
+                json!({"id": "b", "type": "gemini", "tokens": tokens(20)}),
+                json!({"id": "c", "type": "gemini", "tokens": tokens(30)}),
+                json!({"$rewindTo": "c"}),
+                json!({"$set": {"lastUpdated": "2026-12-01T10:00:09Z"}}),
+            ],
+        );
+        let sessions = all(Family::Gemini, home.path());
+        assert_eq!(sessions.len(), 1);
+        let s = &sessions[0];
+        assert_eq!((s.id.as_str(), s.requests), ("g1", 2));
+        // Cached tokens come out of the input; thoughts are output.
+        assert_eq!(
+            (s.usage.input, s.usage.cache_read, s.usage.output),
+            (6 + 16, 8, 12)
+        );
+        assert_eq!(s.calls.len(), 1);
+        assert_eq!(s.calls[0].carried_by, 1);
+    }
+
+    fn codex_lines(id: &str) -> Vec<Value> {
+        let usage = json!({"input_tokens": 100, "cached_input_tokens": 60, "output_tokens": 9, "reasoning_output_tokens": 3, "total_tokens": 109});
+        vec![
+            json!({"timestamp": "2026-12-01T10:00:00Z", "type": "session_meta", "payload": {"id": id, "cwd": "/w"}}),
+            json!({"type": "turn_context", "payload": {"model": "gpt-5.1-codex"}}),
+            json!({"type": "response_item", "payload": {"type": "function_call", "name": "exec_command", "call_id": "c1",
+                    "arguments": "{\"cmd\":\"agentteam exec task get '{}'\"}"}}),
+            json!({"type": "token_usage_record", "payload": {"usage": usage}}),
+            json!({"type": "event_msg", "payload": {"type": "token_count", "info": {"total_token_usage": usage, "last_token_usage": usage}}}),
+            json!({"type": "response_item", "payload": {"type": "function_call_output", "call_id": "c1", "output": "Output:\n{\"ok\":true}"}}),
+            json!({"type": "token_usage_record", "payload": {"usage": usage}}),
+        ]
+    }
+
+    #[test]
+    fn codex_archived_and_compressed_rollouts_read_like_plain_ones() {
+        let home = tempfile::tempdir().unwrap();
+        let codex = home.path().join(".codex");
+        write_lines(
+            &codex.join("sessions/2026/12/01/rollout-2026-12-01T10-00-00-plain.jsonl"),
+            &codex_lines("plain"),
+        );
+        let text: String = codex_lines("packed")
+            .iter()
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let packed = ruzstd::encoding::compress_to_vec(
+            text.as_bytes(),
+            ruzstd::encoding::CompressionLevel::Fastest,
+        );
+        std::fs::create_dir_all(codex.join("archived_sessions")).unwrap();
+        std::fs::write(
+            codex.join("archived_sessions/rollout-2026-12-01T10-00-00-packed.jsonl.zst"),
+            packed,
+        )
+        .unwrap();
+        let sessions = all(Family::Codex, home.path());
+        assert_eq!(sessions.len(), 2);
+        for s in &sessions {
+            // Usage from the per-response records only, never the token_count copies too.
+            assert_eq!(s.requests, 2, "{}", s.id);
+            assert_eq!(
+                (s.usage.input, s.usage.cache_read, s.usage.output),
+                (80, 120, 18)
+            );
+            assert_eq!(s.count_method, super::super::count::Method::Counted);
+            assert_eq!(s.calls.len(), 1);
+            assert_eq!(s.calls[0].carried_by, 1);
+        }
+        let ids: Vec<&str> = sessions.iter().map(|s| s.id.as_str()).collect();
+        assert_eq!(ids, vec!["packed", "plain"]);
+    }
+
+    #[test]
+    fn a_usage_totals_pass_reads_no_result() {
+        let home = tempfile::tempdir().unwrap();
+        let file = home.path().join(".codex/sessions/rollout-x.jsonl");
+        write_lines(&file, &codex_lines("x"));
+        let s = read(Family::Codex, &file, false).unwrap().remove(0);
+        assert_eq!(s.requests, 2);
+        assert!(s.calls.is_empty());
+    }
 }

@@ -17,6 +17,7 @@ use super::count::{self, Method};
 /// Tokens as a runtime recorded them for one request, with cache reads and writes apart from the
 /// uncached input.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Usage {
     pub input: u64,
     pub output: u64,
@@ -65,6 +66,7 @@ impl Bridge {
 /// One AgentTeam call and what its result costs. Ids and sizes only: never the call's arguments
 /// or its result's text.
 #[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Call {
     pub id: String,
     /// The name the model called (`mcp__agentteam__message_send`, `Bash`).
@@ -83,6 +85,7 @@ pub struct Call {
 
 /// One session, read.
 #[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct Session {
     pub runtime: &'static str,
     pub id: String,
@@ -114,12 +117,6 @@ pub struct Session {
 }
 
 /// What a reader found besides sessions.
-#[derive(Debug, Default, Clone, Serialize)]
-pub struct Damage {
-    pub malformed_lines: u64,
-    pub unknown_records: u64,
-}
-
 /// Collects one session in the order its records were written.
 pub struct Builder {
     family: Family,
@@ -266,6 +263,26 @@ impl Builder {
             carried_tokens: 0,
             entered_at: None,
         });
+    }
+
+    /// Whether results are read and counted (not a usage-totals pass).
+    pub fn tokenizes(&self) -> bool {
+        self.tokenize
+    }
+
+    /// The AgentTeam calls whose results have not come yet.
+    pub fn pending(&self) -> impl Iterator<Item = &str> {
+        self.calls
+            .iter()
+            .filter(|c| c.entered_at.is_none())
+            .map(|c| c.id.as_str())
+    }
+
+    /// `n` results of other tools, skipped unread.
+    pub fn other_results(&mut self, n: usize) {
+        if n > 0 {
+            *self.results_before.entry(self.usages.len()).or_default() += n as u32;
+        }
     }
 
     /// Whether `id` is an AgentTeam call's: only its result needs reading.

@@ -877,19 +877,52 @@ pub(crate) async fn drive(runtime: Runtime) {
 /// argument or result text; its rebuilt fixed cost is what the model received, tool by tool.
 fn token_analysis_reads_the_run(runtime: &Runtime, home: &Path, model: &Model, offered: &[&Value]) {
     let family = runtime.family;
-    let output = std::process::Command::new(env!("CARGO_BIN_EXE_agentteam"))
-        .args(["token", "analyze", "--json", "--runtime", family])
-        .env_clear()
-        .env("HOME", home)
-        .env("PATH", std::env::var_os("PATH").unwrap())
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
+    let analyze = |filters: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_agentteam"))
+            .args(["token", "analyze", "--json", "--runtime", family])
+            .args(filters)
+            .env_clear()
+            .env("HOME", home)
+            .env("PATH", std::env::var_os("PATH").unwrap())
+            .output()
+            .unwrap();
+        assert!(
+            output.status.success(),
+            "{family}: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+        String::from_utf8(output.stdout).unwrap()
+    };
+    // Every file of the runtime's as it was, byte for byte and by its time (a SQLite reader's
+    // shared-memory index is the one file a reader maps).
+    let files = || -> Vec<(PathBuf, Vec<u8>, std::time::SystemTime)> {
+        files_under(home)
+            .into_iter()
+            .filter(|p| !p.to_string_lossy().ends_with("-shm"))
+            .map(|p| {
+                let modified = std::fs::metadata(&p).unwrap().modified().unwrap();
+                (p.clone(), std::fs::read(&p).unwrap_or_default(), modified)
+            })
+            .collect()
+    };
+    let before = files();
+    let stdout = analyze(&[]);
     assert!(
-        output.status.success(),
-        "{family}: {}",
-        String::from_utf8_lossy(&output.stderr)
+        before == files(),
+        "{family}: token analyze changed the runtime's files"
     );
+    for filter in [
+        &["--session", "no-such-session"][..],
+        &["--since", "2999-01-01"],
+        &["--path", "/no/such/dir"],
+    ] {
+        let filtered: Value = serde_json::from_str(&analyze(filter)).unwrap();
+        assert_eq!(
+            filtered["data"]["sessions"],
+            json!([]),
+            "{family}: {filter:?}"
+        );
+    }
     assert!(
         !stdout.contains(&format!("hello from {family}")),
         "{family}: a call's argument is in the report"
@@ -915,7 +948,7 @@ fn token_analysis_reads_the_run(runtime: &Runtime, home: &Path, model: &Model, o
         "{family}: {session}"
     );
     let usage = &session["usage"];
-    let context = ["input", "cache_read", "cache_write"]
+    let context = ["input", "cacheRead", "cacheWrite"]
         .iter()
         .map(|k| usage[k].as_u64().unwrap())
         .sum::<u64>();
@@ -937,11 +970,11 @@ fn token_analysis_reads_the_run(runtime: &Runtime, home: &Path, model: &Model, o
     let created =
         call(&|c| c["bridge"] == "exec" && c["domain"] == "task" && c["action"] == "create");
     for c in [&sent_message, &created] {
-        assert!(c["result_bytes"].as_u64().unwrap() > 100, "{family}: {c}");
-        assert!(c["result_tokens"].as_u64().unwrap() > 10, "{family}: {c}");
+        assert!(c["resultBytes"].as_u64().unwrap() > 100, "{family}: {c}");
+        assert!(c["resultTokens"].as_u64().unwrap() > 10, "{family}: {c}");
     }
     assert!(
-        sent_message["carried_by"].as_u64().unwrap() >= 1,
+        sent_message["carriedBy"].as_u64().unwrap() >= 1,
         "{family}: {sent_message}"
     );
 
@@ -1037,6 +1070,14 @@ fn token_analysis_reads_the_run(runtime: &Runtime, home: &Path, model: &Model, o
             item.name
         );
     }
+    if family == "claude" || family == "codex" {
+        agrees_with_ccusage(family, home, session);
+    }
+    let estimates = &report["data"]["estimates"];
+    assert!(
+        estimates["samples"].as_u64().unwrap() >= 1,
+        "{family}: {estimates}"
+    );
     let reported = report["data"]["fixed"]
         .as_array()
         .unwrap()
@@ -1045,4 +1086,45 @@ fn token_analysis_reads_the_run(runtime: &Runtime, home: &Path, model: &Model, o
         .unwrap()["tokens"]
         .clone();
     assert_eq!(reported, fixed.tokens);
+}
+
+/// ccusage, run offline on the same records, counts the same session the same way: its input
+/// (uncached), output, cache-read and cache-write totals are ours.
+fn agrees_with_ccusage(family: &str, home: &Path, ours: &Value) {
+    let ccusage = runtime_tool("AGENTTEAM_TEST_CCUSAGE");
+    let output = std::process::Command::new(&ccusage)
+        .args([family, "session", "--json", "--offline"])
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", std::env::var_os("PATH").unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "ccusage: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let theirs: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let sessions = theirs["sessions"]
+        .as_array()
+        .or(theirs["session"].as_array())
+        .unwrap();
+    assert_eq!(sessions.len(), 1, "ccusage: {theirs}");
+    let theirs = &sessions[0];
+    let usage = &ours["usage"];
+    for (mine, their) in [
+        ("input", "inputTokens"),
+        ("output", "outputTokens"),
+        ("cacheRead", "cacheReadTokens"),
+        ("cacheWrite", "cacheCreationTokens"),
+    ] {
+        assert_eq!(
+            usage[mine], theirs[their],
+            "{family}: {mine} against ccusage's {their}: {theirs}"
+        );
+    }
+    assert!(
+        usage["cacheRead"].as_u64().unwrap() > 0,
+        "{family}: no cache read to compare"
+    );
 }

@@ -175,6 +175,12 @@ class Handler(BaseHTTPRequestHandler):
         # The input a request reports: its size, so each request's usage differs and a reader's
         # totals can be checked against what was sent.
         self.tokens_in = len(raw) // 4 + 1
+        # A part of it read from the provider's cache, as a real provider reports it, for the
+        # APIs whose runtimes the tests compare with ccusage; each response has an id of its own.
+        self.cached = self.tokens_in // 2
+        with LOCK:
+            ARGS.answered += 1
+            self.response_id = ARGS.answered
         entry = {"path": self.path, "tools": ours, "all_tools": names,
                  "input_tokens": self.tokens_in,
                  "answer": f"call {step}" if call else "text",
@@ -243,9 +249,12 @@ class Handler(BaseHTTPRequestHandler):
     # --- Anthropic Messages ---
     def answer_anthropic(self, call: Any, body: dict[str, Any], step: int) -> None:
         model = body.get("model", "scripted")
-        usage = {"input_tokens": self.tokens_in, "output_tokens": 5}
+        # Uncached input, a cache write of 7 and the cache read: `tokens_in` in all.
+        usage = {"input_tokens": self.tokens_in - self.cached - 7, "output_tokens": 5,
+                 "cache_creation_input_tokens": 7, "cache_read_input_tokens": self.cached,
+                 "cache_creation": {"ephemeral_5m_input_tokens": 7, "ephemeral_1h_input_tokens": 0}}
         start = {"type": "message_start", "message": {
-            "id": "msg_scripted", "type": "message", "role": "assistant", "model": model,
+            "id": f"msg_scripted_{self.response_id}", "type": "message", "role": "assistant", "model": model,
             "content": [], "stop_reason": None, "stop_sequence": None, "usage": usage}}
         calls = calls_of(call)
         if calls:
@@ -294,12 +303,12 @@ class Handler(BaseHTTPRequestHandler):
             item = {"type": "message", "id": "msg_scripted_1", "role": "assistant",
                     "status": "completed",
                     "content": [{"type": "output_text", "text": "done", "annotations": []}]}
-        response = {"id": "resp_scripted", "object": "response", "model": model,
+        response = {"id": f"resp_scripted_{self.response_id}", "object": "response", "model": model,
                     "status": "in_progress", "output": []}
         done = {**response, "status": "completed", "output": [item],
                 "usage": {"input_tokens": self.tokens_in, "output_tokens": 5,
                           "total_tokens": self.tokens_in + 5,
-                          "input_tokens_details": {"cached_tokens": 0},
+                          "input_tokens_details": {"cached_tokens": self.cached},
                           "output_tokens_details": {"reasoning_tokens": 0}}}
         self.sse([
             ("response.created", {"type": "response.created", "response": response}),
@@ -368,6 +377,7 @@ def main() -> int:
     ap.add_argument("--dump", help="a directory to write every request body into (NNN.json, named in the log)")
     ARGS = ap.parse_args()
     ARGS.dumped = 0
+    ARGS.answered = 0
     with open(ARGS.script, encoding="utf-8") as f:
         ARGS.steps = json.load(f)
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
