@@ -308,14 +308,19 @@ pub fn main() -> ExitCode {
                     json,
                 },
         } => {
-            let until = until.map(|u| {
-                // A bare date covers its whole day.
-                if u.len() == 10 {
-                    format!("{u}T23:59:59.999Z")
-                } else {
-                    u
-                }
-            });
+            let (since, until) = match (
+                since
+                    .as_deref()
+                    .map(|t| token::instant(t, false))
+                    .transpose(),
+                until
+                    .as_deref()
+                    .map(|t| token::instant(t, true))
+                    .transpose(),
+            ) {
+                (Ok(since), Ok(until)) => (since, until),
+                (Err(e), _) | (_, Err(e)) => return output::usage_error(&e, &[]).into(),
+            };
             let options = crate::token::Options {
                 runtimes: crate::token::Options::with_runtimes(&runtime),
                 session,

@@ -204,8 +204,64 @@ pub fn run(options: &Options, json: bool) -> Exit {
         eprintln!("agentteam token analyze: skipped {file}");
     }
     if json {
-        super::output::print(&format!("{:#}", envelope(&report)))
+        // Streamed: a report of many sessions is never held as text too.
+        let mut stdout = std::io::BufWriter::new(std::io::stdout().lock());
+        let written = serde_json::to_writer_pretty(&mut stdout, &envelope(&report))
+            .map_err(std::io::Error::from)
+            .and_then(|()| writeln!(stdout))
+            .and_then(|()| stdout.flush());
+        match written {
+            Ok(()) => Exit::Success,
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Exit::Success,
+            Err(e) => {
+                eprintln!("error: cannot write to stdout: {e}");
+                Exit::Usage
+            }
+        }
     } else {
         super::output::print(&render(&report, options.totals_only))
+    }
+}
+
+/// A `--since` or `--until` value as the records spell times (UTC, RFC 3339): a date alone is its
+/// day's start, or with `end` its day's last millisecond.
+pub fn instant(text: &str, end: bool) -> Result<String, String> {
+    if let Ok(at) = chrono::DateTime::parse_from_rfc3339(text) {
+        return Ok(at
+            .to_utc()
+            .to_rfc3339_opts(chrono::SecondsFormat::Millis, true));
+    }
+    if let Ok(day) = chrono::NaiveDate::parse_from_str(text, "%Y-%m-%d") {
+        let time = if end { "23:59:59.999" } else { "00:00:00.000" };
+        return Ok(format!("{day}T{time}Z"));
+    }
+    Err(format!(
+        "not a time: {text:?} (give an RFC 3339 time, 2026-12-01T10:00:00Z, or a date, 2026-12-01)"
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn times_are_read_as_the_records_spell_them() {
+        assert_eq!(
+            instant("2026-12-01T12:00:00+02:00", false).unwrap(),
+            "2026-12-01T10:00:00.000Z"
+        );
+        assert_eq!(
+            instant("2026-12-01", false).unwrap(),
+            "2026-12-01T00:00:00.000Z"
+        );
+        assert_eq!(
+            instant("2026-12-01", true).unwrap(),
+            "2026-12-01T23:59:59.999Z"
+        );
+        assert!(
+            instant("yesterday", false)
+                .unwrap_err()
+                .contains("not a time")
+        );
     }
 }

@@ -21,7 +21,6 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::Serialize;
-use serde_json::json;
 
 use crate::daemon::runtime::driver::Family;
 
@@ -187,13 +186,20 @@ pub struct Totals {
     pub carried_tokens: u64,
 }
 
-/// Reads what `options` selects, telling `progress` of each file.
+/// Reads what `options` selects, telling `progress` of each file read. Files are read by up to
+/// as many threads as the machine has cores (at most 8); the report is the same whatever their
+/// order.
 pub fn analyze(
     options: &Options,
     roots: &read::Roots,
     mut progress: impl FnMut(usize, usize),
 ) -> Report {
-    let fixed: Vec<fixed::Fixed> = options.runtimes.iter().map(|f| fixed::fixed(*f)).collect();
+    // The usage-totals pass loads no tokenizer: it has no fixed cost to count.
+    let fixed: Vec<fixed::Fixed> = if options.totals_only {
+        Vec::new()
+    } else {
+        options.runtimes.iter().map(|f| fixed::fixed(*f)).collect()
+    };
     let files: Vec<(Family, PathBuf)> = options
         .runtimes
         .iter()
@@ -211,17 +217,49 @@ pub fn analyze(
         malformed_lines: 0,
         unknown_records: 0,
     };
+    let threads = std::thread::available_parallelism()
+        .map_or(1, |n| n.get())
+        .clamp(1, 8)
+        .min(files.len().max(1));
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let (sender, results) = std::sync::mpsc::channel();
+    let mut read: Vec<Option<std::io::Result<Vec<Session>>>> = Vec::new();
+    read.resize_with(files.len(), || None);
+    std::thread::scope(|scope| {
+        for _ in 0..threads {
+            let sender = sender.clone();
+            let (files, next) = (&files, &next);
+            scope.spawn(move || {
+                loop {
+                    let at = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some((family, path)) = files.get(at) else {
+                        break;
+                    };
+                    let sessions = read::read(*family, path, !options.totals_only);
+                    if sender.send((at, sessions)).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(sender);
+        progress(0, files.len());
+        for (done, (at, sessions)) in results.iter().enumerate() {
+            read[at] = Some(sessions);
+            progress(done + 1, files.len());
+        }
+    });
     let mut errors = Vec::new();
-    for (at, (family, path)) in files.iter().enumerate() {
-        progress(at, files.len());
-        let sessions = match read::read(*family, path, !options.totals_only) {
-            Ok(sessions) => sessions,
-            Err(error) => {
+    for ((family, path), sessions) in files.iter().zip(read) {
+        let sessions = match sessions {
+            Some(Ok(sessions)) => sessions,
+            Some(Err(error)) => {
                 report
                     .unreadable
                     .push(format!("{}: {error}", path.display()));
                 continue;
             }
+            None => continue,
         };
         for mut session in sessions {
             if !options.keeps(&session) {
@@ -239,6 +277,7 @@ pub fn analyze(
                 .find(|f| f.runtime == family.as_str())
                 .map_or(0, |f| f.tokens);
             let (per_request, source) = match session.recorded_fixed {
+                _ if options.totals_only => (0, "not counted"),
                 Some((_, tokens)) => (tokens, "transcript"),
                 None => (rebuilt, "rebuilt"),
             };
@@ -285,10 +324,10 @@ pub fn analyze(
             report.sessions.push(row);
         }
     }
-    progress(files.len(), files.len());
     trim_top(&mut report.top_calls, options.top);
     report.sessions.sort_by(|a, b| {
-        (b.fixed_tokens + b.carried_tokens).cmp(&(a.fixed_tokens + a.carried_tokens))
+        (b.fixed_tokens + b.carried_tokens, &a.session.id)
+            .cmp(&(a.fixed_tokens + a.carried_tokens, &b.session.id))
     });
     report.estimates = check(errors);
     report
@@ -319,16 +358,94 @@ fn check(mut errors: Vec<f64>) -> EstimateCheck {
     }
 }
 
-/// The JSON a program reads: a versioned envelope.
-pub fn envelope(report: &Report) -> serde_json::Value {
-    json!({
-        "schemaVersion": SCHEMA_VERSION,
-        "report": "token-analyze",
-        "methods": {
-            "recorded": "written by the runtime (the provider's usage figures)",
-            "counted": "o200k_base, the model's own encoding",
-            "estimated": count::ESTIMATE_RULE,
-        },
-        "data": report,
-    })
+/// The JSON a program reads: a versioned envelope, written as it is serialized.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Envelope<'a> {
+    pub schema_version: u32,
+    pub report: &'static str,
+    pub methods: BTreeMap<&'static str, &'static str>,
+    pub data: &'a Report,
+}
+
+pub fn envelope(report: &Report) -> Envelope<'_> {
+    Envelope {
+        schema_version: SCHEMA_VERSION,
+        report: "token-analyze",
+        methods: BTreeMap::from([
+            (
+                "recorded",
+                "written by the runtime (the provider's usage figures)",
+            ),
+            ("counted", "o200k_base, the model's own encoding"),
+            ("estimated", count::ESTIMATE_RULE),
+        ]),
+        data: report,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Separately governed: nothing a runtime is shown names the diagnostic.
+    #[test]
+    fn no_runtime_is_told_of_token_analysis() {
+        let shown = [
+            crate::contract::catalog::MCP_TOOLS_JSON.to_string(),
+            crate::contract::catalog::PROMPT_SUMMARY.to_string(),
+            crate::contract::tool_guidance::mcp_instructions(),
+        ];
+        for family in fixed::RUNTIMES {
+            let guidance =
+                crate::daemon::runtime::guidance::compile(family.reader(), &[], false).text;
+            for text in shown.iter().chain([&guidance]) {
+                assert!(!text.contains("token analyze"), "{}", family.as_str());
+            }
+        }
+    }
+
+    #[test]
+    fn filters_select_by_id_time_and_place() {
+        let mut session =
+            session::Builder::new(Family::Codex, "abc", PathBuf::from("/data/x.jsonl"), false);
+        session.time("2026-12-01T10:00:00Z");
+        session.cwd = Some("/home/dev/project".into());
+        let session = session.finish();
+        let keeps = |options: Options| options.keeps(&session);
+        let with = |f: fn(&mut Options)| {
+            let mut options = Options::default();
+            f(&mut options);
+            options
+        };
+        assert!(keeps(Options::default()));
+        assert!(keeps(with(|o| o.session = Some("ab".into()))));
+        assert!(!keeps(with(|o| o.session = Some("b".into()))));
+        assert!(keeps(with(|o| o.since = Some("2026-12-01".into()))));
+        assert!(!keeps(with(|o| o.since = Some("2026-12-02".into()))));
+        assert!(!keeps(with(
+            |o| o.until = Some("2026-11-30T23:59:59Z".into())
+        )));
+        assert!(keeps(with(|o| o.path = Some("/home/dev".into()))));
+        assert!(keeps(with(|o| o.path = Some("/data".into()))));
+        assert!(!keeps(with(|o| o.path = Some("/home/other".into()))));
+    }
+
+    #[test]
+    fn nothing_to_read_is_an_empty_report_and_totals_load_no_tokenizer() {
+        let roots = read::Roots {
+            home: PathBuf::from("/nonexistent"),
+            env: Default::default(),
+        };
+        let mut options = Options {
+            runtimes: fixed::RUNTIMES.to_vec(),
+            top: 3,
+            ..Options::default()
+        };
+        let report = analyze(&options, &roots, |_, _| {});
+        assert_eq!((report.files, report.sessions.len()), (0, 0));
+        assert_eq!(report.fixed.len(), 6);
+        options.totals_only = true;
+        assert!(analyze(&options, &roots, |_, _| {}).fixed.is_empty());
+    }
 }
