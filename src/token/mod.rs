@@ -6,14 +6,13 @@
 //!
 //! - `fixed`: what AgentTeam adds to every request, per runtime, rebuilt from this binary's
 //!   catalog in each runtime's wire shape (`fixed.rs`).
-//! - `read`, `opencode`: the six runtimes' records, streamed (`lines.rs` bounds every line).
+//! - `read`: the six runtimes' records, streamed (`lines.rs` bounds every line).
 //! - `session`: one session's requests, AgentTeam calls and carried costs.
 //! - `count`: offline token counts, and the label of how each figure was obtained.
 
 pub mod count;
 pub mod fixed;
 mod lines;
-mod opencode;
 pub mod read;
 pub mod session;
 

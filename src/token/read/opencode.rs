@@ -11,7 +11,7 @@ use sqlx::{Connection, Row};
 
 use crate::daemon::runtime::driver::Family;
 
-use super::session::{Builder, Session, Usage};
+use crate::token::session::{Builder, Session, Usage};
 
 pub fn read(path: &Path, tokenize: bool) -> std::io::Result<Vec<Session>> {
     let runtime = tokio::runtime::Builder::new_current_thread()
