@@ -44,6 +44,7 @@ pub const TARGETS: &[(&str, Target)] = &[
     ("receipt", receipt),
     ("output", output),
     ("codex_threads", codex_threads),
+    ("transcripts", transcripts),
 ];
 
 /// The longest refusal message any target may produce, whatever the input's size: refusals name
@@ -528,6 +529,49 @@ pub fn codex_threads(data: &[u8]) {
             assert!(!id.is_empty() && id.len() <= 64 * 1024, "{id:?}");
         }
     }
+}
+
+/// `agentteam token analyze` reads session records a runtime (and through it the model) wrote.
+/// Input: a first byte that picks the format (Claude Code, Codex, Gemini CLI, Kimi Code, Copilot
+/// CLI), then a file's bytes. Whatever they are, the reader answers in both passes, and what it
+/// reports holds together: no result is carried by more requests than the session has, a carried
+/// cost is the result's tokens times those requests, and the usage pass reads no call.
+pub fn transcripts(data: &[u8]) {
+    use crate::daemon::runtime::driver::Family;
+    use crate::token::read;
+    let Some((&pick, body)) = data.split_first() else {
+        return;
+    };
+    let families = [
+        Family::Claude,
+        Family::Codex,
+        Family::Gemini,
+        Family::Kimi,
+        Family::Copilot,
+    ];
+    let family = families[usize::from(pick) % families.len()];
+    let dir = std::env::temp_dir().join(format!(
+        "agentteam-fuzz-transcripts-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ));
+    std::fs::create_dir_all(&dir).expect("a scratch directory");
+    let path = dir.join("session.jsonl");
+    std::fs::write(&path, body).expect("a scratch file");
+    for tokenize in [true, false] {
+        let sessions = read::read(family, &path, tokenize).expect("a readable file");
+        for session in &sessions {
+            assert!(tokenize || session.calls.is_empty());
+            for call in &session.calls {
+                assert!(call.carried_by <= session.requests, "{call:?}");
+                assert_eq!(
+                    call.carried_tokens,
+                    call.carried_by.saturating_mul(call.result_tokens)
+                );
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[cfg(test)]

@@ -218,7 +218,7 @@ enum TokenCommand {
         /// The recorded usage totals only: no calls, no tokenizer
         #[arg(long)]
         totals: bool,
-        /// How many of the most expensive calls to list
+        /// How many of the heaviest sessions and most expensive calls to list in the table
         #[arg(long, default_value_t = 10, value_name = "N")]
         top: usize,
         /// Print the report as JSON (a versioned envelope)

@@ -23,8 +23,9 @@ fn percent(value: f64) -> String {
     format!("{:.1}%", value * 100.0)
 }
 
-/// The report for a person: the heaviest items first.
-fn render(report: &Report, totals_only: bool) -> String {
+/// The report for a person: the heaviest items first, the `top` heaviest sessions (`--json` has
+/// them all), and the totals.
+fn render(report: &Report, totals_only: bool, top: usize) -> String {
     let mut out = String::new();
     if !totals_only {
         out.push_str("AgentTeam's fixed cost per request (rebuilt from this binary's catalog; no extension pinned)\n\n");
@@ -75,6 +76,7 @@ fn render(report: &Report, totals_only: bool) -> String {
         let rows: Vec<Vec<String>> = report
             .sessions
             .iter()
+            .take(top.max(1))
             .map(|row| {
                 let s = &row.session;
                 let mut cells = vec![
@@ -110,7 +112,31 @@ fn render(report: &Report, totals_only: bool) -> String {
             headings.extend(["FIXED", "SHARE", "CALLS", "CARRIED"]);
         }
         out.push_str(&table(&headings, &rows));
-        out.push('\n');
+        let more = report.sessions.len().saturating_sub(rows.len());
+        if more > 0 {
+            out.push_str(&format!(
+                "… and {} more {} (--top N shows more; --json lists them all)\n",
+                n(more as u64),
+                if more == 1 { "session" } else { "sessions" }
+            ));
+        }
+        let t = &report.totals;
+        out.push_str(&format!(
+            "All: input {}, output {}, cache read {}, cache write {}",
+            n(t.usage.input),
+            n(t.usage.output),
+            n(t.usage.cache_read),
+            n(t.usage.cache_write)
+        ));
+        if !totals_only {
+            out.push_str(&format!(
+                "; AgentTeam's fixed cost {}, {} calls carried {} tokens",
+                n(t.fixed_tokens),
+                n(t.calls),
+                n(t.carried_tokens)
+            ));
+        }
+        out.push_str(".\n\n");
     }
     if !totals_only && !report.tools.is_empty() {
         let mut tools: Vec<(&String, &ToolTotal)> = report.tools.iter().collect();
@@ -219,7 +245,7 @@ pub fn run(options: &Options, json: bool) -> Exit {
             }
         }
     } else {
-        super::output::print(&render(&report, options.totals_only))
+        super::output::print(&render(&report, options.totals_only, options.top))
     }
 }
 

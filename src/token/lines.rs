@@ -4,9 +4,10 @@ use std::fs::File;
 use std::io::{self, BufRead, BufReader};
 use std::path::Path;
 
-/// The longest line read. A longer one (a pasted file, a huge tool result) is skipped and counted
-/// as malformed; memory stays bounded whatever the file holds.
-pub const MAX_LINE: usize = 64 * 1024 * 1024;
+/// The longest line read: far above any record the runtimes write (their tool results are capped
+/// well below it). A longer one is skipped and counted as malformed; memory stays bounded
+/// whatever a file holds.
+pub const MAX_LINE: usize = 16 * 1024 * 1024;
 
 /// Opens `path`, decoding it when it ends in `.zst` (Codex compresses rollouts it no longer writes).
 pub fn open(path: &Path) -> io::Result<Box<dyn BufRead>> {

@@ -280,7 +280,7 @@ pub fn analyze(
                 Some((_, tokens)) => (tokens, "transcript"),
                 None => (rebuilt, "rebuilt"),
             };
-            let fixed_tokens = per_request * session.requests;
+            let fixed_tokens = per_request.saturating_mul(session.requests);
             let context = session.usage.context();
             let row = SessionRow {
                 fixed_per_request: per_request,
@@ -293,23 +293,26 @@ pub fn analyze(
                     fixed_tokens as f64 / context as f64
                 },
                 call_tokens: session.calls.iter().map(|c| c.result_tokens).sum(),
-                carried_tokens: session.calls.iter().map(|c| c.carried_tokens).sum(),
+                carried_tokens: session
+                    .calls
+                    .iter()
+                    .fold(0u64, |sum, c| sum.saturating_add(c.carried_tokens)),
                 session,
             };
             let totals = &mut report.totals;
             totals.sessions += 1;
             totals.requests += row.session.requests;
             totals.usage.add(&row.session.usage);
-            totals.fixed_tokens += row.fixed_tokens;
+            totals.fixed_tokens = totals.fixed_tokens.saturating_add(row.fixed_tokens);
             totals.calls += row.session.calls.len() as u64;
             totals.call_tokens += row.call_tokens;
-            totals.carried_tokens += row.carried_tokens;
+            totals.carried_tokens = totals.carried_tokens.saturating_add(row.carried_tokens);
             for call in &row.session.calls {
                 let tool = report.tools.entry(call.bridge.label()).or_default();
                 tool.calls += 1;
                 tool.result_bytes += call.result_bytes;
                 tool.result_tokens += call.result_tokens;
-                tool.carried_tokens += call.carried_tokens;
+                tool.carried_tokens = tool.carried_tokens.saturating_add(call.carried_tokens);
                 report.top_calls.push(TopCall {
                     runtime: row.session.runtime,
                     session: row.session.id.clone(),

@@ -28,18 +28,21 @@ pub struct Usage {
 impl Usage {
     /// The context the request carried: every input token, cached or not.
     pub fn context(&self) -> u64 {
-        self.input + self.cache_read + self.cache_write
+        self.input
+            .saturating_add(self.cache_read)
+            .saturating_add(self.cache_write)
     }
 
     pub fn total(&self) -> u64 {
-        self.context() + self.output
+        self.context().saturating_add(self.output)
     }
 
+    /// Adds `other` (saturating: the figures are a runtime's, written as it pleased).
     pub fn add(&mut self, other: &Usage) {
-        self.input += other.input;
-        self.output += other.output;
-        self.cache_read += other.cache_read;
-        self.cache_write += other.cache_write;
+        self.input = self.input.saturating_add(other.input);
+        self.output = self.output.saturating_add(other.output);
+        self.cache_read = self.cache_read.saturating_add(other.cache_read);
+        self.cache_write = self.cache_write.saturating_add(other.cache_write);
     }
 }
 
@@ -248,7 +251,10 @@ impl Builder {
     }
 
     fn call_as(&mut self, id: &str, name: &str, bridge: Option<Bridge>) {
-        let Some(bridge) = bridge else { return };
+        // The usage pass reads no call.
+        let Some(bridge) = bridge.filter(|_| self.tokenize) else {
+            return;
+        };
         if self.by_id.contains_key(id) {
             return;
         }
@@ -281,7 +287,8 @@ impl Builder {
     /// `n` results of other tools, skipped unread.
     pub fn other_results(&mut self, n: usize) {
         if n > 0 {
-            *self.results_before.entry(self.usages.len()).or_default() += n as u32;
+            let before = self.results_before.entry(self.usages.len()).or_default();
+            *before = before.saturating_add(u32::try_from(n).unwrap_or(u32::MAX));
         }
     }
 
@@ -292,7 +299,8 @@ impl Builder {
 
     /// A tool result, as the model was handed it. The first result of a call stands.
     pub fn result(&mut self, id: &str, text: &str) {
-        *self.results_before.entry(self.usages.len()).or_default() += 1;
+        let before = self.results_before.entry(self.usages.len()).or_default();
+        *before = before.saturating_add(1);
         let Some(&at) = self.by_id.get(id) else {
             return;
         };
@@ -339,7 +347,7 @@ impl Builder {
                 .unwrap_or(requests)
                 .min(requests);
             call.carried_by = until.saturating_sub(entered) as u64;
-            call.carried_tokens = call.carried_by * call.result_tokens;
+            call.carried_tokens = call.carried_by.saturating_mul(call.result_tokens);
             // The growth of recorded context across the gap the result alone entered in.
             if entered >= 1
                 && entered < requests
@@ -348,9 +356,7 @@ impl Builder {
                 && call.result_tokens > 0
             {
                 let before = &usages[entered - 1];
-                let growth = usages[entered]
-                    .context()
-                    .saturating_sub(before.context() + before.output);
+                let growth = usages[entered].context().saturating_sub(before.total());
                 if growth > 0 {
                     estimate_errors.push(call.result_tokens as f64 / growth as f64 - 1.0);
                 }

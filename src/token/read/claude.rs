@@ -1,18 +1,16 @@
 //! Claude Code: `<projects>/<project>/<session>.jsonl` and its sub-agents' files beside it.
 
 use std::collections::HashSet;
-
-use memchr::memmem;
-
-use crate::daemon::runtime::guidance::HEADLINE;
 use std::path::Path;
 
+use memchr::memmem;
 use serde_json::Value;
 
 use crate::daemon::runtime::driver::Family;
-
-use super::*;
+use crate::daemon::runtime::guidance::HEADLINE;
 use crate::token::session::{Builder, Session, Usage};
+
+use super::{ends, json_lines_where, result_text, stem, str_of, u, walk};
 
 /// The fixed cost a Claude Code session recorded (`api-request-shape`, `attachment`): AgentTeam's
 /// tool definitions, its guidance, its MCP instructions and its skill line, as sent.

@@ -1,14 +1,14 @@
 //! Codex: `sessions/YYYY/MM/DD/rollout-*.jsonl`, archived ones too, plain or `.zst`.
 
-use memchr::memmem;
 use std::path::Path;
 
+use memchr::memmem;
 use serde_json::Value;
 
 use crate::daemon::runtime::driver::Family;
-
-use super::*;
 use crate::token::session::{Builder, Session, Usage};
+
+use super::{json_lines_where, result_text, stem, str_of, u};
 
 pub(super) fn read(path: &Path, tokenize: bool) -> std::io::Result<Session> {
     let mut b = Builder::new(Family::Codex, stem(path), path.to_path_buf(), tokenize);
@@ -92,17 +92,7 @@ pub(super) fn read(path: &Path, tokenize: bool) -> std::io::Result<Session> {
                         .and_then(Value::as_str)
                         .unwrap_or("");
                     let parsed: Value = serde_json::from_str(arguments).unwrap_or(Value::Null);
-                    let command = match &parsed["cmd"] {
-                        Value::String(s) => Some(s.clone()),
-                        Value::Array(words) => Some(
-                            words
-                                .iter()
-                                .filter_map(Value::as_str)
-                                .collect::<Vec<_>>()
-                                .join(" "),
-                        ),
-                        _ => parsed["command"].as_str().map(str::to_string),
-                    };
+                    let command = command_line(parsed.get("cmd").or(parsed.get("command")));
                     b.codex_call(
                         str_of(payload, "call_id"),
                         payload.get("namespace").and_then(Value::as_str),
@@ -135,9 +125,48 @@ fn codex_usage(usage: &Value) -> Usage {
     let cached = u(usage, "/cached_input_tokens");
     let write = u(usage, "/cache_write_input_tokens");
     Usage {
-        input: input.saturating_sub(cached + write),
+        input: input.saturating_sub(cached.saturating_add(write)),
         output: u(usage, "/output_tokens"),
         cache_read: cached,
         cache_write: write,
+    }
+}
+
+/// A shell call's command line: `exec_command`'s `cmd` string, or the older `shell` tool's argv,
+/// where `["bash", "-lc", "<script>"]` is the script.
+fn command_line(value: Option<&Value>) -> Option<String> {
+    match value? {
+        Value::String(s) => Some(s.clone()),
+        Value::Array(words) => {
+            let words: Vec<&str> = words.iter().filter_map(Value::as_str).collect();
+            match words[..] {
+                [_, "-c" | "-lc", script] => Some(script.to_string()),
+                _ => Some(words.join(" ")),
+            }
+        }
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_shell_argv_reads_as_its_script() {
+        let script = "agentteam exec task get '{}'";
+        assert_eq!(
+            command_line(Some(&json!(["bash", "-lc", script]))).as_deref(),
+            Some(script)
+        );
+        assert_eq!(command_line(Some(&json!(script))).as_deref(), Some(script));
+        assert_eq!(
+            command_line(Some(&json!(["ls", "-la"]))).as_deref(),
+            Some("ls -la")
+        );
+        assert_eq!(command_line(Some(&json!(7))), None);
+        assert_eq!(command_line(None), None);
     }
 }

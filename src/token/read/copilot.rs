@@ -6,9 +6,9 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::daemon::runtime::driver::Family;
-
-use super::*;
 use crate::token::session::{Builder, Session, Usage};
+
+use super::{json_lines, result_text, str_of, u};
 
 pub(super) fn read(path: &Path, tokenize: bool) -> std::io::Result<Session> {
     let id = path
@@ -46,7 +46,7 @@ pub(super) fn read(path: &Path, tokenize: bool) -> std::io::Result<Session> {
                 b.request(
                     None,
                     Usage {
-                        input: u(usage, "/inputTokens").saturating_sub(read + write),
+                        input: u(usage, "/inputTokens").saturating_sub(read.saturating_add(write)),
                         output: u(usage, "/outputTokens"),
                         cache_read: read,
                         cache_write: write,

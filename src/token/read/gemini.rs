@@ -5,9 +5,9 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::daemon::runtime::driver::Family;
-
-use super::*;
 use crate::token::session::{Builder, Session, Usage};
+
+use super::{json_lines, stem, str_of, u};
 
 /// One Gemini CLI message, as the last record of its id left it.
 struct GeminiMessage {
@@ -71,8 +71,10 @@ fn gemini_message(v: &Value, messages: &mut Vec<GeminiMessage>) {
     let usage = tokens.is_object().then(|| {
         let cached = u(tokens, "/cached");
         Usage {
-            input: u(tokens, "/input").saturating_sub(cached) + u(tokens, "/tool"),
-            output: u(tokens, "/output") + u(tokens, "/thoughts"),
+            input: u(tokens, "/input")
+                .saturating_sub(cached)
+                .saturating_add(u(tokens, "/tool")),
+            output: u(tokens, "/output").saturating_add(u(tokens, "/thoughts")),
             cache_read: cached,
             cache_write: 0,
         }

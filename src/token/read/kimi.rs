@@ -5,9 +5,9 @@ use std::path::Path;
 use serde_json::Value;
 
 use crate::daemon::runtime::driver::Family;
-
-use super::*;
 use crate::token::session::{Builder, Session, Usage};
+
+use super::{json_lines, result_text, str_of, u};
 
 pub(super) fn read(path: &Path, tokenize: bool) -> std::io::Result<Session> {
     // `.../session_<id>/agents/<agent>/wire.jsonl`

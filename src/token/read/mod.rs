@@ -1,6 +1,7 @@
 //! The six runtimes' session records, read-only: where each runtime keeps them and how each
-//! format becomes a `Session`. Every reader streams its files a line at a time; a line that does
-//! not parse, or a record type it does not know, is counted, never fatal.
+//! format becomes a `Session`. Every reader streams its files a line at a time and parses only
+//! the lines that can matter to it, judged by their bytes; one of those that does not parse, or
+//! whose record type it does not know, is counted, never fatal.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -244,9 +245,8 @@ pub(super) fn json_lines_where(
 
 #[cfg(test)]
 mod tests {
-    use std::path::Path;
-
     use std::io::Write;
+    use std::path::Path;
 
     use serde_json::json;
 

@@ -75,7 +75,7 @@ async fn sessions(path: &Path, tokenize: bool) -> Result<Vec<Session>, sqlx::Err
                             None,
                             Usage {
                                 input: n("/input"),
-                                output: n("/output") + n("/reasoning"),
+                                output: n("/output").saturating_add(n("/reasoning")),
                                 cache_read: n("/cache/read"),
                                 cache_write: n("/cache/write"),
                             },
