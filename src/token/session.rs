@@ -123,7 +123,6 @@ pub struct Session {
 /// Collects one session in the order its records were written.
 pub struct Builder {
     family: Family,
-    naming: RuntimeNaming,
     id: String,
     path: PathBuf,
     pub cwd: Option<String>,
@@ -146,7 +145,6 @@ impl Builder {
     pub fn new(family: Family, id: impl Into<String>, path: PathBuf, tokenize: bool) -> Builder {
         Builder {
             family,
-            naming: family.naming(),
             id: id.into(),
             path,
             cwd: None,
@@ -215,15 +213,7 @@ impl Builder {
 
     /// A tool call: kept when it is an AgentTeam call. `command` is a shell tool's command line.
     pub fn call(&mut self, id: &str, name: &str, command: Option<&str>) {
-        let bridge = if let Some(tool) = self.naming.resolve(name) {
-            Some(Bridge::Mcp {
-                tool: tool.tool.name.to_string(),
-            })
-        } else if Some(name) == self.family.shell_tool() {
-            command.and_then(exec_call)
-        } else {
-            None
-        };
+        let bridge = classify(self.family, name, command);
         self.call_as(id, name, bridge);
     }
 
@@ -384,6 +374,21 @@ impl Builder {
             unknown_records: unknown,
             recorded_fixed: None,
         }
+    }
+}
+
+/// What a call of `family`'s named `name` (with a shell tool's `command`) is, when it is
+/// AgentTeam's: one of its MCP tools under the runtime's name, or `agentteam exec` through the
+/// runtime's shell tool.
+pub fn classify(family: Family, name: &str, command: Option<&str>) -> Option<Bridge> {
+    if let Some(tool) = family.naming().resolve(name) {
+        Some(Bridge::Mcp {
+            tool: tool.tool.name.to_string(),
+        })
+    } else if Some(name) == family.shell_tool() {
+        command.and_then(exec_call)
+    } else {
+        None
     }
 }
 

@@ -1,11 +1,12 @@
 //! Gemini CLI: `tmp/<project>/chats/session-*.jsonl`, where the last record of an id wins.
 
+use std::collections::HashMap;
 use std::path::Path;
 
 use serde_json::Value;
 
 use crate::daemon::runtime::driver::Family;
-use crate::token::session::{Builder, Session, Usage};
+use crate::token::session::{Builder, Session, Usage, classify};
 
 use super::{json_lines, stem, str_of, u};
 
@@ -21,7 +22,7 @@ struct GeminiMessage {
 
 pub(super) fn read(path: &Path, tokenize: bool) -> std::io::Result<Session> {
     let mut b = Builder::new(Family::Gemini, stem(path), path.to_path_buf(), tokenize);
-    let mut messages: Vec<GeminiMessage> = Vec::new();
+    let mut messages = Messages::default();
     let mut first = true;
     json_lines(path, &mut b, |b, v| {
         if std::mem::take(&mut first) && v.get("sessionId").is_some() {
@@ -32,22 +33,23 @@ pub(super) fn read(path: &Path, tokenize: bool) -> std::io::Result<Session> {
             if let Some(list) = set.get("messages").and_then(Value::as_array) {
                 messages.clear();
                 for m in list {
-                    gemini_message(m, &mut messages);
+                    messages.put(gemini_message(m, b.tokenizes()));
                 }
             }
             return;
         }
         if let Some(to) = v.get("$rewindTo").and_then(Value::as_str) {
-            let at = messages.iter().position(|m| m.id == to).unwrap_or(0);
-            messages.truncate(at);
+            messages.rewind(to);
             return;
         }
         match str_of(&v, "type") {
-            "user" | "gemini" | "info" | "error" | "warning" => gemini_message(&v, &mut messages),
+            "user" | "gemini" | "info" | "error" | "warning" => {
+                messages.put(gemini_message(&v, b.tokenizes()))
+            }
             _ => b.unknown += 1,
         }
     })?;
-    for m in messages {
+    for m in messages.list {
         b.time(&m.time);
         if let Some(model) = m.model {
             b.model = Some(model);
@@ -65,7 +67,41 @@ pub(super) fn read(path: &Path, tokenize: bool) -> std::io::Result<Session> {
     Ok(b.finish())
 }
 
-fn gemini_message(v: &Value, messages: &mut Vec<GeminiMessage>) {
+/// A session's messages as Gemini's loader keeps them: by id, the last record of an id replacing
+/// the earlier one in its place.
+#[derive(Default)]
+struct Messages {
+    list: Vec<GeminiMessage>,
+    at: HashMap<String, usize>,
+}
+
+impl Messages {
+    fn put(&mut self, message: GeminiMessage) {
+        match self.at.get(&message.id).filter(|_| !message.id.is_empty()) {
+            Some(&at) => self.list[at] = message,
+            None => {
+                self.at.insert(message.id.clone(), self.list.len());
+                self.list.push(message);
+            }
+        }
+    }
+
+    /// `$rewindTo`: the message and everything after it go (all of them for an unknown id).
+    fn rewind(&mut self, id: &str) {
+        let at = self.at.get(id).copied().unwrap_or(0);
+        for gone in self.list.drain(at..) {
+            self.at.remove(&gone.id);
+        }
+    }
+
+    fn clear(&mut self) {
+        self.list.clear();
+        self.at.clear();
+    }
+}
+
+/// One message record; only an AgentTeam call's result text is kept (and none in the usage pass).
+fn gemini_message(v: &Value, tokenize: bool) -> GeminiMessage {
     let id = str_of(v, "id").to_string();
     let tokens = &v["tokens"];
     let usage = tokens.is_object().then(|| {
@@ -84,32 +120,32 @@ fn gemini_message(v: &Value, messages: &mut Vec<GeminiMessage>) {
         .into_iter()
         .flatten()
         .map(|call| {
-            let result: Vec<String> = call["result"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .map(|part| part["functionResponse"]["response"].to_string())
-                .collect();
+            let name = str_of(call, "name");
+            let command = call["args"].get("command").and_then(Value::as_str);
+            let ours = tokenize && classify(Family::Gemini, name, command).is_some();
+            let result: String = if ours {
+                call["result"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .map(|part| part["functionResponse"]["response"].to_string())
+                    .collect()
+            } else {
+                String::new()
+            };
             (
                 str_of(call, "id").to_string(),
-                str_of(call, "name").to_string(),
-                call["args"]
-                    .get("command")
-                    .and_then(Value::as_str)
-                    .map(str::to_string),
-                result.join(""),
+                name.to_string(),
+                command.map(str::to_string),
+                result,
             )
         })
         .collect();
-    let message = GeminiMessage {
+    GeminiMessage {
         time: str_of(v, "timestamp").to_string(),
         usage,
         model: v.get("model").and_then(Value::as_str).map(str::to_string),
         calls,
-        id: id.clone(),
-    };
-    match messages.iter_mut().find(|m| !id.is_empty() && m.id == id) {
-        Some(old) => *old = message,
-        None => messages.push(message),
+        id,
     }
 }
