@@ -219,8 +219,8 @@ enum TokenCommand {
         #[arg(long)]
         totals: bool,
         /// How many of the heaviest sessions and most expensive calls to list in the table
-        #[arg(long, default_value_t = 10, value_name = "N")]
-        top: usize,
+        #[arg(long, default_value_t = 10, value_name = "N", value_parser = clap::value_parser!(u16).range(1..))]
+        top: u16,
         /// Print the report as JSON (a versioned envelope)
         #[arg(long)]
         json: bool,
@@ -326,9 +326,10 @@ pub fn main() -> ExitCode {
                 session,
                 since,
                 until,
-                path,
+                // Compared by components: made absolute first (`.` is the working directory).
+                path: path.map(|p| std::path::absolute(&p).unwrap_or(p)),
                 totals_only: totals,
-                top,
+                top: usize::from(top),
             };
             token::run(&options, json)
         }

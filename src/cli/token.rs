@@ -227,7 +227,10 @@ pub fn run(options: &Options, json: bool) -> Exit {
         }
     });
     for file in &report.unreadable {
-        eprintln!("agentteam token analyze: skipped {file}");
+        eprintln!(
+            "agentteam token analyze: skipped {}",
+            super::output::printable(file)
+        );
     }
     if json {
         // Streamed: a report of many sessions is never held as text too.

@@ -71,7 +71,14 @@ impl Options {
         if runtimes.is_empty() {
             fixed::RUNTIMES.to_vec()
         } else {
-            runtimes.iter().map(|r| r.family()).collect()
+            // Each once, in the order given.
+            let mut families: Vec<Family> = Vec::new();
+            for family in runtimes.iter().map(|r| r.family()) {
+                if !families.contains(&family) {
+                    families.push(family);
+                }
+            }
+            families
         }
     }
 
@@ -199,10 +206,13 @@ pub fn analyze(
     } else {
         options.runtimes.iter().map(|f| fixed::fixed(*f)).collect()
     };
+    // Each file once, however it was reached (a linked directory, a variable naming the default).
+    let mut seen = std::collections::HashSet::new();
     let files: Vec<(Family, PathBuf)> = options
         .runtimes
         .iter()
         .flat_map(|f| roots.files(*f).into_iter().map(move |p| (*f, p)))
+        .filter(|(_, p)| seen.insert(std::fs::canonicalize(p).unwrap_or_else(|_| p.clone())))
         .collect();
     let mut report = Report {
         fixed,
@@ -277,6 +287,7 @@ pub fn analyze(
                 .map_or(0, |f| f.tokens);
             let (per_request, source) = match session.recorded_fixed {
                 _ if options.totals_only => (0, "not counted"),
+                _ if !session.agentteam => (0, "no AgentTeam launch"),
                 Some((_, tokens)) => (tokens, "transcript"),
                 None => (rebuilt, "rebuilt"),
             };
@@ -319,7 +330,7 @@ pub fn analyze(
                     call: call.clone(),
                 });
                 // Bounded: only the heaviest `top` calls are kept.
-                if report.top_calls.len() > options.top.max(1) * 4 {
+                if report.top_calls.len() > options.top.max(1).saturating_mul(4) {
                     trim_top(&mut report.top_calls, options.top);
                 }
             }

@@ -84,6 +84,9 @@ pub struct Call {
     pub carried_tokens: u64,
     #[serde(skip)]
     entered_at: Option<usize>,
+    /// The compactions recorded before the result: the next one ends its carry.
+    #[serde(skip)]
+    compactions_before: usize,
 }
 
 /// One session, read.
@@ -92,6 +95,7 @@ pub struct Call {
 pub struct Session {
     pub runtime: &'static str,
     pub id: String,
+    #[serde(serialize_with = "lossy_path")]
     pub path: PathBuf,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cwd: Option<String>,
@@ -117,6 +121,16 @@ pub struct Session {
     /// (`(bytes, tokens)`), where it records it.
     #[serde(skip)]
     pub recorded_fixed: Option<(u64, u64)>,
+    /// Whether the records show an AgentTeam launch (only such a session bears the fixed cost).
+    pub agentteam: bool,
+}
+
+/// A path as text, whatever its bytes (a JSON string must be UTF-8).
+fn lossy_path<S: serde::Serializer>(
+    path: &std::path::Path,
+    serializer: S,
+) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&path.to_string_lossy())
 }
 
 /// What a reader found besides sessions.
@@ -139,7 +153,15 @@ pub struct Builder {
     tokenize: bool,
     pub malformed: u64,
     pub unknown: u64,
+    /// The records show an AgentTeam launch: the guidance, the MCP instructions or a call.
+    pub agentteam: bool,
 }
+
+/// Words only an AgentTeam launch's records hold: the guidance's headline, the MCP instructions'.
+pub const LAUNCH_MARKS: [&str; 2] = [
+    "You are running as an AgentTeam agent",
+    "AgentTeam tools for this agent.",
+];
 
 impl Builder {
     pub fn new(family: Family, id: impl Into<String>, path: PathBuf, tokenize: bool) -> Builder {
@@ -160,6 +182,7 @@ impl Builder {
             tokenize,
             malformed: 0,
             unknown: 0,
+            agentteam: false,
         }
     }
 
@@ -231,20 +254,21 @@ impl Builder {
                     tool: tool.tool.name.to_string(),
                 })
             }
-            None if Some(name) == self.family.shell_tool() || name == "shell" => {
-                command.and_then(exec_call)
-            }
-            None => None,
+            None if name == "shell" => command.and_then(exec_call),
+            // `exec_command`, and an older rollout's flat `mcp__agentteam__<tool>`.
+            None => classify(self.family, name, command),
         };
         let shown = namespace.map_or(name.to_string(), |ns| format!("{ns}__{name}"));
         self.call_as(id, &shown, bridge);
     }
 
     fn call_as(&mut self, id: &str, name: &str, bridge: Option<Bridge>) {
+        let Some(bridge) = bridge else { return };
+        self.agentteam = true;
         // The usage pass reads no call.
-        let Some(bridge) = bridge.filter(|_| self.tokenize) else {
+        if !self.tokenize {
             return;
-        };
+        }
         if self.by_id.contains_key(id) {
             return;
         }
@@ -258,6 +282,7 @@ impl Builder {
             carried_by: 0,
             carried_tokens: 0,
             entered_at: None,
+            compactions_before: 0,
         });
     }
 
@@ -295,12 +320,14 @@ impl Builder {
             return;
         };
         let entered = self.usages.len();
+        let compactions = self.compactions.len();
         let tokenize = self.tokenize;
         let call = &mut self.calls[at];
         if call.entered_at.is_some() {
             return;
         }
         call.entered_at = Some(entered);
+        call.compactions_before = compactions;
         call.result_bytes = text.len() as u64;
         if tokenize {
             call.result_tokens = count::tokens(text);
@@ -322,6 +349,7 @@ impl Builder {
             results_before,
             malformed,
             unknown,
+            agentteam,
             ..
         } = self;
         let requests = usages.len();
@@ -330,10 +358,11 @@ impl Builder {
             let Some(entered) = call.entered_at else {
                 continue;
             };
+            // Carried until the first compaction recorded after the result, whether it came
+            // before the next request or later.
             let until = compactions
-                .iter()
+                .get(call.compactions_before)
                 .copied()
-                .find(|&c| c > entered)
                 .unwrap_or(requests)
                 .min(requests);
             call.carried_by = until.saturating_sub(entered) as u64;
@@ -373,9 +402,14 @@ impl Builder {
             malformed_lines: malformed,
             unknown_records: unknown,
             recorded_fixed: None,
+            agentteam,
         }
     }
 }
+
+/// What an `agentteam exec` call's domain or action is shown as when it is not a built-in
+/// action's (an extension's, or a word that may be the call's argument).
+pub const OTHER: &str = "(other)";
 
 /// What a call of `family`'s named `name` (with a shell tool's `command`) is, when it is
 /// AgentTeam's: one of its MCP tools under the runtime's name, or `agentteam exec` through the
@@ -418,9 +452,17 @@ pub fn exec_call(command: &str) -> Option<Bridge> {
         let [domain, action] = rest[..] else {
             return None;
         };
-        if domain.starts_with('-') || action.starts_with('-') || action.starts_with('\'') {
+        if domain.starts_with('-') || action.starts_with('-') {
             return None;
         }
+        // Only names the catalog knows are shown: any other word may be the call's argument.
+        let (domain, action) = if crate::contract::catalog::find_action(domain, action).is_some() {
+            (domain, action)
+        } else if crate::contract::catalog::find_domain(domain).is_some() {
+            (domain, OTHER)
+        } else {
+            (OTHER, OTHER)
+        };
         return Some(Bridge::Exec {
             domain: domain.to_string(),
             action: action.to_string(),
@@ -457,10 +499,32 @@ mod tests {
             exec_call("/usr/bin/agentteam exec team list"),
             exec("team", "list")
         );
+        assert_eq!(
+            exec_call("agentteam exec task {\"secret\":1}"),
+            exec("task", OTHER)
+        );
+        assert_eq!(
+            exec_call("agentteam exec my words here"),
+            exec(OTHER, OTHER)
+        );
         assert_eq!(exec_call("agentteam run --agent a"), None);
         assert_eq!(exec_call("agentteam exec --help"), None);
         assert_eq!(exec_call("echo agentteam exec task create"), None);
         assert_eq!(exec_call("touch x"), None);
+    }
+
+    #[test]
+    fn a_compaction_right_after_a_result_ends_its_carry() {
+        let mut b = Builder::new(Family::Claude, "s", PathBuf::new(), true);
+        b.request(None, Usage::default());
+        b.call("c1", "mcp__agentteam__kb_search", None);
+        b.result("c1", "found");
+        b.compaction();
+        b.request(None, Usage::default());
+        b.request(None, Usage::default());
+        let s = b.finish();
+        assert!(s.agentteam);
+        assert_eq!((s.calls[0].carried_by, s.calls[0].carried_tokens), (0, 0));
     }
 
     #[test]

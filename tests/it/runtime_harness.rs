@@ -947,6 +947,12 @@ fn token_analysis_reads_the_run(runtime: &Runtime, home: &Path, model: &Model, o
         offered.len() as u64,
         "{family}: {session}"
     );
+    // The records show the launch, so the session bears AgentTeam's fixed cost.
+    assert_eq!(session["agentteam"], true, "{family}: {session}");
+    assert!(
+        session["fixedPerRequest"].as_u64().unwrap() > 1_000,
+        "{family}: {session}"
+    );
     let usage = &session["usage"];
     let context = ["input", "cacheRead", "cacheWrite"]
         .iter()

@@ -24,7 +24,7 @@ struct ClaudeFixed {
 
 pub(super) fn read(path: &Path, tokenize: bool) -> std::io::Result<Vec<Session>> {
     let mut seen_keys = HashSet::new();
-    let main = claude_file(path, stem(path), true, tokenize, &mut seen_keys)?;
+    let mut main = claude_file(path, stem(path), true, tokenize, &mut seen_keys)?;
     let mut sessions = Vec::new();
     // Sub-agents: `<session>/subagents/agent-<id>.jsonl` (and deeper, for workflows).
     let mut files = Vec::new();
@@ -34,7 +34,11 @@ pub(super) fn read(path: &Path, tokenize: bool) -> std::io::Result<Vec<Session>>
         .filter(|p| ends(p, ".jsonl") && stem(p).starts_with("agent-"))
     {
         let id = format!("{}/{}", main.id, stem(file));
-        sessions.push(claude_file(file, id, false, tokenize, &mut seen_keys)?);
+        // A sub-agent file that cannot be read costs its own session only.
+        match claude_file(file, id, false, tokenize, &mut seen_keys) {
+            Ok(session) => sessions.push(session),
+            Err(_) => main.malformed_lines += 1,
+        }
     }
     sessions.insert(0, main);
     Ok(sessions)
@@ -60,7 +64,7 @@ fn claude_file(
         memmem::Finder::new(b"skill_listing"),
     ];
     let wanted = |b: &mut Builder, line: &[u8]| {
-        if usage.find(line).is_some() {
+        if usage.find(line).is_some() || others[0].find(line).is_some() {
             return true;
         }
         if !b.tokenizes() {
@@ -99,6 +103,23 @@ fn claude_file(
                 if !model.is_empty() {
                     b.model = Some(model.to_string());
                 }
+                let key = match (
+                    str_of(&v, "requestRef"),
+                    str_of(message, "id"),
+                    str_of(&v, "requestId"),
+                ) {
+                    (r, _, _) if !r.is_empty() => Some(format!("ref:{r}")),
+                    (_, m, r) if !m.is_empty() => Some(format!("{m}:{r}")),
+                    _ => None,
+                };
+                // A sub-agent's replay of its parent's request is the parent's: neither its
+                // usage nor its calls are the sub-agent's.
+                if let Some(key) = &key
+                    && seen.contains(key)
+                    && !b.has_key(key)
+                {
+                    return;
+                }
                 for block in message["content"].as_array().into_iter().flatten() {
                     if str_of(block, "type") == "tool_use" {
                         let command = block["input"].get("command").and_then(Value::as_str);
@@ -107,22 +128,6 @@ fn claude_file(
                 }
                 let usage = &message["usage"];
                 if usage.is_object() {
-                    let key = match (
-                        str_of(&v, "requestRef"),
-                        str_of(message, "id"),
-                        str_of(&v, "requestId"),
-                    ) {
-                        (r, _, _) if !r.is_empty() => Some(format!("ref:{r}")),
-                        (_, m, r) if !m.is_empty() => Some(format!("{m}:{r}")),
-                        _ => None,
-                    };
-                    // A sub-agent's replay of its parent's request is the parent's.
-                    if let Some(key) = &key
-                        && seen.contains(key)
-                        && !b.has_key(key)
-                    {
-                        return;
-                    }
                     if let Some(key) = &key {
                         seen.insert(key.clone());
                     }
@@ -223,7 +228,7 @@ fn claude_file(
         b.set_id(&id);
     }
     let mut session = b.finish();
-    if let (Some(tools), Some(guidance)) = (&fixed.tools, &fixed.guidance) {
+    if let (true, Some(tools), Some(guidance)) = (tokenize, &fixed.tools, &fixed.guidance) {
         let texts = tools.iter().map(String::as_str).chain(
             [
                 Some(guidance.as_str()),

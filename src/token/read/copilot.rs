@@ -32,6 +32,7 @@ pub(super) fn read(path: &Path, tokenize: bool) -> std::io::Result<Session> {
                 let usage = &data["usage"];
                 let key = usage
                     .get("accounting")
+                    .filter(|a| a["sequence"].is_u64())
                     .map(|a| format!("{}:{}", str_of(a, "sourceSessionId"), a["sequence"]));
                 if let Some(key) = &key
                     && !sequences.insert(key.clone())

@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::daemon::runtime::driver::Family;
 
 use super::lines;
-use super::session::{Builder, Session};
+use super::session::{Builder, LAUNCH_MARKS, Session};
 
 mod claude;
 mod codex;
@@ -48,12 +48,9 @@ impl Roots {
         let mut files = Vec::new();
         match family {
             Family::Claude => {
-                let roots: Vec<PathBuf> = match self.env.get("CLAUDE_CONFIG_DIR") {
-                    Some(dirs) if !dirs.is_empty() => dirs
-                        .split(',')
-                        .map(|d| PathBuf::from(d.trim()).join("projects"))
-                        .collect(),
-                    _ => vec![
+                let roots: Vec<PathBuf> = match self.var("CLAUDE_CONFIG_DIR") {
+                    Some(dir) => vec![dir.join("projects")],
+                    None => vec![
                         self.home.join(".claude/projects"),
                         self.home.join(".config/claude/projects"),
                     ],
@@ -227,10 +224,14 @@ pub(super) fn json_lines_where(
     mut each: impl FnMut(&mut Builder, Value),
 ) -> std::io::Result<()> {
     let mut reader = lines::open(path)?;
+    let marks = LAUNCH_MARKS.map(|mark| memchr::memmem::Finder::new(mark.as_bytes()));
     lines::for_each(&mut *reader, lines::MAX_LINE, |line, overlong| {
         if overlong {
             builder.malformed += 1;
             return;
+        }
+        if !builder.agentteam && marks.iter().any(|m| m.find(line).is_some()) {
+            builder.agentteam = true;
         }
         if !wanted(builder, line) {
             return;
@@ -324,6 +325,44 @@ mod tests {
         assert_eq!((s.calls[0].result_tokens, s.calls[0].carried_by), (2, 1));
         assert_eq!(s.compactions, 1);
         assert_eq!((s.malformed_lines, s.unknown_records), (1, 2));
+    }
+
+    #[test]
+    fn only_a_session_that_shows_an_agentteam_launch_bears_the_fixed_cost() {
+        let home = tempfile::tempdir().unwrap();
+        let project = home.path().join(".claude/projects/-p");
+        write_lines(
+            &project.join("plain.jsonl"),
+            &[claude_assistant(("m1", "r1"), 5, json!([]))],
+        );
+        let mut launched = claude_assistant(("m2", "r2"), 5, json!([]));
+        launched["note"] = json!(format!("x {} y", LAUNCH_MARKS[0]));
+        write_lines(&project.join("launched.jsonl"), &[launched]);
+        let options = super::super::Options {
+            runtimes: vec![Family::Claude],
+            top: 5,
+            ..Default::default()
+        };
+        let report = super::super::analyze(&options, &roots(home.path()), |_, _| {});
+        let fixed: Vec<(&str, u64, &str)> = report
+            .sessions
+            .iter()
+            .map(|r| {
+                (
+                    r.session.path.file_name().unwrap().to_str().unwrap(),
+                    r.fixed_tokens,
+                    r.fixed_source,
+                )
+            })
+            .collect();
+        let per_request = super::super::fixed::fixed(Family::Claude).tokens;
+        assert_eq!(
+            fixed,
+            vec![
+                ("launched.jsonl", per_request, "rebuilt"),
+                ("plain.jsonl", 0, "no AgentTeam launch")
+            ]
+        );
     }
 
     #[test]

@@ -47,7 +47,8 @@ async fn sessions(path: &Path, tokenize: bool) -> Result<Vec<Session>, sqlx::Err
                            OR json_extract(p.data, '$.tool') LIKE 'mcp\\_agentteam\\_%' ESCAPE '\\' \
                          THEN coalesce(json_extract(p.data, '$.state.output'), json_extract(p.data, '$.state.error')) END AS output \
              FROM message m LEFT JOIN part p ON p.message_id = m.id \
-                  AND json_extract(p.data, '$.type') IN ('tool', 'compaction') \
+                  AND CASE WHEN json_valid(p.data) THEN json_extract(p.data, '$.type') END \
+                      IN ('tool', 'compaction') \
              WHERE m.session_id = ?1 \
              ORDER BY m.time_created, m.id, p.id",
         )
@@ -85,18 +86,16 @@ async fn sessions(path: &Path, tokenize: bool) -> Result<Vec<Session>, sqlx::Err
                     Err(_) => b.malformed += 1,
                 }
             }
-            let kind: Option<String> = row.try_get("kind")?;
+            // A value of another type than the runtime writes is no value: never fatal.
+            let text = |column: &str| row.try_get::<Option<String>, _>(column).ok().flatten();
+            let kind = text("kind");
             match kind.as_deref() {
                 Some("tool") => {
-                    let call: String = row
-                        .try_get::<Option<String>, _>("call")?
-                        .unwrap_or_default();
-                    let tool: String = row
-                        .try_get::<Option<String>, _>("tool")?
-                        .unwrap_or_default();
-                    let command: Option<String> = row.try_get("command").ok().flatten();
+                    let call = text("call").unwrap_or_default();
+                    let tool = text("tool").unwrap_or_default();
+                    let command = text("command");
                     b.call(&call, &tool, command.as_deref());
-                    let output: Option<String> = row.try_get("output").ok().flatten();
+                    let output = text("output");
                     b.result(&call, output.as_deref().unwrap_or(""));
                 }
                 Some("compaction") => b.compaction(),
@@ -132,6 +131,8 @@ mod tests {
              INSERT INTO message VALUES ('msg_2', 'ses_1', 2, '{\"role\":\"assistant\",\"modelID\":\"m\",\"tokens\":{\"input\":10,\"output\":5,\"reasoning\":1,\"cache\":{\"read\":100,\"write\":3}}}');
              INSERT INTO part VALUES ('prt_1', 'msg_2', 'ses_1', '{\"type\":\"tool\",\"tool\":\"mcp_agentteam_kb_search\",\"callID\":\"c1\",\"state\":{\"status\":\"completed\",\"input\":{},\"output\":\"found it\"}}');
              INSERT INTO part VALUES ('prt_2', 'msg_2', 'ses_1', '{\"type\":\"step-finish\",\"tokens\":{\"input\":10}}');
+             INSERT INTO part VALUES ('prt_3', 'msg_2', 'ses_1', '{not json');
+             INSERT INTO part VALUES ('prt_4', 'msg_2', 'ses_1', '{\"type\":\"tool\",\"tool\":7,\"callID\":[1]}');
              INSERT INTO message VALUES ('msg_3', 'ses_1', 3, '{\"role\":\"assistant\",\"tokens\":{\"input\":20,\"output\":5,\"cache\":{\"read\":0,\"write\":0}}}');",
         )
         .await
