@@ -299,7 +299,7 @@ impl Builder {
             .map(|c| c.id.as_str())
     }
 
-    /// `n` results of other tools, skipped unread.
+    /// `n` results of other tools, skipped unread: they entered before the next request.
     pub fn other_results(&mut self, n: usize) {
         if n > 0 {
             let before = self.results_before.entry(self.usages.len()).or_default();
@@ -314,8 +314,7 @@ impl Builder {
 
     /// A tool result, as the model was handed it. The first result of a call stands.
     pub fn result(&mut self, id: &str, text: &str) {
-        let before = self.results_before.entry(self.usages.len()).or_default();
-        *before = before.saturating_add(1);
+        self.other_results(1);
         let Some(&at) = self.by_id.get(id) else {
             return;
         };

@@ -878,20 +878,14 @@ pub(crate) async fn drive(runtime: Runtime) {
 fn token_analysis_reads_the_run(runtime: &Runtime, home: &Path, model: &Model, offered: &[&Value]) {
     let family = runtime.family;
     let analyze = |filters: &[&str]| {
-        let output = std::process::Command::new(env!("CARGO_BIN_EXE_agentteam"))
-            .args(["token", "analyze", "--json", "--runtime", family])
-            .args(filters)
-            .env_clear()
-            .env("HOME", home)
-            .env("PATH", std::env::var_os("PATH").unwrap())
-            .output()
-            .unwrap();
-        assert!(
-            output.status.success(),
-            "{family}: {}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        String::from_utf8(output.stdout).unwrap()
+        let mut args = vec!["token", "analyze", "--json", "--runtime", family];
+        args.extend(filters);
+        String::from_utf8(run_in_home(
+            Path::new(env!("CARGO_BIN_EXE_agentteam")),
+            &args,
+            home,
+        ))
+        .unwrap()
     };
     // Every file of the runtime's as it was, byte for byte and by its time (a SQLite reader's
     // shared-memory index is the one file a reader maps).
@@ -1098,19 +1092,8 @@ fn token_analysis_reads_the_run(runtime: &Runtime, home: &Path, model: &Model, o
 /// (uncached), output, cache-read and cache-write totals are ours.
 fn agrees_with_ccusage(family: &str, home: &Path, ours: &Value) {
     let ccusage = runtime_tool("AGENTTEAM_TEST_CCUSAGE");
-    let output = std::process::Command::new(&ccusage)
-        .args([family, "session", "--json", "--offline"])
-        .env_clear()
-        .env("HOME", home)
-        .env("PATH", std::env::var_os("PATH").unwrap())
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "ccusage: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let theirs: Value = serde_json::from_slice(&output.stdout).unwrap();
+    let output = run_in_home(&ccusage, &[family, "session", "--json", "--offline"], home);
+    let theirs: Value = serde_json::from_slice(&output).unwrap();
     let sessions = theirs["sessions"]
         .as_array()
         .or(theirs["session"].as_array())
@@ -1133,4 +1116,23 @@ fn agrees_with_ccusage(family: &str, home: &Path, ours: &Value) {
         usage["cacheRead"].as_u64().unwrap() > 0,
         "{family}: no cache read to compare"
     );
+}
+
+/// Runs a session reader (ours or the peer) over `home` alone: a cleared environment with only
+/// `HOME` and `PATH`; its stdout, once it has exited 0.
+fn run_in_home(program: &Path, args: &[&str], home: &Path) -> Vec<u8> {
+    let output = std::process::Command::new(program)
+        .args(args)
+        .env_clear()
+        .env("HOME", home)
+        .env("PATH", std::env::var_os("PATH").unwrap())
+        .output()
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "{} {args:?}: {}",
+        program.display(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    output.stdout
 }
