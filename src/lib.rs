@@ -14,6 +14,8 @@
 //! - [`wire`]: what every HTTP service shares: envelopes, bodies, bearer, idempotency selectors,
 //!   the request span and incident ids, the `run` frame codec; [`serve`]: the hyper accept loop.
 //! - [`cli`]: the `agentteam` command line, a thin front over the library.
+//! - [`telemetry`]: OpenTelemetry traces of every runtime call, in the daemon and the server,
+//!   exported over OTLP when the standard `OTEL_*` variables name a collector.
 //! - [`token`]: `agentteam token analyze`, the local read-only diagnostic of what AgentTeam costs
 //!   an agent's context, from the runtimes' own session records.
 //! - [`clock`]: the injected wall clock; [`private_file`]: the one writer of owner-only files;
@@ -48,5 +50,6 @@ pub mod private_file;
 pub mod search;
 pub mod serve;
 pub mod server;
+pub mod telemetry;
 pub mod token;
 pub mod wire;

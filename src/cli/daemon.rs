@@ -375,7 +375,12 @@ pub fn run_daemon(args: DaemonArgs, scrubbed: Vec<String>) -> Exit {
         Ok(remote) => remote,
         Err(exit) => return exit,
     };
+    let telemetry = match crate::telemetry::Settings::from_env() {
+        Ok(settings) => settings,
+        Err(why) => return usage_error(&why, &[]),
+    };
     let config = DaemonConfig {
+        telemetry,
         listen: args.listen,
         state_dir,
         runtime_dir,

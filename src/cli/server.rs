@@ -68,6 +68,10 @@ pub fn run(args: ServerArgs) -> Exit {
         Ok(remote) => remote,
         Err(refusal) => return usage_error(&refusal, &[]),
     };
+    let telemetry = match crate::telemetry::Settings::from_env() {
+        Ok(settings) => settings,
+        Err(why) => return usage_error(&why, &[]),
+    };
     let provider = ProviderConfig {
         timeout: Duration::from_millis(provider_timeout_ms),
         min_refresh: Duration::from_secs(provider_refresh_secs),
@@ -103,6 +107,7 @@ pub fn run(args: ServerArgs) -> Exit {
             database_url: database,
             operator_token_file,
             provider,
+            telemetry,
         };
         let state = match AppState::open(&config).await {
             Ok(state) => state,

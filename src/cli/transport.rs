@@ -191,10 +191,22 @@ pub fn post_with(
         .map_err(|e| format!("cannot start the client: {e}"))?;
     let answer = runtime.block_on(async {
         let client = crate::client::http::direct(Duration::from_secs(120));
-        let response = client
+        let mut request = client
             .post(url)
             .bearer_auth(token)
-            .header(CATALOG_DIGEST_HEADER, builtin_digest())
+            .header(CATALOG_DIGEST_HEADER, builtin_digest());
+        // A command line's trace context (`TRACEPARENT`, the convention of command-line tools),
+        // passed on only when well formed; the daemon links it to its own trace.
+        if let Some(context) = std::env::var("TRACEPARENT")
+            .ok()
+            .and_then(|text| crate::telemetry::context::parse(&text))
+        {
+            request = request.header(
+                crate::telemetry::context::TRACEPARENT,
+                crate::telemetry::context::format(&context),
+            );
+        }
+        let response = request
             .json(input)
             .send()
             .await

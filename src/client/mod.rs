@@ -167,6 +167,13 @@ impl ServerClient {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         ));
+        // The daemon's own trace context (the hop's span), never the runtime's.
+        if let Some(traceparent) = crate::telemetry::request::propagation() {
+            headers.push((
+                HeaderName::from_static(crate::telemetry::context::TRACEPARENT),
+                traceparent,
+            ));
+        }
         let request = Outgoing {
             method: reqwest::Method::POST,
             path,

@@ -2,6 +2,9 @@
 //! agent, then the request takes its admission slots (32 per authorization, 1024 in all), before
 //! anything reads its body. One place for both, one message for each refusal.
 
+use opentelemetry::KeyValue;
+
+use crate::telemetry::request;
 use std::sync::Arc;
 
 use super::auth::{Admission, Authorization, RuntimeAuthorizationStore, Scope};
@@ -36,7 +39,8 @@ pub fn admission_limited() -> ActionError {
     )
 }
 
-/// Verifies `bearer` for `scope` on the route of `server_id`/`agent_id`.
+/// Verifies `bearer` for `scope` on the route of `server_id`/`agent_id`. A traced request learns
+/// who called (the binding's ids) or that it was refused.
 pub fn verify(
     store: &RuntimeAuthorizationStore,
     bearer: Option<&str>,
@@ -44,9 +48,24 @@ pub fn verify(
     agent_id: &str,
     scope: Scope,
 ) -> Result<Arc<Authorization>, Denied> {
-    store
+    let verified = store
         .verify(bearer, server_id, agent_id, scope)
-        .map_err(|_| Denied::Credential)
+        .map_err(|_| Denied::Credential);
+    if request::is_traced() {
+        match &verified {
+            Ok(authorization) => {
+                let binding = &authorization.binding;
+                request::authenticated();
+                request::set([
+                    KeyValue::new("agentteam.server_id", binding.server_id.clone()),
+                    KeyValue::new("agentteam.agent_id", binding.agent_id.clone()),
+                    KeyValue::new("agentteam.run_id", binding.run_id.clone()),
+                ]);
+            }
+            Err(denied) => request::outcome(&denied.error().code.to_string()),
+        }
+    }
+    verified
 }
 
 /// Takes the request's admission slots, without waiting.
@@ -54,7 +73,11 @@ pub fn admit(
     store: &RuntimeAuthorizationStore,
     authorization: &Authorization,
 ) -> Result<Admission, Denied> {
-    store.admit(authorization).ok_or(Denied::Admission)
+    let admitted = store.admit(authorization).ok_or(Denied::Admission);
+    if admitted.is_err() && request::is_traced() {
+        request::outcome(&Denied::Admission.error().code.to_string());
+    }
+    admitted
 }
 
 /// [`verify`], then [`admit`].

@@ -148,6 +148,7 @@ pub async fn metrics(State(state): State<DaemonState>, _: AdminAuth) -> Response
             .dispatcher
             .cleanup_debt
             .load(std::sync::atomic::Ordering::Relaxed),
+        spans: state.telemetry.counts(),
     });
     ([(header::CONTENT_TYPE, super::metrics::CONTENT_TYPE)], text).into_response()
 }

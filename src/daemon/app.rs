@@ -5,6 +5,7 @@
 //! start the server, the listener and any runtime. Shutdown is strong: every authorization is
 //! revoked at the signal, before connections drain.
 
+use crate::telemetry::Component;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -59,6 +60,8 @@ pub struct DaemonConfig {
     /// with, both named by the operator, never taken from the environment.
     pub remote: crate::client::http::Remote,
     pub runtime: RuntimeConfig,
+    /// Where spans go (`None`: tracing off), for the daemon and its embedded server.
+    pub telemetry: Option<crate::telemetry::Settings>,
     /// The `agentteam daemon` flags that start this daemon again (`daemon.args`, which an
     /// on-demand start and `agentteam daemon restart` run): none holds a secret.
     pub relaunch: Vec<String>,
@@ -141,6 +144,12 @@ pub async fn run(
     }
 
     let clock = Arc::new(Clock::default());
+    let telemetry =
+        crate::telemetry::Telemetry::start(config.telemetry.as_ref(), Component::Daemon)
+            .map_err(|why| DaemonError::State(format!("cannot export traces: {why}")))?;
+    if telemetry.is_on() {
+        tracing::info!("exporting traces over OTLP");
+    }
     let (server_url, operator_token, embedded) = match &config.server_url {
         Some(url) => {
             let file = config
@@ -156,6 +165,7 @@ pub async fn run(
                 database_url: format!("sqlite://{}", config.state_dir.join("server.db").display()),
                 operator_token_file: config.state_dir.join(EMBEDDED_OPERATOR_TOKEN_FILE),
                 provider: crate::server::provider::ProviderConfig::default(),
+                telemetry: config.telemetry.clone(),
             };
             let state = crate::server::AppState::open(&server_config)
                 .await
@@ -290,6 +300,7 @@ pub async fn run(
             crate::contract::Validators::new().map_err(|e| DaemonError::State(e.to_string()))?,
         ),
         clock: clock.clone(),
+        telemetry: telemetry.clone(),
         metrics,
         counters: Arc::new(Counters::default()),
         refusals: Arc::new(
@@ -343,6 +354,8 @@ pub async fn run(
         embedded.stop.cancel();
         let _ = embedded.serving.await;
     }
+    // The last spans go out, within the collector's deadline.
+    telemetry.shutdown().await;
     drop(lock);
     tracing::info!("daemon stopped");
     Ok(())

@@ -94,9 +94,16 @@ pub async fn action(
         return wire::error_response(&error);
     };
     let key = answer.idempotency_key.as_deref();
-    match budget::fit(rule.rule(), answer.data.into_envelope(), key) {
+    let fitted = budget::fit(rule.rule(), answer.data.into_envelope(), key);
+    if crate::telemetry::request::is_traced() {
+        crate::telemetry::request::budget(fitted.is_ok());
+    }
+    match fitted {
         Ok(envelope) => wire::raw_json_response(200, envelope),
-        Err(error) => wire::error_response(&error),
+        Err(error) => {
+            crate::telemetry::request::outcome(&error.code.to_string());
+            wire::error_response(&error)
+        }
     }
 }
 

@@ -12,6 +12,9 @@
 //!   (`missing`, `malformed`, `bad-signature`, `expired`, `revoked-inactive`, `scope-mismatch`,
 //!   `binding-mismatch`), which the runtime itself never learns;
 //! - `agentteam_rotations_total{outcome}`: credential renewals (`ok`, `failed`);
+//! - `agentteam_trace_spans_exported_total` and `agentteam_trace_spans_dropped_total{reason}`
+//!   (`queue_full`, `export_failed`): the daemon's spans, when traces are exported (read from the
+//!   export queue's counts at each scrape);
 //! - gauges read at each scrape: `agentteam_live_authorizations`, `agentteam_runtimes`,
 //!   `agentteam_requests_in_flight`, `agentteam_cleanup_debt` (credential directories whose
 //!   removal is being retried).
@@ -72,6 +75,10 @@ pub struct Metrics {
     unknown_outcomes: Counter,
     auth_refusals: Family<ClassLabels, Counter>,
     rotations: Family<RotationLabels, Counter>,
+    spans_exported: Counter,
+    spans_dropped: Family<ReasonLabels, Counter>,
+    /// Serializes the scrapes that bring the span counters up to the export queue's counts.
+    spans_read: std::sync::Mutex<()>,
     live_authorizations: Gauge<i64, AtomicI64>,
     runtimes: Gauge<i64, AtomicI64>,
     in_flight: Gauge<i64, AtomicI64>,
@@ -164,8 +171,23 @@ impl Metrics {
             "cleanup_debt",
             "Credential directories whose removal is being retried",
         );
+        let spans_exported = Counter::default();
+        registry.register(
+            "trace_spans_exported",
+            "Spans the trace collector accepted",
+            spans_exported.clone(),
+        );
+        let spans_dropped = Family::<ReasonLabels, Counter>::default();
+        registry.register(
+            "trace_spans_dropped",
+            "Spans not exported: the export queue was full, or the collector refused, failed or stalled",
+            spans_dropped.clone(),
+        );
         Metrics {
             registry,
+            spans_exported,
+            spans_dropped,
+            spans_read: std::sync::Mutex::new(()),
             requests,
             durations,
             admission_refusals,
@@ -225,6 +247,22 @@ impl Metrics {
         self.runtimes.set(now.runtimes as i64);
         self.in_flight.set(now.in_flight as i64);
         self.cleanup_debt.set(now.cleanup_debt as i64);
+        {
+            let _one_scrape = self.spans_read.lock().expect("not poisoned");
+            let up_to = |counter: &Counter, count: u64| {
+                counter.inc_by(count.saturating_sub(counter.get()));
+            };
+            up_to(&self.spans_exported, now.spans.exported);
+            for (reason, count) in [
+                ("queue_full", now.spans.dropped_queue_full),
+                ("export_failed", now.spans.dropped_export_failed),
+            ] {
+                up_to(
+                    &self.spans_dropped.get_or_create(&ReasonLabels { reason }),
+                    count,
+                );
+            }
+        }
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &self.registry)
             .expect("writing to a String cannot fail");
@@ -239,6 +277,13 @@ pub struct Gauges {
     pub runtimes: usize,
     pub in_flight: usize,
     pub cleanup_debt: usize,
+    /// The daemon's span export so far.
+    pub spans: crate::telemetry::Counts,
+}
+
+#[derive(Debug, Clone, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
 }
 
 /// The content type of [`Metrics::render`]'s text.

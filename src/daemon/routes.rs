@@ -19,6 +19,7 @@ use super::state::DaemonState;
 use super::{admin, exec, mcp};
 use crate::contract::ActionError;
 use crate::contract::error::ErrorCode;
+use crate::telemetry::request::Mode;
 use crate::wire;
 use crate::wire::observe::{Classify, Protocol};
 
@@ -102,7 +103,10 @@ async fn front(State(state): State<DaemonState>, request: Request, next: Next) -
         RouteFamily::other
     };
     let started = std::time::Instant::now();
-    let response = wire::observe::observed(classify as Classify, request, |request| {
+    // The bridges' calls are traced; the admin API is the human's, not a runtime call.
+    let traced = matches!(family, RouteFamily::mcp | RouteFamily::exec)
+        .then_some((&state.telemetry, Mode::Bridge));
+    let response = wire::observe::observed(classify as Classify, traced, request, |request| {
         loopback_only(request, next)
     })
     .await;

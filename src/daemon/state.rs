@@ -54,6 +54,8 @@ pub struct Shared {
     pub memory: Arc<super::memory::Memory>,
     /// Every action's and tool's compiled schemas.
     pub validators: Arc<Validators>,
+    /// The daemon's spans (off unless a collector is named).
+    pub telemetry: crate::telemetry::Telemetry,
     /// The clock every expiry and retention decision reads; tests move it.
     pub clock: Arc<Clock>,
     /// The daemon's metrics (`GET /api/admin/metrics`).

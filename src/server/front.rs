@@ -8,13 +8,17 @@ use axum::response::Response;
 
 use super::audit;
 use super::state::AppState;
+use crate::telemetry::request::Mode;
 use crate::wire::observe::{self, Protocol};
 
 /// Every request, audited then observed. One layer, not two: each `from_fn` layer boxes its
 /// service and its future per request.
 pub async fn front(State(state): State<AppState>, request: Request, next: Next) -> Response {
     audit::recorded(&state.audit, &state.clock, request, |request| {
-        observe::observed(classify, request, |request| next.run(request))
+        // Every family is traced but the unaudited `other` (`GET /health`, unknown paths).
+        let traced = (audit::family(request.uri().path()).is_some())
+            .then_some((&state.telemetry, Mode::Server));
+        observe::observed(classify, traced, request, |request| next.run(request))
     })
     .await
 }

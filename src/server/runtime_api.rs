@@ -22,8 +22,11 @@ use crate::contract::{
     ActionError, ActionId, DispatchError, DomainOwner, TOOLS, ToolId, ToolOwner, dispatch,
     dispatch_tool,
 };
+use crate::telemetry::request::{self, Starts};
 use crate::wire;
 use crate::wire::idempotency::resolve_selector;
+use opentelemetry::KeyValue;
+use opentelemetry::trace::SpanKind;
 
 /// The route of one action on the server.
 pub fn action_path(domain: &str, action: &str) -> String {
@@ -106,9 +109,23 @@ async fn handle(
     body: Body,
     op: Operation,
 ) -> Response {
+    let traced = request::is_traced();
+    if traced {
+        request::rename(op.key());
+    }
     match run(&state, &server_id, &agent_id, &headers, body, op).await {
-        Ok(response) => response,
-        Err(error) => wire::error_response(&error),
+        Ok(response) => {
+            if traced {
+                request::outcome("ok");
+            }
+            response
+        }
+        Err(error) => {
+            if traced {
+                request::outcome(&error.code.to_string());
+            }
+            wire::error_response(&error)
+        }
     }
 }
 
@@ -144,7 +161,12 @@ async fn run(
         &input,
         runtime_call::Receipt::Atomic,
         wire::render_text,
-        || execute(state, &caller, op, input.clone()),
+        || async {
+            let _action = request::child("action", SpanKind::Internal, Starts::Request, || {
+                vec![KeyValue::new("agentteam.operation", op.key())]
+            });
+            execute(state, &caller, op, input.clone()).await
+        },
     )
     .await
 }

@@ -13,7 +13,9 @@ use super::state::AppState;
 use super::store::Claim;
 use super::{audit, auth, failure};
 use crate::contract::ActionError;
+use crate::telemetry::request;
 use crate::wire;
+use opentelemetry::KeyValue;
 
 /// Idempotency records are kept at least this long (then a reused key is a new request).
 pub const IDEMPOTENCY_RETENTION_MS: i64 = 24 * 60 * 60 * 1000;
@@ -67,6 +69,17 @@ async fn verify_device(
         return Err(ActionError::forbidden());
     }
     audit::device_verified(&device.device_id);
+    // A verified device's hop context is the parent of this request's span.
+    if request::is_traced() {
+        request::trust_parent();
+        request::set([
+            KeyValue::new("agentteam.server_id", server_id.to_string()),
+            KeyValue::new("agentteam.device_id", device.device_id.clone()),
+        ]);
+        if let Some(agent_id) = agent_id {
+            request::set([KeyValue::new("agentteam.agent_id", agent_id.to_string())]);
+        }
+    }
     Ok(())
 }
 

@@ -1,6 +1,6 @@
 //! What every request handler shares: [`AppState`], one `Arc` over the store, the compiled
 //! catalog, the cursor codec, the operator token, the one clock, the provider client, the pinned
-//! extension definitions and the audit queue; how it is opened from a [`ServerConfig`] and
+//! extension definitions, the audit queue and the server's telemetry; how it is opened from a [`ServerConfig`] and
 //! closed.
 
 use std::path::PathBuf;
@@ -14,6 +14,7 @@ use super::provider::{ProviderClient, ProviderConfig};
 use super::store::{Clock, Store, StoreError};
 use crate::contract::Validators;
 use crate::contract::validate::CompileError;
+use crate::telemetry::{Component, Telemetry};
 
 /// How the server is started.
 #[derive(Debug, Clone)]
@@ -26,6 +27,8 @@ pub struct ServerConfig {
     pub operator_token_file: PathBuf,
     /// How the extension host reaches providers.
     pub provider: ProviderConfig,
+    /// Where the server's spans go (`None`: tracing off).
+    pub telemetry: Option<crate::telemetry::Settings>,
 }
 
 /// Everything a request handler needs: one `Arc`, so each extractor's and middleware layer's
@@ -61,6 +64,8 @@ pub struct Shared {
     >,
     /// The audit trail's queue.
     pub(crate) audit: Auditor,
+    /// The server's spans (off unless a collector is named).
+    pub(crate) telemetry: Telemetry,
 }
 
 /// Why the server could not start.
@@ -76,6 +81,8 @@ pub enum ServerError {
         #[source]
         source: std::io::Error,
     },
+    #[error("cannot export traces: {0}")]
+    Telemetry(String),
 }
 
 impl AppState {
@@ -94,6 +101,8 @@ impl AppState {
             path: config.operator_token_file.display().to_string(),
             source,
         })?;
+        let telemetry = Telemetry::start(config.telemetry.as_ref(), Component::Server)
+            .map_err(ServerError::Telemetry)?;
         let audit = audit::Auditor::start(store.clone());
         let state = AppState(Arc::new(Shared {
             store,
@@ -106,6 +115,7 @@ impl AppState {
             provider_config: Arc::new(config.provider.clone()),
             pinned: Arc::default(),
             audit,
+            telemetry,
         }));
         extension_rules::seed(&state.store, &state.clock).await?;
         Ok(state)
@@ -120,6 +130,7 @@ impl AppState {
     pub async fn close(&self) {
         self.audit.close().await;
         self.store.close().await;
+        self.telemetry.shutdown().await;
     }
 
     /// Runtime action requests that reached a handler since start.

@@ -26,6 +26,9 @@ use tracing::Instrument;
 
 use crate::contract::ActionError;
 use crate::contract::error::ErrorCode;
+use crate::telemetry::Telemetry;
+use crate::telemetry::request::{Mode, Trace};
+use opentelemetry::KeyValue;
 
 tokio::task_local! {
     /// The current request's incident id, made on first use.
@@ -75,26 +78,55 @@ const MAX_ERROR_BODY: usize = 64 * 1024;
 
 /// The middleware: `axum::middleware::from_fn_with_state(classify, observe)`.
 pub async fn observe(State(classify): State<Classify>, request: Request, next: Next) -> Response {
-    observed(classify, request, |request| next.run(request)).await
+    observed(classify, None, request, |request| next.run(request)).await
 }
 
 /// What [`observe`] does around `run`, for a middleware that does more around the same request
 /// in one layer (each `from_fn` layer boxes its service and its future again per request).
+/// With `traced`, the request is also a span of that telemetry ([`crate::telemetry::request`]),
+/// and its log span carries the trace id.
 pub async fn observed<F: Future<Output = Response>>(
     classify: Classify,
+    traced: Option<(&Telemetry, Mode)>,
     request: Request,
     run: impl FnOnce(Request) -> F,
 ) -> Response {
     install_panic_hook();
     let path = request.uri().path();
     let (family, protocol) = classify(path);
-    let span = tracing::debug_span!(
-        "request",
-        family,
-        method = %request.method(),
-        path = %path.chars().take(256).collect::<String>(),
-        rpc_method = tracing::field::Empty,
-    );
+    let trace = traced.filter(|(telemetry, _)| telemetry.is_on());
+    let span = match trace {
+        // Traced: every log line of the request carries its trace id, at the default level too.
+        Some(_) => tracing::info_span!(
+            "request",
+            family,
+            method = %request.method(),
+            path = %path.chars().take(256).collect::<String>(),
+            rpc_method = tracing::field::Empty,
+            trace_id = tracing::field::Empty,
+        ),
+        None => tracing::debug_span!(
+            "request",
+            family,
+            method = %request.method(),
+            path = %path.chars().take(256).collect::<String>(),
+            rpc_method = tracing::field::Empty,
+        ),
+    };
+    let trace = trace.and_then(|(telemetry, mode)| {
+        let attributes = vec![
+            KeyValue::new("agentteam.route_family", family),
+            KeyValue::new("http.request.method", request.method().as_str().to_string()),
+        ];
+        Trace::begin(
+            telemetry,
+            mode,
+            family,
+            attributes,
+            request.headers(),
+            &span,
+        )
+    });
     let started = std::time::Instant::now();
     let handled = INCIDENT.scope(OnceLock::new(), async move {
         let outcome = AssertUnwindSafe(run(request).instrument(span.clone()))
@@ -117,7 +149,7 @@ pub async fn observed<F: Future<Output = Response>>(
         let response = if response.status().is_server_error() {
             // Boxed: the rare path's future (the body read back) would otherwise be carried,
             // and copied, inside every request's.
-            Box::pin(with_incident(response, protocol)).await
+            Box::pin(with_incident(response, protocol).instrument(span.clone())).await
         } else {
             response
         };
@@ -128,9 +160,14 @@ pub async fn observed<F: Future<Output = Response>>(
                 "request finished"
             )
         });
+        let incident = INCIDENT.try_with(|cell| cell.get().cloned()).ok().flatten();
+        crate::telemetry::request::finish(response.status().as_u16(), incident.as_deref());
         response
     });
-    handled.await
+    match trace {
+        None => handled.await,
+        Some(trace) => trace.scope(handled).await,
+    }
 }
 
 /// The answer to a request whose handler panicked.

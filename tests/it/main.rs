@@ -46,6 +46,7 @@ mod server_readable;
 mod server_workflow;
 mod support;
 mod tidy;
+mod traces;
 
 /// The generator itself, exactly as `build.rs` runs it (minus the typify step).
 #[allow(dead_code)]

@@ -202,6 +202,7 @@ impl TestServer {
             database_url,
             operator_token_file: dir.path().join("operator.token"),
             provider: agentteam::server::provider::ProviderConfig::default(),
+            telemetry: None,
         };
         let state = agentteam::server::AppState::open(&config).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

@@ -49,8 +49,11 @@ use crate::contract::validate::{Output, UNKNOWN_FIELD};
 use crate::contract::{
     ActionError, DispatchError, DomainOwner, ToolId, ToolOwner, budget, dispatch_daemon,
 };
+use crate::telemetry::request::{self, Starts};
 use crate::wire;
 use crate::wire::idempotency::resolve_selector;
+use opentelemetry::KeyValue;
+use opentelemetry::trace::SpanKind;
 
 /// One call, as a bridge hands it over.
 pub struct Call<'a> {
@@ -76,8 +79,24 @@ pub struct Answer {
     pub mutation: bool,
 }
 
-/// Runs `call` to its checked answer; see the module documentation.
+/// Runs `call` to its checked answer; see the module documentation. A traced request's span is
+/// named for the operation and gets its outcome code.
 pub async fn run(state: &DaemonState, call: Call<'_>) -> Result<Answer, ActionError> {
+    let traced = request::is_traced();
+    if traced {
+        request::rename(call.operation.key());
+    }
+    let answer = checked(state, call).await;
+    if traced {
+        match &answer {
+            Ok(_) => request::outcome("ok"),
+            Err(error) => request::outcome(&error.code.to_string()),
+        }
+    }
+    answer
+}
+
+async fn checked(state: &DaemonState, call: Call<'_>) -> Result<Answer, ActionError> {
     let Call {
         authorization,
         operation,
@@ -247,7 +266,15 @@ impl Asked<'_> {
             }
             _ => None,
         };
+        let mut attempt = 0u32;
         let answer = loop {
+            attempt += 1;
+            let mut hop = request::child("hop", SpanKind::Client, Starts::Request, || {
+                vec![
+                    KeyValue::new("agentteam.attempt", i64::from(attempt)),
+                    KeyValue::new("agentteam.hop", client.hop()),
+                ]
+            });
             let failed = match client
                 .forward_once(route, &context, body.clone(), replay.attempt_timeout())
                 .await
@@ -255,6 +282,18 @@ impl Asked<'_> {
                 Ok(answer) => break answer,
                 Err(failed) => failed,
             };
+            if hop.is_recording() {
+                hop.set([KeyValue::new(
+                    "agentteam.outcome",
+                    failed.error.code.to_string(),
+                )]);
+                match failed.transient {
+                    Some(crate::client::Transient::NotSent) => hop.fail("not_sent"),
+                    Some(crate::client::Transient::AnswerLost) => hop.fail("answer_lost"),
+                    None => {}
+                }
+            }
+            drop(hop);
             let backoff = match replay.after(&failed) {
                 transient::Next::Answer => {
                     if let (Some((record, _)), None) = (receipt, failed.transient) {

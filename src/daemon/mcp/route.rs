@@ -11,6 +11,7 @@
 //!    (406), the body (`wire::body`: 415 / 413 / 408 / 400), one JSON-RPC object (400
 //!    -32700 / -32600), the era (`era`), then the method (`protocol`).
 
+use crate::telemetry;
 use std::sync::Arc;
 
 use axum::Router;
@@ -177,6 +178,20 @@ async fn endpoint(State(state): State<DaemonState>, request: Request) -> Respons
         Err((error, id)) => return error.respond(StatusCode::BAD_REQUEST, id.as_ref()),
     };
     tracing::Span::current().record("rpc_method", super::rpc::echo(&request.method_name));
+    if telemetry::request::is_traced() {
+        telemetry::request::rename(format!("mcp {}", request.method.name()));
+        telemetry::request::set([opentelemetry::KeyValue::new(
+            "rpc.method",
+            request.method.name(),
+        )]);
+        // MCP's own place for trace context, in either era: a link, never the parent.
+        if let Some(serde_json::Value::String(sent)) = request
+            .meta()
+            .and_then(|meta| meta.get(telemetry::context::TRACEPARENT))
+        {
+            telemetry::request::link_sent(sent, telemetry::request::Source::McpMeta);
+        }
+    }
     let era = match Era::classify(&parts.headers, &request) {
         Ok(era) => era,
         Err((status, error)) => return error.respond(status, request.id.as_ref()),

@@ -96,6 +96,14 @@ impl Method {
             .map_or(Method::Other, |(method, _)| *method)
     }
 
+    /// The wire name of a known method, `other` for anything else (a span names no caller text).
+    pub fn name(self) -> &'static str {
+        Method::NAMES
+            .iter()
+            .find(|(method, _)| *method == self)
+            .map_or("other", |(_, name)| name)
+    }
+
     /// The param the modern era's `Mcp-Name` header must repeat.
     pub fn named_param(self) -> Option<&'static str> {
         let name = Method::NAMES.iter().find(|(method, _)| *method == self)?.1;

@@ -194,9 +194,11 @@ fn budgeted(tool: &ToolDescriptor, era: Era, result: Value, applied: bool) -> St
 /// `sent` when it fits the budget; otherwise the classified refusal.
 fn fit(tool: &ToolDescriptor, era: Era, sent: String, applied: bool) -> String {
     let size = sent.len();
+    crate::telemetry::request::budget(size <= MCP_RESULT_BUDGET_BYTES);
     if size <= MCP_RESULT_BUDGET_BYTES {
         return sent;
     }
+    crate::telemetry::request::outcome(ErrorCode::ResultBudgetExceeded.to_string().as_str());
     let mut error = ActionError::new(
         ErrorCode::ResultBudgetExceeded,
         format!(

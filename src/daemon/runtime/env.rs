@@ -41,6 +41,20 @@ pub struct LaunchVariables {
     pub memory_dir: String,
 }
 
+/// True when `name` holds an OpenTelemetry collector's headers (`OTEL_EXPORTER_OTLP_HEADERS`, or
+/// a signal's own), in any spelling: the daemon's export credential, never a runtime's.
+pub fn is_collector_headers(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    upper
+        .strip_prefix("OTEL_EXPORTER_OTLP_")
+        .is_some_and(|rest| {
+            matches!(
+                rest,
+                "HEADERS" | "TRACES_HEADERS" | "METRICS_HEADERS" | "LOGS_HEADERS"
+            )
+        })
+}
+
 /// True when `name` is daemon-owned in any spelling (`agentteam_exec_token`, `AgentTeam_Exec_X`).
 pub fn is_daemon_owned(name: &str) -> bool {
     let upper = name.to_ascii_uppercase();
@@ -60,9 +74,11 @@ pub fn runtime_env(
     let mut path = None;
     let mut no_proxy: [Option<String>; 2] = [None, None];
     let mut env: Vec<(String, String)> = Vec::with_capacity(inherited.len() + 8);
+    let mut withheld = Vec::new();
     for (name, value) in inherited {
         match name.as_str() {
             _ if is_daemon_owned(&name) => {}
+            _ if is_collector_headers(&name) => withheld.push(name),
             "PATH" => path = Some(value),
             "NO_PROXY" => no_proxy[0] = Some(value),
             "no_proxy" => no_proxy[1] = Some(value),
@@ -82,6 +98,12 @@ pub fn runtime_env(
     env.push((MCP_URL.to_string(), fresh.mcp_url.clone()));
     env.push((MCP_TOKEN_FILE.to_string(), fresh.mcp_token_file.clone()));
     env.push((MEMORY_DIR.to_string(), fresh.memory_dir.clone()));
+    if !withheld.is_empty() {
+        tracing::info!(
+            variables = withheld.join(","),
+            "the trace collector's headers are not passed to the runtime"
+        );
+    }
     env
 }
 
@@ -160,6 +182,14 @@ mod tests {
             ("agentteam_exec_token".into(), "x".into()),
             ("AGENTTEAM_EXEC_BASE_URL".into(), "http://evil".into()),
             ("AgentTeam_Memory_Dir".into(), "/elsewhere".into()),
+            (
+                "OTEL_EXPORTER_OTLP_HEADERS".into(),
+                "authorization=s3cret".into(),
+            ),
+            (
+                "otel_exporter_otlp_traces_headers".into(),
+                "x=s3cret".into(),
+            ),
         ];
         let env = runtime_env(inherited, &fresh());
         let names: Vec<&str> = env.iter().map(|(n, _)| n.as_str()).collect();
@@ -182,6 +212,9 @@ mod tests {
             "the launch's bin dir comes first"
         );
         assert_eq!(env[3].1, "http://127.0.0.1:1/exec");
+        // The collector's endpoint is the user's to pass on; its headers are the daemon's secret.
+        assert!(is_collector_headers("OTEL_EXPORTER_OTLP_LOGS_HEADERS"));
+        assert!(!is_collector_headers("OTEL_EXPORTER_OTLP_ENDPOINT"));
     }
 
     #[test]

@@ -327,9 +327,15 @@ async fn known<N: Noun>(
 
 /// `GET /admin/stats`: counters an operator (or a test) reads.
 async fn stats(State(state): State<AppState>, _: OperatorAuth) -> Answer {
+    let spans = state.telemetry.counts();
     Ok(Data(json!({
         "runtimeRequests": state.dispatched(),
         "auditDropped": state.audit.dropped(),
+        "traceSpans": {
+            "exported": spans.exported,
+            "droppedQueueFull": spans.dropped_queue_full,
+            "droppedExportFailed": spans.dropped_export_failed,
+        },
     })))
 }
 

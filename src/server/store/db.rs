@@ -87,7 +87,11 @@ impl DatabaseLock {
 /// `$body` may `return` only as the tail of its function (it is
 /// the body of an `async` block there), and every use is.
 macro_rules! on_backend {
-    ($store:expr, |$writer:ident, $reader:ident, $pg:ident| $body:expr) => {
+    ($store:expr, |$writer:ident, $reader:ident, $pg:ident| $body:expr) => {{
+        // The store call's span, named for the method this expands in (`fn here` is an item of
+        // that method: its type name is the method's path).
+        let _span =
+            $crate::server::store::db::store_span(&$store.db, $crate::server::store::db::here!());
         match &$store.db {
             $crate::server::store::db::Db::Sqlite { writer, reader, .. } => {
                 let tx = $crate::server::store::tx::current();
@@ -111,9 +115,20 @@ macro_rules! on_backend {
                 ::std::boxed::Box::pin(async { $body }).await
             }
         }
-    };
+    }};
 }
 pub(crate) use on_backend;
+
+/// The path of the function this expands in (the type name of an item inside it, ending
+/// `::here`), for [`store_span`] and the caller-thread reads' spans; a constant, made into a
+/// method name only when a request is traced.
+macro_rules! here {
+    () => {{
+        fn here() {}
+        ::std::any::type_name_of_val(&here)
+    }};
+}
+pub(crate) use here;
 
 /// A column type both backends decode the same way.
 pub(crate) trait Decodable: Sized {
@@ -594,6 +609,16 @@ async fn migrate_postgres(pool: &PgPool) -> Result<(), StoreError> {
         .await?;
         tx.commit().await?;
     }
+}
+
+/// The span of one store call (`on_backend!`), named for the store method `path` names (the type
+/// name of an item inside it); nothing when the request is not traced.
+pub(crate) fn store_span(db: &Db, path: &'static str) -> crate::telemetry::request::Child {
+    let system = match db {
+        Db::Sqlite { .. } => "sqlite",
+        Db::Postgres(_) => "postgresql",
+    };
+    crate::telemetry::request::store(system, path)
 }
 
 #[cfg(test)]

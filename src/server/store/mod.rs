@@ -29,7 +29,7 @@ use rand::Rng;
 pub use crate::clock::Clock;
 pub use audit::{AuditRecord, shown as shown_audit};
 pub use db::is_postgres;
-pub(crate) use db::{Columns, on_backend};
+pub(crate) use db::{Columns, here, on_backend};
 pub use extensions::{AppAccess, MAX_REFRESH_CLAIM, PullState, WatchRecord};
 pub use idempotency::{Claim, MAX_PRUNED_PER_PASS, RUNNING_LEASE_MS};
 pub use kb::{Document, Hit, ScopeRefusal, source_token};

@@ -84,10 +84,12 @@ impl RawReaders {
     /// the program's text.
     pub(crate) fn query<T>(
         &self,
+        caller: &'static str,
         sql: &'static str,
         binds: &[Bind<'_>],
         mut map: impl FnMut(&RawRow<'_>) -> Result<T, StoreError>,
     ) -> Result<Option<Vec<T>>, StoreError> {
+        let _span = crate::telemetry::request::store("sqlite", caller);
         let Some(mut connection) = self.take()? else {
             return Ok(None);
         };
@@ -504,7 +506,7 @@ mod tests {
 
     fn above(readers: &RawReaders, id: &str, n: i64) -> Option<Vec<(String, i64, Option<String>)>> {
         readers
-            .query(ABOVE, &[Bind::Text(id), Bind::Int(n)], |row| {
+            .query("test", ABOVE, &[Bind::Text(id), Bind::Int(n)], |row| {
                 Ok((row.text(0)?, row.int(1)?, row.optional(2, RawRow::text)?))
             })
             .unwrap()
@@ -533,12 +535,12 @@ mod tests {
         let (_dir, path) = database();
         let readers = RawReaders::open(&path).unwrap();
         let error = readers
-            .query(ABOVE, &[Bind::Text("z"), Bind::Int(0)], |row| {
+            .query("test", ABOVE, &[Bind::Text("z"), Bind::Int(0)], |row| {
                 Ok(row.int(0)?)
             })
             .unwrap_err();
         assert!(error.to_string().contains("database error"), "{error}");
-        let missing = readers.query(ABOVE, &[Bind::Text("z")], |row| Ok(row.int(1)?));
+        let missing = readers.query("test", ABOVE, &[Bind::Text("z")], |row| Ok(row.int(1)?));
         assert!(missing.is_err(), "a missing bind is refused");
         // The connection is still good for the next read.
         assert_eq!(above(&readers, "z", 2).unwrap().len(), 1);
@@ -590,7 +592,9 @@ mod tests {
         let (_dir, path) = database();
         let readers = RawReaders::open(&path).unwrap();
         let error = readers
-            .query("SELECT missing FROM nowhere", &[], |row| Ok(row.int(0)?))
+            .query("test", "SELECT missing FROM nowhere", &[], |row| {
+                Ok(row.int(0)?)
+            })
             .unwrap_err();
         let StoreError::Raw(raw) = &error else {
             panic!("{error:?}");

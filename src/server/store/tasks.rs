@@ -7,7 +7,7 @@ use sqlx::QueryBuilder;
 
 use super::raw::Bind;
 use super::tenancy::Membership;
-use super::{Columns, Page, Position, Store, StoreError, instant, new_id, on_backend};
+use super::{Columns, Page, Position, Store, StoreError, here, instant, new_id, on_backend};
 use crate::contract::types::{Task, TaskLocation, TaskStatus};
 
 /// The columns `task_row` reads, in its order; a macro so queries stay `&'static str` literals.
@@ -74,7 +74,7 @@ impl Store {
                 Bind::Text(workspace_id),
                 Bind::Text(agent_id),
             ];
-            if let Some(rows) = raw.query(SQL, &binds, |row| task_row(row).map(|r| r.0))? {
+            if let Some(rows) = raw.query(here!(), SQL, &binds, |row| task_row(row).map(|r| r.0))? {
                 return Ok(rows.into_iter().next());
             }
         }

@@ -6,7 +6,9 @@ use crate::contract::target::{Target, TargetKind};
 use crate::contract::timestamp::Timestamp;
 use crate::contract::types::{Message, MessageAuthorId, MessageId};
 use crate::server::store::raw::{Bind, RawRow};
-use crate::server::store::{Membership, Page, Position, Store, StoreError, instant, on_backend};
+use crate::server::store::{
+    Membership, Page, Position, Store, StoreError, here, instant, on_backend,
+};
 
 /// What follows the columns in the statement of a channel's or a dm's history page, with the
 /// caller's membership checked inside it: `$1` the conversation, `$2`/`$3` the position read
@@ -198,7 +200,7 @@ impl Store {
         const SQL: &str = concat!("SELECT ", message_columns!(), channel_page!());
         let binds = channel_page_binds(workspace_id, member_id, &target.id, kind, after, limit);
         let read = match self.raw() {
-            Some(raw) => raw.query(SQL, &binds, |row| message_row(row))?,
+            Some(raw) => raw.query(here!(), SQL, &binds, |row| message_row(row))?,
             None => None,
         };
         let rows = match read {
@@ -262,7 +264,7 @@ impl Store {
                      g.reaction_count > 0, g.attachment_count > 0",
                     channel_page!()
                 );
-                raw.query(SQL, &binds, |row| {
+                raw.query(here!(), SQL, &binds, |row| {
                     written_fields(row, &mut fields, &mut author)
                 })?
                 .map(|rows| (rows, fields, kind))
