@@ -116,7 +116,7 @@ pub async fn observed<F: Future<Output = Response>>(
     let trace = trace.and_then(|(telemetry, mode)| {
         let attributes = vec![
             KeyValue::new("agentteam.route_family", family),
-            KeyValue::new("http.request.method", request.method().as_str().to_string()),
+            KeyValue::new("http.request.method", method_name(request.method())),
         ];
         Trace::begin(
             telemetry,
@@ -167,6 +167,22 @@ pub async fn observed<F: Future<Output = Response>>(
     match trace {
         None => handled.await,
         Some(trace) => trace.scope(handled).await,
+    }
+}
+
+/// A request method as a span names it: a standard one, or `_OTHER` (OpenTelemetry's word), so a
+/// caller's own text never reaches a span.
+fn method_name(method: &axum::http::Method) -> &'static str {
+    use axum::http::Method;
+    match *method {
+        Method::GET => "GET",
+        Method::POST => "POST",
+        Method::PUT => "PUT",
+        Method::DELETE => "DELETE",
+        Method::HEAD => "HEAD",
+        Method::OPTIONS => "OPTIONS",
+        Method::PATCH => "PATCH",
+        _ => "_OTHER",
     }
 }
 

@@ -196,13 +196,20 @@ struct Runtime {
 impl Runtime {
     async fn launch(daemon: &TestDaemon) -> Runtime {
         daemon.add_agent("alpha").await;
-        let script = r#"echo "$AGENTTEAM_EXEC_BASE_URL"; echo "$AGENTTEAM_EXEC_TOKEN_FILE"; echo "$AGENTTEAM_MCP_URL"; echo "$AGENTTEAM_MCP_TOKEN_FILE"; exec sleep 120"#;
+        let script = r#"echo "$AGENTTEAM_EXEC_BASE_URL"; echo "$AGENTTEAM_EXEC_TOKEN_FILE"; echo "$AGENTTEAM_MCP_URL"; echo "$AGENTTEAM_MCP_TOKEN_FILE"; echo "${OTEL_EXPORTER_OTLP_HEADERS-unset} ${OTEL_EXPORTER_OTLP_ENDPOINT-unset}"; exec sleep 120"#;
         let mut launched = daemon.launch("alpha", &[], script);
+        let exec_base = launched.line().await;
+        let exec_token_file = PathBuf::from(launched.line().await);
+        let mcp_url = launched.line().await;
+        let mcp_token_file = PathBuf::from(launched.line().await);
+        // The collector's credential stays with the daemon; where it is, is the user's to share.
+        let otel = launched.line().await;
+        assert!(otel.starts_with("unset "), "{otel}");
         Runtime {
-            exec_base: launched.line().await,
-            exec_token_file: PathBuf::from(launched.line().await),
-            mcp_url: launched.line().await,
-            mcp_token_file: PathBuf::from(launched.line().await),
+            exec_base,
+            exec_token_file,
+            mcp_url,
+            mcp_token_file,
             _launched: launched,
         }
     }
@@ -593,6 +600,37 @@ async fn a_collector_that_stalls_or_is_down_fails_no_call_and_what_it_loses_is_c
         // A stop waits for the stalled export no longer than its deadline allows, and exits.
         if mode == "down" {
             assert_eq!(daemon.stop().await, 0);
+        }
+    }
+}
+
+#[test]
+fn a_collector_setting_that_would_leak_is_refused_at_start_naming_its_variable() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, value, says) in [
+        (
+            "OTEL_EXPORTER_OTLP_ENDPOINT",
+            "http://collector.example:4318/?key=s3cret",
+            "plain http",
+        ),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc", "http/protobuf"),
+    ] {
+        let state = dir.path().join("state").display().to_string();
+        let database = format!("sqlite://{}/server.db", dir.path().display());
+        for command in [
+            vec!["daemon", "--listen", "127.0.0.1:0", "--state-dir", &state],
+            vec!["server", "--listen", "127.0.0.1:0", "--database", &database],
+        ] {
+            let output = std::process::Command::new(bin())
+                .args(&command)
+                .env("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
+                .env(name, value)
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            assert_eq!(output.status.code(), Some(2), "{command:?}: {stderr}");
+            assert!(stderr.contains(name) && stderr.contains(says), "{stderr}");
+            assert!(!stderr.contains("s3cret"), "{stderr}");
         }
     }
 }
