@@ -73,12 +73,16 @@ pub struct Exporting {
 }
 
 impl Exporting {
-    /// Exports what is queued, then stops; waits at most one export deadline.
+    /// Exports what is queued, then stops; waits at most one export deadline (and a little),
+    /// then abandons what is left.
     pub async fn stop(&self) {
         self.stop.cancel();
         let task = self.task.lock().expect("not poisoned").take();
-        if let Some(task) = task {
-            let _ = tokio::time::timeout(self.deadline + Duration::from_millis(500), task).await;
+        if let Some(mut task) = task {
+            let wait = self.deadline + Duration::from_millis(500);
+            if tokio::time::timeout(wait, &mut task).await.is_err() {
+                task.abort();
+            }
         }
     }
 }
@@ -128,10 +132,12 @@ async fn export_loop(
 ) {
     let mut batch = Vec::with_capacity(limits.batch);
     let mut failures = Failures::default();
+    let mut pause = PAUSE_FIRST;
     loop {
         let first = tokio::select! {
-            span = receiver.recv() => span,
+            biased;
             () = stop.cancelled() => None,
+            span = receiver.recv() => span,
         };
         let Some(first) = first else { break };
         batch.push(first);
@@ -147,35 +153,61 @@ async fn export_loop(
                 () = stop.cancelled() => break,
             }
         }
-        send(&exporter, &mut batch, limits, &counters, &mut failures).await;
+        if send(&exporter, &mut batch, limits, &counters, &mut failures).await {
+            pause = PAUSE_FIRST;
+            continue;
+        }
+        // A collector that failed is left alone for a while, longer each time: spans meanwhile
+        // wait in the queue, and what does not fit is dropped there, at the cost of a count,
+        // instead of being encoded and sent to fail again.
+        tokio::select! {
+            () = tokio::time::sleep(pause) => {}
+            () = stop.cancelled() => {}
+        }
+        pause = (pause * 2).min(PAUSE_MAX);
     }
-    // Stopping: what is queued now goes out, in batches, and nothing is queued after.
+    // Stopping: what is queued now goes out in batches, until one fails (the rest is lost, and
+    // counted), and nothing is queued after.
     receiver.close();
+    let mut failed = false;
     while let Some(span) = receiver.recv().await {
+        if failed {
+            counters
+                .dropped_export_failed
+                .fetch_add(1, Ordering::Relaxed);
+            continue;
+        }
         batch.push(span);
         if batch.len() == limits.batch {
-            send(&exporter, &mut batch, limits, &counters, &mut failures).await;
+            failed = !send(&exporter, &mut batch, limits, &counters, &mut failures).await;
         }
     }
-    send(&exporter, &mut batch, limits, &counters, &mut failures).await;
+    if !failed {
+        send(&exporter, &mut batch, limits, &counters, &mut failures).await;
+    }
 }
 
-/// Posts `batch` (emptied) within the deadline, counting the outcome.
+/// The first wait after a failed export, and the longest.
+const PAUSE_FIRST: Duration = Duration::from_secs(1);
+const PAUSE_MAX: Duration = Duration::from_secs(30);
+
+/// Posts `batch` (emptied) within the deadline, counting the outcome: whether it was exported.
 async fn send(
     exporter: &opentelemetry_otlp::SpanExporter,
     batch: &mut Vec<SpanData>,
     limits: Limits,
     counters: &Counters,
     failures: &mut Failures,
-) {
+) -> bool {
     if batch.is_empty() {
-        return;
+        return true;
     }
     let spans = batch.len() as u64;
     let sent = std::mem::replace(batch, Vec::with_capacity(limits.batch));
     match tokio::time::timeout(limits.timeout, exporter.export(sent)).await {
         Ok(Ok(())) => {
             counters.exported.fetch_add(spans, Ordering::Relaxed);
+            true
         }
         outcome => {
             counters
@@ -186,6 +218,7 @@ async fn send(
                 _ => "the collector refused the spans or could not be reached",
             };
             failures.note(spans, why);
+            false
         }
     }
 }

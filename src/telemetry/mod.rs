@@ -89,6 +89,9 @@ impl Telemetry {
             .with_endpoint(settings.endpoint.as_str())
             .with_timeout(settings.timeout)
             .with_headers(settings.headers.iter().cloned().collect())
+            // One send per batch, within its deadline: the exporter's own retries sleep, and
+            // without its `tokio` feature they block the thread they run on (a request's).
+            .with_retry_policy(opentelemetry_otlp::RetryPolicy::disabled())
             .build()
             .map_err(|_| "the OTLP trace exporter could not be built".to_string())?;
         let service = settings

@@ -3,7 +3,8 @@ the official OpenTelemetry proto definitions (the `opentelemetry-proto` package)
 JSON line per request to --out: the request's headers, the decoded request, and the raw body
 (base64, so a test can scan the bytes that crossed the wire).
 
---mode ok answers every export; --mode stall accepts the connection and never answers.
+--mode ok answers every export; --mode sink answers without decoding or writing anything (a
+collector that keeps up, for the bench); --mode stall accepts the connection and never answers.
 Prints `listening <port>` once it listens on 127.0.0.1 (port 0: the system picks).
 """
 
@@ -22,7 +23,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 
 parser = argparse.ArgumentParser()
 parser.add_argument("--out", required=True)
-parser.add_argument("--mode", choices=["ok", "stall"], default="ok")
+parser.add_argument("--mode", choices=["ok", "sink", "stall"], default="ok")
 args = parser.parse_args()
 
 lock = threading.Lock()
@@ -46,6 +47,9 @@ class Handler(BaseHTTPRequestHandler):
         if args.mode == "stall":
             never.wait()
             return
+        if args.mode == "sink":
+            self.answer()
+            return
         decoded = ExportTraceServiceRequest()
         decoded.ParseFromString(body)
         request = MessageToDict(decoded, preserving_proto_field_name=True)
@@ -63,6 +67,9 @@ class Handler(BaseHTTPRequestHandler):
         }
         with lock, open(args.out, "a") as out:
             out.write(json.dumps(line) + "\n")
+        self.answer()
+
+    def answer(self):
         answer = ExportTraceServiceResponse().SerializeToString()
         self.send_response(200)
         self.send_header("Content-Type", "application/x-protobuf")
