@@ -51,14 +51,25 @@ pub fn parse(text: &str) -> Option<SpanContext> {
     ))
 }
 
-/// The `traceparent` of `context` (version 00).
+/// The `traceparent` of `context` (version 00), written digit by digit (it is on every hop).
 pub fn format(context: &SpanContext) -> String {
-    format!(
-        "00-{}-{}-{:02x}",
-        context.trace_id(),
-        context.span_id(),
-        context.trace_flags().to_u8()
-    )
+    let mut text = String::with_capacity(55);
+    text.push_str("00-");
+    hex_into(&mut text, &context.trace_id().to_bytes());
+    text.push('-');
+    hex_into(&mut text, &context.span_id().to_bytes());
+    text.push('-');
+    hex_into(&mut text, &[context.trace_flags().to_u8()]);
+    text
+}
+
+/// `bytes` as lowercase hex, appended to `out`.
+fn hex_into(out: &mut String, bytes: &[u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for byte in bytes {
+        out.push(char::from(HEX[usize::from(byte >> 4)]));
+        out.push(char::from(HEX[usize::from(byte & 15)]));
+    }
 }
 
 /// Lowercase hex digits to bytes (uppercase is not valid in a `traceparent`).

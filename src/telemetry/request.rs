@@ -365,7 +365,7 @@ pub fn budget(within: bool) {
 pub fn propagation() -> Option<HeaderValue> {
     with(|_, state| state.parent())
         .flatten()
-        .and_then(|context| HeaderValue::from_str(&context::format(&context)).ok())
+        .and_then(|context| HeaderValue::try_from(context::format(&context)).ok())
 }
 
 /// A child span of the current request, ended when dropped; a no-op outside a traced request.

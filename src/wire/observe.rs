@@ -95,24 +95,21 @@ pub async fn observed<F: Future<Output = Response>>(
     let path = request.uri().path();
     let (family, protocol) = classify(path);
     let trace = traced.filter(|(telemetry, _)| telemetry.is_on());
-    let span = match trace {
-        // Traced: every log line of the request carries its trace id, at the default level too.
-        Some(_) => tracing::info_span!(
-            "request",
-            family,
-            method = %request.method(),
-            path = %path.chars().take(256).collect::<String>(),
-            rpc_method = tracing::field::Empty,
-            trace_id = tracing::field::Empty,
-        ),
-        None => tracing::debug_span!(
-            "request",
-            family,
-            method = %request.method(),
-            path = %path.chars().take(256).collect::<String>(),
-            rpc_method = tracing::field::Empty,
-        ),
+    // Traced: every log line of the request carries its trace id, at the default level too, from
+    // a span of that one field around the request's own.
+    let trace_span = match trace {
+        Some(_) => tracing::info_span!("trace", trace_id = tracing::field::Empty),
+        None => tracing::Span::none(),
     };
+    let span = trace_span.in_scope(|| {
+        tracing::debug_span!(
+            "request",
+            family,
+            method = %request.method(),
+            path = %path.chars().take(256).collect::<String>(),
+            rpc_method = tracing::field::Empty,
+        )
+    });
     let trace = trace.and_then(|(telemetry, mode)| {
         let attributes = vec![
             KeyValue::new("agentteam.route_family", family),
@@ -124,19 +121,23 @@ pub async fn observed<F: Future<Output = Response>>(
             family,
             attributes,
             request.headers(),
-            &span,
+            &trace_span,
         )
     });
     let started = std::time::Instant::now();
     let handled = INCIDENT.scope(OnceLock::new(), async move {
-        let outcome = AssertUnwindSafe(run(request).instrument(span.clone()))
-            .catch_unwind()
-            .await;
+        let outcome = AssertUnwindSafe(
+            run(request)
+                .instrument(span.clone())
+                .instrument(trace_span.clone()),
+        )
+        .catch_unwind()
+        .await;
         let response = match outcome {
             Ok(response) => response,
             Err(_) => {
                 // The panic hook logged the message and location with this incident id.
-                span.in_scope(|| {
+                in_both(&trace_span, &span, || {
                     tracing::error!(
                         family,
                         incident_id = incident_id().unwrap_or_default(),
@@ -149,11 +150,16 @@ pub async fn observed<F: Future<Output = Response>>(
         let response = if response.status().is_server_error() {
             // Boxed: the rare path's future (the body read back) would otherwise be carried,
             // and copied, inside every request's.
-            Box::pin(with_incident(response, protocol).instrument(span.clone())).await
+            Box::pin(
+                with_incident(response, protocol)
+                    .instrument(span.clone())
+                    .instrument(trace_span.clone()),
+            )
+            .await
         } else {
             response
         };
-        span.in_scope(|| {
+        in_both(&trace_span, &span, || {
             tracing::debug!(
                 status = response.status().as_u16(),
                 elapsed_us = started.elapsed().as_micros() as u64,
@@ -168,6 +174,11 @@ pub async fn observed<F: Future<Output = Response>>(
         None => handled.await,
         Some(trace) => trace.scope(handled).await,
     }
+}
+
+/// Runs `log` inside `outer` and `inner`, as the request's own events are.
+fn in_both(outer: &tracing::Span, inner: &tracing::Span, log: impl FnOnce()) {
+    outer.in_scope(|| inner.in_scope(log))
 }
 
 /// A request method as a span names it: a standard one, or `_OTHER` (OpenTelemetry's word), so a
