@@ -86,11 +86,12 @@ async fn call(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    match run(
+    let answer = run(
         &state, &server_id, &agent_id, &name, &action, &headers, body,
     )
-    .await
-    {
+    .await;
+    crate::telemetry::request::outcome_of(&answer);
+    match answer {
         Ok(response) => response,
         Err(error) => wire::error_response(&error),
     }

@@ -45,7 +45,9 @@ async fn call(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    match run(&state, &server_id, &agent_id, &tool, &headers, body).await {
+    let answer = run(&state, &server_id, &agent_id, &tool, &headers, body).await;
+    crate::telemetry::request::outcome_of(&answer);
+    match answer {
         Ok(data) => wire::success_response(data),
         Err(error) => wire::error_response(&error),
     }
@@ -81,6 +83,9 @@ async fn run(
             );
         }
     };
+    if crate::telemetry::request::is_traced() {
+        crate::telemetry::request::rename(format!("mcp.{tool}"));
+    }
     let stage = |stage| move |error: ActionError| error.at_stage(stage);
     let input = wire::body::read_json(headers, body, None)
         .await

@@ -65,8 +65,20 @@ impl Source {
     }
 }
 
-/// One traced request.
-pub struct Trace {
+/// One traced request (boxed: it travels inside every request's future, which stays small when
+/// tracing is off).
+pub struct Trace(Box<Parts>);
+
+impl std::ops::Deref for Trace {
+    type Target = Parts;
+
+    fn deref(&self) -> &Parts {
+        &self.0
+    }
+}
+
+/// What [`Trace`] holds.
+pub struct Parts {
     tracer: SdkTracer,
     /// The request's log span: it gets the trace id, so every log line of the request has it.
     log: tracing::Span,
@@ -118,7 +130,7 @@ impl Trace {
             .get(TRACEPARENT)
             .and_then(|value| value.to_str().ok())
             .and_then(context::parse);
-        let trace = Trace {
+        let trace = Trace(Box::new(Parts {
             tracer,
             log: log.clone(),
             state: Mutex::new(State {
@@ -128,7 +140,7 @@ impl Trace {
                 attributes,
                 ..State::empty()
             }),
-        };
+        }));
         {
             let mut state = trace.state.lock().expect("not poisoned");
             match mode {
@@ -353,6 +365,16 @@ pub fn outcome(code: &str) {
     with(|_, state| state.outcome = Some(code.to_string()));
 }
 
+/// The outcome code of a handler's `answer` (`ok`, or its error's code).
+pub fn outcome_of<T>(answer: &Result<T, crate::contract::ActionError>) {
+    if is_traced() {
+        match answer {
+            Ok(_) => outcome("ok"),
+            Err(error) => outcome(&error.code.to_string()),
+        }
+    }
+}
+
 /// Whether the call's answer fit its bridge's result budget (`agentteam.result_budget`).
 pub fn budget(within: bool) {
     if is_traced() {
@@ -370,7 +392,7 @@ pub fn propagation() -> Option<HeaderValue> {
 
 /// A child span of the current request, ended when dropped; a no-op outside a traced request.
 pub struct Child {
-    inner: Option<ChildInner>,
+    inner: Option<Box<ChildInner>>,
 }
 
 enum ChildInner {
@@ -424,7 +446,9 @@ pub fn child(
             previous,
         }
     });
-    Child { inner }
+    Child {
+        inner: inner.map(Box::new),
+    }
 }
 
 impl Child {
@@ -435,7 +459,7 @@ impl Child {
 
     /// Attributes of this child.
     pub fn set(&mut self, attributes: impl IntoIterator<Item = KeyValue>) {
-        match &mut self.inner {
+        match self.inner.as_deref_mut() {
             Some(ChildInner::Started { span, .. }) => span.set_attributes(attributes),
             Some(ChildInner::Early(early)) => early.attributes.extend(attributes),
             None => {}
@@ -444,7 +468,7 @@ impl Child {
 
     /// Marks this child failed, with a reason made of catalog words.
     pub fn fail(&mut self, reason: &'static str) {
-        if let Some(ChildInner::Started { span, .. }) = &mut self.inner {
+        if let Some(ChildInner::Started { span, .. }) = self.inner.as_deref_mut() {
             span.set_status(Status::error(reason));
         }
         self.set([KeyValue::new("agentteam.failure", reason)]);
@@ -458,7 +482,7 @@ impl Child {
 
 impl Drop for Child {
     fn drop(&mut self) {
-        match self.inner.take() {
+        match self.inner.take().map(|inner| *inner) {
             None => {}
             Some(ChildInner::Started { mut span, previous }) => {
                 span.end();
