@@ -84,7 +84,9 @@ pub async fn action(
         selectors: &headers,
         admission: &admission,
     };
-    let answer = match call::run(&state, call).await {
+    let answer = call::run(&state, call).await;
+    crate::telemetry::request::outcome_of(&answer);
+    let answer = match answer {
         Ok(answer) => answer,
         Err(error) => return wire::error_response(&error),
     };

@@ -16,7 +16,7 @@ use crate::wire::observe::{self, Protocol};
 pub async fn front(State(state): State<AppState>, request: Request, next: Next) -> Response {
     audit::recorded(&state.audit, &state.clock, request, |request| {
         // Every family is traced but the unaudited `other` (`GET /health`, unknown paths).
-        let traced = (audit::family(request.uri().path()).is_some())
+        let traced = (state.telemetry.is_on() && audit::family(request.uri().path()).is_some())
             .then_some((&state.telemetry, Mode::Server));
         observe::observed(classify, traced, request, |request| next.run(request))
     })

@@ -20,6 +20,8 @@ const FILE_SECRET: &str = "collector-file-s3cret";
 /// The runtime's own trace contexts.
 const EXEC_PARENT: &str = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01";
 const MCP_PARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+const MODERN_META: &str = "00-5bf92f3577b34da6a3ce929d0e0e4736-10f067aa0ba902b7-01";
+const MODERN_HEADER: &str = "00-6bf92f3577b34da6a3ce929d0e0e4736-20f067aa0ba902b7-00";
 const REFUSED_PARENT: &str = "00-11111111111111111111111111111111-2222222222222222-01";
 const UNTRUSTED_PARENT: &str = "00-33333333333333333333333333333333-4444444444444444-01";
 const MALFORMED: &str = "00-MALFORMEDTRACEPARENT-b7ad6b7169203331-01";
@@ -348,6 +350,33 @@ async fn a_call_on_each_bridge_is_one_trace_from_the_bridge_to_the_store() {
     let result: Value = sent.json().await.unwrap();
     assert_eq!(result["result"]["isError"], false, "{result}");
 
+    // The modern era carries `_meta` too; its headers may carry a context as well.
+    let modern = daemon
+        .client
+        .post(&runtime.mcp_url)
+        .bearer_auth(&token)
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", "message_history_read")
+        .header("traceparent", MODERN_HEADER)
+        .json(
+            &json!({"jsonrpc": "2.0", "id": "m-1", "method": "tools/call", "params": {
+                "name": "message_history_read",
+                "arguments": {"target": target},
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                    "traceparent": MODERN_META,
+                },
+            }}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(modern.status(), 200);
+    let result: Value = modern.json().await.unwrap();
+    assert_eq!(result["result"]["isError"], false, "{result}");
+
     // A refused request's context is linked, and marked as not verified.
     let refused = daemon
         .client
@@ -427,6 +456,28 @@ async fn a_call_on_each_bridge_is_one_trace_from_the_bridge_to_the_store() {
     assert_eq!(mcp.links[0].0, &MCP_PARENT[3..35]);
     assert_eq!(mcp.links[0].2["agentteam.link.source"], "mcp_meta");
     assert_nested(&spans, mcp, "mcp.message_send");
+
+    let modern = root("mcp.message_history_read");
+    let mut linked: Vec<(&str, &str, &str)> = modern
+        .links
+        .iter()
+        .map(|(trace, _, attributes)| {
+            (
+                trace.as_str(),
+                attributes["agentteam.link.source"].as_str(),
+                attributes["agentteam.link.verified"].as_str(),
+            )
+        })
+        .collect();
+    linked.sort();
+    assert_eq!(
+        linked,
+        [
+            (&MODERN_META[3..35], "mcp_meta", "true"),
+            (&MODERN_HEADER[3..35], "header", "true"),
+        ]
+    );
+    assert_nested(&spans, modern, "mcp.message_history_read");
 
     let refused = roots
         .iter()

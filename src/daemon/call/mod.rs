@@ -80,23 +80,11 @@ pub struct Answer {
 }
 
 /// Runs `call` to its checked answer; see the module documentation. A traced request's span is
-/// named for the operation and gets its outcome code.
+/// named for the operation (its bridge records the outcome).
 pub async fn run(state: &DaemonState, call: Call<'_>) -> Result<Answer, ActionError> {
-    let traced = request::is_traced();
-    if traced {
+    if request::is_traced() {
         request::rename(call.operation.key());
     }
-    let answer = checked(state, call).await;
-    if traced {
-        match &answer {
-            Ok(_) => request::outcome("ok"),
-            Err(error) => request::outcome(&error.code.to_string()),
-        }
-    }
-    answer
-}
-
-async fn checked(state: &DaemonState, call: Call<'_>) -> Result<Answer, ActionError> {
     let Call {
         authorization,
         operation,

@@ -40,7 +40,9 @@ pub async fn call(
         selectors: &HeaderMap::new(),
         admission,
     };
-    match call::run(state, call).await {
+    let answer = call::run(state, call).await;
+    crate::telemetry::request::outcome_of(&answer);
+    match answer {
         Ok(answer) => fit(
             tool,
             era,
