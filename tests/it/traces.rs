@@ -277,6 +277,10 @@ fn exporting(receiver: &Receiver, dir: &Path) -> Vec<(String, String)> {
             file.display().to_string(),
         ),
         ("OTEL_BSP_SCHEDULE_DELAY".into(), "20".into()),
+        // The exporter follows no proxy of the environment (nothing listens there).
+        ("HTTP_PROXY".into(), "http://127.0.0.1:9".into()),
+        ("http_proxy".into(), "http://127.0.0.1:9".into()),
+        ("ALL_PROXY".into(), "http://127.0.0.1:9".into()),
     ]
 }
 
