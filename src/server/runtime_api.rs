@@ -161,12 +161,7 @@ async fn run(
         &input,
         runtime_call::Receipt::Atomic,
         wire::render_text,
-        || async {
-            let _action = request::child("action", SpanKind::Internal, Starts::Request, || {
-                vec![KeyValue::new("agentteam.operation", op.key())]
-            });
-            execute(state, &caller, op, input.clone()).await
-        },
+        || execute(state, &caller, op, input.clone()),
     )
     .await
 }
@@ -178,6 +173,9 @@ async fn execute(
     op: Operation,
     input: serde_json::Value,
 ) -> Result<String, ActionError> {
+    let _action = request::child("action", SpanKind::Internal, Starts::Request, || {
+        vec![KeyValue::new("agentteam.operation", op.key())]
+    });
     let handler = ServerActions { state };
     let result = match op {
         Operation::Action(id) => dispatch(&handler, caller, id, input)

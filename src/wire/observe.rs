@@ -20,6 +20,7 @@ use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use futures_util::FutureExt;
+use futures_util::future::Either;
 use rand::Rng;
 use serde_json::{Value, json};
 use tracing::Instrument;
@@ -124,15 +125,16 @@ pub async fn observed<F: Future<Output = Response>>(
             &trace_span,
         )
     });
+    let traced_log = trace.is_some();
     let started = std::time::Instant::now();
     let handled = INCIDENT.scope(OnceLock::new(), async move {
-        let outcome = AssertUnwindSafe(
-            run(request)
-                .instrument(span.clone())
-                .instrument(trace_span.clone()),
-        )
-        .catch_unwind()
-        .await;
+        // The trace's log span is entered only when there is one: a layer less on every poll.
+        let run = run(request).instrument(span.clone());
+        let run = match traced_log {
+            true => Either::Left(run.instrument(trace_span.clone())),
+            false => Either::Right(run),
+        };
+        let outcome = AssertUnwindSafe(run).catch_unwind().await;
         let response = match outcome {
             Ok(response) => response,
             Err(_) => {
