@@ -1,7 +1,7 @@
 //! OpenTelemetry traces: one trace per runtime call, from the daemon's bridge through the hop to
 //! the server's action and store, exported over OTLP/HTTP when an operator points the standard
-//! `OTEL_*` variables at a collector ([`settings`]), and off (costing nothing but a check of an
-//! `Option`) otherwise.
+//! `OTEL_*` variables at a collector ([`settings`]), and off otherwise: no span is made, and what
+//! is left of it on a request's path is a check per step (BENCHMARKS.md has what that measures).
 //!
 //! - [`context`]: W3C `traceparent`, read from what a runtime sends (a span link, never a
 //!   parent: it is model-controlled) and written on the daemon→server hop;

@@ -1,6 +1,6 @@
 //! The spans of one request, held in a task-local that the front layer (`wire::observe`) sets
 //! for a traced request and finishes when it is answered. Every function here is a no-op outside
-//! one, so the code that names a span pays nothing when tracing is off.
+//! one: the code that names a span pays a probe of the task-local when tracing is off.
 //!
 //! Two kinds of request span:
 //! - a bridge's ([`Mode::Bridge`], the daemon): a new trace, started at once. A `traceparent`
