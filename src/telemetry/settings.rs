@@ -88,57 +88,43 @@ impl Settings {
             (None, Some(url)) => endpoint("OTEL_EXPORTER_OTLP_ENDPOINT", &url, true)?,
             (None, None) => return Ok(None),
         };
-        for name in [
-            "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-            "OTEL_EXPORTER_OTLP_PROTOCOL",
-        ] {
-            if let Some(protocol) = var(name) {
-                if protocol.trim() != "http/protobuf" {
-                    return Err(format!(
-                        "`{name}` must be `http/protobuf`: traces are exported over OTLP/HTTP with protobuf bodies only"
-                    ));
-                }
-                break;
-            }
+        // The traces signal's own variable wins over the general one.
+        let signal = |setting: &str| {
+            [
+                format!("OTEL_EXPORTER_OTLP_TRACES_{setting}"),
+                format!("OTEL_EXPORTER_OTLP_{setting}"),
+            ]
+            .into_iter()
+            .find_map(|name| var(&name).map(|value| (name, value)))
+        };
+        if let Some((name, protocol)) = signal("PROTOCOL")
+            && protocol.trim() != "http/protobuf"
+        {
+            return Err(format!(
+                "`{name}` must be `http/protobuf`: traces are exported over OTLP/HTTP with protobuf bodies only"
+            ));
         }
-        for name in [
-            "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
-            "OTEL_EXPORTER_OTLP_COMPRESSION",
-        ] {
-            if let Some(compression) = var(name) {
-                if compression.trim() != "none" {
-                    return Err(format!(
-                        "`{name}` must be `none`: exported spans are not compressed"
-                    ));
-                }
-                break;
-            }
+        if let Some((name, compression)) = signal("COMPRESSION")
+            && compression.trim() != "none"
+        {
+            return Err(format!(
+                "`{name}` must be `none`: exported spans are not compressed"
+            ));
         }
-        let mut headers = Vec::new();
-        for name in [
-            "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
-            "OTEL_EXPORTER_OTLP_HEADERS",
-        ] {
-            if let Some(list) = var(name) {
-                headers = env_headers(name, &list)?;
-                break;
-            }
-        }
+        let mut headers = match signal("HEADERS") {
+            Some((name, list)) => env_headers(&name, &list)?,
+            None => Vec::new(),
+        };
         if let Some(path) = var(HEADERS_FILE) {
             headers.extend(file_headers(Path::new(&path))?);
         }
         if headers.len() > MAX_HEADERS {
             return Err(format!("at most {MAX_HEADERS} collector headers are sent"));
         }
-        let timeout = [
-            "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT",
-            "OTEL_EXPORTER_OTLP_TIMEOUT",
-        ]
-        .into_iter()
-        .find_map(|name| var(name).map(|v| (name, v)))
-        .map(|(name, v)| bounded(name, &v, TIMEOUT_MS))
-        .transpose()?
-        .unwrap_or(TIMEOUT_MS.2);
+        let timeout = signal("TIMEOUT")
+            .map(|(name, v)| bounded(&name, &v, TIMEOUT_MS))
+            .transpose()?
+            .unwrap_or(TIMEOUT_MS.2);
         let number = |name: &str, bounds: (u64, u64, u64)| {
             var(name)
                 .map(|v| bounded(name, &v, bounds))
