@@ -155,8 +155,8 @@ impl Trace {
     }
 
     /// Runs `future` as this request.
-    pub async fn scope<F: Future>(self, future: F) -> F::Output {
-        REQUEST.scope(self, future).await
+    pub fn scope<F: Future>(self, future: F) -> impl Future<Output = F::Output> {
+        REQUEST.scope(self, future)
     }
 
     /// Starts the request span if it has not started.

@@ -125,57 +125,94 @@ pub async fn observed<F: Future<Output = Response>>(
             &trace_span,
         )
     });
-    let traced_log = trace.is_some();
-    let started = std::time::Instant::now();
-    let handled = INCIDENT.scope(OnceLock::new(), async move {
-        // The trace's log span is entered only when there is one: a layer less on every poll.
-        let run = run(request).instrument(span.clone());
-        let run = match traced_log {
-            true => Either::Left(run.instrument(trace_span.clone())),
-            false => Either::Right(run),
-        };
-        let outcome = AssertUnwindSafe(run).catch_unwind().await;
-        let response = match outcome {
-            Ok(response) => response,
-            Err(_) => {
-                // The panic hook logged the message and location with this incident id.
-                in_both(&trace_span, &span, || {
-                    tracing::error!(
-                        family,
-                        incident_id = incident_id().unwrap_or_default(),
-                        "handler panicked; answering with an internal error"
-                    )
-                });
-                panicked(protocol)
-            }
-        };
-        let response = if response.status().is_server_error() {
-            // Boxed: the rare path's future (the body read back) would otherwise be carried,
-            // and copied, inside every request's.
-            Box::pin(
-                with_incident(response, protocol)
-                    .instrument(span.clone())
-                    .instrument(trace_span.clone()),
-            )
-            .await
-        } else {
-            response
-        };
-        in_both(&trace_span, &span, || {
-            tracing::debug!(
-                status = response.status().as_u16(),
-                elapsed_us = started.elapsed().as_micros() as u64,
-                "request finished"
-            )
-        });
-        let incident = INCIDENT.try_with(|cell| cell.get().cloned()).ok().flatten();
-        crate::telemetry::request::finish(response.status().as_u16(), incident.as_deref());
-        response
-    });
+    let spans = Spans {
+        trace: trace_span,
+        request: span,
+        traced: trace.is_some(),
+    };
+    // Each arm makes its own future, so the two never hold storage at once (made before the
+    // `match`, the request's future was carried twice in every request's, traced or not).
     match trace {
-        None => handled.await,
-        Some(trace) => trace.scope(handled).await,
+        None => handled(spans, family, protocol, request, run).await,
+        Some(trace) => {
+            trace
+                .scope(handled(spans, family, protocol, request, run))
+                .await
+        }
     }
+}
+
+/// A request's log spans: its trace's (none when untraced) and its own.
+struct Spans {
+    trace: tracing::Span,
+    request: tracing::Span,
+    traced: bool,
+}
+
+/// The request run under its incident id and its log spans; a panic becomes an answer, a 5xx
+/// gets the incident id, and the request's span (if traced) its outcome.
+async fn handled<F: Future<Output = Response>>(
+    spans: Spans,
+    family: &'static str,
+    protocol: Protocol,
+    request: Request,
+    run: impl FnOnce(Request) -> F,
+) -> Response {
+    let started = std::time::Instant::now();
+    let Spans {
+        trace: trace_span,
+        request: span,
+        traced,
+    } = spans;
+    INCIDENT
+        .scope(OnceLock::new(), async move {
+            // The trace's log span is entered only when there is one: a layer less on every poll.
+            let run = run(request).instrument(span.clone());
+            let run = match traced {
+                true => Either::Left(run.instrument(trace_span.clone())),
+                false => Either::Right(run),
+            };
+            let outcome = AssertUnwindSafe(run).catch_unwind().await;
+            let response = match outcome {
+                Ok(response) => response,
+                Err(_) => {
+                    // The panic hook logged the message and location with this incident id.
+                    in_both(&trace_span, &span, || {
+                        tracing::error!(
+                            family,
+                            incident_id = incident_id().unwrap_or_default(),
+                            "handler panicked; answering with an internal error"
+                        )
+                    });
+                    panicked(protocol)
+                }
+            };
+            let response = if response.status().is_server_error() {
+                // Boxed: the rare path's future (the body read back) would otherwise be carried,
+                // and copied, inside every request's.
+                Box::pin(
+                    with_incident(response, protocol)
+                        .instrument(span.clone())
+                        .instrument(trace_span.clone()),
+                )
+                .await
+            } else {
+                response
+            };
+            in_both(&trace_span, &span, || {
+                tracing::debug!(
+                    status = response.status().as_u16(),
+                    elapsed_us = started.elapsed().as_micros() as u64,
+                    "request finished"
+                )
+            });
+            if traced {
+                let incident = INCIDENT.try_with(|cell| cell.get().cloned()).ok().flatten();
+                crate::telemetry::request::finish(response.status().as_u16(), incident.as_deref());
+            }
+            response
+        })
+        .await
 }
 
 /// Runs `log` inside `outer` and `inner`, as the request's own events are.
