@@ -419,14 +419,30 @@ pub fn child(
     starts: Starts,
     attributes: impl FnOnce() -> Vec<KeyValue>,
 ) -> Child {
+    if !is_traced() {
+        return Child::none();
+    }
+    started(name.into(), kind, starts, attributes())
+}
+
+/// [`child`] of a traced request: out of line, so the code that makes spans is not copied into
+/// every caller's untraced path.
+#[cold]
+#[inline(never)]
+fn started(
+    name: Cow<'static, str>,
+    kind: SpanKind,
+    starts: Starts,
+    attributes: Vec<KeyValue>,
+) -> Child {
     let inner = with(|trace, state| {
         if state.span.is_none() {
             if starts == Starts::Waits {
                 return ChildInner::Early(Early {
-                    name: name.into().into_owned(),
+                    name: name.into_owned(),
                     start: SystemTime::now(),
                     end: SystemTime::now(),
-                    attributes: attributes(),
+                    attributes,
                 });
             }
             trace.start(state);
@@ -437,7 +453,7 @@ pub fn child(
                 .tracer
                 .span_builder(name)
                 .with_kind(kind)
-                .with_attributes(attributes()),
+                .with_attributes(attributes),
             &local(&parent),
         );
         let previous = state.current.replace(span.span_context().clone());
@@ -482,38 +498,47 @@ impl Child {
 
 impl Drop for Child {
     fn drop(&mut self) {
-        match self.inner.take().map(|inner| *inner) {
-            None => {}
-            Some(ChildInner::Started { mut span, previous }) => {
-                span.end();
-                let ended = span.span_context().span_id();
-                with(|_, state| {
-                    // Restored only if this child is still the innermost (children end in order).
-                    if state.current.as_ref().map(SpanContext::span_id) == Some(ended) {
-                        state.current = previous;
-                    }
-                });
-            }
-            Some(ChildInner::Early(mut early)) => {
-                early.end = SystemTime::now();
-                with(|trace, state| match &state.span {
-                    // The span started while this call ran: a child of it after all.
-                    Some(request) => {
-                        let mut child = trace.tracer.build_with_context(
-                            trace
-                                .tracer
-                                .span_builder(early.name)
-                                .with_kind(SpanKind::Client)
-                                .with_start_time(early.start)
-                                .with_attributes(early.attributes),
-                            &local(request.span_context()),
-                        );
-                        child.end_with_timestamp(early.end);
-                    }
-                    None if state.early.len() < MAX_EARLY => state.early.push(early),
-                    None => {}
-                });
-            }
+        if let Some(inner) = self.inner.take() {
+            end(*inner);
+        }
+    }
+}
+
+/// Ends a recording child: out of line, so the untraced path through every store call and hop
+/// stays a test of one pointer.
+#[cold]
+#[inline(never)]
+fn end(inner: ChildInner) {
+    match inner {
+        ChildInner::Started { mut span, previous } => {
+            span.end();
+            let ended = span.span_context().span_id();
+            with(|_, state| {
+                // Restored only if this child is still the innermost (children end in order).
+                if state.current.as_ref().map(SpanContext::span_id) == Some(ended) {
+                    state.current = previous;
+                }
+            });
+        }
+        ChildInner::Early(mut early) => {
+            early.end = SystemTime::now();
+            with(|trace, state| match &state.span {
+                // The span started while this call ran: a child of it after all.
+                Some(request) => {
+                    let mut child = trace.tracer.build_with_context(
+                        trace
+                            .tracer
+                            .span_builder(early.name)
+                            .with_kind(SpanKind::Client)
+                            .with_start_time(early.start)
+                            .with_attributes(early.attributes),
+                        &local(request.span_context()),
+                    );
+                    child.end_with_timestamp(early.end);
+                }
+                None if state.early.len() < MAX_EARLY => state.early.push(early),
+                None => {}
+            });
         }
     }
 }

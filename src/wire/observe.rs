@@ -111,20 +111,8 @@ pub async fn observed<F: Future<Output = Response>>(
             rpc_method = tracing::field::Empty,
         )
     });
-    let trace = trace.and_then(|(telemetry, mode)| {
-        let attributes = vec![
-            KeyValue::new("agentteam.route_family", family),
-            KeyValue::new("http.request.method", method_name(request.method())),
-        ];
-        Trace::begin(
-            telemetry,
-            mode,
-            family,
-            attributes,
-            request.headers(),
-            &trace_span,
-        )
-    });
+    let trace =
+        trace.and_then(|(telemetry, mode)| begin(telemetry, mode, family, &request, &trace_span));
     let spans = Spans {
         trace: trace_span,
         request: span,
@@ -213,6 +201,24 @@ async fn handled<F: Future<Output = Response>>(
             response
         })
         .await
+}
+
+/// The trace of a request when its telemetry is on: out of line, so the untraced path does not
+/// carry the code that makes spans.
+#[cold]
+#[inline(never)]
+fn begin(
+    telemetry: &Telemetry,
+    mode: Mode,
+    family: &'static str,
+    request: &Request,
+    log: &tracing::Span,
+) -> Option<Trace> {
+    let attributes = vec![
+        KeyValue::new("agentteam.route_family", family),
+        KeyValue::new("http.request.method", method_name(request.method())),
+    ];
+    Trace::begin(telemetry, mode, family, attributes, request.headers(), log)
 }
 
 /// Runs `log` inside `outer` and `inner`, as the request's own events are.
