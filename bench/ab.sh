@@ -16,25 +16,14 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 [ $# -ge 2 ] || { echo "usage: bench/ab.sh BEFORE AFTER [LATER…]" >&2; exit 2; }
 rounds="${ROUNDS:-2}"
-root="$PWD"
 results="$(mktemp)"
 trap 'rm -f "$results"' EXIT
 
-build() {
-    if [ -f "$1" ] && [ -x "$1" ]; then
-        echo "$1"
-        return
-    fi
-    local commit tree
-    commit="$(git rev-parse --verify "$1^{commit}")"
-    tree="$root/target/ab/$commit"
-    [ -d "$tree" ] || git worktree add --detach --quiet "$tree" "$commit"
-    (cd "$tree" && CARGO_TARGET_DIR="$root/target/ab-target/$commit" cargo build --release --quiet --locked) >&2
-    echo "$root/target/ab-target/$commit/release/agentteam"
-}
+# shellcheck source=bench/lib/binary.sh
+. bench/lib/binary.sh
 bins=()
 for commit in "$@"; do
-    bins+=("$(build "$commit")")
+    bins+=("$(agentteam_binary "$commit")")
 done
 
 # turn LABEL BIN: one exec.sh and one mcp.sh run of BIN; appends `LABEL metric value` lines.

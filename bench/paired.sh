@@ -28,22 +28,11 @@ secs="${SECS:-3}"
 load="${3:-task-get}"
 case "$load" in task-get | history) ;; *) echo "unknown load: $load" >&2; exit 2 ;; esac
 command -v wrk >/dev/null || { apt-get update -qq && apt-get install -y -qq wrk; }
-root="$PWD"
 
-build() {
-    if [ -f "$1" ] && [ -x "$1" ]; then
-        echo "$1"
-        return
-    fi
-    local commit tree
-    commit="$(git rev-parse --verify "$1^{commit}")"
-    tree="$root/target/ab/$commit"
-    [ -d "$tree" ] || git worktree add --detach --quiet "$tree" "$commit"
-    (cd "$tree" && CARGO_TARGET_DIR="$root/target/ab-target/$commit" cargo build --release --quiet --locked) >&2
-    echo "$root/target/ab-target/$commit/release/agentteam"
-}
-bin_a="$(build "$1")"
-bin_b="$(build "$2")"
+# shellcheck source=bench/lib/binary.sh
+. bench/lib/binary.sh
+bin_a="$(agentteam_binary "$1")"
+bin_b="$(agentteam_binary "$2")"
 
 top="$(mktemp -d)"
 pids=()
