@@ -180,9 +180,10 @@ impl ServerClient {
             headers,
             body: Some(body),
         };
-        let (status, bytes) = self
-            .answer(ctx, request, timeout.min(self.hop_timeout))
-            .await?;
+        // On the heap: the hop (a timeout around the embedded router, or the HTTP client) is
+        // most of a call's future, which the call core's layers would otherwise each copy.
+        let (status, bytes) =
+            Box::pin(self.answer(ctx, request, timeout.min(self.hop_timeout))).await?;
         if !status.is_success() {
             return Err(Failed::answered(refusal(&bytes)));
         }

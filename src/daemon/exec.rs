@@ -197,3 +197,22 @@ pub async fn catalog(
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An Exec request's handler future stays small: a call's owner (the hop, the server's
+    /// answer) lives on the heap, not in the future every request builds and moves.
+    #[test]
+    fn the_handler_future_of_every_exec_request_stays_small() {
+        type Arguments = (
+            State<DaemonState>,
+            Path<(String, String, String, String)>,
+            HeaderMap,
+            Body,
+        );
+        let size = wire::future_size(|a: Arguments| action(a.0, a.1, a.2, a.3));
+        assert!(size <= 2048, "the Exec handler's future is {size} bytes");
+    }
+}

@@ -202,3 +202,23 @@ async fn execute(
         )),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The runtime API's handler future stays small: the store's rare large futures (a keyed
+    /// call's transaction, PostgreSQL's) live on the heap, not in every request's.
+    #[test]
+    fn the_handler_future_of_every_runtime_request_stays_small() {
+        type Arguments = (
+            State<AppState>,
+            Path<(String, String)>,
+            HeaderMap,
+            Body,
+            Operation,
+        );
+        let size = wire::future_size(|a: Arguments| handle(a.0, a.1, a.2, a.3, a.4));
+        assert!(size <= 2048, "the runtime handler's future is {size} bytes");
+    }
+}

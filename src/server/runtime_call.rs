@@ -118,6 +118,30 @@ where
         let (status, body) = render(&execute().await);
         return Ok(wire::raw_json_response(status, body));
     };
+    // Boxed: the claim's transaction is a large future, and a call without a selector (every
+    // read) would otherwise carry it in its own and move it with every request.
+    Box::pin(keyed(
+        state, caller, action, key, input, receipt, render, execute,
+    ))
+    .await
+}
+
+/// [`once`] with its selector `key`.
+#[allow(clippy::too_many_arguments)]
+async fn keyed<F, Fut, T>(
+    state: &AppState,
+    caller: &Caller,
+    action: &str,
+    key: String,
+    input: &serde_json::Value,
+    receipt: Receipt,
+    render: fn(&Result<T, ActionError>) -> (u16, String),
+    execute: F,
+) -> Result<Response, ActionError>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<T, ActionError>>,
+{
     // The selector is scoped by agent and action; the fingerprint is the canonical input.
     let fingerprint = Sha256::digest(serde_json::to_vec(input).expect("a Value always serializes"));
     let store = &state.store;

@@ -163,3 +163,11 @@ impl IntoResponse for Refusal {
         error_response(&self.0)
     }
 }
+
+/// The size of the future `handler` makes from its arguments `A`, without making one. A request's
+/// handler future is built and then moved whole (into the router's box), so its size is paid by
+/// every request, whichever of its states the request passes through.
+#[cfg(test)]
+pub(crate) fn future_size<A, F: std::future::Future>(_handler: impl FnOnce(A) -> F) -> usize {
+    std::mem::size_of::<F>()
+}

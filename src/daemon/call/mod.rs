@@ -82,6 +82,13 @@ pub struct Answer {
 /// Runs `call` to its checked answer; see the module documentation. A traced request's span is
 /// named for the operation (its bridge records the outcome).
 pub async fn run(state: &DaemonState, call: Call<'_>) -> Result<Answer, ActionError> {
+    // On the heap: a call's future holds its owner's (the hop and the server's answer), and each
+    // bridge layer above would otherwise carry it and copy it as the request's future is built.
+    Box::pin(called(state, call)).await
+}
+
+/// [`run`]'s work, in the future it boxes.
+async fn called(state: &DaemonState, call: Call<'_>) -> Result<Answer, ActionError> {
     if request::is_traced() {
         request::rename(call.operation.key());
     }
@@ -209,7 +216,8 @@ impl Asked<'_> {
         if let (Some(seen), Err(error)) = (seen, &forwarded)
             && error.code == ErrorCode::ExtensionStale
         {
-            state.extensions.reload_unless_newer_than(&seen).await;
+            // Boxed: a rare path, whose future would otherwise be part of every call's.
+            Box::pin(state.extensions.reload_unless_newer_than(&seen)).await;
         }
         forwarded
     }

@@ -296,7 +296,15 @@ fn json_response(body: String) -> Response {
 
 #[cfg(test)]
 mod tests {
-    use super::{Bytes, Pieces, route_binding};
+    use super::{Bytes, DaemonState, Pieces, Request, State, endpoint, route_binding};
+
+    /// An MCP request's handler future stays small: a call's owner (the hop, the server's
+    /// answer) lives on the heap, not in the future every request builds and moves.
+    #[test]
+    fn the_handler_future_of_every_mcp_request_stays_small() {
+        let size = crate::wire::future_size(|a: (State<DaemonState>, Request)| endpoint(a.0, a.1));
+        assert!(size <= 2048, "the MCP handler's future is {size} bytes");
+    }
 
     /// The pieces come out in order, whole, an empty one skipped, under an exact length that
     /// counts down to the end.

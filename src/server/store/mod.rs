@@ -105,12 +105,13 @@ impl Store {
             db::Db::Sqlite { writer, .. } => {
                 tx::run_in(writer.begin().await?, tx::RequestTx::Sqlite, work()).await
             }
+            // Boxed whole: PostgreSQL's `begin` alone is a future of several pages, which every
+            // caller's future (every request's, through the server's handlers) would otherwise
+            // carry and move, whichever backend it runs on.
             db::Db::Postgres(pool) => {
-                Box::pin(tx::run_in(
-                    pool.begin().await?,
-                    tx::RequestTx::Postgres,
-                    work(),
-                ))
+                Box::pin(async move {
+                    tx::run_in(pool.begin().await?, tx::RequestTx::Postgres, work()).await
+                })
                 .await
             }
         }

@@ -294,6 +294,7 @@ impl Store {
         let id = |row: &WrittenRow| {
             std::str::from_utf8(&fields[row.id.clone()]).expect("an id is checked ASCII")
         };
+        // Each id read once: the flags carry it to the page's writing below.
         let flags: Vec<_> = rows
             .iter()
             .map(|r| (id(r), r.has_reactions, r.has_attachments))
@@ -304,12 +305,12 @@ impl Store {
         let target_text = serde_json::to_string(&target.to_string()).expect("a string serializes");
         out.reserve(fields.len() + rows.len() * (64 + target_text.len()) + 2);
         out.push(b'[');
-        for (n, row) in rows.iter().enumerate() {
+        for (n, (row, &(id, ..))) in rows.iter().zip(&flags).enumerate() {
             if n > 0 {
                 out.push(b',');
             }
             // `Message`'s members in the order its serializer writes them.
-            let (reactions, attachments) = extras.take(id(row));
+            let (reactions, attachments) = extras.take(id);
             out.extend_from_slice(b"{\"attachments\":");
             serde_json::to_writer(&mut *out, &attachments).expect("attachments serialize");
             out.push(b',');
