@@ -58,7 +58,7 @@ side() {
     "$bin" agent add bench --state-dir "$work/state" > /dev/null
     "$bin" run --state-dir "$work/state" --agent bench -- sh -c 'echo "$AGENTTEAM_EXEC_BASE_URL"; echo "$AGENTTEAM_EXEC_TOKEN_FILE"; echo "$AGENTTEAM_MCP_URL"; echo "$AGENTTEAM_MCP_TOKEN_FILE"; exec sleep 3600' > "$work/runtime.out" 2>/dev/null &
     pids+=($!)
-    until [ "$(wc -l < "$work/runtime.out")" -ge 4 ]; do
+    until [ -f "$work/runtime.out" ] && [ "$(wc -l < "$work/runtime.out")" -ge 4 ]; do
         kill -0 "${pids[-1]}" 2>/dev/null || { echo "agentteam run exited" >&2; exit 1; }
         sleep 0.1
     done

@@ -96,7 +96,7 @@ echo "import: $(cat "$work/import.json") in ${import_seconds} s"
 "$bin" run --state-dir "$state" --agent bench --turn-target "channel:$channel" --turn-message "$message" \
     -- sh -c 'echo "$AGENTTEAM_MCP_URL"; echo "$AGENTTEAM_MCP_TOKEN_FILE"; exec sleep 3600' > "$work/runtime.out" &
 runtime_pid=$!
-until [ "$(wc -l < "$work/runtime.out")" -ge 2 ]; do
+until [ -f "$work/runtime.out" ] && [ "$(wc -l < "$work/runtime.out")" -ge 2 ]; do
     kill -0 "$runtime_pid" 2>/dev/null || { echo "agentteam run exited" >&2; exit 1; }
     sleep 0.1
 done
