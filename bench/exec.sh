@@ -49,7 +49,7 @@ daemon_start taskset -c 0
 # A runtime that publishes its variables and stays up; the benchmark acts as that runtime.
 "$bin" run --state-dir "$work/state" --agent bench -- sh -c 'echo "$AGENTTEAM_EXEC_BASE_URL"; echo "$AGENTTEAM_EXEC_TOKEN_FILE"; exec sleep 3600' > "$work/runtime.out" &
 runtime_pid=$!
-until [ -f "$work/runtime.out" ] && [ "$(wc -l < "$work/runtime.out")" -ge 2 ]; do sleep 0.1; done
+runtime_published "$work/runtime.out" 2 "$runtime_pid"
 export AGENTTEAM_EXEC_BASE_URL="$(sed -n 1p "$work/runtime.out")"
 export AGENTTEAM_EXEC_TOKEN_FILE="$(sed -n 2p "$work/runtime.out")"
 channel="$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['channelId'])" "$work/state/identity.json")"

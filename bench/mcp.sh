@@ -79,10 +79,7 @@ ours() {
     # A runtime that publishes its variables and stays up; the benchmark acts as that runtime.
     "$bin" run --state-dir "$work/state" --agent bench -- sh -c 'echo "$AGENTTEAM_MCP_URL"; echo "$AGENTTEAM_MCP_TOKEN_FILE"; exec sleep 3600' > "$work/runtime.out" &
     runtime_pid=$!
-    until [ -f "$work/runtime.out" ] && [ "$(wc -l < "$work/runtime.out")" -ge 2 ]; do
-        kill -0 "$runtime_pid" 2>/dev/null || { echo "agentteam run exited" >&2; exit 1; }
-        sleep 0.1
-    done
+    runtime_published "$work/runtime.out" 2 "$runtime_pid"
     local mcp_url token_file channel agent human
     mcp_url="$(sed -n 1p "$work/runtime.out")"
     token_file="$(sed -n 2p "$work/runtime.out")"

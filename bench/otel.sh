@@ -74,7 +74,7 @@ one() {
     "$bin" agent add bench --state-dir "$work/state" > /dev/null
     "$bin" run --state-dir "$work/state" --agent bench -- sh -c 'echo "$AGENTTEAM_EXEC_BASE_URL"; echo "$AGENTTEAM_EXEC_TOKEN_FILE"; exec sleep 3600' > "$work/runtime.out" &
     runtime_pid=$!
-    until [ -f "$work/runtime.out" ] && [ "$(wc -l < "$work/runtime.out")" -ge 2 ]; do sleep 0.1; done
+    runtime_published "$work/runtime.out" 2 "$runtime_pid"
     local base token channel task body
     base="$(sed -n 1p "$work/runtime.out")"
     token="$(cat "$(sed -n 2p "$work/runtime.out")")"

@@ -58,10 +58,7 @@ side() {
     "$bin" agent add bench --state-dir "$work/state" > /dev/null
     "$bin" run --state-dir "$work/state" --agent bench -- sh -c 'echo "$AGENTTEAM_EXEC_BASE_URL"; echo "$AGENTTEAM_EXEC_TOKEN_FILE"; echo "$AGENTTEAM_MCP_URL"; echo "$AGENTTEAM_MCP_TOKEN_FILE"; exec sleep 3600' > "$work/runtime.out" 2>/dev/null &
     pids+=($!)
-    until [ -f "$work/runtime.out" ] && [ "$(wc -l < "$work/runtime.out")" -ge 4 ]; do
-        kill -0 "${pids[-1]}" 2>/dev/null || { echo "agentteam run exited" >&2; exit 1; }
-        sleep 0.1
-    done
+    runtime_published "$work/runtime.out" 4 "${pids[-1]}"
     local exec_url exec_token mcp_url mcp_token channel
     exec_url="$(sed -n 1p "$work/runtime.out")"
     exec_token="$(sed -n 2p "$work/runtime.out")"

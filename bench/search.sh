@@ -40,6 +40,8 @@ cleanup() {
     rm -rf "$work"
 }
 trap cleanup EXIT
+# shellcheck source=bench/lib/daemon.sh
+. bench/lib/daemon.sh
 state="$work/state"
 operator_token_file="$state/operator.token"
 daemon_args=()
@@ -96,10 +98,7 @@ echo "import: $(cat "$work/import.json") in ${import_seconds} s"
 "$bin" run --state-dir "$state" --agent bench --turn-target "channel:$channel" --turn-message "$message" \
     -- sh -c 'echo "$AGENTTEAM_MCP_URL"; echo "$AGENTTEAM_MCP_TOKEN_FILE"; exec sleep 3600' > "$work/runtime.out" &
 runtime_pid=$!
-until [ -f "$work/runtime.out" ] && [ "$(wc -l < "$work/runtime.out")" -ge 2 ]; do
-    kill -0 "$runtime_pid" 2>/dev/null || { echo "agentteam run exited" >&2; exit 1; }
-    sleep 0.1
-done
+runtime_published "$work/runtime.out" 2 "$runtime_pid"
 mcp_url="$(sed -n 1p "$work/runtime.out")"
 token_file="$(sed -n 2p "$work/runtime.out")"
 

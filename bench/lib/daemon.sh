@@ -17,6 +17,15 @@ daemon_start() {
     done
 }
 
+# runtime_published FILE LINES PID: waits until the runtime PID (an `agentteam run` whose command
+# echoes its variables into FILE) has written LINES lines; fails the script if it exits first.
+runtime_published() {
+    until [ -f "$1" ] && [ "$(wc -l < "$1")" -ge "$2" ]; do
+        kill -0 "$3" 2>/dev/null || { echo "agentteam run exited" >&2; exit 1; }
+        sleep 0.1
+    done
+}
+
 # ours_stop: stops the runtime and the daemon, so the core is the peer's alone next.
 ours_stop() {
     # shellcheck disable=SC2154,SC2086 # runtime_pid is the caller's; an empty id drops out

@@ -1,6 +1,9 @@
 # Sourced by the `task get` benchmarks. Needs `work` (a scratch directory) and `pids` (an array the
 # caller's cleanup kills) to be set.
 
+# shellcheck source=bench/lib/daemon.sh
+. bench/lib/daemon.sh
+
 # task_get NAME BIN [DAEMON ARGS…]: starts `BIN daemon` (state in $work/NAME) with the arguments, one
 # agent, one runtime and one task; then 3 s of warm-up and 10 s of wrk `task get` at 16
 # connections. Leaves the wrk report in $work/NAME.wrk, the req/s in $work/NAME.rps, the state dir
@@ -20,7 +23,7 @@ task_get() {
     local runtime=$!
     pids+=("$runtime")
     task_get_pids=("$daemon" "$runtime")
-    until [ -f "$work/$name.runtime.out" ] && [ "$(wc -l < "$work/$name.runtime.out")" -ge 2 ]; do sleep 0.05; done
+    runtime_published "$work/$name.runtime.out" 2 "$runtime"
     local url token_file channel task
     url="$(sed -n 1p "$work/$name.runtime.out")"
     token_file="$(sed -n 2p "$work/$name.runtime.out")"
