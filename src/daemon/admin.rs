@@ -17,6 +17,7 @@ use tokio_stream::wrappers::ReceiverStream;
 
 use super::agents::owner::HumanSettings;
 use super::runtime::driver::{self, Family};
+use super::runtime::env::ChildEnv;
 use super::runtime::{LaunchError, LaunchOptions, LaunchRequest};
 use super::state::DaemonState;
 use crate::contract::error::ErrorCode;
@@ -387,7 +388,7 @@ pub async fn launch(
             .unwrap_or("");
         let checked = crate::daemon::runtime::driver::check_kimi(
             program,
-            &request.options.env,
+            &request.env,
             &request.options.workdir,
         )
         .await;
@@ -431,6 +432,10 @@ fn resolve_launch(state: &DaemonState, options: LaunchOptions) -> ActionResult<L
         ));
     }
     let mut options = options;
+    // Stripped once, here: nothing the daemon starts for this launch (a version probe, the
+    // driver's reading of the user's setup, the runtime) sees the launcher's daemon-owned
+    // variables, such as a parent runtime's credential paths.
+    let env = ChildEnv::inherit(std::mem::take(&mut options.env));
     let mut notices = Vec::new();
     let program = options.argv.first().map(String::as_str).unwrap_or("");
     let (family, how) = options
@@ -449,6 +454,7 @@ fn resolve_launch(state: &DaemonState, options: LaunchOptions) -> ActionResult<L
         server_id: state.identity.workspace_id.clone(),
         agent_id: profile.profile.agent_id,
         options,
+        env,
         notices,
     })
 }

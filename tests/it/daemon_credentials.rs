@@ -136,6 +136,97 @@ async fn a_runtime_gets_paths_not_tokens_in_owner_only_files() {
     assert_log_has_no_token(&daemon, &[token]);
 }
 
+/// `agentteam run` from inside a runtime whose environment carries the parent's variables (its
+/// real credential paths, and shell-captured ones in several casings, and the collector's
+/// headers): neither the Kimi version probe nor the new runtime sees any of them. The new runtime
+/// gets its own fresh pair only; the probe gets none at all.
+#[tokio::test]
+async fn no_child_of_a_launch_sees_the_parent_runtimes_variables() {
+    let daemon = TestDaemon::start(&[]).await;
+    daemon.add_agent("parent").await;
+    daemon.add_agent("child").await;
+    let dir = tempfile::tempdir().unwrap();
+    let (probe, runtime) = (dir.path().join("probe.env"), dir.path().join("runtime.env"));
+    let parent = dir.path().join("parent.env");
+    let kimi = dir.path().join("bin").join("kimi");
+    std::fs::create_dir_all(kimi.parent().unwrap()).unwrap();
+    std::fs::create_dir_all(dir.path().join("home")).unwrap();
+    std::fs::write(
+        &kimi,
+        format!(
+            "#!/bin/sh\nif [ \"$1\" = --version ]; then env > {probe}; echo 2.1.0; exit 0; fi\nenv > {runtime}\n",
+            probe = probe.display(),
+            runtime = runtime.display()
+        ),
+    )
+    .unwrap();
+    agentteam::platform::fs::set_mode(&kimi, 0o755).unwrap();
+    let script = format!(
+        r#"env > {parent}
+export agentteam_exec_token=marker-lower AgentTeam_Mcp_Token_File=/marker/mixed
+export AGENTTEAM_EXEC_TOKEN=marker-raw AGENTTEAM_MEMORY_DIR=/marker/memory
+export OTEL_EXPORTER_OTLP_HEADERS=authorization=marker-collector
+HOME={home} agentteam run --state-dir {state} --agent child -- {kimi}
+echo "exit $?""#,
+        parent = parent.display(),
+        home = dir.path().join("home").display(),
+        state = daemon.state_dir.display(),
+        kimi = kimi.display(),
+    );
+    let mut launched = daemon.launch("parent", &[], &script);
+    assert_eq!(launched.line().await, "exit 0");
+    let _ = launched.child.wait().await;
+
+    let parent = std::fs::read_to_string(&parent).unwrap();
+    let parent_values: Vec<&str> = parent
+        .lines()
+        .filter_map(|line| line.split_once('='))
+        .filter(|(name, _)| agentteam::daemon::runtime::env::is_daemon_owned(name))
+        .map(|(_, value)| value)
+        .collect();
+    assert_eq!(
+        parent_values.len(),
+        5,
+        "the parent's own variables: {parent}"
+    );
+    let owned = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|line| line.split_once('=').map(|(name, _)| name.to_string()))
+            .filter(|name| {
+                agentteam::daemon::runtime::env::is_daemon_owned(name)
+                    || name.to_ascii_uppercase().contains("OTLP_HEADERS")
+            })
+            .collect()
+    };
+    let probe = std::fs::read_to_string(&probe).expect("the version probe ran");
+    assert_eq!(owned(&probe), Vec::<String>::new(), "{probe}");
+    let runtime = std::fs::read_to_string(&runtime).expect("the runtime ran");
+    let mut names = owned(&runtime);
+    names.sort();
+    assert_eq!(
+        names,
+        [
+            "AGENTTEAM_EXEC_BASE_URL",
+            "AGENTTEAM_EXEC_TOKEN_FILE",
+            "AGENTTEAM_MCP_TOKEN_FILE",
+            "AGENTTEAM_MCP_URL",
+            "AGENTTEAM_MEMORY_DIR"
+        ],
+        "only the new launch's own: {runtime}"
+    );
+    for text in [&probe, &runtime] {
+        assert!(!text.contains("marker"), "{text}");
+        for value in &parent_values {
+            assert!(
+                !text
+                    .lines()
+                    .any(|line| line.ends_with(&format!("={value}"))),
+                "a parent's value `{value}` reached a child:\n{text}"
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn tokens_rotate_without_a_restart_and_each_generation_keeps_its_own_expiry() {
     let mut daemon =

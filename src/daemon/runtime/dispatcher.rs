@@ -317,6 +317,7 @@ impl Dispatcher {
             server_id,
             agent_id,
             options,
+            env: inherited,
             notices,
         } = request;
         // The snapshot taken at activation is the runtime's for its whole life.
@@ -381,7 +382,7 @@ impl Dispatcher {
                     mcp_url: &mcp_url,
                     token_file: &dir.join(MCP_TOKEN_FILE),
                     args: &options.argv[1..],
-                    env: &options.env,
+                    env: inherited.vars(),
                     workdir: &options.workdir,
                     preapproved: &preapproved,
                     sandbox_network: options.sandbox_network,
@@ -405,7 +406,7 @@ impl Dispatcher {
             bin_dir: dir.join(BIN_DIR).display().to_string(),
             memory_dir: memory_dir.display().to_string(),
         };
-        let mut env = env::runtime_env(options.env, &fresh);
+        let mut env = env::runtime_env(inherited, &fresh);
         env.extend(wiring.env);
         let program = options.argv.first().cloned().unwrap_or_default();
         let user_args = wiring
@@ -415,7 +416,7 @@ impl Dispatcher {
             &program,
             wiring.args.iter().chain(&user_args),
             &options.workdir,
-            env,
+            &env,
             options.stdin,
         );
         let mut child = match spawned {

@@ -63,22 +63,69 @@ pub fn is_daemon_owned(name: &str) -> bool {
         .any(|prefix| upper.starts_with(prefix))
 }
 
-/// The environment of a new runtime: `inherited` without any daemon-owned variable, plus the
-/// launch's canonical URLs and token-file paths; `PATH` starts with the launch's bin directory;
-/// `NO_PROXY` and `no_proxy` name the loopback hosts (the user's proxy stays for everything else,
-/// such as the runtime's model traffic).
-pub fn runtime_env(
-    inherited: Vec<(String, String)>,
-    fresh: &LaunchVariables,
-) -> Vec<(String, String)> {
+/// An environment fit for a child process of the daemon: every child it starts (a runtime, a
+/// version probe, a helper) gets exactly one of these and nothing inherited. The only way to make
+/// one from what a launcher sent is [`ChildEnv::inherit`], which strips every daemon-owned
+/// variable in any spelling and the trace collector's headers; only [`runtime_env`] adds the
+/// daemon's fresh variables back, for the runtime of a launch alone.
+#[derive(Debug, Clone, Default)]
+pub struct ChildEnv {
+    vars: Vec<(String, String)>,
+}
+
+impl ChildEnv {
+    /// `inherited` (a launcher's environment) without any daemon-owned variable (a parent
+    /// runtime's credential paths and URLs, whatever their case) or collector headers.
+    pub fn inherit(inherited: Vec<(String, String)>) -> ChildEnv {
+        let mut withheld = Vec::new();
+        let vars = inherited
+            .into_iter()
+            .filter(|(name, _)| {
+                if is_collector_headers(name) {
+                    withheld.push(name.clone());
+                }
+                !is_daemon_owned(name) && !is_collector_headers(name)
+            })
+            .collect();
+        if !withheld.is_empty() {
+            tracing::info!(
+                variables = withheld.join(","),
+                "the trace collector's headers are not passed to the daemon's child processes"
+            );
+        }
+        ChildEnv { vars }
+    }
+
+    /// The variables, in order (a later one of the same name wins).
+    pub fn vars(&self) -> &[(String, String)] {
+        &self.vars
+    }
+
+    /// Adds a driver's own variables (paths and settings, never a token).
+    pub fn extend(&mut self, extra: Vec<(String, String)>) {
+        self.vars.extend(extra);
+    }
+
+    /// A command for `program` with exactly this environment (nothing inherited from the daemon).
+    pub fn command(&self, program: &str) -> tokio::process::Command {
+        let mut command = tokio::process::Command::new(program);
+        command
+            .env_clear()
+            .envs(self.vars.iter().map(|(k, v)| (k, v)));
+        command
+    }
+}
+
+/// The environment of a new runtime: `inherited` (already stripped), plus the launch's canonical
+/// URLs and token-file paths; `PATH` starts with the launch's bin directory; `NO_PROXY` and
+/// `no_proxy` name the loopback hosts (the user's proxy stays for everything else, such as the
+/// runtime's model traffic).
+pub fn runtime_env(inherited: ChildEnv, fresh: &LaunchVariables) -> ChildEnv {
     let mut path = None;
     let mut no_proxy: [Option<String>; 2] = [None, None];
-    let mut env: Vec<(String, String)> = Vec::with_capacity(inherited.len() + 8);
-    let mut withheld = Vec::new();
-    for (name, value) in inherited {
+    let mut env: Vec<(String, String)> = Vec::with_capacity(inherited.vars.len() + 8);
+    for (name, value) in inherited.vars {
         match name.as_str() {
-            _ if is_daemon_owned(&name) => {}
-            _ if is_collector_headers(&name) => withheld.push(name),
             "PATH" => path = Some(value),
             "NO_PROXY" => no_proxy[0] = Some(value),
             "no_proxy" => no_proxy[1] = Some(value),
@@ -98,13 +145,7 @@ pub fn runtime_env(
     env.push((MCP_URL.to_string(), fresh.mcp_url.clone()));
     env.push((MCP_TOKEN_FILE.to_string(), fresh.mcp_token_file.clone()));
     env.push((MEMORY_DIR.to_string(), fresh.memory_dir.clone()));
-    if !withheld.is_empty() {
-        tracing::info!(
-            variables = withheld.join(","),
-            "the trace collector's headers are not passed to the runtime"
-        );
-    }
-    env
+    ChildEnv { vars: env }
 }
 
 /// `list` (a `NO_PROXY` value) with every loopback host added once.
@@ -191,7 +232,8 @@ mod tests {
                 "x=s3cret".into(),
             ),
         ];
-        let env = runtime_env(inherited, &fresh());
+        let env = runtime_env(ChildEnv::inherit(inherited), &fresh());
+        let env = env.vars();
         let names: Vec<&str> = env.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(
             names,
@@ -223,8 +265,15 @@ mod tests {
             ("HTTPS_PROXY".into(), "http://proxy:3128".into()),
             ("NO_PROXY".into(), "corp.example, localhost".into()),
         ];
-        let env = runtime_env(inherited, &fresh());
-        let get = |name: &str| env.iter().find(|(n, _)| n == name).unwrap().1.clone();
+        let env = runtime_env(ChildEnv::inherit(inherited), &fresh());
+        let get = |name: &str| {
+            env.vars()
+                .iter()
+                .find(|(n, _)| n == name)
+                .unwrap()
+                .1
+                .clone()
+        };
         assert_eq!(
             get("HTTPS_PROXY"),
             "http://proxy:3128",

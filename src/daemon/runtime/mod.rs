@@ -159,7 +159,10 @@ fn is_session_name(name: &str) -> bool {
 pub struct LaunchRequest {
     pub server_id: String,
     pub agent_id: String,
+    /// The launch, its `env` moved to [`LaunchRequest::env`].
     pub options: LaunchOptions,
+    /// The launcher's environment, stripped: what every process of the launch starts from.
+    pub env: env::ChildEnv,
     /// Lines for the launcher's stderr, before the runtime's own output.
     pub notices: Vec<String>,
 }

@@ -12,26 +12,25 @@ use tokio::process::Child;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use super::env::ChildEnv;
 use super::{BIN_DIR, KILL_GRACE, Output};
 use crate::platform;
 use crate::platform::process::{Pid, Signal, group_alive, signal_group};
 
-/// Starts `program` with `args` in `workdir` with exactly `env` (nothing inherited), its stdin
+/// Starts `program` with `args` in `workdir` with exactly `env` (nothing else inherited), its stdin
 /// piped from the daemon when `stdin` (the launcher's, relayed) and empty otherwise, and its
 /// stdout and stderr piped to the daemon. Dropping the child kills its first process.
 pub(super) fn spawn<'a>(
     program: &str,
     args: impl IntoIterator<Item = &'a String>,
     workdir: &Path,
-    env: Vec<(String, String)>,
+    env: &ChildEnv,
     stdin: bool,
 ) -> io::Result<Child> {
-    let mut command = tokio::process::Command::new(program);
+    let mut command = env.command(program);
     command
         .args(args)
         .current_dir(workdir)
-        .env_clear()
-        .envs(env)
         .stdin(if stdin { Stdio::piped() } else { Stdio::null() })
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -25,6 +25,7 @@ use serde_json::{Value, json};
 
 use super::{Launch, PrivateHome, Wiring, read_user_file};
 use crate::contract::tool_guidance::NAMESPACE;
+use crate::daemon::runtime::env::ChildEnv;
 
 /// The private home's directory name in the guidance directory.
 pub const HOME_DIR: &str = "kimi-home";
@@ -96,17 +97,12 @@ const VERSION_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Refuses a `kimi` that is not Kimi Code: Kimi Code answers `--version` with its bare version,
 /// 2 or later; the Python `kimi-cli` answers with a notice (or an older version) and would do
-/// nothing. `env` and `workdir` are the launch's.
-pub async fn check_program(
-    program: &str,
-    env: &[(String, String)],
-    workdir: &Path,
-) -> Result<(), String> {
-    let mut command = tokio::process::Command::new(program);
+/// nothing. `env` (the launcher's, stripped: never the new launch's credential paths) and
+/// `workdir` are the launch's.
+pub async fn check_program(program: &str, env: &ChildEnv, workdir: &Path) -> Result<(), String> {
+    let mut command = env.command(program);
     command
         .arg("--version")
-        .env_clear()
-        .envs(env.iter().map(|(k, v)| (k, v)))
         .current_dir(workdir)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::piped())
