@@ -141,8 +141,14 @@ pub fn read_input_with(
 pub const SANDBOX_REFUSED: &str = "the connection to the AgentTeam daemon was refused by this process's sandbox (connect: permission denied), so no action ran: the runtime's sandbox blocks network sockets. Under Codex, start it with `agentteam run --sandbox-network … -- codex --sandbox workspace-write …` (which lets its sandboxed commands reach the network), or run the command outside the sandbox";
 
 /// Why the daemon could not be reached: a sandbox's refusal (`EPERM`/`EACCES` from `connect`)
-/// said as such, anything else as unreachable.
+/// said as such, a redirect by its status, anything else as unreachable.
 fn unreachable(error: &reqwest::Error) -> String {
+    if error.is_redirect() {
+        return format!(
+            "cannot reach the AgentTeam daemon: {}",
+            crate::client::http::why_unreachable(error)
+        );
+    }
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(cause) = source {
         if let Some(io) = cause.downcast_ref::<std::io::Error>()

@@ -121,9 +121,11 @@ pub(super) fn reproject_error(error: &Value) -> ActionError {
 /// A request that got no answer: never sent when the connection was never made (a TLS
 /// failure included), lost otherwise.
 pub(super) fn classify(error: reqwest::Error) -> Failed {
-    let transient = match error.is_connect() {
-        true => Transient::NotSent,
-        false => Transient::AnswerLost,
+    // A refused redirect is the server's whole answer: the same request gets it again.
+    let transient = match (error.is_redirect(), error.is_connect()) {
+        (true, _) => None,
+        (false, true) => Some(Transient::NotSent),
+        (false, false) => Some(Transient::AnswerLost),
     };
     let error = if error.is_timeout() {
         timed_out()
@@ -137,10 +139,7 @@ pub(super) fn classify(error: reqwest::Error) -> Failed {
         )
         .with_next("retry later")
     };
-    Failed {
-        error,
-        transient: Some(transient),
-    }
+    Failed { error, transient }
 }
 
 pub(super) fn timed_out() -> ActionError {

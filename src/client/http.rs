@@ -4,7 +4,8 @@
 //! None of them follows the user's proxy environment (`HTTP_PROXY`, `HTTPS_PROXY`, `ALL_PROXY` in
 //! any case): a proxy would receive the bearer. A loopback peer is always reached directly; a
 //! remote AgentTeam Server goes through a proxy only when the operator named one on the command
-//! line (`agentteam daemon --server-proxy`). Every answer is read under a size bound.
+//! line (`agentteam daemon --server-proxy`). None follows a redirect: one would resend the
+//! credential and the body. Every answer is read under a size bound.
 //!
 //! A remote server is reached over `https://` (rustls with the ring provider; the platform's
 //! roots plus any the operator names with `--server-ca-file`). Plain `http://` is for loopback
@@ -169,6 +170,13 @@ pub fn builder(remote: Option<&Remote>) -> reqwest::ClientBuilder {
     });
     let mut builder = reqwest::Client::builder()
         .no_proxy()
+        // Every client built here carries a credential (a bearer, a device key, the operator
+        // token): following a redirect would send it, and the body, again to wherever the
+        // answer points. A redirect is a transport failure that names its status.
+        .redirect(reqwest::redirect::Policy::custom(|attempt| {
+            let refused = RedirectRefused(attempt.status().as_u16());
+            attempt.error(refused)
+        }))
         .pool_idle_timeout(crate::serve::CLIENT_IDLE_TIMEOUT);
     let Some(remote) = remote else { return builder };
     if !remote.roots.is_empty() {
@@ -195,8 +203,8 @@ pub fn builder(remote: Option<&Remote>) -> reqwest::ClientBuilder {
 const LOOPBACK_HOSTS: &str = "127.0.0.0/8,::1,localhost";
 
 /// A builder for a client of the local daemon only (plain `http://` to loopback): no proxy, and no
-/// TLS trust roots, since it never speaks TLS (loading the platform's roots opened ~150 files and
-/// cost each `agentteam exec` milliseconds of its start; BENCHMARKS.md).
+/// TLS trust roots, since it never speaks TLS (loading the platform's roots opens many files,
+/// which would slow every `agentteam exec`'s start; BENCHMARKS.md has the measurements).
 pub fn loopback_builder() -> reqwest::ClientBuilder {
     builder(None).tls_certs_only(Vec::<reqwest::Certificate>::new())
 }
@@ -209,6 +217,43 @@ pub fn direct(timeout: Duration) -> reqwest::Client {
         .expect("a plain HTTP client builds")
 }
 
+/// A redirect the client refused to follow, by its status.
+#[derive(Debug, Clone, Copy)]
+pub struct RedirectRefused(pub u16);
+
+impl RedirectRefused {
+    /// What a person reads: the status, and that it was not followed.
+    pub fn why(self) -> &'static str {
+        // The statuses reqwest hands a redirect policy.
+        match self.0 {
+            301 => {
+                "it answered with a redirect (301 Moved Permanently), which a client carrying a credential never follows"
+            }
+            302 => {
+                "it answered with a redirect (302 Found), which a client carrying a credential never follows"
+            }
+            303 => {
+                "it answered with a redirect (303 See Other), which a client carrying a credential never follows"
+            }
+            307 => {
+                "it answered with a redirect (307 Temporary Redirect), which a client carrying a credential never follows"
+            }
+            308 => {
+                "it answered with a redirect (308 Permanent Redirect), which a client carrying a credential never follows"
+            }
+            _ => "it answered with a redirect, which a client carrying a credential never follows",
+        }
+    }
+}
+
+impl std::fmt::Display for RedirectRefused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.why())
+    }
+}
+
+impl std::error::Error for RedirectRefused {}
+
 /// Why a request to a server failed before any answer, in words safe to show anyone (no URL,
 /// no header, no body).
 pub fn why_unreachable(error: &reqwest::Error) -> &'static str {
@@ -217,6 +262,9 @@ pub fn why_unreachable(error: &reqwest::Error) -> &'static str {
     }
     let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
     while let Some(mut cause) = source {
+        if let Some(redirect) = cause.downcast_ref::<RedirectRefused>() {
+            return redirect.why();
+        }
         // An `io::Error` wrapping another error reports that error's source, not the error
         // (and the connector wraps one `io::Error` in another).
         while let Some(inner) = cause
@@ -282,6 +330,64 @@ pub async fn read_bounded(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A loopback listener that answers every request with `status` and a `Location` on the
+    /// same origin, and counts the requests it read.
+    async fn redirector(
+        status: &'static str,
+    ) -> (String, std::sync::Arc<std::sync::atomic::AtomicUsize>) {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/first", listener.local_addr().unwrap());
+        let seen = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let counter = seen.clone();
+        tokio::spawn(async move {
+            while let Ok((mut stream, _)) = listener.accept().await {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).await.unwrap_or(0) == 1
+                {
+                    head.push(byte[0]);
+                }
+                counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let answer = format!(
+                    "HTTP/1.1 {status}\r\nLocation: /again\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                );
+                let _ = stream.write_all(answer.as_bytes()).await;
+            }
+        });
+        (url, seen)
+    }
+
+    #[tokio::test]
+    async fn a_client_that_carries_a_credential_follows_no_redirect() {
+        for (status, code) in [
+            ("301 Moved Permanently", "301"),
+            ("302 Found", "302"),
+            ("303 See Other", "303"),
+            ("307 Temporary Redirect", "307"),
+            ("308 Permanent Redirect", "308"),
+        ] {
+            let (url, seen) = redirector(status).await;
+            let client = builder(None).build().unwrap();
+            let error = client
+                .post(&url)
+                .bearer_auth("a-bearer")
+                .body("{}")
+                .send()
+                .await
+                .expect_err("a redirect is refused");
+            assert!(error.is_redirect(), "{error:?}");
+            let why = why_unreachable(&error);
+            assert!(why.contains(code), "{why}");
+            assert!(why.contains("never follows"), "{why}");
+            assert_eq!(
+                seen.load(std::sync::atomic::Ordering::SeqCst),
+                1,
+                "{status}"
+            );
+        }
+    }
 
     #[test]
     fn a_proxy_url_carries_no_secret_and_names_a_known_scheme() {

@@ -583,6 +583,56 @@ async fn exec_with_token_file(
         .unwrap()
 }
 
+/// Whatever answers on the Exec URL's loopback port with a same-origin 307 gets one request, not
+/// a second with the bearer and the body again: `agentteam exec` says it was a redirect.
+#[tokio::test]
+async fn exec_follows_no_redirect_and_sends_its_credential_once() {
+    let session = Session::start().await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let heads = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let seen = heads.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut head = Vec::new();
+            let mut byte = [0u8; 1];
+            while !head.ends_with(b"\r\n\r\n") && stream.read(&mut byte).await.unwrap_or(0) == 1 {
+                head.push(byte[0]);
+            }
+            seen.lock()
+                .unwrap()
+                .push(String::from_utf8_lossy(&head).into_owned());
+            let _ = stream
+                .write_all(
+                    b"HTTP/1.1 307 Temporary Redirect\r\nLocation: /again\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+                )
+                .await;
+        }
+    });
+    let url = url::Url::parse(&session.base).unwrap();
+    let base = format!("http://127.0.0.1:{port}{}", url.path());
+    let output = tokio::process::Command::new(bin())
+        .args(["exec", "team", "list"])
+        .env("AGENTTEAM_EXEC_BASE_URL", &base)
+        .env("AGENTTEAM_EXEC_TOKEN_FILE", &session.token_file)
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("307 Temporary Redirect"), "{stderr}");
+    assert!(!stderr.contains(&session.token()), "{stderr}");
+    let heads = heads.lock().unwrap().clone();
+    assert_eq!(heads.len(), 1, "one request, no second: {heads:?}");
+    assert!(
+        heads[0]
+            .to_ascii_lowercase()
+            .contains("authorization: bearer"),
+        "{heads:?}"
+    );
+}
+
 #[tokio::test]
 async fn an_unusable_token_file_fails_closed_without_a_request() {
     use std::os::unix::fs::PermissionsExt;
