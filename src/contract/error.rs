@@ -77,6 +77,15 @@ impl ActionError {
         ActionError::new(ErrorCode::Forbidden, "forbidden")
     }
 
+    /// The refusal of an owner's answer that is not within its output contract (a server's or
+    /// the daemon's own): what a runtime reads, whatever the cause, which goes to the log only.
+    pub fn owner_off_contract(operation: &str) -> Self {
+        ActionError::new(
+            ErrorCode::UpstreamFailed,
+            format!("the owner of `{operation}` answered with a result off its output contract"),
+        )
+    }
+
     /// The refusal of an action no catalog has; the names are echoed cut to 32 characters.
     pub fn unknown_action(domain: &str, action: &str) -> Self {
         let shown = |s: &str| s.chars().take(32).collect::<String>();

@@ -729,3 +729,63 @@ async fn the_human_cli_manages_the_same_profiles() {
     let (code, _, stderr) = run(&["agent", "get", "builder"]).await;
     assert_eq!(code, 2, "{stderr}");
 }
+
+/// A profile edited by hand so that its projection is off the output contract (more allowed
+/// paths than the contract counts; a runtime family the contract does not name) is refused as a
+/// server's off-contract answer is: `upstream_failed`, an incident id, and a log line under it.
+#[tokio::test]
+async fn a_hand_edited_profile_off_the_contract_is_refused_and_logged() {
+    let daemon = TestDaemon::start(&[]).await;
+    daemon.add_agent("reader").await;
+    let exec = Exec::start(&daemon, "reader").await;
+    for (handle, edit) in [
+        (
+            "paths",
+            (|profile: &mut Value| {
+                profile["allowedPaths"] = (0..257).map(|n| format!("/p/{n}")).collect();
+            }) as fn(&mut Value),
+        ),
+        ("family", |profile: &mut Value| {
+            profile["runtimeFamily"] = json!("Not A Family");
+        }),
+    ] {
+        let id = daemon.add_agent(handle).await;
+        let file = daemon
+            .state_dir
+            .join("agents")
+            .join(&id)
+            .join("profile.json");
+        let mut profile: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        edit(&mut profile);
+        write_private(&file, &profile.to_string());
+        let (status, _) = exec.call(&daemon, "reload", json!({})).await;
+        assert_eq!(status, 200, "{handle}");
+
+        let (status, body) = exec.call(&daemon, "get", json!({"agentId": id})).await;
+        assert!(status >= 500, "{handle}: {status} {body}");
+        let error = &body["error"];
+        assert_eq!(error["code"], "upstream_failed", "{handle}: {error}");
+        assert_eq!(
+            error["message"],
+            "the owner of `agent get` answered with a result off its output contract",
+            "{handle}"
+        );
+        let incident = error["incidentId"]
+            .as_str()
+            .expect("a 5xx names its incident");
+        let log = daemon.log();
+        assert!(
+            log.lines()
+                .any(|line| line.contains(incident) && line.contains("output contract")),
+            "no log line for {incident}:\n{log}"
+        );
+        // Fixed by hand again, the same profile is answered.
+        let mut profile: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+        profile["allowedPaths"] = json!([]);
+        profile["runtimeFamily"] = json!("generic");
+        write_private(&file, &profile.to_string());
+        exec.call(&daemon, "reload", json!({})).await;
+        let (status, body) = exec.call(&daemon, "get", json!({"agentId": id})).await;
+        assert_eq!(status, 200, "{handle}: {body}");
+    }
+}

@@ -152,11 +152,20 @@ impl AgentOwner {
         }
     }
 
-    fn project(&self, stored: &Stored) -> t::AgentProfile {
-        stored.profile.projection(
-            &stored.secrets,
-            self.dispatcher.live_sessions(&stored.profile.agent_id),
-        )
+    /// The safe projection of `stored`, for the answer of `operation` (`agent get`); a profile
+    /// the contract's types cannot hold is refused as an answer off its contract, and logged.
+    fn project(&self, operation: &str, stored: &Stored) -> ActionResult<t::AgentProfile> {
+        stored
+            .profile
+            .projection(
+                &stored.secrets,
+                self.dispatcher.live_sessions(&stored.profile.agent_id),
+            )
+            .map_err(|why| {
+                let incident_id = crate::wire::observe::incident_id().unwrap_or_default();
+                tracing::error!(%incident_id, %operation, agent = %stored.profile.agent_id, %why, "the owner's answer does not match the output contract");
+                ActionError::owner_off_contract(operation)
+            })
     }
 
     fn workspace_path(&self) -> String {
@@ -239,7 +248,10 @@ impl AgentOwner {
             _ => None,
         };
         Ok(t::AgentListOutput {
-            agents: page.iter().map(|stored| self.project(stored)).collect(),
+            agents: page
+                .iter()
+                .map(|stored| self.project("agent list", stored))
+                .collect::<ActionResult<_>>()?,
             has_more: next_cursor.is_some(),
             next_cursor,
         })
@@ -251,7 +263,7 @@ impl AgentOwner {
             .store
             .find(id_or_handle)
             .ok_or_else(|| ProfileError::NotFound(id_or_handle.to_string()))?;
-        Ok(self.project(&stored))
+        self.project("agent get", &stored)
     }
 
     /// Registers the agent on the server (in the human's channel), then stores its profile.
@@ -320,7 +332,7 @@ impl AgentOwner {
             .await
             .map_err(upstream)?;
         let stored = self.store.insert(profile, secrets)?;
-        Ok(self.project(&stored))
+        self.project("agent create", &stored)
     }
 
     /// Changes a profile's contract fields (and, from the human CLI, its secrets and policy).
@@ -387,7 +399,7 @@ impl AgentOwner {
                 apply_human(profile, secrets, human)
             },
         )?;
-        Ok(self.project(&stored))
+        self.project("agent update", &stored)
     }
 
     /// Deletes a local profile and its secrets (the agent stays on the server).

@@ -90,7 +90,11 @@ impl Secrets {
 
 impl Profile {
     /// The safe projection (`AgentProfile` in the contract) with `live_sessions` runtimes.
-    pub fn projection(&self, secrets: &SecretSummary, live_sessions: usize) -> t::AgentProfile {
+    pub fn projection(
+        &self,
+        secrets: &SecretSummary,
+        live_sessions: usize,
+    ) -> Result<t::AgentProfile, serde_json::Error> {
         let mut value = json!({
             "id": self.agent_id,
             "handle": self.handle,
@@ -115,7 +119,9 @@ impl Profile {
                 value[field] = json!(present);
             }
         }
-        serde_json::from_value(value).expect("a stored profile fits the contract's projection")
+        // A profile edited by hand can hold what the contract's types refuse (a handle off its
+        // pattern): an error for the owner to refuse, never a panic.
+        serde_json::from_value(value)
     }
 }
 

@@ -172,7 +172,7 @@ impl Asked<'_> {
         let state = self.state;
         let (route, contract) = match self.operation {
             Operation::Action(descriptor) if descriptor.owner == DomainOwner::Daemon => {
-                return self.daemon_owned(descriptor.id, input).await;
+                return self.daemon_owned(descriptor.id, input, mutation).await;
             }
             Operation::Action(descriptor) => (
                 Route::Action(descriptor.id),
@@ -366,17 +366,24 @@ impl Asked<'_> {
         &self,
         id: crate::contract::ActionId,
         input: Value,
+        mutation: bool,
     ) -> Result<Data, ActionError> {
         let state = self.state;
         let caller = DaemonCaller {
             server_id: self.authorization.binding.server_id.clone(),
             agent_id: self.authorization.binding.agent_id.clone(),
         };
-        let run = |input| async {
-            match dispatch_daemon(state.agents.as_ref(), &caller, id, input).await {
-                Ok(written) => Ok(Data::owned(Box::<str>::from(written).into_string())),
-                Err(error) => Err(dispatch_failure(id, error)),
-            }
+        // The daemon's own answer is held to its output contract as a server's is: a profile
+        // edited by hand can hold what the contract refuses.
+        let borrowed = &caller;
+        let run = |input: Value| async move {
+            let written = dispatch_daemon(state.agents.as_ref(), borrowed, id, input.clone())
+                .await
+                .map_err(|error| dispatch_failure(id, error))?;
+            let result: Value = serde_json::from_str(written.get())
+                .map_err(|e| internal(&format!("the daemon's own answer is not JSON: {e}")))?;
+            check::built(&state.validators, Output::Action(id), &result)
+                .map_err(|refused| self.off_contract(refused, &input, mutation))
         };
         let Some(key) = self.idempotency_key else {
             return run(input).await;
@@ -411,11 +418,14 @@ impl Asked<'_> {
     fn off_contract(&self, refused: OffContract, input: &Value, mutation: bool) -> ActionError {
         let name = self.operation.name();
         let incident_id = wire::observe::incident_id().unwrap_or_default();
-        let message = match &refused {
+        let mut error = match &refused {
             OffContract::Envelope(error) => {
                 tracing::error!(%incident_id, operation = %name, why = %error.message, "the owner's answer is not the contract's envelope");
-                format!(
-                    "the owner of `{name}` answered with something other than the contract's envelope"
+                ActionError::new(
+                    ErrorCode::UpstreamFailed,
+                    format!(
+                        "the owner of `{name}` answered with something other than the contract's envelope"
+                    ),
                 )
             }
             OffContract::Violations(violations) => {
@@ -426,10 +436,9 @@ impl Asked<'_> {
                     false => first.path.as_str(),
                 };
                 tracing::error!(%incident_id, operation = %name, %path, why = %first.message, violations = violations.len(), "the owner's answer does not match the output contract");
-                format!("the owner of `{name}` answered with a result off its output contract")
+                ActionError::owner_off_contract(&name)
             }
         };
-        let mut error = ActionError::new(ErrorCode::UpstreamFailed, message);
         if self.operation.is_knowledge() {
             // No envelope is no usable answer; a result off the schema is one Core gave.
             error = error.at_stage(match refused {
