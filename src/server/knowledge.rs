@@ -127,6 +127,23 @@ async fn run(
     match id {
         ToolId::KbSearch => {
             let query = Query::parse(input["query"].as_str().unwrap_or_default());
+            // A gap is not an answer: "nothing matched" is said only of a real search.
+            if sources.is_empty() {
+                return Err(ActionError::new(
+                    ErrorCode::NotFound,
+                    "no knowledge source is granted to this turn's conversation, so there is nothing to search",
+                )
+                .at_stage(KnowledgeStage::Upstream)
+                .with_next("answer from the conversation itself (read it with `message_history_read`), or ask a person to grant a knowledge source to it"));
+            }
+            if query.is_empty() {
+                return Err(ActionError::new(
+                    ErrorCode::ValidationFailed,
+                    "the query has no searchable term: it holds no letter or digit",
+                )
+                .at_stage(KnowledgeStage::RequestValidation)
+                .with_next("call `kb_search` again with words that may appear in the documents"));
+            }
             let limit = input.get("limit").and_then(Value::as_i64).unwrap_or(5);
             let hits = state
                 .store

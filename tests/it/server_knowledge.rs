@@ -825,6 +825,74 @@ const CORPUS: &[(&str, &str)] = &[
 /// Ranking on both engines: a rare term beats a frequent one, an inflected form finds its stem,
 /// the document with both terms of a two-term query wins, and a CJK query finds its phrase; the
 /// expected document ranks first and its snippet shows the query's terms.
+/// A readiness gap is classified, with what to do instead: no source granted to the turn's
+/// conversation, or a query with no searchable term. A real search that matches nothing stays a
+/// plain empty success.
+#[tokio::test]
+async fn server_knowledge_a_readiness_gap_is_classified_not_an_empty_result() {
+    let server = TestServer::start().await;
+    let ws = server.workspace("acme").await;
+    let agent = ws.agent_id.as_str();
+    let message = human_says(&server, &ws, &ws.channel_id, None).await;
+    let channel = format!("channel:{}", ws.channel_id);
+    let turn = Some((channel.as_str(), message.as_str()));
+
+    let ungranted = kb(
+        &server,
+        &ws,
+        agent,
+        "kb_search",
+        turn,
+        json!({"query": "zebra"}),
+    )
+    .await;
+    refused(&ungranted, "not_found", "upstream", "no source granted");
+    let next = ungranted.1["error"]["next"].as_str().unwrap_or_default();
+    assert!(next.contains("message_history_read"), "{ungranted:?}");
+
+    let source = source(&server, &ws, "public").await;
+    grant(&server, &ws, &source, json!({"channelId": ws.channel_id})).await;
+    document(&server, &ws, &source, "pub.md", "# Public\nzebra crossing").await;
+    for query in ["?!", "-- ...", "   "] {
+        let answer = kb(
+            &server,
+            &ws,
+            agent,
+            "kb_search",
+            turn,
+            json!({"query": query}),
+        )
+        .await;
+        refused(&answer, "validation_failed", "request_validation", query);
+        let next = answer.1["error"]["next"].as_str().unwrap_or_default();
+        assert!(next.contains("kb_search"), "{answer:?}");
+    }
+    let nothing = kb(
+        &server,
+        &ws,
+        agent,
+        "kb_search",
+        turn,
+        json!({"query": "walrus"}),
+    )
+    .await;
+    assert_eq!(
+        titles(&nothing),
+        Vec::<String>::new(),
+        "searched, found nothing"
+    );
+    let found = kb(
+        &server,
+        &ws,
+        agent,
+        "kb_search",
+        turn,
+        json!({"query": "zebra"}),
+    )
+    .await;
+    assert_eq!(titles(&found), ["Public"]);
+}
+
 #[tokio::test]
 async fn server_knowledge_ranks_what_a_substring_matcher_gets_wrong() {
     let server = TestServer::start().await;
