@@ -350,12 +350,15 @@ pub async fn run(
             "credential directories are left after shutdown; the next daemon removes them before it serves"
         );
     }
-    if let Some(embedded) = embedded {
-        embedded.stop.cancel();
-        let _ = embedded.serving.await;
-    }
-    // The last spans go out, within the collector's deadline.
-    telemetry.shutdown().await;
+    // The embedded server's stop (its audit queue, its store, its own last spans) and the
+    // daemon's last spans run at once: a stop waits for one collector deadline, not one each.
+    let embedded_stopped = async {
+        if let Some(embedded) = embedded {
+            embedded.stop.cancel();
+            let _ = embedded.serving.await;
+        }
+    };
+    tokio::join!(embedded_stopped, telemetry.shutdown());
     drop(lock);
     tracing::info!("daemon stopped");
     Ok(())
