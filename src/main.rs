@@ -1,7 +1,8 @@
 //! The `agentteam` binary: parse the command line and run it.
 
 /// mimalloc instead of glibc's malloc: a request allocates and frees many small JSON values, and
-/// glibc's allocator was a fifth of a history read's samples (BENCHMARKS.md).
+/// that churn is cheaper under mimalloc than under glibc's allocator (BENCHMARKS.md has the
+/// profiles).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

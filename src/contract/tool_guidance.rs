@@ -4,9 +4,11 @@
 //!
 //! Runtimes show raw tool names under their own convention; a [`ToolNamer`] maps each raw name to
 //! what the model sees (`mcp__agentteam__message_send`, `mcp_agentteam_message_send`), and
-//! [`RuntimeNaming::resolve`] maps a model-visible name back to `{server, raw tool}` before
-//! anything is dispatched. The generator refuses a raw name whose model-visible form would exceed
-//! 64 characters (`kinds::max_raw_tool_name`).
+//! [`RuntimeNaming::resolve`] (with [`RuntimeNaming::resolve_codex`] for Codex's namespaces)
+//! maps a model-visible name back to `{server, raw tool}`. Only `agentteam token analyze` uses
+//! that, to recognise AgentTeam's calls in a runtime's session records: the MCP route dispatches
+//! on the raw name the runtime's MCP client sends, and maps nothing back. The generator refuses a
+//! raw name whose model-visible form would exceed 64 characters (`kinds::max_raw_tool_name`).
 
 use super::catalog::{TOOLS, ToolDescriptor, ToolId, find_tool};
 use super::kinds::MODEL_VISIBLE_PREFIXES;

@@ -154,8 +154,9 @@ async fn a_remote_server_is_reached_through_socks5h_and_socks5() {
         .and_then(|mut addresses| addresses.find(|a| a.is_ipv4()))
         .map(|a| a.ip())
     else {
-        eprintln!(
-            "################ THIS MACHINE'S NAME `{host}` DOES NOT RESOLVE: SKIPPING THE socks5 (LOCAL DNS) HALF ################"
+        crate::support::missing_precondition(
+            &format!("this machine's name `{host}` does not resolve"),
+            "the socks5 (local DNS) half",
         );
         return;
     };

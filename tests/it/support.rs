@@ -710,6 +710,19 @@ impl Launched {
     }
 }
 
+/// A test's precondition is missing (a package, root, a name this machine resolves): under `CI`
+/// the test fails here, saying what is missing, since CI must run every test; elsewhere one loud
+/// line on stderr says what is skipped, and the caller skips it. Every skip in the tests goes
+/// through here (`tidy::every_skip_fails_in_ci`).
+#[track_caller]
+pub fn missing_precondition(what: &str, skipped: &str) {
+    assert!(
+        std::env::var_os("CI").is_none(),
+        "{what}: CI runs every test, and cannot run this one"
+    );
+    eprintln!("################ {what}: SKIPPING {skipped} ################");
+}
+
 /// Whether process `pid` still exists (a zombie counts as gone).
 pub fn process_alive(pid: i32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
@@ -1067,12 +1080,9 @@ impl Dante {
     /// in CI a missing `danted` fails the test.
     pub async fn start(hosts: &[(&str, &str)]) -> Option<Dante> {
         if !Path::new(DANTED).exists() {
-            assert!(
-                std::env::var_os("CI").is_none(),
-                "{DANTED} is missing: scripts/test installs dante-server as root"
-            );
-            eprintln!(
-                "################ {DANTED} IS MISSING: SKIPPING THE SOCKS5 TEST (scripts/test installs dante-server as root) ################"
+            missing_precondition(
+                &format!("{DANTED} is missing (scripts/test installs dante-server as root)"),
+                "the SOCKS5 test",
             );
             return None;
         }

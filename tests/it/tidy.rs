@@ -296,6 +296,7 @@ fn nothing_reads_outside_the_repository() {
         "conformance",
         "bench",
         ".ci",
+        "docs",
     ] {
         collect_files(&root.join(dir), &mut files);
     }
@@ -338,7 +339,7 @@ fn collect_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
 /// the first item of `lib.rs`, and it names Linux as the one target. (Only Linux's standard
 /// library is installed where the tests run, so the guard is read, not cross-built.)
 #[test]
-fn a_build_for_an_unsupported_target_fails_with_the_reason() {
+fn lib_rs_opens_with_a_guard_that_refuses_every_target_but_linux() {
     let lib = std::fs::read_to_string(repo_root().join("src/lib.rs")).unwrap();
     let code: Vec<&str> = lib
         .lines()
@@ -523,26 +524,153 @@ fn processes_are_ended_by_pid_and_no_cache_is_committed() {
     assert!(ignored.lines().any(|l| l.trim() == "__pycache__/"));
 }
 
-/// The README's examples keep every credential out of argv, and say what the Codex gate does not
-/// cover.
+/// The README and the pages of `docs/` keep every credential out of argv in their examples, and
+/// say how to read the metrics without a token (docs/operations.md) and what the Codex gate does
+/// not cover (docs/security.md).
 #[test]
-fn the_readme_keeps_tokens_out_of_argv_and_states_the_gates_limits() {
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).unwrap();
-    for pattern in ["Bearer $(", "$(cat", "--token ", "admin.token)"] {
-        assert!(
-            !readme.contains(pattern),
-            "a README command puts a token in argv: `{pattern}`"
-        );
+fn the_docs_keep_tokens_out_of_argv_and_state_the_gates_limits() {
+    for page in markdown_pages() {
+        let text = std::fs::read_to_string(&page).unwrap();
+        for pattern in ["Bearer $(", "$(cat", "--token ", "admin.token)"] {
+            assert!(
+                !text.contains(pattern),
+                "a command in {} puts a token in argv: `{pattern}`",
+                page.display()
+            );
+        }
     }
-    assert!(readme.contains("agentteam status --metrics"));
-    let flat = readme.split_whitespace().collect::<Vec<_>>().join(" ");
+    let flat = |page: &str| {
+        std::fs::read_to_string(repo_root().join(page))
+            .unwrap()
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    assert!(
+        flat("docs/operations.md").contains("agentteam status --metrics"),
+        "docs/operations.md lacks `agentteam status --metrics`"
+    );
+    let security = flat("docs/security.md");
     for limit in [
         "covers Codex's native MCP calls only",
         "The Exec credential belongs to the whole runtime process",
         "a delegated thread can still act through `agentteam exec`",
     ] {
-        assert!(flat.contains(limit), "README lacks: {limit}");
+        assert!(security.contains(limit), "docs/security.md lacks: {limit}");
     }
+}
+
+/// README.md, then every Markdown page of `docs/` in name order.
+fn markdown_pages() -> Vec<std::path::PathBuf> {
+    let root = repo_root();
+    let mut pages: Vec<std::path::PathBuf> = std::fs::read_dir(root.join("docs"))
+        .unwrap()
+        .map(|entry| entry.unwrap().path())
+        .filter(|path| path.extension().is_some_and(|e| e == "md"))
+        .collect();
+    pages.sort();
+    pages.insert(0, root.join("README.md"));
+    pages
+}
+
+/// The lines of a Markdown text outside its fenced code blocks.
+fn prose_lines(text: &str) -> Vec<&str> {
+    let mut fenced = false;
+    let mut lines = Vec::new();
+    for line in text.lines() {
+        if line.trim_start().starts_with("```") {
+            fenced = !fenced;
+        } else if !fenced {
+            lines.push(line);
+        }
+    }
+    lines
+}
+
+/// The targets of the inline links (`[text](target)`) of a Markdown text, outside code blocks.
+fn markdown_links(text: &str) -> Vec<String> {
+    let mut links = Vec::new();
+    for line in prose_lines(text) {
+        let mut rest = line;
+        while let Some(at) = rest.find("](") {
+            let after = &rest[at + 2..];
+            let Some(end) = after.find(')') else {
+                break;
+            };
+            links.push(after[..end].to_string());
+            rest = &after[end..];
+        }
+    }
+    links
+}
+
+/// The anchors GitHub gives the headings of a Markdown text: lowercase, spaces as hyphens, and
+/// nothing else but letters, digits, `-` and `_`.
+fn heading_anchors(text: &str) -> Vec<String> {
+    prose_lines(text)
+        .into_iter()
+        .filter(|line| line.starts_with('#'))
+        .map(|line| {
+            line.trim_start_matches('#')
+                .trim()
+                .to_lowercase()
+                .chars()
+                .filter_map(|c| match c {
+                    ' ' => Some('-'),
+                    c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+                    _ => None,
+                })
+                .collect::<String>()
+        })
+        .collect()
+}
+
+/// The README links every page of `docs/`, and every relative link of the README and of those
+/// pages names a file that exists (and, with a `#`, a heading of that file): a page moved or a
+/// heading renamed cannot leave a dead link.
+#[test]
+fn every_docs_page_is_linked_and_every_link_resolves() {
+    let root = repo_root();
+    let pages = markdown_pages();
+    assert!(pages.len() > 1, "docs/ has no page: {pages:?}");
+    let readme_links = markdown_links(&std::fs::read_to_string(root.join("README.md")).unwrap());
+    let mut broken = Vec::new();
+    for page in &pages {
+        let name = page.strip_prefix(root).unwrap().display().to_string();
+        if name != "README.md"
+            && !readme_links
+                .iter()
+                .any(|link| link.split('#').next() == Some(name.as_str()))
+        {
+            broken.push(format!("README.md does not link {name}"));
+        }
+        let text = std::fs::read_to_string(page).unwrap();
+        for link in markdown_links(&text) {
+            if link.contains("://") || link.starts_with("mailto:") {
+                continue;
+            }
+            let (file, anchor) = match link.split_once('#') {
+                Some((file, anchor)) => (file, Some(anchor)),
+                None => (link.as_str(), None),
+            };
+            let target = if file.is_empty() {
+                page.clone()
+            } else {
+                page.parent().unwrap().join(file)
+            };
+            if !target.exists() {
+                broken.push(format!("{name}: `{link}` names no file"));
+                continue;
+            }
+            if let Some(anchor) = anchor {
+                let headings = heading_anchors(&std::fs::read_to_string(&target).unwrap());
+                if !headings.iter().any(|heading| heading == anchor) {
+                    broken.push(format!("{name}: `{link}` names no heading"));
+                }
+            }
+        }
+    }
+    assert!(broken.is_empty(), "{broken:?}");
 }
 
 /// What only the call core does (`daemon::call`), each as the code spells it: validating an
@@ -838,4 +966,39 @@ fn the_daemons_clock_and_metrics_are_made_once_and_travel_in_its_state() {
             );
         }
     }
+}
+
+/// A test whose precondition is missing fails under `CI` and says so loudly elsewhere: every skip
+/// goes through `support::missing_precondition`, and no test prints its own skip line or returns
+/// early on its own.
+#[test]
+fn every_skip_fails_in_ci() {
+    let mut files = Vec::new();
+    collect_files(&repo_root().join("tests"), &mut files);
+    let needle = ["SKIP", "PING"].concat();
+    let offenders: Vec<String> = files
+        .iter()
+        .filter(|file| {
+            file.extension().is_some_and(|e| e == "rs") && !file.ends_with("tests/it/support.rs")
+        })
+        .filter(|file| std::fs::read_to_string(file).is_ok_and(|text| text.contains(&needle)))
+        .map(|file| file.display().to_string())
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "these print their own skip line instead of `support::missing_precondition`: {offenders:?}"
+    );
+    let support = std::fs::read_to_string(repo_root().join("tests/it/support.rs")).unwrap();
+    let helper = support
+        .split("pub fn missing_precondition(")
+        .nth(1)
+        .expect("support has `missing_precondition`");
+    assert!(
+        helper
+            .split("\n}\n")
+            .next()
+            .unwrap()
+            .contains("var_os(\"CI\").is_none()"),
+        "`missing_precondition` fails under CI"
+    );
 }

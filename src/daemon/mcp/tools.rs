@@ -98,8 +98,8 @@ fn success_sent(era: Era, text: &str) -> String {
 ///
 /// Eight bytes at a time: a word without either is copied whole, and a word with some is copied
 /// byte by byte, a backslash written before each byte and kept only before those two. A page's
-/// text has a quote every few bytes, so a search for the next one (memchr, 2.6 µs for a page of
-/// 20 messages) cost more than this pass (1.7 µs).
+/// text has a quote every few bytes, so a search for the next one (memchr) restarts every few
+/// bytes and measured slower than this single pass (BENCHMARKS.md has the figures).
 fn quote_compact(out: &mut String, text: &str) {
     let mut bytes = std::mem::take(out).into_bytes();
     let base = bytes.len();
