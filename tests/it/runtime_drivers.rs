@@ -41,9 +41,9 @@ async fn claude_code_gets_both_bridges_and_keeps_the_users_setup() {
         shell: ("Bash", "command"),
         user_tool: "mcp__mine__user_ping",
         args: || {
+            // No allowance of the user's own for `message_send`: the driver pre-approves it.
             ["-p", "reply to the channel", "--output-format", "json"]
                 .into_iter()
-                .chain(["--allowedTools", "mcp__agentteam__message_send"])
                 .map(String::from)
                 .collect()
         },
@@ -144,7 +144,9 @@ async fn copilot_cli_gets_both_bridges_and_keeps_the_users_setup() {
         args: || {
             ["-p", "reply to the channel", "--output-format", "json"]
                 .into_iter()
-                .chain(["--no-auto-update", "--allow-tool=agentteam"])
+                // No allowance of the user's own for the `agentteam` server: the driver
+                // pre-approves each tool that is not destructive.
+                .chain(["--no-auto-update"])
                 .map(String::from)
                 .collect()
         },
@@ -679,4 +681,71 @@ $a task --help >/dev/null; echo "help $?""#,
     )
     .await;
     assert_eq!(task["data"]["task"]["status"], "open", "{task}");
+}
+
+/// The one rule of what runs unasked, where the daemon enforces it: Kimi Code's print mode runs
+/// every tool without asking, so a destructive `agentteam exec` of that launch is refused by the
+/// daemon with an answer that says why, while reads and writes run; an interactive Kimi Code
+/// asks its person, so the same action goes through.
+#[tokio::test]
+async fn a_destructive_call_nobody_would_be_asked_about_is_refused_saying_why() {
+    let root = tempfile::tempdir().unwrap();
+    let daemon = TestDaemon::start_in(root.path(), &[]).await;
+    let agent = daemon.add_agent("alpha").await;
+    let doomed = daemon.add_agent("doomed").await;
+    let bin = root.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::create_dir_all(root.path().join("home")).unwrap();
+    let stub = bin.join("kimi");
+    // A stand-in Kimi Code: its version, then the shell commands its model would run.
+    std::fs::write(
+        &stub,
+        format!(
+            "#!/bin/sh\n[ \"$1\" = --version ] && {{ echo 2.1.0; exit 0; }}\nagentteam exec agent get '{{\"agentId\":\"{doomed}\"}}' >/dev/null && echo read-ok\nagentteam exec agent delete '{{\"agentId\":\"{doomed}\"}}'; echo \"delete-exit $?\"\n"
+        ),
+    )
+    .unwrap();
+    agentteam::platform::fs::set_mode(&stub, 0o755).unwrap();
+    let run = |args: &[&str]| {
+        let mut command = daemon.cli(&["run", "--agent", &agent]);
+        command
+            .arg("--")
+            .arg(&stub)
+            .args(args)
+            .env("HOME", root.path().join("home"));
+        command.output()
+    };
+    let output = run(&["-p", "tidy up"]).await.unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("read-ok"), "{stdout}");
+    assert!(stdout.contains("delete-exit 1"), "{stdout}");
+    let refused: Value = stdout
+        .lines()
+        .find(|line| line.starts_with('{'))
+        .map(|line| serde_json::from_str(line).unwrap())
+        .unwrap_or_else(|| panic!("no answer in {stdout}"));
+    assert_eq!(refused["error"]["code"], "forbidden", "{refused}");
+    let message = refused["error"]["message"].as_str().unwrap();
+    assert!(
+        message.contains("`agent delete` is destructive")
+            && message.contains("Kimi Code runs every tool without asking in print mode"),
+        "{message}"
+    );
+    assert!(
+        refused["error"]["next"]
+            .as_str()
+            .unwrap()
+            .contains("your person")
+    );
+
+    // Interactive, Kimi Code asks its person first: the daemon lets the same call through.
+    let output = run(&[]).await.unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(stdout.contains("delete-exit 0"), "{stdout}");
+    let listed = daemon
+        .cli(&["agent", "list", "--json"])
+        .output()
+        .await
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&listed.stdout).contains(&doomed));
 }

@@ -58,6 +58,9 @@ pub struct Authorization {
     state: Mutex<Generations>,
     /// When the running lease renews this authorization's credential next (ms; 0: not yet set).
     next_renewal_ms: std::sync::atomic::AtomicI64,
+    /// Where the runtime would run a destructive call without asking its person, set once when
+    /// the driver wires the launch, before the runtime starts.
+    unasked: std::sync::OnceLock<crate::contract::preapproval::Unasked>,
 }
 
 #[derive(Debug, Default)]
@@ -78,6 +81,17 @@ struct LiveGeneration {
 }
 
 impl Authorization {
+    /// Records where the launch's runtime would run a destructive call unasked (once).
+    pub fn set_unasked(&self, unasked: crate::contract::preapproval::Unasked) {
+        let _ = self.unasked.set(unasked);
+    }
+
+    /// Where the runtime would run a destructive call without asking its person; nowhere when
+    /// the launch never said (a generic program, a test's authorization).
+    pub fn unasked(&self) -> Option<&crate::contract::preapproval::Unasked> {
+        self.unasked.get()
+    }
+
     pub fn is_revoked(&self) -> bool {
         self.state.lock().expect("not poisoned").revoked
     }
@@ -190,6 +204,7 @@ impl RuntimeAuthorizationStore {
             inflight: Arc::new(Semaphore::new(PER_AUTHORIZATION_REQUESTS)),
             state: Mutex::new(Generations::default()),
             next_renewal_ms: std::sync::atomic::AtomicI64::new(0),
+            unasked: std::sync::OnceLock::new(),
         });
         self.records
             .lock()

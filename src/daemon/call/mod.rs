@@ -44,6 +44,7 @@ use super::state::DaemonState;
 use crate::client::{CallContext, Route};
 use crate::contract::catalog::Effective;
 use crate::contract::error::{ErrorCode, KnowledgeStage};
+use crate::contract::preapproval::Unasked;
 use crate::contract::target::Target;
 use crate::contract::validate::{Output, UNKNOWN_FIELD};
 use crate::contract::{
@@ -112,6 +113,19 @@ async fn called(state: &DaemonState, call: Call<'_>) -> Result<Answer, ActionErr
     if let Some(raw) = input.get("target").and_then(Value::as_str) {
         let target = Target::canonicalize(raw).map_err(staged)?;
         input["target"] = json!(target.to_string());
+    }
+    // The one rule of what runs unasked: a destructive call through a bridge on which the
+    // runtime would ask nobody is refused here, before any owner sees it.
+    if let Some(unasked) = authorization.unasked() {
+        let why = match operation {
+            Operation::Tool { .. } => unasked.mcp.as_deref(),
+            _ => unasked.exec.as_deref(),
+        };
+        if let Some(why) = why
+            && operation.is_destructive(&input)
+        {
+            return Err(staged(Unasked::refusal(&operation.name(), why)));
+        }
     }
     let mutation = operation.is_mutation(&input);
     let idempotency_key = if mutation {

@@ -8,6 +8,8 @@ use serde_json::Value;
 use crate::contract::catalog::{ActionDescriptor, find_action};
 use crate::contract::error::KnowledgeStage;
 use crate::contract::extension::{ExtensionAction, Pinned};
+use crate::contract::kinds::Risk;
+use crate::contract::preapproval::tool_is_destructive;
 use crate::contract::{ActionError, RuntimeCatalog, ToolDescriptor, ToolOwner, Validators};
 use crate::wire::turn::Turn;
 
@@ -97,6 +99,20 @@ impl Operation {
                 .action(action)
                 .is_some_and(|declared| declared.risk.is_mutation()),
             Operation::Tool { tool, .. } => !tool.read_only,
+        }
+    }
+
+    /// Whether `input` asks for a destructive effect (for an operation union, the input's
+    /// operation; for an MCP tool, its `destructiveHint`).
+    pub fn is_destructive(&self, input: &Value) -> bool {
+        match self {
+            Operation::Action(descriptor) => {
+                descriptor.effective(input).risk() == Risk::Destructive
+            }
+            Operation::Extension { pinned, action } => pinned
+                .action(action)
+                .is_none_or(|declared| declared.risk == Risk::Destructive),
+            Operation::Tool { tool, .. } => tool_is_destructive(tool.name),
         }
     }
 

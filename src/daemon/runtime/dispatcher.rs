@@ -373,21 +373,20 @@ impl Dispatcher {
             link_executable(&dir, &self.executable, family.exec_alias())?;
             let compiled = guidance::compile(family.reader(), &extensions, family.loads_skills());
             let guide = guidance::write(&guide_dir, &compiled)?;
-            let wiring = driver::wire(
-                family,
-                &driver::Launch {
-                    dir: &dir,
-                    guide: &guide,
-                    executable: &self.executable,
-                    mcp_url: &mcp_url,
-                    token_file: &dir.join(MCP_TOKEN_FILE),
-                    args: &options.argv[1..],
-                    env: inherited.vars(),
-                    workdir: &options.workdir,
-                    preapproved: &preapproved,
-                    sandbox_network: options.sandbox_network,
-                },
-            )?;
+            let launch = driver::Launch {
+                dir: &dir,
+                guide: &guide,
+                executable: &self.executable,
+                mcp_url: &mcp_url,
+                token_file: &dir.join(MCP_TOKEN_FILE),
+                args: &options.argv[1..],
+                env: inherited.vars(),
+                workdir: &options.workdir,
+                preapproved: &preapproved,
+                sandbox_network: options.sandbox_network,
+            };
+            authorization.set_unasked(driver::unasked(family, &launch));
+            let wiring = driver::wire(family, &launch)?;
             Ok((issued, wiring))
         });
         let (issued, wiring) = match activated {

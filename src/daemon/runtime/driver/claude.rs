@@ -16,8 +16,19 @@ use std::io;
 
 use serde_json::json;
 
-use super::{Launch, Wiring};
+use super::{Launch, Unasked, Wiring, has_flag, option_value};
+use crate::contract::preapproval::preapproved_tools;
 use crate::contract::tool_guidance::NAMESPACE;
+
+/// Claude Code asks before a tool its rules do not allow, unless the user turned its checks off.
+pub(super) fn unasked(args: &[String]) -> Unasked {
+    let bypassed = has_flag(args, &["--dangerously-skip-permissions"])
+        || option_value(args, &["--permission-mode"]) == Some("bypassPermissions");
+    match bypassed {
+        true => Unasked::both("Claude Code runs with its permission checks bypassed"),
+        false => Unasked::default(),
+    }
+}
 
 /// The Claude Code configuration file in the credential directory.
 pub const CONFIG: &str = "claude-mcp.json";
@@ -41,15 +52,20 @@ pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
         args.push("--plugin-dir".into());
         args.push(plugin.display().to_string());
     }
-    if !launch.preapproved.is_empty() {
-        // One `=` argument: a variadic option given apart would take the user's next words too.
-        let rules: Vec<String> = launch
-            .preapproved
-            .iter()
-            .map(|prefix| format!("Bash({prefix} *)"))
-            .collect();
-        args.push(format!("--allowedTools={}", rules.join(",")));
-    }
+    // The Exec prefixes and the MCP tools that are not destructive; a destructive one asks (or,
+    // headless, is denied as "requires approval").
+    let rules: Vec<String> = launch
+        .preapproved
+        .iter()
+        .map(|prefix| format!("Bash({prefix} *)"))
+        .chain(
+            preapproved_tools()
+                .into_iter()
+                .map(|tool| format!("mcp__{NAMESPACE}__{tool}")),
+        )
+        .collect();
+    // One `=` argument: a variadic option given apart would take the user's next words too.
+    args.push(format!("--allowedTools={}", rules.join(",")));
     let mut notices = Vec::new();
     let resumes = launch.args.iter().any(|a| {
         matches!(a.as_str(), "-c" | "--continue" | "-r" | "--resume") || a.starts_with("--resume=")
@@ -109,7 +125,34 @@ mod tests {
         assert!(rules.starts_with("--allowedTools=Bash(agentteam exec "));
         assert!(rules.contains("Bash(agentteam exec task create *)"));
         assert!(!rules.contains("task cancel"), "a destructive action asks");
+        assert!(rules.contains(",mcp__agentteam__message_send"), "{rules}");
+        assert!(rules.contains(",mcp__agentteam__message_history_read"));
+        assert!(
+            !rules.contains("reaction_remove"),
+            "a destructive tool asks"
+        );
         assert!(wiring.notices.is_empty());
+    }
+
+    #[test]
+    fn claude_code_asks_before_a_destructive_call_unless_its_checks_are_bypassed() {
+        let words = |args: &[&str]| args.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+        assert_eq!(unasked(&words(&["-p", "hi"])), Unasked::default());
+        assert_eq!(
+            unasked(&words(&["--permission-mode", "acceptEdits"])),
+            Unasked::default()
+        );
+        for bypass in [
+            &["--dangerously-skip-permissions"][..],
+            &["--permission-mode", "bypassPermissions"],
+            &["--permission-mode=bypassPermissions"],
+        ] {
+            let unasked = unasked(&words(bypass));
+            assert!(
+                unasked.exec.is_some() && unasked.mcp.is_some(),
+                "{bypass:?}"
+            );
+        }
     }
 
     #[test]

@@ -21,11 +21,19 @@
 use std::io;
 use std::path::PathBuf;
 
-use super::{Launch, Wiring, read_user_file, toml_string};
+use super::{Launch, Unasked, Wiring, read_user_file, toml_string};
 use crate::contract::tool_guidance::NAMESPACE;
 
 const DEVELOPER_INSTRUCTIONS: &str = "developer_instructions";
 const ALLOW_LOGIN_SHELL: &str = "allow_login_shell";
+
+/// Codex runs what its own approval policy allows, and no per-launch rule can make it ask
+/// before one command or tool: the daemon refuses a destructive call of every Codex launch.
+pub(super) fn unasked() -> Unasked {
+    Unasked::both(
+        "Codex runs what its approval policy allows, and no rule of a launch can make it ask first",
+    )
+}
 
 pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
     let key = format!("mcp_servers.{NAMESPACE}");

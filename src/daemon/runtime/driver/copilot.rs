@@ -26,7 +26,8 @@ use std::io;
 
 use serde_json::json;
 
-use super::{Launch, Wiring};
+use super::{Launch, Unasked, Wiring, has_flag};
+use crate::contract::preapproval::preapproved_tools;
 use crate::contract::tool_guidance::NAMESPACE;
 
 /// The MCP configuration file in the credential directory.
@@ -36,6 +37,14 @@ pub const DIR: &str = "copilot";
 const INSTRUCTIONS_DIRS: &str = "COPILOT_CUSTOM_INSTRUCTIONS_DIRS";
 /// Said on stderr at every Copilot launch that pre-approves anything.
 const ALIAS_NOTICE: &str = "Copilot CLI approves a command by its first word, so `agentteam exec` actions that are not destructive are pre-approved as `agentteam-exec <domain> <action>` (which runs nothing else); `agentteam exec` itself asks as your other commands do";
+
+/// Copilot asks before a tool its rules do not allow, unless the user allowed every tool.
+pub(super) fn unasked(args: &[String]) -> Unasked {
+    match has_flag(args, &["--allow-all-tools", "--allow-all", "--yolo"]) {
+        true => Unasked::both("Copilot CLI runs with every tool allowed"),
+        false => Unasked::default(),
+    }
+}
 
 pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
     let bridge = launch.stdio_bridge(json!({ "type": "local", "tools": ["*"] }));
@@ -73,6 +82,11 @@ pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
         // One `=` argument: a variadic option given apart would take the user's next words too.
         args.push(format!("--allow-tool=shell({})", super::EXEC_ALIAS));
         notices.push(ALIAS_NOTICE.to_string());
+    }
+    // Each MCP tool that is not destructive, as Copilot names a server's tool (`server(tool)`);
+    // a destructive one asks (or, headless, is denied).
+    for tool in preapproved_tools() {
+        args.push(format!("--allow-tool={NAMESPACE}({tool})"));
     }
     let dirs = match launch.var(INSTRUCTIONS_DIRS).filter(|v| !v.is_empty()) {
         Some(theirs) => format!("{theirs},{}", root.display()),
@@ -132,8 +146,20 @@ mod tests {
             .args
             .iter()
             .filter(|a| a.starts_with("--allow") || a.starts_with("--deny") || a.contains("shell("))
+            .filter(|a| !a.starts_with("--allow-tool=agentteam("))
             .collect();
         assert_eq!(rules, vec!["--allow-tool=shell(agentteam-exec)"]);
+        // The MCP tools that are not destructive, one rule each.
+        assert!(
+            wiring
+                .args
+                .contains(&"--allow-tool=agentteam(message_send)".to_string())
+        );
+        assert!(!wiring.args.iter().any(|a| a.contains("reaction_remove")));
+        let words = |args: &[&str]| args.iter().map(|a| a.to_string()).collect::<Vec<_>>();
+        assert_eq!(unasked(&words(&["-p", "hi"])), Unasked::default());
+        assert!(unasked(&words(&["--allow-all-tools"])).exec.is_some());
+        assert!(unasked(&words(&["--yolo"])).mcp.is_some());
         assert_eq!(wiring.notices, vec![ALIAS_NOTICE.to_string()]);
         assert!(instructions.contains("`agentteam-exec <domain> <action>"));
     }

@@ -14,11 +14,12 @@
 //!   gives): the user's own text, then the guidance, which also carries the memory skill (Gemini
 //!   loads skills only from its home, and a headless Gemini offers `activate_skill` only under a
 //!   policy that allows it, which the driver does not add).
-//! - `policies/`: a link to each of the user's policy files, plus `agentteam.toml`, one
-//!   `run_shell_command` allow rule per pre-approved `agentteam exec <domain> <action>` prefix, at
-//!   the lowest priority, so a rule of the user's decides first. Gemini splits a chained command
-//!   and checks each part. Where the user replaced the folder (their own `--policy`, or
-//!   `policyPaths`), the rule file is added beside theirs the same way.
+//! - `policies/`: a link to each of the user's policy files, plus `agentteam-exec-preapproval.toml`
+//!   (`POLICY_FILE`), one `run_shell_command` allow rule per pre-approved
+//!   `agentteam exec <domain> <action>` prefix, at the lowest priority, so a rule of the user's
+//!   decides first. Gemini splits a chained command and checks each part. Where the user replaced
+//!   the folder (their own `--policy`, or `policyPaths`), the rule file is added beside theirs the
+//!   same way.
 //!
 //! The driver never trusts a folder for the user (no `--skip-trust`, no
 //! `GEMINI_CLI_TRUST_WORKSPACE`): in a folder the user's `trustedFolders.json` does not trust, a
@@ -29,7 +30,9 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use super::{Launch, PrivateHome, Wiring, parse_jsonc, read_user_file};
+use super::{
+    Launch, PrivateHome, Unasked, Wiring, has_flag, option_value, parse_jsonc, read_user_file,
+};
 use crate::contract::tool_guidance::NAMESPACE;
 
 /// The private home's directory name in the guidance directory.
@@ -47,6 +50,19 @@ pub const POLICY_FILE: &str = "agentteam-exec-preapproval.toml";
 const WRITTEN: [&str; 2] = ["tmp", "history"];
 /// What else `GEMINI_CLI_HOME` relocates beside `.gemini`: linked from the user's home.
 const BESIDE: [&str; 2] = [".agents", ".env"];
+
+/// Gemini CLI asks before a shell command no policy allows (headless: it does not offer it),
+/// unless in yolo mode; the tools of the `agentteam` server are trusted (a headless Gemini offers
+/// no other server's), so it calls every one of them without asking.
+pub(super) fn unasked(args: &[String]) -> Unasked {
+    let trusted = "Gemini CLI calls every tool of a trusted MCP server without asking".to_string();
+    let yolo = has_flag(args, &["-y", "--yolo"])
+        || option_value(args, &["--approval-mode"]) == Some("yolo");
+    Unasked {
+        exec: yolo.then(|| "Gemini CLI runs every command without asking in yolo mode".to_string()),
+        mcp: Some(trusted),
+    }
+}
 
 pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
     let Some(user_root) = launch

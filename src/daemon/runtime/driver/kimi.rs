@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use super::{Launch, PrivateHome, Wiring, read_user_file};
+use super::{Launch, PrivateHome, Unasked, Wiring, has_flag, read_user_file};
 use crate::contract::tool_guidance::NAMESPACE;
 use crate::daemon::runtime::env::ChildEnv;
 
@@ -33,6 +33,28 @@ const MCP_FILE: &str = "mcp.json";
 const AGENTS_FILE: &str = "AGENTS.md";
 /// Made in the user's home when missing: where Kimi Code writes its sessions.
 const SESSIONS: &str = "sessions";
+
+/// Kimi Code's print mode (`-p`) and its approval flags run every tool without asking, and it has
+/// no rule that makes one tool ask; interactive, it asks before a tool.
+pub(super) fn unasked(args: &[String]) -> Unasked {
+    let unattended = has_flag(
+        args,
+        &[
+            "-p",
+            "--prompt",
+            "--print",
+            "-y",
+            "--yes",
+            "--yolo",
+            "--auto-approve",
+            "--afk",
+        ],
+    );
+    match unattended {
+        true => Unasked::both("Kimi Code runs every tool without asking in print mode"),
+        false => Unasked::default(),
+    }
+}
 
 pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
     let Some(user_home) = launch

@@ -39,7 +39,7 @@ pub use codex::{Seen, ThreadWatch, app_server as codex_app_server};
 pub use kimi::check_program as check_kimi;
 
 use super::guidance::GuideFiles;
-pub use crate::contract::preapproval::{EXEC_ALIAS, preapproved_prefixes};
+pub use crate::contract::preapproval::{EXEC_ALIAS, Unasked, preapproved_prefixes};
 use crate::contract::tool_guidance::RuntimeNaming;
 pub use private_home::PrivateHome;
 
@@ -249,6 +249,37 @@ pub struct Wiring {
     pub homes: Vec<PrivateHome>,
 }
 
+/// Whether `args` (the user's own arguments) hold one of `flags`, alone or as `flag=value`.
+fn has_flag(args: &[String], flags: &[&str]) -> bool {
+    args.iter().any(|arg| {
+        flags.iter().any(|flag| {
+            arg == flag
+                || arg
+                    .strip_prefix(flag)
+                    .is_some_and(|rest| rest.starts_with('='))
+        })
+    })
+}
+
+/// The value of the option `name` in `args` (`name VALUE` or `name=VALUE`), the last one given.
+fn option_value<'a>(args: &'a [String], names: &[&str]) -> Option<&'a str> {
+    let mut found = None;
+    let mut words = args.iter();
+    while let Some(word) = words.next() {
+        for name in names {
+            if word == name {
+                found = words.clone().next().map(String::as_str);
+            } else if let Some(value) = word
+                .strip_prefix(name)
+                .and_then(|rest| rest.strip_prefix('='))
+            {
+                found = Some(value);
+            }
+        }
+    }
+    found
+}
+
 impl Wiring {
     /// Nothing wired, and why (for stderr): the runtime starts with the environment only.
     fn not_wired(why: impl Into<String>) -> Wiring {
@@ -269,6 +300,21 @@ pub fn wire(family: Family, launch: &Launch) -> io::Result<Wiring> {
         Family::Kimi => kimi::wire(launch),
         Family::Copilot => copilot::wire(launch),
         Family::Gemini => gemini::wire(launch),
+    }
+}
+
+/// Where `family`, launched as `launch` says, would run a destructive AgentTeam call without
+/// asking its person (the daemon refuses those calls of the launch). A generic program runs what
+/// its author wrote: nothing is refused for it.
+pub fn unasked(family: Family, launch: &Launch) -> Unasked {
+    match family {
+        Family::Auto | Family::Generic => Unasked::default(),
+        Family::Claude => claude::unasked(launch.args),
+        Family::Codex => codex::unasked(),
+        Family::Opencode => opencode::unasked(launch),
+        Family::Kimi => kimi::unasked(launch.args),
+        Family::Copilot => copilot::unasked(launch.args),
+        Family::Gemini => gemini::unasked(launch.args),
     }
 }
 
@@ -431,6 +477,75 @@ pub(super) mod tests {
                 preapproved: &self.preapproved,
                 sandbox_network: false,
             }
+        }
+    }
+
+    /// The one rule for all six, as each runtime is launched: where it asks its person before a
+    /// destructive call (`asks`), and where the daemon refuses one instead, per bridge.
+    #[test]
+    fn every_runtime_follows_the_one_rule_of_what_runs_unasked() {
+        let asks = |family: Family, args: &[&str], user: Option<serde_json::Value>| {
+            let fixture = Fixture::new(family);
+            if let Some(config) = user {
+                let dir = fixture.home().join(".config/opencode");
+                std::fs::create_dir_all(&dir).unwrap();
+                std::fs::write(dir.join("opencode.json"), config.to_string()).unwrap();
+            }
+            let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+            let unasked = unasked(family, &fixture.launch(&args));
+            (unasked.exec.is_none(), unasked.mcp.is_none())
+        };
+        // (family, the user's arguments, the user's OpenCode configuration, (exec asks, mcp asks))
+        type Case<'a> = (Family, &'a [&'a str], Option<serde_json::Value>, (bool, bool));
+        let cases: &[Case] = &[
+            (Family::Generic, &[], None, (true, true)),
+            (Family::Claude, &["-p", "x"], None, (true, true)),
+            (
+                Family::Claude,
+                &["--dangerously-skip-permissions"],
+                None,
+                (false, false),
+            ),
+            (Family::Codex, &["exec", "x"], None, (false, false)),
+            (Family::Codex, &[], None, (false, false)),
+            (Family::Opencode, &["run", "x"], None, (false, false)),
+            (
+                Family::Opencode,
+                &["run", "x"],
+                Some(serde_json::json!({"permission": {"bash": "ask"}})),
+                (true, false),
+            ),
+            (
+                Family::Opencode,
+                &["run", "x"],
+                Some(serde_json::json!({"permission": {"bash": {"*": "deny"}}})),
+                (true, false),
+            ),
+            (Family::Kimi, &["-p", "x"], None, (false, false)),
+            (Family::Kimi, &["--yolo"], None, (false, false)),
+            (Family::Kimi, &[], None, (true, true)),
+            (Family::Copilot, &["-p", "x"], None, (true, true)),
+            (
+                Family::Copilot,
+                &["--allow-all-tools"],
+                None,
+                (false, false),
+            ),
+            (Family::Gemini, &["-p", "x"], None, (true, false)),
+            (
+                Family::Gemini,
+                &["--approval-mode=yolo"],
+                None,
+                (false, false),
+            ),
+            (Family::Gemini, &["-y"], None, (false, false)),
+        ];
+        for (family, args, user, expected) in cases {
+            assert_eq!(
+                asks(*family, args, user.clone()),
+                *expected,
+                "{family:?} {args:?} {user:?}: (exec asks, mcp asks)"
+            );
         }
     }
 

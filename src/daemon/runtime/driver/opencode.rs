@@ -20,10 +20,33 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use super::{Launch, Wiring, parse_jsonc, read_user_file};
+use super::{Launch, Unasked, Wiring, parse_jsonc, read_user_file};
 use crate::contract::tool_guidance::NAMESPACE;
 
 const CONTENT: &str = "OPENCODE_CONFIG_CONTENT";
+
+/// OpenCode runs every command and tool its permission rules do not stop: a destructive
+/// `agentteam exec` asks only under the user's own catch-all `bash` rule of `ask` or `deny`, and
+/// the driver sets no rule that makes an MCP tool ask.
+pub(super) fn unasked(launch: &Launch) -> Unasked {
+    let user = UserConfig::read(launch);
+    let catch_all = match user.permission.as_ref().and_then(|p| p.get("bash")) {
+        Some(Value::String(all)) => Some(all.as_str()),
+        Some(Value::Object(rules)) => rules.get("*").and_then(Value::as_str),
+        _ => None,
+    };
+    let exec = match catch_all {
+        Some("ask" | "deny") if user.unreadable.is_none() => None,
+        _ => Some(
+            "OpenCode runs every command its permission rules allow, and yours allow this one"
+                .to_string(),
+        ),
+    };
+    Unasked {
+        exec,
+        mcp: Some("OpenCode calls MCP tools without asking".to_string()),
+    }
+}
 
 pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
     let mut notices = Vec::new();
