@@ -138,9 +138,18 @@ enum DaemonAction {
 pub fn daemon_command(command: DaemonCommand, scrubbed: Vec<String>) -> Exit {
     match command.action {
         None => run_daemon(command.args, scrubbed),
+        // The daemon first (what it ends said and asked), then its login service, if any: a
+        // unit systemd would start again is stopped too.
         Some(DaemonAction::Stop { state, yes }) => {
             match super::local::stop(&state.state_dir, yes) {
-                Ok(_) => Exit::Success,
+                Ok(_) => {
+                    match std::path::absolute(state.state_dir.unwrap_or_else(default_state_dir)) {
+                        Ok(state_dir) => super::service::stop_unit(state_dir),
+                        Err(e) => {
+                            usage_error(&format!("cannot resolve the state directory: {e}"), &[])
+                        }
+                    }
+                }
                 Err(exit) => exit,
             }
         }

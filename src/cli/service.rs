@@ -1,18 +1,25 @@
 //! `agentteam daemon install | uninstall`: the daemon as a login service of this user, a systemd
-//! user unit (Linux) or a launchd agent (macOS, whose file is rendered here for `--print`: the
-//! crate builds for Linux only), running the daemon with the state directory and flags given.
+//! user unit (Linux) or a launchd agent (macOS, whose file is rendered here for `--print` only:
+//! the crate builds for Linux only, so nothing here installs one), running the daemon with the
+//! state directory and flags given; and the unit's side of `agentteam daemon stop`.
 //!
 //! The file names the daemon's executable by its absolute path and carries only flags, which by
 //! design hold no secret (credentials come from files the flags name); it sets no environment.
 //! It restarts the daemon when it fails, a bounded number of times, and its output goes where the
-//! platform keeps a service's logs (the user journal; `~/Library/Logs/agentteam`). A file at the
-//! unit's path that `install` did not write is left alone: installing refuses, naming it.
+//! platform keeps a service's logs (the user journal; `~/Library/Logs/agentteam`, which the
+//! printed agent says to create). A file at the unit's path that `install` did not write is left
+//! alone: installing refuses, naming it.
+//!
+//! `systemctl` answers exit status 1 both when no user manager is reachable and when the manager
+//! ran the job and it failed; only its words tell them apart (`Failed to connect to …`, see
+//! [`systemctl`]). `install` finishes the first in the person's login session (exit 0, saying
+//! what to run there) and reports the second (exit 1).
 
 use std::path::{Path, PathBuf};
 
 use sha2::{Digest, Sha256};
 
-use super::output::{Exit, print, usage_error};
+use super::output::{Exit, print, printable, usage_error};
 
 /// The first line of every file `install` writes: the mark that lets it replace or remove one.
 const MARK: &str = "Written by `agentteam daemon install`";
@@ -102,9 +109,16 @@ impl Service {
             .map(|word| format!("    <string>{}</string>\n", xml_text(&word)))
             .collect();
         let label = format!("dev.agentteam.{}", self.name());
+        // What the comment says is all there is to do: this crate prints the agent and installs
+        // none, and launchd creates no directory for `StandardOutPath`. (An XML comment holds no
+        // `--`, and no path: `$HOME` is `~` here.)
         format!(
             "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n\
-             <!-- {MARK}: `agentteam daemon uninstall` removes it. -->\n\
+             <!-- Printed by `agentteam daemon install`, which installs only systemd units. To run it at login on macOS: \
+             mkdir -p ~/Library/Logs/agentteam (its log directory, which launchd does not create); \
+             save this file as ~/Library/LaunchAgents/{label}.plist; \
+             launchctl bootstrap gui/$(id -u) ~/Library/LaunchAgents/{label}.plist \
+             (launchctl bootout gui/$(id -u)/{label} stops it). -->\n\
              <!DOCTYPE plist PUBLIC \"-//Apple//DTD PLIST 1.0//EN\" \"http://www.apple.com/DTDs/PropertyList-1.0.dtd\">\n\
              <plist version=\"1.0\">\n\
              <dict>\n\
@@ -266,24 +280,94 @@ pub fn install(service: Service, format: Option<Format>, print_only: bool) -> Ex
     }
     eprintln!("agentteam: wrote {}", path.display());
     let unit = format!("{}.service", service.name());
-    systemctl(&["daemon-reload"]);
-    if systemctl(&["enable", &unit]) {
-        eprintln!("agentteam: {unit} starts at login");
-    } else {
-        eprintln!(
-            "agentteam: could not enable {unit}: run `systemctl --user enable --now {unit}` in your login session"
-        );
+    let mut exit = Exit::Success;
+    // A reload the manager could not do shows in the start that follows; no manager: nothing to
+    // reload.
+    let _ = systemctl(&["daemon-reload"]);
+    // `enable` links the unit for login without a manager (systemctl edits the files itself).
+    match systemctl(&["enable", &unit]) {
+        Systemctl::Done => eprintln!("agentteam: {unit} starts at login"),
+        Systemctl::Unreachable(said) => eprintln!(
+            "agentteam: could not enable {unit} ({}): run `systemctl --user enable --now {unit}` in your login session",
+            first_line(&said)
+        ),
+        Systemctl::Failed(said) => {
+            exit = failed(
+                &format!("{unit} is written but not enabled at login"),
+                &said,
+                &unit,
+            );
+        }
     }
-    if systemctl(&["start", &unit]) {
-        eprintln!(
+    match systemctl(&["start", &unit]) {
+        Systemctl::Done => eprintln!(
             "agentteam: {unit} runs now (`systemctl --user status {unit}`; its log: `journalctl --user -u {unit}`)"
-        );
-    } else {
-        eprintln!(
-            "agentteam: systemd's user manager is not reachable here, so {unit} does not run yet: run `systemctl --user start {unit}` in your login session"
-        );
+        ),
+        Systemctl::Unreachable(said) => eprintln!(
+            "agentteam: systemd's user manager is not reachable here ({}), so {unit} does not run yet: run `systemctl --user start {unit}` in your login session",
+            first_line(&said)
+        ),
+        Systemctl::Failed(said) => {
+            exit = failed(
+                &format!("{unit} is installed but failed to start"),
+                &said,
+                &unit,
+            );
+        }
     }
-    Exit::Success
+    exit
+}
+
+/// Says that systemd's user manager answered `what` (its words `said`) about `unit`, and returns
+/// the exit of an action that ran and failed: the unit is written, and what systemd refused is
+/// for the person to see in its status and journal.
+fn failed(what: &str, said: &str, unit: &str) -> Exit {
+    eprintln!("error: {what}");
+    for line in said.lines().filter(|line| !line.trim().is_empty()) {
+        eprintln!("  caused by: systemctl: {}", printable(line.trim()));
+    }
+    eprintln!("hint: `systemctl --user status {unit}` and `journalctl --user -u {unit}` say why");
+    Exit::ActionFailed
+}
+
+/// The first line of what `systemctl` said, safe to show.
+fn first_line(said: &str) -> String {
+    printable(said.lines().next().unwrap_or_default().trim())
+}
+
+/// The unit side of `agentteam daemon stop` for `state_dir` (absolute): when `install` wrote its
+/// unit, `systemctl --user stop` it, so systemd starts no daemon there until the next login or
+/// start. The daemon was stopped already, with what that ends said and asked; this covers the
+/// rest: a daemon whose exit systemd counts as a failure would be restarted (`Restart=`), and so
+/// would one the unit was waiting to restart. No manager reachable: none runs a daemon to stop.
+pub fn stop_unit(state_dir: PathBuf) -> Exit {
+    if native() != Format::Systemd {
+        return Exit::Success;
+    }
+    let service = Service {
+        executable: PathBuf::new(),
+        flags: Vec::new(),
+        state_dir,
+    };
+    let path = service.path(Format::Systemd, &config_home(), &home());
+    if !std::fs::read_to_string(&path).is_ok_and(|text| text.contains(MARK)) {
+        return Exit::Success;
+    }
+    let unit = format!("{}.service", service.name());
+    match systemctl(&["stop", &unit]) {
+        Systemctl::Done => {
+            eprintln!(
+                "agentteam: {unit} stays stopped until the next login (or `systemctl --user start {unit}`)"
+            );
+            Exit::Success
+        }
+        Systemctl::Unreachable(_) => Exit::Success,
+        Systemctl::Failed(said) => failed(
+            &format!("{unit} may start the daemon again: stopping it failed"),
+            &said,
+            &unit,
+        ),
+    }
 }
 
 /// `agentteam daemon uninstall [--format F]`: stops and disables the service, and removes its
@@ -321,16 +405,50 @@ pub fn uninstall(service: Service, format: Option<Format>) -> Exit {
     Exit::Success
 }
 
-/// `systemctl --user ARGS`, quietly: whether it succeeded (no user manager: no).
-fn systemctl(args: &[&str]) -> bool {
-    std::process::Command::new("systemctl")
+/// How `systemctl --user` answered.
+enum Systemctl {
+    /// It did what was asked.
+    Done,
+    /// No user manager answered (or `systemctl` cannot run here): what it said.
+    Unreachable(String),
+    /// The manager answered and refused, or ran the job and it failed: what it said.
+    Failed(String),
+}
+
+/// `systemctl --user ARGS`, its output kept from the terminal. It exits 1 both when it reaches
+/// no manager and when a job fails; what it says tells them apart: `Failed to connect to bus: …`
+/// (systemd 252, Debian 12) or `Failed to connect to user scope bus via local transport: …`
+/// (later), both from its bus connection, before anything was asked.
+fn systemctl(args: &[&str]) -> Systemctl {
+    let output = std::process::Command::new("systemctl")
         .arg("--user")
         .args(args)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .status()
-        .is_ok_and(|status| status.success())
+        .stderr(std::process::Stdio::piped())
+        .output();
+    match output {
+        Err(e) => Systemctl::Unreachable(format!("cannot run `systemctl`: {e}")),
+        Ok(output) if output.status.success() => Systemctl::Done,
+        Ok(output) => {
+            let mut said = String::from_utf8_lossy(&output.stderr).trim().to_string();
+            if said.is_empty() {
+                said = format!(
+                    "`systemctl --user {}` failed ({})",
+                    args.join(" "),
+                    output.status
+                );
+            }
+            if said
+                .lines()
+                .any(|line| line.starts_with("Failed to connect to"))
+            {
+                Systemctl::Unreachable(said)
+            } else {
+                Systemctl::Failed(said)
+            }
+        }
+    }
 }
 
 #[cfg(test)]

@@ -19,6 +19,7 @@ mod fixture_build;
 mod generated_fresh;
 mod knowledge;
 mod local_cli;
+mod login_service;
 mod mcp;
 mod off_contract;
 mod openapi_fuzz;
