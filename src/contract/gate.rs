@@ -99,16 +99,20 @@ pub fn served_annotations() -> &'static BTreeMap<String, Option<bool>> {
 
 /// The `readOnlyHint` of every tool in an inventory document (a `tools/list` `tools` array).
 pub fn read_only_hints(inventory: &Value) -> BTreeMap<String, Option<bool>> {
+    hints(inventory, "readOnlyHint")
+}
+
+/// The annotation `hint` (`readOnlyHint`, `destructiveHint`) of every tool in an inventory
+/// document, by tool name.
+pub fn hints(inventory: &Value, hint: &str) -> BTreeMap<String, Option<bool>> {
+    let pointer = format!("/annotations/{hint}");
     inventory
         .as_array()
         .into_iter()
         .flatten()
         .filter_map(|tool| {
             let name = tool.get("name")?.as_str()?.to_string();
-            let hint = tool
-                .pointer("/annotations/readOnlyHint")
-                .and_then(Value::as_bool);
-            Some((name, hint))
+            Some((name, tool.pointer(&pointer).and_then(Value::as_bool)))
         })
         .collect()
 }

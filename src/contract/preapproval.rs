@@ -81,18 +81,13 @@ pub fn tool_is_destructive(name: &str) -> bool {
     static DESTRUCTIVE: OnceLock<BTreeMap<String, bool>> = OnceLock::new();
     let destructive = DESTRUCTIVE.get_or_init(|| {
         let inventory: Value = serde_json::from_str(MCP_TOOLS_JSON).expect("generated JSON parses");
-        inventory
-            .as_array()
+        let destructive = super::gate::hints(&inventory, "destructiveHint");
+        super::gate::read_only_hints(&inventory)
             .into_iter()
-            .flatten()
-            .filter_map(|tool| {
-                let name = tool.get("name")?.as_str()?.to_string();
-                let hint = |field: &str| {
-                    tool.pointer(&format!("/annotations/{field}"))
-                        .and_then(Value::as_bool)
-                };
-                let read_only = hint("readOnlyHint") == Some(true);
-                Some((name, !read_only && hint("destructiveHint") != Some(false)))
+            .map(|(name, read_only)| {
+                let marked = destructive.get(&name).copied().flatten();
+                let is = read_only != Some(true) && marked != Some(false);
+                (name, is)
             })
             .collect()
     });
