@@ -496,7 +496,12 @@ pub(super) mod tests {
             (unasked.exec.is_none(), unasked.mcp.is_none())
         };
         // (family, the user's arguments, the user's OpenCode configuration, (exec asks, mcp asks))
-        type Case<'a> = (Family, &'a [&'a str], Option<serde_json::Value>, (bool, bool));
+        type Case<'a> = (
+            Family,
+            &'a [&'a str],
+            Option<serde_json::Value>,
+            (bool, bool),
+        );
         let cases: &[Case] = &[
             (Family::Generic, &[], None, (true, true)),
             (Family::Claude, &["-p", "x"], None, (true, true)),
