@@ -35,12 +35,14 @@ ours_stop() {
     runtime_pid="" daemon_pid=""
 }
 
-# audit_dropped: how many audit records the daemon's embedded server has dropped so far (its
-# `/admin/stats`, with the operator token from the state directory on curl's stdin, never argv).
+# audit_dropped: how many audit records the daemon's embedded server has lost so far, plus the
+# requests it refused because their record found no room in time: either makes a load invalid
+# (its `/admin/stats`, with the operator token from the state directory on curl's stdin, never
+# argv).
 audit_dropped() {
     local server
     server=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["serverUrl"])' "$work/state/daemon.json")
     printf 'Authorization: Bearer %s\n' "$(< "$work/state/operator.token")" |
         curl -sS -H @- "$server/admin/stats" |
-        python3 -c 'import json,sys; e=json.load(sys.stdin); assert e["ok"], e; print(e["data"]["auditDropped"])'
+        python3 -c 'import json,sys; e=json.load(sys.stdin); assert e["ok"], e; d=e["data"]; print(d["auditDropped"] + d.get("audit", {}).get("refused", 0))'
 }

@@ -2,12 +2,19 @@
 //! agent, route family, action, outcome code, idempotency-key hash, duration), never an input
 //! value, message content or credential.
 //!
-//! The front middleware ([`recorded`]) builds the record after the answer and hands it to a
-//! bounded queue ([`QUEUE`] records): a full queue drops the record and counts it (`auditDropped`
-//! in `/admin/stats`), so auditing never blocks a request. One writer task gathers records for
-//! [`LINGER`] after the first, or until [`BATCH`] are queued, and appends up to [`BATCH`] in one
-//! transaction (group commit). Retention is by age and by count ([`RETENTION`], [`MAX_RECORDS`]),
-//! applied by the scheduler pass.
+//! No write is served without its record. A runtime mutation's record is written in the same
+//! transaction as its effects ([`write_in_transaction`], from `runtime_call`): if it cannot be
+//! written, the mutation does not commit. Every other record (reads, refusals, operator actions,
+//! an extension's call, whose effect is the provider's) is built by the front middleware
+//! ([`recorded`]) after the answer and handed to a bounded queue ([`QUEUE`] records). When the
+//! queue is full, the request waits for room, at most [`WAIT`]; past it a read or a refusal is
+//! answered with an error of its own (the server could not record it), never served unaudited,
+//! and a write whose effect may already be committed has its record written at once, beside the
+//! queue. The waits, the refusals and the queue's depth are in `/admin/stats`. One writer task
+//! gathers records for [`LINGER`] after the first, or until [`BATCH`] are queued, and appends up
+//! to [`BATCH`] in one transaction (group commit): a crash loses at most the queued records of
+//! one window, none of a committed runtime mutation. Retention is by age and by count
+//! ([`RETENTION`], [`MAX_RECORDS`]), applied by the scheduler pass.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -21,12 +28,18 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use super::store::{AuditRecord, Clock, Store, new_id};
+use crate::wire;
+
+use super::store::{AuditRecord, Clock, Store, StoreError, new_id};
+use crate::contract::ActionError;
+use crate::contract::error::ErrorCode;
 
 /// Records waiting for the writer, at most.
 pub const QUEUE: usize = 4096;
 /// Records per write, at most.
 pub const BATCH: usize = 1024;
+/// How long a request waits for room in a full queue before it is refused.
+pub const WAIT: Duration = Duration::from_secs(2);
 /// How long the writer gathers records after the first of a batch: one commit (one fsync on
 /// SQLite) per window instead of one per handful of requests.
 pub const LINGER: Duration = Duration::from_millis(100);
@@ -47,6 +60,12 @@ tokio::task_local! {
 struct Established {
     device_id: Option<String>,
     verified: bool,
+    /// The request asks for an effect: once answered, its record may not be refused.
+    mutation: bool,
+    /// Its record was committed with its effects: the queue gets none.
+    written: bool,
+    /// The record as the middleware knows it before the handler runs, and when it started.
+    template: Option<(AuditRecord, std::time::Instant)>,
 }
 
 /// Called by the runtime API once `device_id` authenticated for the route's workspace and agent.
@@ -63,13 +82,52 @@ pub fn operator_verified() {
     let _ = CALLER.try_with(|caller| caller.lock().expect("not poisoned").verified = true);
 }
 
+/// Called by a runtime route whose request asks for an effect.
+pub fn mutation() {
+    let _ = CALLER.try_with(|caller| caller.lock().expect("not poisoned").mutation = true);
+}
+
+/// Inside a mutation's transaction, just before it commits: writes this request's record there
+/// (outcome `ok`, its time so far), so that the effects and their record commit together or not
+/// at all. Call [`committed`] once the transaction has. Nothing outside an audited request.
+pub async fn write_in_transaction(store: &Store) -> Result<(), StoreError> {
+    let record = CALLER
+        .try_with(|caller| {
+            let caller = caller.lock().expect("not poisoned");
+            caller.template.clone().map(|(mut record, started)| {
+                record.device_id = caller.device_id.clone();
+                record.verified = caller.verified;
+                record.duration_us = elapsed_us(started);
+                record
+            })
+        })
+        .ok()
+        .flatten();
+    match record {
+        Some(record) => store.insert_audit(std::slice::from_ref(&record)).await,
+        None => Ok(()),
+    }
+}
+
+/// The transaction that [`write_in_transaction`] wrote into has committed.
+pub fn committed() {
+    let _ = CALLER.try_with(|caller| caller.lock().expect("not poisoned").written = true);
+}
+
+fn elapsed_us(started: std::time::Instant) -> i64 {
+    started.elapsed().as_micros().min(i64::MAX as u128) as i64
+}
+
 /// The queue into the audit store.
 #[derive(Clone)]
 pub struct Auditor {
     queue: mpsc::Sender<AuditRecord>,
+    /// Where a write's record goes at once when the queue has no room in time.
+    store: Option<Store>,
     /// Told when a batch's worth is queued: the writer then stops gathering early.
     full: Arc<Notify>,
     dropped: Arc<AtomicU64>,
+    counts: Arc<Counts>,
     stop: CancellationToken,
     writer: Arc<tokio::sync::Mutex<Option<tokio::task::JoinHandle<()>>>>,
 }
@@ -77,17 +135,25 @@ pub struct Auditor {
 impl Auditor {
     /// Starts the writer task over `store`.
     pub fn start(store: Store) -> Auditor {
-        Auditor::with_queue(store, QUEUE)
+        #[cfg(debug_assertions)]
+        if let Some(capacity) = fault::stalled_capacity() {
+            return Auditor::with_queue(store, capacity, true);
+        }
+        Auditor::with_queue(store, QUEUE, false)
     }
 
-    fn with_queue(store: Store, capacity: usize) -> Auditor {
-        let (auditor, receiver) = Auditor::unstarted(capacity);
+    /// A queue of `capacity` and its writer; a `stalled` writer takes nothing until it is stopped
+    /// (a test's fault point).
+    fn with_queue(store: Store, capacity: usize, stalled: bool) -> Auditor {
+        let (mut auditor, receiver) = Auditor::unstarted(capacity);
+        auditor.store = Some(store.clone());
         let writer = tokio::spawn(write(
             store,
             receiver,
             auditor.full.clone(),
             auditor.dropped.clone(),
             auditor.stop.clone(),
+            stalled,
         ));
         *auditor.writer.try_lock().expect("new") = Some(writer);
         auditor
@@ -97,26 +163,81 @@ impl Auditor {
         let (queue, receiver) = mpsc::channel(capacity);
         let auditor = Auditor {
             queue,
+            store: None,
             full: Arc::new(Notify::new()),
             dropped: Arc::new(AtomicU64::new(0)),
+            counts: Arc::default(),
             stop: CancellationToken::new(),
             writer: Arc::new(tokio::sync::Mutex::new(None)),
         };
         (auditor, receiver)
     }
 
-    /// Queues `record`; a full queue drops it and counts it.
-    pub fn record(&self, record: AuditRecord) {
-        if self.queue.try_send(record).is_err() {
-            self.dropped.fetch_add(1, Ordering::Relaxed);
-        } else if self.queue.max_capacity() - self.queue.capacity() >= BATCH {
+    /// Queues `record`, waiting for room at most [`WAIT`]; gives it back when there was none.
+    pub async fn admit(&self, record: AuditRecord) -> Result<(), AuditRecord> {
+        let record = match self.queue.try_send(record) {
+            Ok(()) => {
+                self.queued();
+                return Ok(());
+            }
+            Err(mpsc::error::TrySendError::Closed(record)) => return Err(record),
+            Err(mpsc::error::TrySendError::Full(record)) => record,
+        };
+        self.counts.waited.fetch_add(1, Ordering::Relaxed);
+        let started = std::time::Instant::now();
+        // The writer was told a batch is waiting: it takes one at once.
+        self.full.notify_one();
+        let room = tokio::time::timeout(WAIT, self.queue.reserve()).await;
+        self.counts
+            .wait_us
+            .fetch_add(elapsed_us(started) as u64, Ordering::Relaxed);
+        match room {
+            Ok(Ok(permit)) => {
+                permit.send(record);
+                self.queued();
+                Ok(())
+            }
+            _ => {
+                self.counts.refused.fetch_add(1, Ordering::Relaxed);
+                Err(record)
+            }
+        }
+    }
+
+    fn queued(&self) {
+        if self.queue.max_capacity() - self.queue.capacity() >= BATCH {
             self.full.notify_one();
         }
     }
 
-    /// Records dropped since start (queue full, or a failed write).
+    /// Writes `record` at once, beside the queue: a write's record that found no room in time.
+    async fn write_now(&self, record: AuditRecord) {
+        self.counts.written_now.fetch_add(1, Ordering::Relaxed);
+        let written = match &self.store {
+            Some(store) => store.insert_audit(std::slice::from_ref(&record)).await,
+            None => Ok(()),
+        };
+        if let Err(error) = written {
+            tracing::error!(%error, action = %record.action, "a write's audit record cannot be written; it is lost");
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Records lost since start (a failed write).
     pub fn dropped(&self) -> u64 {
         self.dropped.load(Ordering::Relaxed)
+    }
+
+    /// What the queue did since start, and how many records it holds now (the writer's lag).
+    pub fn stats(&self) -> serde_json::Value {
+        let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        serde_json::json!({
+            "queued": self.queue.max_capacity() - self.queue.capacity(),
+            "waited": read(&self.counts.waited),
+            "waitedMs": read(&self.counts.wait_us) / 1000,
+            "refused": read(&self.counts.refused),
+            "writtenAtOnce": read(&self.counts.written_now),
+        })
     }
 
     /// Writes what is queued and stops the writer (orderly shutdown).
@@ -128,6 +249,19 @@ impl Auditor {
     }
 }
 
+/// What the queue did since start.
+#[derive(Debug, Default)]
+struct Counts {
+    /// Requests that found the queue full and waited for room.
+    waited: AtomicU64,
+    /// Their waits, in microseconds, summed.
+    wait_us: AtomicU64,
+    /// Requests answered with an error because their record found no room in time.
+    refused: AtomicU64,
+    /// Writes' records written beside the queue, having found no room in time.
+    written_now: AtomicU64,
+}
+
 /// The writer: one batch at a time, until stopped; then what is still queued.
 async fn write(
     store: Store,
@@ -135,8 +269,12 @@ async fn write(
     full: Arc<Notify>,
     dropped: Arc<AtomicU64>,
     stop: CancellationToken,
+    stalled: bool,
 ) {
     let mut batch = Vec::new();
+    if stalled {
+        stop.cancelled().await;
+    }
     while gather(&mut receiver, &full, &stop, &mut batch).await {
         append(&store, &batch, &dropped).await;
         batch.clear();
@@ -192,6 +330,20 @@ async fn append(store: &Store, batch: &[AuditRecord], dropped: &AtomicU64) {
     }
 }
 
+/// A test-only fault point of debug builds: `AGENTTEAM_FAULT_AUDIT_STALL=<records>` gives the
+/// audit queue room for that many records and a writer that takes none of them until the server
+/// stops (a writer fallen behind, at once).
+#[cfg(debug_assertions)]
+mod fault {
+    pub fn stalled_capacity() -> Option<usize> {
+        std::env::var("AGENTTEAM_FAULT_AUDIT_STALL")
+            .ok()?
+            .parse()
+            .ok()
+            .filter(|capacity| *capacity > 0)
+    }
+}
+
 /// The front middleware's part (`front.rs`): every request to a runtime or operator route is
 /// recorded into `auditor`'s queue once `run` has answered it, timed by `clock`.
 pub async fn recorded<F: Future<Output = Response>>(
@@ -213,28 +365,63 @@ pub async fn recorded<F: Future<Output = Response>>(
         .headers()
         .get("idempotency-key")
         .map(|key| hex::encode(Sha256::digest(key.as_bytes())));
+    // An operator's write is known by its method; a runtime route says so itself ([`mutation`]).
+    let writes = family == "operator" && request.method() != Method::GET;
+    let template = AuditRecord {
+        id: new_id("aud", at),
+        at,
+        workspace_id,
+        device_id: None,
+        agent_id,
+        verified: false,
+        family: family.to_string(),
+        action,
+        outcome: "ok".into(),
+        key_hash,
+        duration_us: 0,
+    };
+    let caller = Established {
+        mutation: writes,
+        template: Some((template, started)),
+        ..Established::default()
+    };
     let (response, established) = CALLER
-        .scope(std::sync::Mutex::new(Established::default()), async move {
+        .scope(std::sync::Mutex::new(caller), async move {
             let response = run(request).await;
             let established = CALLER.with(|caller| caller.lock().expect("not poisoned").clone());
             (response, established)
         })
         .await;
+    if established.written {
+        return response;
+    }
     let (response, outcome) = outcome(response).await;
-    auditor.record(AuditRecord {
-        id: new_id("aud", at),
-        at,
-        workspace_id,
-        device_id: established.device_id,
-        agent_id,
-        verified: established.verified,
-        family: family.to_string(),
-        action,
-        outcome,
-        key_hash,
-        duration_us: started.elapsed().as_micros().min(i64::MAX as u128) as i64,
-    });
-    response
+    let Some((mut record, _)) = established.template else {
+        return response;
+    };
+    record.device_id = established.device_id;
+    record.verified = established.verified;
+    record.outcome = outcome;
+    record.duration_us = elapsed_us(started);
+    let Err(record) = auditor.admit(record).await else {
+        return response;
+    };
+    if established.mutation {
+        // Its effect may be committed already: its record is written now, never refused.
+        auditor.write_now(record).await;
+        return response;
+    }
+    tracing::warn!(action = %record.action, "the audit queue had no room in time; the request is refused");
+    wire::error_response(&unrecorded())
+}
+
+/// The answer to a request whose record found no room in the audit queue in time.
+pub fn unrecorded() -> ActionError {
+    ActionError::new(
+        ErrorCode::AdmissionLimited,
+        "the server could not record this request in its audit trail in time, so it did not answer it",
+    )
+    .with_next("retry later")
 }
 
 /// A path's segments, after its leading slashes.
@@ -384,20 +571,32 @@ mod tests {
         }
     }
 
-    /// The queue's bound at its edge: the record past it is dropped and counted, never waited for.
-    #[test]
-    fn a_full_queue_drops_and_counts_without_blocking() {
+    /// The queue's bound at its edge: the record past it waits for room, at most [`WAIT`], and
+    /// is given back (counted as refused) when none came; room made in time takes it.
+    #[tokio::test(start_paused = true)]
+    async fn a_full_queue_waits_for_room_then_gives_the_record_back() {
         let (auditor, mut receiver) = Auditor::unstarted(2);
-        auditor.record(record(1));
-        auditor.record(record(2));
-        assert_eq!(auditor.dropped(), 0);
-        auditor.record(record(3));
-        assert_eq!(auditor.dropped(), 1);
+        auditor.admit(record(1)).await.unwrap();
+        auditor.admit(record(2)).await.unwrap();
+        let start = tokio::time::Instant::now();
+        let refused = auditor.admit(record(3)).await.expect_err("no room came");
+        assert_eq!(refused.at, 3);
+        assert_eq!(start.elapsed(), WAIT);
+        assert_eq!(auditor.stats()["refused"], 1);
+        assert_eq!(auditor.stats()["queued"], 2);
+        // Room made while it waits takes the record.
+        let waiting = tokio::spawn({
+            let auditor = auditor.clone();
+            async move { auditor.admit(record(4)).await }
+        });
+        tokio::time::sleep(WAIT / 2).await;
         assert_eq!(receiver.try_recv().unwrap().at, 1);
-        auditor.record(record(4));
-        assert_eq!(auditor.dropped(), 1);
+        waiting.await.unwrap().unwrap();
         assert_eq!(receiver.try_recv().unwrap().at, 2);
         assert_eq!(receiver.try_recv().unwrap().at, 4);
+        assert_eq!(auditor.stats()["waited"], 2);
+        assert_eq!(auditor.stats()["refused"], 1);
+        assert_eq!(auditor.dropped(), 0);
     }
 
     /// A batch is what came in the window after its first record (time is paused: the window
@@ -407,7 +606,7 @@ mod tests {
         let (auditor, mut receiver) = Auditor::unstarted(QUEUE);
         let stop = CancellationToken::new();
         for n in 0..3 {
-            auditor.record(record(n));
+            auditor.admit(record(n)).await.unwrap();
         }
         let start = tokio::time::Instant::now();
         let mut batch = Vec::new();
@@ -422,7 +621,7 @@ mod tests {
         let (auditor, mut receiver) = Auditor::unstarted(QUEUE);
         let stop = CancellationToken::new();
         for n in 0..=BATCH as i64 {
-            auditor.record(record(n));
+            auditor.admit(record(n)).await.unwrap();
         }
         let start = tokio::time::Instant::now();
         let mut batch = Vec::new();

@@ -148,6 +148,7 @@ async fn run(
         state,
         &caller,
         &key,
+        declared.risk.is_mutation(),
         selector,
         &input,
         runtime_call::Receipt::Separate,

@@ -148,7 +148,8 @@ async fn run(
         }
         Operation::Tool(id) => state.catalog.validate_tool_input(id, &input)?,
     }
-    let selector = if op.is_mutation(&input) {
+    let mutation = op.is_mutation(&input);
+    let selector = if mutation {
         resolve_selector(headers, &input)?
     } else {
         None
@@ -157,6 +158,7 @@ async fn run(
         state,
         &caller,
         &op.key(),
+        mutation,
         selector,
         &input,
         runtime_call::Receipt::Atomic,

@@ -98,12 +98,15 @@ pub enum Receipt {
 /// Runs `execute` and answers with its envelope, written by `render`; with an idempotency
 /// `selector`, at most once per `(agent, action, selector)`: a repeat replays the first answer,
 /// another payload is `idempotency_key_reused`, a repeat while the first runs is
-/// `idempotency_in_progress`. `receipt` says how the answer is kept with the effects.
+/// `idempotency_in_progress`. `receipt` says how the answer is kept with the effects. A
+/// `mutation` whose effects are the store's ([`Receipt::Atomic`]) commits them with its audit
+/// record, or not at all.
 #[allow(clippy::too_many_arguments)]
 pub async fn once<F, Fut, T>(
     state: &AppState,
     caller: &Caller,
     action: &str,
+    mutation: bool,
     selector: Option<String>,
     input: &serde_json::Value,
     receipt: Receipt,
@@ -114,7 +117,15 @@ where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, ActionError>>,
 {
+    if mutation {
+        audit::mutation();
+    }
     let Some(key) = selector else {
+        if mutation && receipt == Receipt::Atomic {
+            // Boxed, as the keyed path: the transaction is a large future that a read never
+            // builds.
+            return Box::pin(recorded_with_effects(state, render, execute)).await;
+        }
         let (status, body) = render(&execute().await);
         return Ok(wire::raw_json_response(status, body));
     };
@@ -174,6 +185,7 @@ where
                                         &body,
                                     )
                                     .await?;
+                                audit::write_in_transaction(store).await?;
                             }
                             Ok((Ok((status, body)), applied))
                         }
@@ -182,9 +194,10 @@ where
                 })
                 .await
                 .map_err(failure::store)?;
-            // A success committed its effects and its receipt.
-            #[cfg(debug_assertions)]
+            // A success committed its effects, its receipt and its audit record.
             if matches!(&answered, Ok((status, _)) if (200..300).contains(status)) {
+                audit::committed();
+                #[cfg(debug_assertions)]
                 fault::after_commit(action);
             }
             answered
@@ -210,6 +223,35 @@ where
         Err(Claim::InProgress) => Err(ActionError::idempotency_in_progress(&key, action)),
         Err(Claim::Acquired) => unreachable!("an acquired claim answers"),
     }
+}
+
+/// A mutation without a selector: its effects and its audit record in one transaction, which a
+/// failure rolls back whole.
+async fn recorded_with_effects<F, Fut, T>(
+    state: &AppState,
+    render: fn(&Result<T, ActionError>) -> (u16, String),
+    execute: F,
+) -> Result<Response, ActionError>
+where
+    F: FnOnce() -> Fut,
+    Fut: Future<Output = Result<T, ActionError>>,
+{
+    let store = &state.store;
+    let (status, body) = store
+        .atomically(|| async {
+            let (status, body) = render(&execute().await);
+            let applied = (200..300).contains(&status);
+            if applied {
+                audit::write_in_transaction(store).await?;
+            }
+            Ok(((status, body), applied))
+        })
+        .await
+        .map_err(failure::store)?;
+    if (200..300).contains(&status) {
+        audit::committed();
+    }
+    Ok(wire::raw_json_response(status, body))
 }
 
 /// A test-only fault point of debug builds: `AGENTTEAM_FAULT_KILL_AFTER_COMMIT=<action>` (e.g.

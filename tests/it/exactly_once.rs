@@ -208,6 +208,44 @@ impl Rig {
         json!({"kind": "channel", "channelId": self.channel})
     }
 
+    /// Every audit record of the workspace, as the operator reads them.
+    async fn audit_records(&self) -> Vec<Value> {
+        let identity: Value = serde_json::from_slice(
+            &std::fs::read(self.daemon.state_dir.join("identity.json")).unwrap(),
+        )
+        .unwrap();
+        let workspace = identity["workspaceId"].as_str().unwrap();
+        let operator = std::fs::read_to_string(&self.token_file).unwrap();
+        let mut records = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let mut body = json!({"limit": 100});
+            if let Some(cursor) = &cursor {
+                body["cursor"] = json!(cursor);
+            }
+            let page: Value = self
+                .daemon
+                .client
+                .post(format!(
+                    "{}/admin/workspaces/{workspace}/audit/list",
+                    self.server_url
+                ))
+                .bearer_auth(operator.trim())
+                .json(&body)
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            records.extend(page["data"]["records"].as_array().unwrap().iter().cloned());
+            cursor = page["data"]["nextCursor"].as_str().map(str::to_string);
+            if cursor.is_none() {
+                return records;
+            }
+        }
+    }
+
     /// Every task title in the channel, with how many tasks hold it.
     async fn task_titles(&self) -> HashMap<String, usize> {
         let mut titles = HashMap::new();
@@ -542,6 +580,33 @@ async fn the_server_killed_and_restarted_mid_load_duplicates_and_loses_nothing()
     let resends = settle_and_check(&rig, outcomes, took, "server SIGKILLed mid-load").await;
     // The crash was met: calls in flight lost their answers and were sent again.
     assert!(resends > 0.0, "no call was sent again");
+    // Every committed write has its audit record, committed with it: a natural-key task (never
+    // repeated, so no replay's record can stand in for a lost one) has exactly one `ok` record.
+    let natural_tasks: usize = rig
+        .task_titles()
+        .await
+        .into_iter()
+        .filter(|(title, _)| {
+            let n: usize = title.rsplit('-').next().unwrap().parse().unwrap();
+            n >= SELECTOR_WRITES
+        })
+        .map(|(_, count)| count)
+        .sum();
+    let records = rig.audit_records().await;
+    let natural_records = records
+        .iter()
+        .filter(|r| {
+            r["family"] == "actions"
+                && r["action"] == "task create"
+                && r["outcome"] == "ok"
+                && r["keyHash"].is_null()
+        })
+        .count();
+    assert!(natural_tasks > 0);
+    assert_eq!(
+        natural_records, natural_tasks,
+        "a committed natural-key write without its audit record, or a record without its write"
+    );
 }
 
 /// A PostgreSQL cluster of the test's own (`scripts/pg-cluster`), stopped and removed on drop.

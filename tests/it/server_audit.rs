@@ -382,3 +382,204 @@ async fn the_health_route_needs_no_credential_and_is_not_audited() {
         "{records:#?}"
     );
 }
+
+/// The audit writer stalled (a fault point: its queue holds six records and it writes none): a
+/// read that finds the queue full waits for room, at most the bound, then is refused with an
+/// error of its own, never served unaudited; a runtime write is answered at once, its record
+/// committed with it; an operator write waits, then has its record written at once. Killed
+/// then, the server has lost the queued records of reads only: every write that committed has
+/// its record. On SQLite here, on PostgreSQL in its pass.
+#[tokio::test]
+async fn server_audit_a_stalled_writer_refuses_reads_and_loses_no_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = crate::support::database_url(dir.path()).await;
+    let token_file = dir.path().join("operator.token");
+    let stalled = [("AGENTTEAM_FAULT_AUDIT_STALL", "6")];
+    let (mut server, url, operator) = crate::support::spawn_server_in_env(
+        "127.0.0.1:0",
+        &database,
+        &token_file,
+        None,
+        &[],
+        &stalled,
+    )
+    .await;
+    let client = crate::support::http_client();
+    let post = |path: String, bearer: String, body: Value| {
+        let request = client
+            .post(format!("{url}{path}"))
+            .bearer_auth(bearer)
+            .json(&body);
+        async move {
+            let started = std::time::Instant::now();
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            let body: Value = response.json().await.unwrap();
+            (status, body, started.elapsed())
+        }
+    };
+    let data = |answer: (u16, Value, std::time::Duration)| {
+        assert_eq!(answer.0, 200, "{}", answer.1);
+        answer.1["data"].clone()
+    };
+    // Five operator writes: five records queued.
+    let workspace = data(
+        post(
+            "/admin/workspaces".into(),
+            operator.clone(),
+            json!({"name": "acme"}),
+        )
+        .await,
+    )["workspaceId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let base = format!("/admin/workspaces/{workspace}");
+    let human = data(
+        post(
+            format!("{base}/humans"),
+            operator.clone(),
+            json!({"handle": "ada", "displayName": "Ada"}),
+        )
+        .await,
+    )["humanId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let agent = data(
+        post(
+            format!("{base}/agents"),
+            operator.clone(),
+            json!({"ownerHumanId": human, "handle": "builder", "displayName": "Builder"}),
+        )
+        .await,
+    )["agentId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let device = data(
+        post(
+            format!("{base}/devices"),
+            operator.clone(),
+            json!({"humanId": human}),
+        )
+        .await,
+    )["credential"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let channel = data(
+        post(
+            format!("{base}/channels"),
+            operator.clone(),
+            json!({"name": "general", "members": [human, agent]}),
+        )
+        .await,
+    )["channelId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let actions = format!("/runtime/servers/{workspace}/agents/{agent}/actions/task");
+    let location = json!({"kind": "channel", "channelId": channel});
+    // A sixth record fills the queue: a read is still served.
+    let (status, _, _) = post(
+        format!("{actions}/list"),
+        device.clone(),
+        json!({"location": location}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    // The next read waits for room, and is refused when none comes.
+    let (status, refused, waited) = post(
+        format!("{actions}/list"),
+        device.clone(),
+        json!({"location": location}),
+    )
+    .await;
+    assert_eq!(status, 409, "{refused}");
+    assert_eq!(refused["error"]["code"], "admission_limited", "{refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("could not record this request"),
+        "{refused}"
+    );
+    assert!(
+        waited >= std::time::Duration::from_millis(1900),
+        "{waited:?}"
+    );
+    // A runtime write, with and without a selector: answered at once, its record in its
+    // transaction.
+    let (status, _, took) = post(
+        format!("{actions}/create"),
+        device.clone(),
+        json!({"location": location, "title": "natural"}),
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(took < std::time::Duration::from_millis(1900), "{took:?}");
+    let keyed = client
+        .post(format!("{url}{actions}/create"))
+        .bearer_auth(&device)
+        .header("idempotency-key", "\"req-keyed-1\"")
+        .json(&json!({"location": location, "title": "keyed", "requestId": "req-keyed-1"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(keyed.status().as_u16(), 200);
+    // An operator write waits, and its record is written at once: the write is not refused.
+    let (status, body, waited) = post(
+        format!("{base}/channels"),
+        operator.clone(),
+        json!({"name": "later", "members": [human]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        waited >= std::time::Duration::from_millis(1900),
+        "{waited:?}"
+    );
+
+    // Killed: what was queued is lost; what was committed kept its record.
+    server.start_kill().unwrap();
+    server.wait().await.unwrap();
+    let (_server, url, operator) =
+        crate::support::spawn_server_on(&database, &token_file, None).await;
+    let page: Value = client
+        .post(format!("{url}{base}/audit/list"))
+        .bearer_auth(&operator)
+        .json(&json!({"limit": 100}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let records = page["data"]["records"].as_array().unwrap().clone();
+    let kept: Vec<(String, Option<String>)> = records
+        .iter()
+        .map(|r| {
+            (
+                r["action"].as_str().unwrap().to_string(),
+                r["keyHash"].as_str().map(str::to_string),
+            )
+        })
+        .collect();
+    let creates: Vec<_> = kept.iter().filter(|(a, _)| a == "task create").collect();
+    assert_eq!(creates.len(), 2, "{records:#?}");
+    assert!(
+        creates.iter().any(|(_, key)| key.is_some())
+            && creates.iter().any(|(_, key)| key.is_none())
+    );
+    assert!(
+        kept.iter()
+            .any(|(a, _)| a == "POST /admin/workspaces/{id}/channels"),
+        "{records:#?}"
+    );
+    assert!(
+        !kept.iter().any(|(a, _)| a == "task list"),
+        "the queued reads' records were lost with the process: {records:#?}"
+    );
+    assert!(records.iter().all(|r| r["outcome"] == "ok"), "{records:#?}");
+}

@@ -331,6 +331,7 @@ async fn stats(State(state): State<AppState>, _: OperatorAuth) -> Answer {
     Ok(Data(json!({
         "runtimeRequests": state.dispatched(),
         "auditDropped": state.audit.dropped(),
+        "audit": state.audit.stats(),
         "traceSpans": {
             "exported": spans.exported,
             "droppedQueueFull": spans.dropped_queue_full,
