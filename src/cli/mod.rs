@@ -189,15 +189,19 @@ enum TokenCommand {
     /// Figures:
     ///   FIXED: what AgentTeam adds to every request (its MCP tools in the runtime's wire shape,
     ///     the MCP instructions where the runtime shows them, the launch's guidance and the skill
-    ///     line), times the session's requests; from the request Claude Code recorded, else rebuilt
-    ///     from this binary's catalog. SHARE: FIXED over all input tokens of the session.
+    ///     line), times the session's requests; from the request Claude Code recorded
+    ///     (transcript), else rebuilt from this binary's catalog (rebuilt). SHARE: FIXED over all
+    ///     input tokens of the session.
     ///   INPUT, OUTPUT, CACHE READ, CACHE WRITE: recorded by the runtime, one per model request
     ///     (repeated records of one request counted once; INPUT is the uncached part).
     ///   CALLS: AgentTeam calls, MCP tools and `agentteam exec` through the shell tool.
     ///   RESULT: a result's tokens. CARRIED: the result's tokens times the later requests that
     ///     re-read it, until a compaction or the session's end.
-    /// Tokens are counted offline with o200k_base: exact for OpenAI models; for other models an
-    /// estimate, checked against the growth of recorded input each result caused.
+    /// Tokens are counted offline with o200k_base, from the text as sent. FIXED counts each tool
+    /// definition as its JSON text, which no provider bills as such (each renders a definition
+    /// its own way): an estimate for every provider, OpenAI's too. RESULT is the text's own count
+    /// for OpenAI models and an estimate for others. MEDIAN ERROR, per runtime: how far its
+    /// counts are from the growth of recorded input each result caused.
     #[command(verbatim_doc_comment)]
     Analyze {
         /// Only these runtimes (repeatable)

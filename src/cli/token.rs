@@ -3,7 +3,9 @@
 
 use std::io::{IsTerminal, Write};
 
-use crate::token::{Options, Report, ToolTotal, analyze, count, envelope, fixed, read};
+use crate::token::{
+    EstimateCheck, Options, Report, ToolTotal, analyze, count, envelope, fixed, read,
+};
 
 use super::output::{Exit, table};
 
@@ -23,12 +25,24 @@ fn percent(value: f64) -> String {
     format!("{:.1}%", value * 100.0)
 }
 
+/// A runtime's median error and its samples, `-22.6% (12)`; `-` when none was measured.
+fn median_error(check: Option<&EstimateCheck>) -> String {
+    match check {
+        Some(EstimateCheck {
+            samples,
+            median_error: Some(median),
+            ..
+        }) => format!("{} ({})", percent(*median), n(*samples)),
+        _ => "-".to_string(),
+    }
+}
+
 /// The report for a person: the heaviest items first, the `top` heaviest sessions (`--json` has
 /// them all), and the totals.
 fn render(report: &Report, totals_only: bool, top: usize) -> String {
     let mut out = String::new();
     if !totals_only {
-        out.push_str("AgentTeam's fixed cost per request (rebuilt from this binary's catalog; no extension pinned)\n\n");
+        out.push_str("AgentTeam's fixed cost per request (rebuilt from this binary's catalog; no extension pinned; o200k_base tokens of the JSON text as sent: an estimate for every provider)\n\n");
         let mut fixed = report.fixed.clone();
         fixed.sort_by_key(|f| std::cmp::Reverse(f.tokens));
         let rows: Vec<Vec<String>> = fixed
@@ -49,6 +63,7 @@ fn render(report: &Report, totals_only: bool, top: usize) -> String {
                     n(of(fixed::ItemKind::Skill)),
                     n(f.tokens),
                     n(f.bytes),
+                    median_error(report.estimates_by_runtime.get(f.runtime)),
                 ]
             })
             .collect();
@@ -61,10 +76,11 @@ fn render(report: &Report, totals_only: bool, top: usize) -> String {
                 "SKILL",
                 "TOKENS",
                 "BYTES",
+                "MEDIAN ERROR",
             ],
             &rows,
         ));
-        out.push('\n');
+        out.push_str("MEDIAN ERROR: how far this runtime's o200k_base counts are from what its provider recorded: the median of count / growth - 1 over the results that alone grew the recorded input between two requests (how many, in brackets). Measured on results: no record gives a definition's cost apart.\n\n");
     }
     out.push_str(&format!(
         "Sessions: {} ({} requests) in {} files\n\n",
@@ -192,16 +208,21 @@ fn render(report: &Report, totals_only: bool, top: usize) -> String {
     let e = &report.estimates;
     if let (Some(median), Some(abs)) = (e.median_error, e.median_abs_error) {
         out.push_str(&format!(
-            "Estimates against recorded input growth: {} samples, median error {} (median absolute {}).\n",
+            "Counts against recorded input growth, every runtime: {} samples, median error {} (median absolute {}).\n",
             n(e.samples),
             percent(median),
             percent(abs)
         ));
     }
-    out.push_str(&format!(
-        "Usage is recorded by each runtime; fixed costs and result tokens are counted with o200k_base: exact for OpenAI models, an estimate otherwise ({}).\n",
-        count::ESTIMATE_RULE
-    ));
+    if totals_only {
+        out.push_str("Usage is recorded by each runtime.\n");
+    } else {
+        out.push_str(&format!(
+            "Usage is recorded by each runtime. Fixed costs: {}. Result tokens: o200k_base counts of the result's text, the text's own count for OpenAI models, an estimate otherwise ({}).\n",
+            count::JSON_TEXT_RULE,
+            count::ESTIMATE_RULE
+        ));
+    }
     if report.malformed_lines > 0 || report.unknown_records > 0 || !report.unreadable.is_empty() {
         out.push_str(&format!(
             "Skipped: {} malformed lines, {} records of unknown types, {} unreadable files.\n",
@@ -272,6 +293,56 @@ pub fn instant(text: &str, end: bool) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::daemon::runtime::driver::Family;
+
+    #[test]
+    fn the_fixed_cost_is_labelled_an_estimate_and_each_runtimes_median_error_is_printed() {
+        let roots = read::Roots {
+            home: std::path::PathBuf::from("/nonexistent"),
+            env: Default::default(),
+        };
+        let options = Options {
+            runtimes: vec![Family::Claude, Family::Codex],
+            top: 3,
+            ..Options::default()
+        };
+        let mut report = analyze(&options, &roots, |_, _| {});
+        report.estimates_by_runtime.insert(
+            "claude",
+            EstimateCheck {
+                samples: 12,
+                median_error: Some(-0.226),
+                median_abs_error: Some(0.255),
+            },
+        );
+        let text = render(&report, false, 10);
+        assert!(
+            text.contains(
+                "o200k_base tokens of the JSON text as sent: an estimate for every provider"
+            ),
+            "{text}"
+        );
+        assert!(text.contains(count::JSON_TEXT_RULE), "{text}");
+        assert!(!text.contains("exact for OpenAI"), "{text}");
+        let row = |runtime: &str| {
+            text.lines()
+                .find(|l| l.split_whitespace().next() == Some(runtime))
+                .unwrap_or_else(|| panic!("no {runtime} row: {text}"))
+                .to_string()
+        };
+        assert!(text.contains("MEDIAN ERROR"), "{text}");
+        assert!(row("claude").ends_with("  -22.6% (12)"), "{text}");
+        // Codex's counts were not measured: no sample, no figure.
+        assert!(row("codex").ends_with("  -"), "{text}");
+
+        let json = serde_json::to_value(envelope(&report)).unwrap();
+        assert_eq!(
+            json["data"]["estimatesByRuntime"]["claude"]["medianError"],
+            -0.226
+        );
+        assert_eq!(json["data"]["fixed"][0]["method"], "json_text");
+        assert_eq!(json["methods"]["json_text"], count::JSON_TEXT_RULE);
+    }
 
     #[test]
     fn times_are_read_as_the_records_spell_them() {

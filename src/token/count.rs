@@ -1,8 +1,20 @@
 //! Counting tokens offline, and saying how each count was made.
 //!
 //! OpenAI's `o200k_base` encoding ships inside the binary (`tiktoken-rs`), so a count needs no
-//! network. It is exact for OpenAI's current models; Anthropic, Google and Moonshot publish no
-//! tokenizer for theirs, so for those models the same count is an estimate, labelled as one.
+//! network. Every count is of a text as the runtime sent or recorded it, never of what the
+//! provider made of it:
+//!
+//! - A result's text: `o200k_base` is the encoding of OpenAI's current models, so for those the
+//!   count is the text's own (the few tokens the provider frames a message with are not in it);
+//!   Anthropic, Google and Moonshot publish no tokenizer for theirs, so for those models the
+//!   same count is an estimate, labelled as one.
+//! - The fixed cost: a tool definition is counted as its JSON text, but no provider bills that
+//!   text. Each renders a definition into its prompt in its own form (and may add a tool-use
+//!   preamble of its own), so the fixed cost is an estimate for every provider, OpenAI's too
+//!   (`Method::JsonText`).
+//!
+//! How far the counts are from what a runtime's provider recorded is measured per runtime: each
+//! result's count against the growth of recorded input it caused (`crate::token::EstimateCheck`).
 
 use std::sync::OnceLock;
 
@@ -18,6 +30,9 @@ pub enum Method {
     Counted,
     /// Counted with `o200k_base` for a model whose tokenizer is not public.
     Estimated,
+    /// Counted with `o200k_base` from the JSON text of the tool definitions and the texts as
+    /// sent: an estimate for every provider, which bills a definition as it renders it.
+    JsonText,
 }
 
 impl Method {
@@ -26,12 +41,16 @@ impl Method {
             Method::Recorded => "recorded",
             Method::Counted => "counted",
             Method::Estimated => "estimated",
+            Method::JsonText => "json_text",
         }
     }
 }
 
 /// What an `Estimated` figure is: said once in the help, the table's footer and the JSON.
 pub const ESTIMATE_RULE: &str = "o200k_base token count; the model's own tokenizer is not public";
+
+/// What a `JsonText` figure (a fixed cost) is: said in the table's footer and the JSON.
+pub const JSON_TEXT_RULE: &str = "o200k_base token count of the tool definitions' JSON text and the texts as sent; an estimate for every provider, which bills a definition as it renders it";
 
 /// Whether `o200k_base` is `model`'s own encoding: OpenAI's GPT-4o, GPT-4.1, GPT-5, the o-series
 /// and Codex models.

@@ -72,6 +72,9 @@ pub struct Fixed {
     pub items: Vec<Item>,
     pub bytes: u64,
     pub tokens: u64,
+    /// `json_text`: each item counted as its text, a tool as its JSON; an estimate for every
+    /// provider, which bills a definition as it renders it.
+    pub method: count::Method,
 }
 
 /// The fixed cost `family` adds to each request of a launch with no extension pinned (each
@@ -107,6 +110,7 @@ pub fn fixed(family: Family) -> Fixed {
         items,
         bytes,
         tokens,
+        method: count::Method::JsonText,
     }
 }
 

@@ -123,9 +123,11 @@ impl Options {
 pub struct SessionRow {
     #[serde(flatten)]
     pub session: Session,
-    /// AgentTeam's fixed cost per request, and where the figure came from.
+    /// AgentTeam's fixed cost per request, and where the figure came from: `transcript` (the
+    /// request the runtime recorded), `rebuilt` (this binary's catalog), or why none is counted.
     pub fixed_per_request: u64,
     pub fixed_source: &'static str,
+    /// Always `json_text`: counted from the JSON text as sent, an estimate for every provider.
     pub fixed_method: Method,
     /// The fixed cost times the requests.
     pub fixed_tokens: u64,
@@ -145,7 +147,7 @@ pub struct ToolTotal {
     pub carried_tokens: u64,
 }
 
-/// How far the estimates were off, against the growth of recorded input they caused.
+/// How far the counts were off, against the growth of recorded input the results caused.
 #[derive(Debug, Clone, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct EstimateCheck {
@@ -165,7 +167,11 @@ pub struct Report {
     pub tools: BTreeMap<String, ToolTotal>,
     pub top_calls: Vec<TopCall>,
     pub totals: Totals,
+    /// The check over every runtime's results.
     pub estimates: EstimateCheck,
+    /// The check per runtime: how far `o200k_base` counts are from what that runtime's provider
+    /// recorded. Only runtimes with a session read are listed.
+    pub estimates_by_runtime: BTreeMap<&'static str, EstimateCheck>,
     pub files: u64,
     pub unreadable: Vec<String>,
     pub malformed_lines: u64,
@@ -221,6 +227,7 @@ pub fn analyze(
         top_calls: Vec::new(),
         totals: Totals::default(),
         estimates: EstimateCheck::default(),
+        estimates_by_runtime: BTreeMap::new(),
         files: files.len() as u64,
         unreadable: Vec::new(),
         malformed_lines: 0,
@@ -258,7 +265,7 @@ pub fn analyze(
             progress(done + 1, files.len());
         }
     });
-    let mut errors = Vec::new();
+    let mut errors: BTreeMap<&'static str, Vec<f64>> = BTreeMap::new();
     for ((family, path), sessions) in files.iter().zip(read) {
         let sessions = match sessions {
             Some(Ok(sessions)) => sessions,
@@ -279,7 +286,10 @@ pub fn analyze(
             }
             report.malformed_lines += session.malformed_lines;
             report.unknown_records += session.unknown_records;
-            errors.extend(session.estimate_errors.iter().copied());
+            errors
+                .entry(session.runtime)
+                .or_default()
+                .extend(session.estimate_errors.iter().copied());
             let rebuilt = report
                 .fixed
                 .iter()
@@ -296,7 +306,7 @@ pub fn analyze(
             let row = SessionRow {
                 fixed_per_request: per_request,
                 fixed_source: source,
-                fixed_method: count::method_for(session.model.as_deref()),
+                fixed_method: Method::JsonText,
                 fixed_tokens,
                 fixed_share: if context == 0 {
                     0.0
@@ -342,7 +352,11 @@ pub fn analyze(
         (b.fixed_tokens + b.carried_tokens, &a.session.id)
             .cmp(&(a.fixed_tokens + a.carried_tokens, &b.session.id))
     });
-    report.estimates = check(errors);
+    report.estimates = check(errors.values().flatten().copied().collect());
+    report.estimates_by_runtime = errors
+        .into_iter()
+        .map(|(runtime, errors)| (runtime, check(errors)))
+        .collect();
     report
 }
 
@@ -390,8 +404,12 @@ pub fn envelope(report: &Report) -> Envelope<'_> {
                 "recorded",
                 "written by the runtime (the provider's usage figures)",
             ),
-            ("counted", "o200k_base, the model's own encoding"),
+            (
+                "counted",
+                "o200k_base, the model's own encoding, over the text alone",
+            ),
             ("estimated", count::ESTIMATE_RULE),
+            ("json_text", count::JSON_TEXT_RULE),
         ]),
         data: report,
     }

@@ -943,10 +943,6 @@ fn token_analysis_reads_the_run(runtime: &Runtime, home: &Path, model: &Model, o
     );
     // The records show the launch, so the session bears AgentTeam's fixed cost.
     assert_eq!(session["agentteam"], true, "{family}: {session}");
-    assert!(
-        session["fixedPerRequest"].as_u64().unwrap() > 1_000,
-        "{family}: {session}"
-    );
     let usage = &session["usage"];
     let context = ["input", "cacheRead", "cacheWrite"]
         .iter()
@@ -1070,6 +1066,28 @@ fn token_analysis_reads_the_run(runtime: &Runtime, home: &Path, model: &Model, o
             item.name
         );
     }
+    // The session's fixed cost: Claude Code records the request it sent (`api-request-shape`), so
+    // its figure is read from the transcript and is what the model received, item by item (checked
+    // above); every other runtime's is rebuilt from the catalog, and says so. Either is counted
+    // from the JSON text, an estimate for every provider.
+    let source = if family == "claude" {
+        "transcript"
+    } else {
+        "rebuilt"
+    };
+    assert_eq!(session["fixedSource"], source, "{family}: {session}");
+    assert_eq!(
+        session["fixedPerRequest"], fixed.tokens,
+        "{family}: {session}"
+    );
+    assert_eq!(session["fixedMethod"], "json_text", "{family}: {session}");
+    assert_eq!(
+        report["methods"]["json_text"],
+        agentteam::token::count::JSON_TEXT_RULE
+    );
+    if family == "claude" {
+        claude_fixed_cost_follows_the_recorded_request(home, fixed.tokens);
+    }
     if family == "claude" || family == "codex" {
         agrees_with_ccusage(family, home, session);
     }
@@ -1077,6 +1095,29 @@ fn token_analysis_reads_the_run(runtime: &Runtime, home: &Path, model: &Model, o
     assert!(
         estimates["samples"].as_u64().unwrap() >= 1,
         "{family}: {estimates}"
+    );
+    // How far this runtime's counts are from the input growth it recorded, in the JSON and in the
+    // fixed-cost table a person reads.
+    let check = &report["data"]["estimatesByRuntime"][family];
+    assert_eq!(check["samples"], estimates["samples"], "{family}: {check}");
+    let median = check["medianError"].as_f64().unwrap();
+    let table = String::from_utf8(run_in_home(
+        Path::new(env!("CARGO_BIN_EXE_agentteam")),
+        &["token", "analyze", "--runtime", family],
+        home,
+    ))
+    .unwrap();
+    let row = table
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(family))
+        .unwrap_or_else(|| panic!("{family}: no fixed-cost row in {table}"));
+    assert!(
+        row.ends_with(&format!("{:.1}% ({})", median * 100.0, check["samples"])),
+        "{family}: the median error is not in {row:?}"
+    );
+    assert!(
+        table.contains("an estimate for every provider"),
+        "{family}: {table}"
     );
     let reported = report["data"]["fixed"]
         .as_array()
@@ -1086,6 +1127,69 @@ fn token_analysis_reads_the_run(runtime: &Runtime, home: &Path, model: &Model, o
         .unwrap()["tokens"]
         .clone();
     assert_eq!(reported, fixed.tokens);
+}
+
+/// Claude Code's fixed cost is the request its transcript recorded: one AgentTeam tool fewer in
+/// the record is that tool's tokens fewer in the report, and without the record the report falls
+/// back to the cost rebuilt from the catalog, labelled so. Each on a copy of the run's transcript.
+fn claude_fixed_cost_follows_the_recorded_request(home: &Path, rebuilt: u64) {
+    let transcript = files_under(home)
+        .into_iter()
+        .find(|p| {
+            let p = p.to_string_lossy();
+            p.contains("/.claude/projects/") && p.ends_with(".jsonl") && !p.contains("/subagents/")
+        })
+        .expect("Claude Code's transcript");
+    let lines: Vec<Value> = std::fs::read_to_string(&transcript)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let shape_at = lines
+        .iter()
+        .position(|l| l["type"] == "api-request-shape")
+        .expect("Claude Code records the request's shape");
+    let tools = lines[shape_at]["shape"]["tools"].as_array().unwrap();
+    let dropped = tools
+        .iter()
+        .rposition(|t| {
+            t["name"]
+                .as_str()
+                .is_some_and(|n| n.starts_with("mcp__agentteam__"))
+        })
+        .expect("the recorded request carries AgentTeam's tools");
+    let dropped_tokens = agentteam::token::count::tokens(&tools[dropped].to_string());
+    let analyze_copy = |lines: &[Value]| -> Value {
+        let copy = tempfile::tempdir().unwrap();
+        let dir = copy.path().join(".claude/projects/copy");
+        std::fs::create_dir_all(&dir).unwrap();
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(dir.join(transcript.file_name().unwrap()), text).unwrap();
+        let stdout = run_in_home(
+            Path::new(env!("CARGO_BIN_EXE_agentteam")),
+            &["token", "analyze", "--json", "--runtime", "claude"],
+            copy.path(),
+        );
+        let report: Value = serde_json::from_slice(&stdout).unwrap();
+        report["data"]["sessions"][0].clone()
+    };
+    let mut fewer = lines.clone();
+    fewer[shape_at]["shape"]["tools"]
+        .as_array_mut()
+        .unwrap()
+        .remove(dropped);
+    let session = analyze_copy(&fewer);
+    assert_eq!(session["fixedSource"], "transcript", "{session}");
+    assert_eq!(
+        session["fixedPerRequest"],
+        rebuilt - dropped_tokens,
+        "{session}"
+    );
+    let mut without = lines;
+    without.remove(shape_at);
+    let session = analyze_copy(&without);
+    assert_eq!(session["fixedSource"], "rebuilt", "{session}");
+    assert_eq!(session["fixedPerRequest"], rebuilt, "{session}");
 }
 
 /// ccusage, run offline on the same records, counts the same session the same way: its input

@@ -247,3 +247,194 @@ fn claude_file(
     }
     Ok(session)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use serde_json::{Value, json};
+
+    use super::*;
+    use crate::token::count::{Method, tokens};
+    use crate::token::{Options, analyze, fixed, read::Roots};
+
+    /// AgentTeam's pieces of a recorded request, as Claude Code 2.1.332 writes them: two of its
+    /// tools, its guidance at the end of a system block, its MCP instructions and its skill line.
+    struct Recorded {
+        tools: [Value; 2],
+        guidance: String,
+        instructions: &'static str,
+        skill: &'static str,
+    }
+
+    impl Recorded {
+        /// Each piece's text as the report counts it: a tool as its JSON.
+        fn pieces(&self) -> [String; 5] {
+            [
+                self.tools[0].to_string(),
+                self.tools[1].to_string(),
+                self.guidance.clone(),
+                self.instructions.to_string(),
+                self.skill.to_string(),
+            ]
+        }
+    }
+
+    fn recorded() -> Recorded {
+        let tool = |name: &str, description: &str| {
+            json!({"name": format!("mcp__agentteam__{name}"), "description": description,
+                   "input_schema": {"type": "object", "properties": {"target": {"type": "string"}}}})
+        };
+        Recorded {
+            tools: [
+                tool(
+                    "message_send",
+                    "Send a message to a channel, a DM or a thread.",
+                ),
+                tool("kb_search", "Full-text search of the knowledge sources."),
+            ],
+            guidance: format!(
+                "# AgentTeam\n\n{HEADLINE}\n\nTwo bridges: MCP tools and `agentteam exec`.\n"
+            ),
+            instructions: "AgentTeam tools for this agent. Reply with `message_send`.",
+            skill: "- agentteam:memory-maintenance: How to keep the AgentTeam memory directory useful.",
+        }
+    }
+
+    /// A session of two requests with one AgentTeam call between them, and the request shape
+    /// Claude Code recorded when `with_shape`. The call's result (`hello world`, 2 tokens) grew
+    /// the recorded input by 4: an error of -50%.
+    fn transcript(r: &Recorded, with_shape: bool) -> Vec<Value> {
+        let line = |kind: &str, rest: Value| {
+            let mut line = json!({"type": kind, "sessionId": "s1", "cwd": "/home/dev/project",
+                                  "timestamp": "2026-12-01T10:00:00.000Z"});
+            line.as_object_mut()
+                .unwrap()
+                .extend(rest.as_object().unwrap().clone());
+            line
+        };
+        let assistant = |id: &str, input: u64, content: Value| {
+            line(
+                "assistant",
+                json!({"requestId": format!("req_{id}"), "message": {
+                "id": id, "model": "claude-sonnet-4-5", "content": content,
+                "usage": {"input_tokens": input, "output_tokens": 5,
+                          "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}}}),
+            )
+        };
+        let mut lines = vec![
+            line(
+                "user",
+                json!({"message": {"role": "user", "content": "reply to the channel"}}),
+            ),
+            line(
+                "attachment",
+                json!({"attachment": {"type": "mcp_instructions_delta",
+                "addedNames": ["agentteam"],
+                "addedBlocks": [format!("## agentteam\n{}", r.instructions), "## mine\nOther."]}}),
+            ),
+            line(
+                "attachment",
+                json!({"attachment": {"type": "skill_listing",
+                "content": format!("{}\n- dataviz: Charts.", r.skill)}}),
+            ),
+        ];
+        if with_shape {
+            let other = json!({"name": "Bash", "description": "Run a command.",
+                               "input_schema": {"type": "object"}});
+            lines.push(line(
+                "api-request-shape",
+                json!({"version": "2.1.332", "shape": {
+                    "system": [
+                        {"type": "text", "text": "You are Claude Code."},
+                        {"type": "text", "text": format!("Be careful.\n\n{}", r.guidance)},
+                    ],
+                    "tools": [other, r.tools[0], r.tools[1], {"name": "mcp__mine__ping"}],
+                }}),
+            ));
+        }
+        lines.extend([
+            assistant(
+                "m1",
+                100,
+                json!([{"type": "tool_use", "id": "toolu_1",
+                "name": "mcp__agentteam__message_send", "input": {"target": "channel:x"}}]),
+            ),
+            line(
+                "user",
+                json!({"message": {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": "toolu_1", "content": "hello world"}]}}),
+            ),
+            assistant("m2", 109, json!([{"type": "text", "text": "done"}])),
+        ]);
+        lines
+    }
+
+    fn home_with(lines: &[Value]) -> (tempfile::TempDir, PathBuf) {
+        let home = tempfile::tempdir().unwrap();
+        let file = home
+            .path()
+            .join(".claude/projects/-home-dev-project/s1.jsonl");
+        std::fs::create_dir_all(file.parent().unwrap()).unwrap();
+        let text: String = lines.iter().map(|l| format!("{l}\n")).collect();
+        std::fs::write(&file, text).unwrap();
+        (home, file)
+    }
+
+    #[test]
+    fn the_recorded_request_shape_is_the_sessions_fixed_cost() {
+        let r = recorded();
+        let (_home, file) = home_with(&transcript(&r, true));
+        let session = read(&file, true).unwrap().remove(0);
+        let pieces = r.pieces();
+        let bytes = pieces.iter().map(|p| p.len() as u64).sum();
+        let counted = pieces.iter().map(|p| tokens(p)).sum();
+        assert_eq!(session.recorded_fixed, Some((bytes, counted)));
+        // A usage-totals pass counts nothing.
+        assert_eq!(read(&file, false).unwrap()[0].recorded_fixed, None);
+        // Without the record, there is nothing recorded to count.
+        let (_home, file) = home_with(&transcript(&r, false));
+        assert_eq!(read(&file, true).unwrap()[0].recorded_fixed, None);
+    }
+
+    #[test]
+    fn the_report_says_whether_the_fixed_cost_was_recorded_or_rebuilt() {
+        let r = recorded();
+        let options = Options {
+            runtimes: vec![Family::Claude],
+            top: 3,
+            ..Options::default()
+        };
+        let report_of = |lines: &[Value]| {
+            let (home, _) = home_with(lines);
+            let roots = Roots {
+                home: home.path().to_path_buf(),
+                env: Default::default(),
+            };
+            analyze(&options, &roots, |_, _| {})
+        };
+        let recorded = report_of(&transcript(&r, true));
+        let row = &recorded.sessions[0];
+        let pieces: u64 = r.pieces().iter().map(|p| tokens(p)).sum();
+        assert_eq!(
+            (row.fixed_source, row.fixed_per_request, row.fixed_tokens),
+            ("transcript", pieces, pieces * 2)
+        );
+        assert_eq!(row.fixed_method, Method::JsonText);
+
+        let rebuilt = report_of(&transcript(&r, false));
+        let row = &rebuilt.sessions[0];
+        let catalog = fixed::fixed(Family::Claude).tokens;
+        assert_eq!(
+            (row.fixed_source, row.fixed_per_request),
+            ("rebuilt", catalog)
+        );
+        assert_eq!(row.fixed_method, Method::JsonText);
+        assert_eq!(rebuilt.fixed[0].method, Method::JsonText);
+
+        // The count of the call's result against the input growth it caused, for this runtime.
+        let check = &recorded.estimates_by_runtime["claude"];
+        assert_eq!((check.samples, check.median_error), (1, Some(-0.5)));
+        assert_eq!(recorded.estimates.median_error, Some(-0.5));
+    }
+}
