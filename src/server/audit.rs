@@ -28,11 +28,10 @@ use sha2::{Digest, Sha256};
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use crate::wire;
-
 use super::store::{AuditRecord, Clock, Store, StoreError, new_id};
 use crate::contract::ActionError;
 use crate::contract::error::ErrorCode;
+use crate::wire;
 
 /// Records waiting for the writer, at most.
 pub const QUEUE: usize = 4096;
@@ -388,7 +387,8 @@ pub async fn recorded<F: Future<Output = Response>>(
     let (response, established) = CALLER
         .scope(std::sync::Mutex::new(caller), async move {
             let response = run(request).await;
-            let established = CALLER.with(|caller| caller.lock().expect("not poisoned").clone());
+            let established =
+                CALLER.with(|caller| std::mem::take(&mut *caller.lock().expect("not poisoned")));
             (response, established)
         })
         .await;
