@@ -403,10 +403,32 @@ pub async fn recorded<F: Future<Output = Response>>(
     record.verified = established.verified;
     record.outcome = outcome;
     record.duration_us = elapsed_us(started);
+    // The common case queues at once; the rest (a wait, a write) is boxed, so that every
+    // request's future does not carry the store's insert and the wait in its own.
+    match auditor.queue.try_send(record) {
+        Ok(()) => {
+            auditor.queued();
+            response
+        }
+        Err(
+            mpsc::error::TrySendError::Full(record) | mpsc::error::TrySendError::Closed(record),
+        ) => Box::pin(unqueued(auditor, record, established.mutation, response)).await,
+    }
+}
+
+/// A request whose record found the queue full: it waits for room ([`Auditor::admit`]); without
+/// it, a write (`mutation`) has its record written at once and keeps its `response`, anything
+/// else is refused.
+async fn unqueued(
+    auditor: &Auditor,
+    record: AuditRecord,
+    mutation: bool,
+    response: Response,
+) -> Response {
     let Err(record) = auditor.admit(record).await else {
         return response;
     };
-    if established.mutation {
+    if mutation {
         // Its effect may be committed already: its record is written now, never refused.
         auditor.write_now(record).await;
         return response;
