@@ -8,7 +8,8 @@
 #    against the rmcp 3.11 echo peer's trivial `tools/call` (bench/mcp-peer) in the same run: each
 #    server alone on core 0 (ours is stopped before the peer starts), wrk at 16 connections on
 #    core 1, each load bracketed by a full check of its answer; a load with a non-2xx answer, a
-#    socket error, a timeout or a dropped audit record is invalid and fails the script.
+#    socket error, a timeout, a lost audit record or an answer the audit trail does not account
+#    for is invalid and fails the script.
 #    Target: ours >= 0.5 x the peer.
 # 3. Daemon throughput for `task create` with a `requestId` per request (no peer: a write's cost
 #    is compared with another commit's by bench/ab.sh).
@@ -16,6 +17,11 @@
 # Usage: bench/exec.sh            (builds the release binary first; installs hyperfine and wrk
 #                                  from Debian's packages when missing)
 #        BIN=PATH bench/exec.sh  measures that agentteam binary, building nothing of ours
+#        COMPETE=1 bench/exec.sh  runs the loads (ours and the peer's) beside a busy loop on core 0,
+#                                  with each load's audit figures (bench/mcp.sh says more)
+#        BACKEND=postgres bench/exec.sh
+#                                  ours against `agentteam server` on a throwaway PostgreSQL
+#                                  cluster, both on core 0
 #        PERF=FILE bench/exec.sh  also records `perf record --call-graph dwarf` of our daemon for
 #                                  8 s of the task get load into FILE
 set -euo pipefail
@@ -33,8 +39,9 @@ work="$(mktemp -d)"
 daemon_pid="" runtime_pid="" peer_pid=""
 cleanup() {
     # shellcheck disable=SC2086 # empty ids drop out
-    kill $peer_pid $runtime_pid $daemon_pid 2>/dev/null || true
+    kill $peer_pid $runtime_pid $daemon_pid $compete_pid 2>/dev/null || true
     wait 2>/dev/null || true
+    backend_stop
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -44,7 +51,8 @@ trap cleanup EXIT
 . bench/lib/daemon.sh
 peer_build
 
-daemon_start taskset -c 0
+backend_start
+daemon_start taskset -c 0 -- "${server_flags[@]}"
 "$bin" agent add bench --state-dir "$work/state" > /dev/null
 # A runtime that publishes its variables and stays up; the benchmark acts as that runtime.
 "$bin" run --state-dir "$work/state" --agent bench -- sh -c 'echo "$AGENTTEAM_EXEC_BASE_URL"; echo "$AGENTTEAM_EXEC_TOKEN_FILE"; exec sleep 3600' > "$work/runtime.out" &
@@ -98,10 +106,12 @@ if [ -n "${PERF:-}" ]; then
     perf record -q --call-graph dwarf,16384 -F 499 -p "$daemon_pid" -o "$PERF" -- sleep 8 &
     perf_pid=$!
 fi
-dropped_before=$(audit_dropped)
+audit_before=$(audit_settled)
+compete_start
 taskset -c 1 wrk -t1 -c16 -d10s --latency -s "$work/post.lua" "$url" | tee "$work/ours_task_get.wrk"
+compete_stop
 [ -z "$perf_pid" ] || wait "$perf_pid"
-load_valid ours_task_get "$dropped_before"
+load_valid ours_task_get "$audit_before"
 task_get_check
 awk '/^Requests\/sec:/ { print $2 }' "$work/ours_task_get.wrk" > "$work/ours_task_get.rps"
 
@@ -121,14 +131,17 @@ request = function()
     return wrk.format(nil, nil, nil, '{"location":{"kind":"channel","channelId":"$channel"},"title":"' .. id .. '","requestId":"' .. id .. '"}')
 end
 LUA
-dropped_before=$(audit_dropped)
+audit_before=$(audit_settled)
+compete_start
 taskset -c 1 wrk -t1 -c16 -d10s --latency -s "$work/create.lua" "$AGENTTEAM_EXEC_BASE_URL/task/create" | tee "$work/ours_task_create.wrk"
-load_valid ours_task_create "$dropped_before"
+compete_stop
+load_valid ours_task_create "$audit_before"
 awk '/^Requests\/sec:/ { print $2 }' "$work/ours_task_create.wrk" > "$work/ours_task_create.rps"
 echo "summary: ours task create $(printf '%.0f' "$(cat "$work/ours_task_create.rps")") req/s"
 
 # Stop ours before the peer starts: core 0 is then the peer's alone.
 ours_stop
+backend_stop
 peer_start
 peer_echo_load
 

@@ -14,8 +14,8 @@
 # All use the 2026-07-28 wire (stateless by definition): per-request `_meta`,
 # `MCP-Protocol-Version`, `Mcp-Method` and, for tools/call, `Mcp-Name`.
 # Targets: (a) >= 1.5 x (e); (b) >= 0.5 x (e).
-# A load with a non-2xx answer, a socket error, a timeout or a dropped audit record is invalid:
-# the script fails instead of printing a number.
+# A load with a non-2xx answer, a socket error, a timeout, a lost audit record or an answer the
+# audit trail does not account for is invalid: the script fails instead of printing a number.
 #
 # The peer is started only after our daemon has been stopped, so each server has core 0 to itself
 # (no idle daemon ticking beside the peer, no peer beside ours).
@@ -28,6 +28,15 @@
 #        HOPS="in-process" bench/mcp.sh
 #                                 only these hops (default: in-process tcp)
 #        BIN=PATH bench/mcp.sh  measures that agentteam binary, building nothing of ours
+#        COMPETE=1 bench/mcp.sh  runs every load (ours and the peer's) beside a busy loop on core 0:
+#                                 the server has about half its core; the audit figures of each
+#                                 load (requests that waited for audit room, refusals, the writer's
+#                                 lag) are printed, and a load with an answer the audit trail does
+#                                 not account for is invalid
+#        BACKEND=postgres bench/mcp.sh
+#                                 our loads against `agentteam server` on a throwaway PostgreSQL
+#                                 cluster (scripts/pg-cluster), both on core 0, reached by the
+#                                 daemon over loopback TCP (one hop: `server`)
 #        PERF=FILE bench/mcp.sh  also records `perf record --call-graph dwarf` of our daemon for
 #                                 8 s during the in-process channel history load into FILE (read it
 #                                 with `perf report -i FILE --no-children`); that load's numbers
@@ -47,8 +56,9 @@ fi
 daemon_pid="" runtime_pid="" peer_pid=""
 cleanup() {
     # shellcheck disable=SC2086 # empty ids drop out
-    kill $peer_pid $runtime_pid $daemon_pid 2>/dev/null || true
+    kill $peer_pid $runtime_pid $daemon_pid $compete_pid 2>/dev/null || true
     wait 2>/dev/null || true
+    backend_stop
     rm -rf "$work"
 }
 trap cleanup EXIT
@@ -64,7 +74,7 @@ peer_build
 operator() {
     local server
     server=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["serverUrl"])' "$work/state/daemon.json")
-    printf 'Content-Type: application/json\nAuthorization: Bearer %s\n' "$(< "$work/state/operator.token")" |
+    printf 'Content-Type: application/json\nAuthorization: Bearer %s\n' "$(< "$(operator_token)")" |
         curl -sS -H @- -d "$2" "$server/admin/workspaces/$workspace$1" |
         python3 -c 'import json,sys; e=json.load(sys.stdin); assert e["ok"], e; print(json.dumps(e["data"]))'
 }
@@ -74,7 +84,11 @@ field() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
 ours() {
     local hop=$1
     rm -rf "$work/state"
-    daemon_start taskset -c 0 -- --embedded-hop "$hop"
+    if [ "$hop" = server ]; then
+        daemon_start taskset -c 0 -- "${server_flags[@]}"
+    else
+        daemon_start taskset -c 0 -- --embedded-hop "$hop"
+    fi
     "$bin" agent add bench --state-dir "$work/state" > /dev/null
     # A runtime that publishes its variables and stays up; the benchmark acts as that runtime.
     "$bin" run --state-dir "$work/state" --agent bench -- sh -c 'echo "$AGENTTEAM_MCP_URL"; echo "$AGENTTEAM_MCP_TOKEN_FILE"; exec sleep 3600' > "$work/runtime.out" &
@@ -122,10 +136,14 @@ ours() {
     ours_stop
 }
 
+backend_start
 hops="${HOPS:-in-process tcp}"
+# On PostgreSQL the daemon reaches its `agentteam server` over loopback TCP: one hop.
+[ "${BACKEND:-sqlite}" = sqlite ] || hops=server
 for hop in $hops; do
     ours "$hop"
 done
+backend_stop
 
 # --- peer: rmcp 3.11 stateless JSON on core 0 ---
 peer_start

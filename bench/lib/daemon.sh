@@ -35,14 +35,91 @@ ours_stop() {
     runtime_pid="" daemon_pid=""
 }
 
-# audit_dropped: how many audit records the daemon's embedded server has lost so far, plus the
-# requests it refused because their record found no room in time: either makes a load invalid
-# (its `/admin/stats`, with the operator token from the state directory on curl's stdin, never
-# argv).
-audit_dropped() {
+# operator_token: the operator token file of the server the daemon uses: the embedded server's, in
+# the state directory, unless `operator_token_file` names another (a `--server-url` daemon's).
+operator_token() {
+    echo "${operator_token_file:-$work/state/operator.token}"
+}
+
+# audit_stats: the audit counters of the daemon's server (its `/admin/stats`, with the operator
+# token on curl's stdin, never argv), as one JSON object: `dropped` (records lost), `recorded`
+# (records committed), `refused` (requests answered with an error because their record found no
+# room in time), `waited` and `waitedMs` (requests that waited for room, and their waits),
+# `queued` (records not yet committed) and `maxLagMs` (the longest a record waited to be committed).
+audit_stats() {
     local server
     server=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["serverUrl"])' "$work/state/daemon.json")
-    printf 'Authorization: Bearer %s\n' "$(< "$work/state/operator.token")" |
+    printf 'Authorization: Bearer %s\n' "$(< "$(operator_token)")" |
         curl -sS -H @- "$server/admin/stats" |
-        python3 -c 'import json,sys; e=json.load(sys.stdin); assert e["ok"], e; d=e["data"]; print(d["auditDropped"] + d.get("audit", {}).get("refused", 0))'
+        python3 -c 'import json,sys
+e = json.load(sys.stdin); assert e["ok"], e
+d = e["data"]; a = d["audit"]
+print(json.dumps({"dropped": d["auditDropped"], "recorded": a["recorded"], "refused": a["refused"],
+                  "waited": a["waited"], "waitedMs": a["waitedMs"], "queued": a["queued"],
+                  "maxLagMs": a["maxLagMs"]}))'
+}
+
+# audit_dropped: how many audit records the daemon's server has lost so far, plus the requests it
+# refused because their record found no room in time: either makes a load invalid.
+audit_dropped() {
+    audit_stats | python3 -c 'import json,sys; a=json.load(sys.stdin); print(a["dropped"] + a["refused"])'
+}
+
+# audit_settled: the daemon's server's audit stats once its queue is empty (every record of what
+# was answered so far committed).
+audit_settled() {
+    local stats
+    stats=$(audit_stats)
+    until [ "$(python3 -c 'import json,sys; print(json.loads(sys.argv[1])["queued"])' "$stats")" = 0 ]; do
+        sleep 0.1
+        stats=$(audit_stats)
+    done
+    echo "$stats"
+}
+
+# compete_start, compete_stop: with COMPETE set, a busy loop on core 0 beside the server, at the
+# same priority, for the length of one load (the server then has about half its core).
+compete_pid=""
+compete_start() {
+    [ -n "${COMPETE:-}" ] || return 0
+    taskset -c 0 sh -c 'while :; do :; done' &
+    compete_pid=$!
+}
+compete_stop() {
+    [ -n "$compete_pid" ] || return 0
+    kill "$compete_pid" 2>/dev/null || true
+    wait "$compete_pid" 2>/dev/null || true
+    compete_pid=""
+}
+
+# backend_start: with BACKEND=postgres, a throwaway PostgreSQL cluster (scripts/pg-cluster) and an
+# `agentteam server` on it, both on core 0 beside where the daemon runs; sets `server_flags` (the
+# daemon's `--server-url` and `--operator-token-file`) and `operator_token_file`. Without it, the
+# daemon's embedded server on SQLite: `server_flags` is empty. `backend_stop` ends them.
+server_flags=() backend_pids=() pg_dir=""
+backend_start() {
+    case "${BACKEND:-sqlite}" in
+        sqlite) return 0 ;;
+        postgres) ;;
+        *) echo "BACKEND is sqlite or postgres, not ${BACKEND}" >&2; exit 2 ;;
+    esac
+    pg_dir="$(mktemp -d /tmp/agentteam-pg.XXXXXX)"
+    local pg_url
+    pg_url="$(taskset -c 0 scripts/pg-cluster start "$pg_dir")"
+    operator_token_file="$work/server.token"
+    taskset -c 0 "$bin" server --listen 127.0.0.1:0 --database "$pg_url" \
+        --operator-token-file "$operator_token_file" > "$work/server.out" 2> "$work/server.log" &
+    backend_pids+=($!)
+    until grep -q "listening on" "$work/server.out" 2>/dev/null; do
+        kill -0 "${backend_pids[-1]}" 2>/dev/null || { cat "$work/server.log" >&2; exit 1; }
+        sleep 0.1
+    done
+    server_flags=(--server-url "$(sed -n 's/^listening on //p' "$work/server.out")"
+        --operator-token-file "$operator_token_file")
+}
+backend_stop() {
+    [ ${#backend_pids[@]} -eq 0 ] || { kill "${backend_pids[@]}" 2>/dev/null || true; wait "${backend_pids[@]}" 2>/dev/null || true; }
+    backend_pids=()
+    [ -z "$pg_dir" ] || scripts/pg-cluster stop "$pg_dir"
+    pg_dir=""
 }

@@ -90,57 +90,84 @@ end
 LUA
 
 # load NAME URL TOKEN_FILE METHOD [TOOL ARGUMENTS]: the full check, 10 s of wrk at 16 connections
-# on core 1, the full check again; records req/s in $work/NAME.rps. A load with any non-2xx answer,
-# socket error (connect, read, write) or timeout is invalid, not a number: the script fails. While
-# our daemon runs (`daemon_pid` set, `audit_dropped` defined), a load during which its server
-# dropped audit records is invalid too.
+# on core 1 (beside a competing load on core 0 with COMPETE set), the full check again; records
+# req/s in $work/NAME.rps. A load with a socket error (connect, read, write) or a timeout is
+# invalid, not a number: the script fails. While our daemon runs (`daemon_pid` set), its server's
+# audit trail is accounted too (`load_valid`).
 load() {
     local name=$1 url=$2 token_file=$3
     check "$url" "$token_file" "${@:4}"
     local method=$4 tool=${5:-}
-    echo "## $name: 16 connections, 10 s"
+    echo "## $name: 16 connections, 10 s${COMPETE:+, beside a competing load on the server's core}"
     local perf_pid=""
     if [ -n "${PERF:-}" ] && [ "$name" = ours_history ]; then
         perf record -q --call-graph dwarf,16384 -F 499 -p "$daemon_pid" -o "$PERF" -- sleep 8 &
         perf_pid=$!
     fi
-    local dropped_before=""
+    local audit_before=""
     # Our daemon runs (its PID is set) while ours is loaded; the peer has no audit trail.
-    if [ -n "${daemon_pid:-}" ] && declare -F audit_dropped > /dev/null; then
-        dropped_before=$(audit_dropped)
+    if [ -n "${daemon_pid:-}" ]; then
+        audit_before=$(audit_settled)
     fi
+    compete_start
     MCP_BODY="$(request "${@:4}")" MCP_VERSION="$version" MCP_METHOD="$method" MCP_TOOL="$tool" \
         MCP_TOKEN_FILE="$token_file" \
         taskset -c 1 wrk -t1 -c16 -d10s --latency -s "$work/mcp.lua" "$url" | tee "$work/$name.wrk"
+    compete_stop
     [ -z "$perf_pid" ] || wait "$perf_pid"
-    load_valid "$name" "$dropped_before"
+    load_valid "$name" "$audit_before"
     check "$url" "$token_file" "${@:4}"
     awk '/^Requests\/sec:/ { print $2 }' "$work/$name.wrk" > "$work/$name.rps"
 }
 
-# load_valid NAME DROPPED_BEFORE: fails the script unless the load in $work/NAME.wrk saw only 2xx
-# answers and no socket error or timeout (wrk prints `Socket errors: connect N, read N, write N,
-# timeout N` only when there were some), and, with DROPPED_BEFORE, the server dropped no audit
-# record meanwhile.
+# load_valid NAME [AUDIT_BEFORE]: fails the script unless the load in $work/NAME.wrk saw no socket
+# error or timeout (wrk prints `Socket errors: connect N, read N, write N, timeout N` only when
+# there were some). With AUDIT_BEFORE (`audit_settled` before the load), the daemon's server's audit
+# trail must account for every answer: no record lost, every 2xx answer recorded (records
+# committed >= 2xx answers counted by wrk), and every other answer one the server refused because
+# its record found no room in time. Without COMPETE a refusal makes the load invalid too; with it,
+# refusals are counted and reported. Writes the load's audit figures to $work/NAME.audit.
 load_valid() {
-    local name=$1 dropped_before=$2
-    if grep -q 'Non-2xx' "$work/$name.wrk"; then
-        echo "$name: INVALID LOAD: non-2xx answers" >&2; exit 1
-    fi
+    local name=$1 audit_before=${2:-}
     if grep -q 'Socket errors' "$work/$name.wrk"; then
         echo "$name: INVALID LOAD: $(grep 'Socket errors' "$work/$name.wrk")" >&2; exit 1
     fi
-    if [ -n "$dropped_before" ]; then
-        local dropped_after
-        dropped_after=$(audit_dropped)
-        if [ "$dropped_after" != "$dropped_before" ]; then
-            echo "$name: INVALID LOAD: the server dropped $((dropped_after - dropped_before)) audit records" >&2
-            exit 1
+    if [ -z "$audit_before" ]; then
+        if grep -q 'Non-2xx' "$work/$name.wrk"; then
+            echo "$name: INVALID LOAD: non-2xx answers" >&2; exit 1
         fi
-        echo "$name: valid (no socket error or timeout, no audit record dropped)"
+        return 0
     fi
+    local audit_after
+    audit_after=$(audit_settled)
+    python3 - "$work/$name.wrk" "$audit_before" "$audit_after" "${COMPETE:-}" "$work/$name.audit" <<'PY'
+import json, re, sys
+wrk, before, after, compete, out = open(sys.argv[1]).read(), json.loads(sys.argv[2]), json.loads(sys.argv[3]), sys.argv[4], sys.argv[5]
+answers = int(re.search(r"(\d+) requests in", wrk).group(1))
+errors = int(m.group(1)) if (m := re.search(r"Non-2xx or 3xx responses: (\d+)", wrk)) else 0
+delta = {key: after[key] - before[key] for key in ("dropped", "recorded", "refused", "waited", "waitedMs")}
+name = sys.argv[1].rsplit("/", 1)[-1].removesuffix(".wrk")
+def invalid(why):
+    sys.exit(f"{name}: INVALID LOAD: {why} ({answers} answers, {errors} non-2xx, audit {delta})")
+if delta["dropped"]:
+    invalid(f"the server lost {delta['dropped']} audit records")
+if delta["recorded"] < answers - errors:
+    invalid(f"{answers - errors} answers served but {delta['recorded']} records committed")
+if errors != delta["refused"]:
+    invalid(f"{errors} non-2xx answers but {delta['refused']} audit refusals")
+if errors and not compete:
+    invalid(f"{errors} requests refused for want of audit room")
+# wrk stops counting at 10 s; up to one request per connection may still be answered and recorded.
+if delta["recorded"] + delta["refused"] > answers + 16:
+    invalid(f"{delta['recorded']} records for {answers} answers")
+figures = dict(delta, answers=answers, maxLagMs=after["maxLagMs"])
+json.dump(figures, open(out, "w"))
+wait = f", mean wait {delta['waitedMs'] / delta['waited']:.0f} ms" if delta["waited"] else ""
+print(f"{name}: valid: {answers} answers, {delta['recorded']} records committed, "
+      f"{delta['refused']} refused, {delta['waited']} waited for audit room{wait}, "
+      f"writer lag at most {after['maxLagMs']} ms since start")
+PY
 }
-
 
 # peer_build: builds bench/mcp-peer (rmcp 3.11.0 from crates.io, its committed lock file).
 peer_build() {

@@ -2,18 +2,20 @@
 //! agent, route family, action, outcome code, idempotency-key hash, duration), never an input
 //! value, message content or credential.
 //!
-//! No write is served without its record. A runtime mutation's record is written in the same
-//! transaction as its effects ([`write_in_transaction`], from `runtime_call`): if it cannot be
-//! written, the mutation does not commit. Every other record (reads, refusals, operator actions,
-//! an extension's call, whose effect is the provider's) is built by the front middleware
-//! ([`recorded`]) after the answer and handed to a bounded queue ([`QUEUE`] records). When the
+//! No write is served without its record. A write's record is written in the same transaction
+//! as its effects, a runtime mutation's by [`write_in_transaction`] (from `runtime_call`), an
+//! operator write's by the middleware, which runs the handler in that transaction
+//! ([`operator_write`]): if the record cannot be written, the write does not commit. Every other
+//! record (reads, refusals, an extension's call, whose effect is the provider's) is built by the
+//! front middleware ([`recorded`]) after the answer and handed to a bounded queue ([`QUEUE`]
+//! records). When the
 //! queue is full, the request waits for room, at most [`WAIT`]; past it a read or a refusal is
 //! answered with an error of its own (the server could not record it), never served unaudited,
 //! and a write whose effect may already be committed has its record written at once, beside the
 //! queue. The waits, the refusals and the queue's depth are in `/admin/stats`. One writer task
 //! gathers records for [`LINGER`] after the first, or until [`BATCH`] are queued, and appends up
 //! to [`BATCH`] in one transaction (group commit): a crash loses at most the queued records of
-//! one window, none of a committed runtime mutation. Retention is by age and by count
+//! one window, none of a committed write. Retention is by age and by count
 //! ([`RETENTION`], [`MAX_RECORDS`]), applied by the scheduler pass.
 
 use std::sync::Arc;
@@ -150,7 +152,10 @@ impl Auditor {
             store,
             receiver,
             auditor.full.clone(),
-            auditor.dropped.clone(),
+            Tally {
+                dropped: auditor.dropped.clone(),
+                counts: auditor.counts.clone(),
+            },
             auditor.stop.clone(),
             stalled,
         ));
@@ -236,6 +241,11 @@ impl Auditor {
             "waitedMs": read(&self.counts.wait_us) / 1000,
             "refused": read(&self.counts.refused),
             "writtenAtOnce": read(&self.counts.written_now),
+            "inTransaction": read(&self.counts.in_transaction),
+            "recorded": read(&self.counts.appended)
+                + read(&self.counts.written_now)
+                + read(&self.counts.in_transaction),
+            "maxLagMs": read(&self.counts.max_lag_ms),
         })
     }
 
@@ -259,6 +269,19 @@ struct Counts {
     refused: AtomicU64,
     /// Writes' records written beside the queue, having found no room in time.
     written_now: AtomicU64,
+    /// Runtime mutations' records, committed in the mutation's own transaction.
+    in_transaction: AtomicU64,
+    /// Records the writer committed.
+    appended: AtomicU64,
+    /// The longest a record of the queue waited, from its request's start to its commit, in
+    /// milliseconds.
+    max_lag_ms: AtomicU64,
+}
+
+/// What the writer counts: records lost, and those it committed with their lag.
+struct Tally {
+    dropped: Arc<AtomicU64>,
+    counts: Arc<Counts>,
 }
 
 /// The writer: one batch at a time, until stopped; then what is still queued.
@@ -266,7 +289,7 @@ async fn write(
     store: Store,
     mut receiver: mpsc::Receiver<AuditRecord>,
     full: Arc<Notify>,
-    dropped: Arc<AtomicU64>,
+    tally: Tally,
     stop: CancellationToken,
     stalled: bool,
 ) {
@@ -275,17 +298,17 @@ async fn write(
         stop.cancelled().await;
     }
     while gather(&mut receiver, &full, &stop, &mut batch).await {
-        append(&store, &batch, &dropped).await;
+        append(&store, &batch, &tally).await;
         batch.clear();
     }
     receiver.close();
     while let Ok(record) = receiver.try_recv() {
         batch.push(record);
         if batch.len() == BATCH {
-            append(&store, &std::mem::take(&mut batch), &dropped).await;
+            append(&store, &std::mem::take(&mut batch), &tally).await;
         }
     }
-    append(&store, &batch, &dropped).await;
+    append(&store, &batch, &tally).await;
 }
 
 /// The next batch into `batch`: the first record to come, and what is queued once [`LINGER`] has
@@ -322,10 +345,24 @@ async fn gather(
     true
 }
 
-async fn append(store: &Store, batch: &[AuditRecord], dropped: &AtomicU64) {
+async fn append(store: &Store, batch: &[AuditRecord], tally: &Tally) {
     if let Err(error) = store.insert_audit(batch).await {
         tracing::warn!(%error, records = batch.len(), "cannot write audit records; they are dropped");
-        dropped.fetch_add(batch.len() as u64, Ordering::Relaxed);
+        tally
+            .dropped
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        return;
+    }
+    let counts = &tally.counts;
+    counts
+        .appended
+        .fetch_add(batch.len() as u64, Ordering::Relaxed);
+    if let Some(oldest) = batch.iter().map(|record| record.at).min() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |since| since.as_millis() as i64);
+        let lag = (now - oldest).max(0) as u64;
+        counts.max_lag_ms.fetch_max(lag, Ordering::Relaxed);
     }
 }
 
@@ -384,6 +421,9 @@ pub async fn recorded<F: Future<Output = Response>>(
         template: Some((template, started)),
         ..Established::default()
     };
+    if writes && let Some(store) = &auditor.store {
+        return Box::pin(operator_write(auditor, store, caller, request, run)).await;
+    }
     let (response, established) = CALLER
         .scope(std::sync::Mutex::new(caller), async move {
             let response = run(request).await;
@@ -393,6 +433,10 @@ pub async fn recorded<F: Future<Output = Response>>(
         })
         .await;
     if established.written {
+        auditor
+            .counts
+            .in_transaction
+            .fetch_add(1, Ordering::Relaxed);
         return response;
     }
     let (response, outcome) = outcome(response).await;
@@ -413,6 +457,54 @@ pub async fn recorded<F: Future<Output = Response>>(
         Err(
             mpsc::error::TrySendError::Full(record) | mpsc::error::TrySendError::Closed(record),
         ) => Box::pin(unqueued(auditor, record, established.mutation, response)).await,
+    }
+}
+
+/// An operator's write: the handler runs inside one transaction, whose last statement writes the
+/// request's record (with its outcome and its time so far), so that the write's effects and its
+/// record commit together or not at all. If the record cannot be written, nothing commits and the
+/// answer says so.
+async fn operator_write<F: Future<Output = Response>>(
+    auditor: &Auditor,
+    store: &Store,
+    caller: Established,
+    request: Request,
+    run: impl FnOnce(Request) -> F,
+) -> Response {
+    let answered = store
+        .atomically(|| async {
+            let (response, established) = CALLER
+                .scope(std::sync::Mutex::new(caller), async move {
+                    let response = run(request).await;
+                    let established = CALLER
+                        .with(|caller| std::mem::take(&mut *caller.lock().expect("not poisoned")));
+                    (response, established)
+                })
+                .await;
+            let (response, outcome) = outcome(response).await;
+            if let Some((mut record, started)) = established.template {
+                record.verified = established.verified;
+                record.outcome = outcome;
+                record.duration_us = elapsed_us(started);
+                store.insert_audit(std::slice::from_ref(&record)).await?;
+            }
+            Ok((response, true))
+        })
+        .await;
+    match answered {
+        Ok(response) => {
+            auditor
+                .counts
+                .in_transaction
+                .fetch_add(1, Ordering::Relaxed);
+            response
+        }
+        Err(error) => wire::error_response(&super::failure::saying(
+            "the server could not record this write; nothing of it was committed, and it may be sent again",
+            format_args!(
+                "an operator write's audit record cannot be written; the write is rolled back: {error}"
+            ),
+        )),
     }
 }
 
@@ -666,6 +758,30 @@ mod tests {
         let mut batch = Vec::new();
         assert!(!gather(&mut receiver, &auditor.full, &stop, &mut batch).await);
         assert!(batch.is_empty());
+    }
+
+    /// What the writer committed is counted as recorded, with the longest any of its records
+    /// waited from its request's start: every queued record, once the writer has stopped.
+    #[tokio::test]
+    async fn the_writer_counts_what_it_committed_and_its_lag() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("db.sqlite").display());
+        let store = Store::open(&url).await.unwrap();
+        let auditor = Auditor::with_queue(store.clone(), 8, false);
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as i64;
+        for n in 0..3 {
+            auditor.admit(record(now - 5_000 + n)).await.unwrap();
+        }
+        auditor.close().await;
+        let stats = auditor.stats();
+        assert_eq!(stats["recorded"], 3, "{stats}");
+        assert_eq!(stats["queued"], 0, "{stats}");
+        let lag = stats["maxLagMs"].as_u64().unwrap();
+        assert!((5_000..60_000).contains(&lag), "{stats}");
+        assert_eq!(auditor.dropped(), 0);
     }
 
     #[test]

@@ -385,10 +385,10 @@ async fn the_health_route_needs_no_credential_and_is_not_audited() {
 
 /// The audit writer stalled (a fault point: its queue holds six records and it writes none): a
 /// read that finds the queue full waits for room, at most the bound, then is refused with an
-/// error of its own, never served unaudited; a runtime write is answered at once, its record
-/// committed with it; an operator write waits, then has its record written at once. Killed
-/// then, the server has lost the queued records of reads only: every write that committed has
-/// its record. On SQLite here, on PostgreSQL in its pass.
+/// error of its own, never served unaudited; a runtime write and an operator write are answered
+/// at once, each record committed in the write's own transaction. Killed then, the server has
+/// lost the queued records of reads only: every write that committed has its record. On SQLite
+/// here, on PostgreSQL in its pass.
 #[tokio::test]
 async fn server_audit_a_stalled_writer_refuses_reads_and_loses_no_write() {
     let dir = tempfile::tempdir().unwrap();
@@ -422,7 +422,7 @@ async fn server_audit_a_stalled_writer_refuses_reads_and_loses_no_write() {
         assert_eq!(answer.0, 200, "{}", answer.1);
         answer.1["data"].clone()
     };
-    // Five operator writes: five records queued.
+    // Five operator writes, each record committed with its write.
     let workspace = data(
         post(
             "/admin/workspaces".into(),
@@ -481,14 +481,17 @@ async fn server_audit_a_stalled_writer_refuses_reads_and_loses_no_write() {
         .to_string();
     let actions = format!("/runtime/servers/{workspace}/agents/{agent}/actions/task");
     let location = json!({"kind": "channel", "channelId": channel});
-    // A sixth record fills the queue: a read is still served.
-    let (status, _, _) = post(
-        format!("{actions}/list"),
-        device.clone(),
-        json!({"location": location}),
-    )
-    .await;
-    assert_eq!(status, 200);
+    // Six reads fill the queue, and are served.
+    for _ in 0..6 {
+        let (status, body, took) = post(
+            format!("{actions}/list"),
+            device.clone(),
+            json!({"location": location}),
+        )
+        .await;
+        assert_eq!(status, 200, "{body}");
+        assert!(took < std::time::Duration::from_millis(1900), "{took:?}");
+    }
     // The next read waits for room, and is refused when none comes.
     let (status, refused, waited) = post(
         format!("{actions}/list"),
@@ -528,18 +531,15 @@ async fn server_audit_a_stalled_writer_refuses_reads_and_loses_no_write() {
         .await
         .unwrap();
     assert_eq!(keyed.status().as_u16(), 200);
-    // An operator write waits, and its record is written at once: the write is not refused.
-    let (status, body, waited) = post(
+    // An operator write too: answered at once, its record in its transaction.
+    let (status, body, took) = post(
         format!("{base}/channels"),
         operator.clone(),
         json!({"name": "later", "members": [human]}),
     )
     .await;
     assert_eq!(status, 200, "{body}");
-    assert!(
-        waited >= std::time::Duration::from_millis(1900),
-        "{waited:?}"
-    );
+    assert!(took < std::time::Duration::from_millis(1900), "{took:?}");
 
     // Killed: what was queued is lost; what was committed kept its record.
     server.start_kill().unwrap();
@@ -572,11 +572,13 @@ async fn server_audit_a_stalled_writer_refuses_reads_and_loses_no_write() {
         creates.iter().any(|(_, key)| key.is_some())
             && creates.iter().any(|(_, key)| key.is_none())
     );
-    assert!(
-        kept.iter()
-            .any(|(a, _)| a == "POST /admin/workspaces/{id}/channels"),
-        "{records:#?}"
-    );
+    let operator_writes = kept
+        .iter()
+        .filter(|(a, _)| a.starts_with("POST /admin/workspaces"))
+        .count();
+    // humans, agents, devices, two channels: the workspace's own creation is recorded without
+    // a workspace.
+    assert_eq!(operator_writes, 5, "{records:#?}");
     assert!(
         !kept.iter().any(|(a, _)| a == "task list"),
         "the queued reads' records were lost with the process: {records:#?}"

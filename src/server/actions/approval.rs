@@ -2,12 +2,13 @@
 //! Humans decide through the operator API (`agentteam admin approval decide`); an approval a
 //! workflow step created moves its run when decided.
 
-use super::{Caller, not_found, page};
+use super::{Caller, page};
 use crate::contract::types::{
     ApprovalGetInput, ApprovalGetOutput, ApprovalListInput, ApprovalListOutput,
     ApprovalRequestInput, ApprovalRequestOutput, ApprovalResult,
 };
 use crate::contract::{ActionId, ActionResult};
+use crate::server::actions::Found;
 use crate::server::failure;
 use crate::server::state::AppState;
 
@@ -45,8 +46,7 @@ pub async fn get(
         .store
         .approval(&caller.workspace_id, &approval_id)
         .await
-        .map_err(failure::store)?
-        .ok_or_else(|| not_found("approval", &approval_id))?;
+        .found("approval", &approval_id)?;
     Ok(ApprovalGetOutput(ApprovalResult { approval }))
 }
 
@@ -62,20 +62,15 @@ pub async fn list(
     } = input;
     let filter = page::Filter::of(caller, ActionId::ApprovalList).with("status", status);
     let status = status.map(|s| s.to_string());
-    let listed = page::list(
-        state,
-        &filter,
-        cursor.as_ref(),
-        page::limit(limit),
-        async |after, limit| {
+    let listed = filter
+        .page(state, cursor.as_ref(), limit, async |after, limit| {
             let status = status.as_deref();
             state
                 .store
                 .list_approvals(&caller.workspace_id, status, after.as_ref(), limit)
                 .await
-        },
-    )
-    .await?;
+        })
+        .await?;
     Ok(ApprovalListOutput {
         has_more: listed.has_more(),
         next_cursor: listed.next_cursor,

@@ -2,9 +2,10 @@
 //! attachments. Every target and id is resolved against the caller's workspace and membership; one
 //! the agent cannot read is `not_found`, exactly like one that does not exist.
 
+use crate::server::actions::Found;
 use base64::Engine;
 
-use super::{Caller, not_found, page};
+use super::{Caller, page};
 use crate::contract::error::ErrorCode;
 use crate::contract::target::Target;
 use crate::contract::types as t;
@@ -29,8 +30,7 @@ async fn conversation(
         .store
         .conversation_for_member(&caller.workspace_id, &caller.agent_id, &target)
         .await
-        .map_err(failure::store)?
-        .ok_or_else(|| not_found(target.kind.as_str(), &target.id))?;
+        .found(target.kind.as_str(), &target.id)?;
     Ok((target, membership))
 }
 
@@ -95,8 +95,7 @@ pub async fn history(
             &mut out,
         )
         .await
-        .map_err(failure::store)?
-        .ok_or_else(|| not_found(target.kind.as_str(), &target.id))?;
+        .found(target.kind.as_str(), &target.id)?;
     if let Some(position) = next {
         let cursor = page::next_cursor(state, &filter, position)?;
         out.extend_from_slice(b",\"nextCursor\":");
@@ -123,8 +122,7 @@ async fn readable_message(
         .store
         .message_for_member(&caller.workspace_id, &caller.agent_id, id)
         .await
-        .map_err(failure::store)?
-        .ok_or_else(|| not_found("message", id))
+        .found("message", id)
 }
 
 pub async fn react(
@@ -195,8 +193,7 @@ pub async fn read_attachment(
         .store
         .attachment_for_member(&caller.workspace_id, &caller.agent_id, &input.attachment_id)
         .await
-        .map_err(failure::store)?
-        .ok_or_else(|| not_found("attachment", &input.attachment_id))?;
+        .found("attachment", &input.attachment_id)?;
     let offset = input.offset.unwrap_or(0);
     if offset > attachment.size {
         return Err(ActionError::new(

@@ -116,6 +116,19 @@ pub(crate) async fn resolve(
     })
 }
 
+/// A store lookup as an action answers it: the row, [`not_found`] when there is none, an internal
+/// failure when the store failed.
+pub(crate) trait Found<T> {
+    fn found(self, what: &str, id: &str) -> ActionResult<T>;
+}
+
+impl<T> Found<T> for Result<Option<T>, crate::server::store::StoreError> {
+    fn found(self, what: &str, id: &str) -> ActionResult<T> {
+        self.map_err(failure::store)?
+            .ok_or_else(|| not_found(what, id))
+    }
+}
+
 pub(crate) fn not_found(what: &str, id: &str) -> ActionError {
     ActionError::new(
         ErrorCode::NotFound,

@@ -38,6 +38,17 @@ impl Filter {
         object.insert(name.to_string(), value);
         self
     }
+
+    /// [`list`] under this filter, `limit` items (or [`DEFAULT_LIMIT`]) after `cursor`.
+    pub async fn page<T, P: Keyset, E: ReadFailure>(
+        &self,
+        state: &AppState,
+        cursor: Option<&Cursor>,
+        limit: Option<PageLimit>,
+        read: impl AsyncFnOnce(Option<P>, usize) -> Result<Page<T, P>, E>,
+    ) -> ActionResult<Listed<T>> {
+        list(state, self, cursor, self::limit(limit), read).await
+    }
 }
 
 /// The name of `action`'s keyset list, from the generated catalog: its key (`task.list`), or for

@@ -2,13 +2,14 @@
 //! (`profile update` is the only writer of an agent's display name and description once the
 //! operator created it).
 
-use super::{Caller, not_found};
+use super::Caller;
 use crate::contract::error::ErrorCode;
 use crate::contract::types::{
     ProfileGetInput, ProfileGetOutput, ProfileUpdateInput, ProfileUpdateOutput, Workspace,
     WorkspaceGetInput, WorkspaceGetOutput,
 };
 use crate::contract::{ActionError, ActionResult};
+use crate::server::actions::Found;
 use crate::server::failure;
 use crate::server::state::AppState;
 use crate::server::store::{ProfileChange, rfc3339};
@@ -22,8 +23,7 @@ pub async fn workspace(
         .store
         .workspace(&caller.workspace_id)
         .await
-        .map_err(failure::store)?
-        .ok_or_else(|| not_found("workspace", &caller.workspace_id))?;
+        .found("workspace", &caller.workspace_id)?;
     let workspace: Workspace = serde_json::from_value(serde_json::json!({
         "id": caller.workspace_id,
         "name": name,
@@ -42,8 +42,7 @@ pub async fn get(
         .store
         .profile(&caller.workspace_id, &caller.agent_id)
         .await
-        .map_err(failure::store)?
-        .ok_or_else(|| not_found("agent", &caller.agent_id))?;
+        .found("agent", &caller.agent_id)?;
     Ok(ProfileGetOutput { profile })
 }
 
@@ -98,7 +97,6 @@ pub async fn update(
             },
         )
         .await
-        .map_err(failure::store)?
-        .ok_or_else(|| not_found("agent", &caller.agent_id))??;
+        .found("agent", &caller.agent_id)??;
     Ok(ProfileUpdateOutput { profile })
 }

@@ -1,7 +1,7 @@
 //! `project` actions: workspace-wide projects every agent of the workspace can see; `active`
 //! until archived, and archiving is final.
 
-use super::{Caller, not_found, page};
+use super::{Caller, page};
 use crate::contract::error::ErrorCode;
 use crate::contract::types::{
     Project, ProjectArchiveInput, ProjectArchiveOutput, ProjectCreateInput, ProjectCreateOutput,
@@ -9,6 +9,7 @@ use crate::contract::types::{
     ProjectStatus, ProjectUpdateInput, ProjectUpdateOutput,
 };
 use crate::contract::{ActionError, ActionId, ActionResult};
+use crate::server::actions::Found;
 use crate::server::failure;
 use crate::server::state::AppState;
 
@@ -46,8 +47,7 @@ pub async fn get(
         .store
         .project(&caller.workspace_id, &project_id)
         .await
-        .map_err(failure::store)?
-        .ok_or_else(|| not_found("project", &project_id))?;
+        .found("project", &project_id)?;
     Ok(ProjectGetOutput(ProjectResult { project }))
 }
 
@@ -62,19 +62,14 @@ pub async fn list(
         cursor,
     } = input;
     let filter = page::Filter::of(caller, ActionId::ProjectList).with("status", status);
-    let listed = page::list(
-        state,
-        &filter,
-        cursor.as_ref(),
-        page::limit(limit),
-        async |after, limit| {
+    let listed = filter
+        .page(state, cursor.as_ref(), limit, async |after, limit| {
             state
                 .store
                 .list_projects(&caller.workspace_id, status, after.as_ref(), limit)
                 .await
-        },
-    )
-    .await?;
+        })
+        .await?;
     Ok(ProjectListOutput {
         has_more: listed.has_more(),
         next_cursor: listed.next_cursor,
@@ -157,8 +152,7 @@ async fn mutate(
         .store
         .update_project(&caller.workspace_id, project_id, caller.now_ms, change)
         .await
-        .map_err(failure::store)?
-        .ok_or_else(|| not_found("project", project_id))?
+        .found("project", project_id)?
 }
 
 fn refuse_archived(project: &Project) -> ActionResult<()> {

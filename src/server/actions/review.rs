@@ -8,6 +8,7 @@ use crate::contract::types::{
     ReviewListOutput, ReviewResolveInput, ReviewResolveOutput, ReviewResult,
 };
 use crate::contract::{ActionError, ActionId, ActionResult};
+use crate::server::actions::Found;
 use crate::server::failure;
 use crate::server::state::AppState;
 
@@ -27,8 +28,7 @@ pub async fn add(
         .store
         .thread_for_member(&caller.workspace_id, &caller.agent_id, &thread_id)
         .await
-        .map_err(failure::store)?
-        .ok_or_else(|| not_found("thread", &thread_id))?;
+        .found("thread", &thread_id)?;
     let thread_id = thread
         .thread_id
         .expect("a thread membership names its thread");
@@ -66,8 +66,7 @@ pub async fn get(
         .store
         .review_for_member(&caller.workspace_id, &caller.agent_id, &review_id)
         .await
-        .map_err(failure::store)?
-        .ok_or_else(|| not_found("review", &review_id))?;
+        .found("review", &review_id)?;
     Ok(ReviewGetOutput(ReviewResult { review }))
 }
 
@@ -85,23 +84,17 @@ pub async fn list(
         .store
         .thread_for_member(&caller.workspace_id, &caller.agent_id, &thread_id)
         .await
-        .map_err(failure::store)?
-        .ok_or_else(|| not_found("thread", &thread_id))?;
+        .found("thread", &thread_id)?;
     let filter = page::Filter::of(caller, ActionId::ReviewList).with("thread", thread_id.as_str());
     let thread_id = thread.thread_id.as_deref().unwrap_or_default();
-    let listed = page::list(
-        state,
-        &filter,
-        cursor.as_ref(),
-        page::limit(limit),
-        async |after, limit| {
+    let listed = filter
+        .page(state, cursor.as_ref(), limit, async |after, limit| {
             state
                 .store
                 .list_reviews(thread_id, after.as_ref(), limit)
                 .await
-        },
-    )
-    .await?;
+        })
+        .await?;
     Ok(ReviewListOutput {
         has_more: listed.has_more(),
         next_cursor: listed.next_cursor,
@@ -127,8 +120,7 @@ pub async fn resolve(
             caller.now_ms,
         )
         .await
-        .map_err(failure::store)?
-        .ok_or_else(|| not_found("review", &review_id))?
+        .found("review", &review_id)?
         .ok_or_else(|| {
             ActionError::new(
                 ErrorCode::InvalidState,

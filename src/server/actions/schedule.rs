@@ -1,7 +1,7 @@
 //! `scheduled-message` actions: a message the server posts later as the agent, once or
 //! repeatedly, to an explicit thread or channel the agent belongs to.
 
-use super::{Caller, not_found, page, resolve};
+use super::{Caller, page, resolve};
 use crate::contract::error::ErrorCode;
 use crate::contract::types::{
     ScheduledMessageCancelInput, ScheduledMessageCancelOutput, ScheduledMessageCreateInput,
@@ -10,6 +10,7 @@ use crate::contract::types::{
     ScheduledMessageRunsInput, ScheduledMessageRunsOutput,
 };
 use crate::contract::{ActionError, ActionId, ActionResult};
+use crate::server::actions::Found;
 use crate::server::failure;
 use crate::server::state::AppState;
 use crate::server::store::NewSchedule;
@@ -63,8 +64,7 @@ pub async fn get(
             &scheduled_message_id,
         )
         .await
-        .map_err(failure::store)?
-        .ok_or_else(|| not_found("scheduled message", &scheduled_message_id))?;
+        .found("scheduled message", &scheduled_message_id)?;
     Ok(ScheduledMessageGetOutput(ScheduledMessageResult {
         scheduled_message,
     }))
@@ -82,19 +82,14 @@ pub async fn list(
     } = input;
     let membership = resolve(state, caller, (&target).into()).await?;
     let filter = page::Filter::of(caller, ActionId::ScheduledMessageList).with("target", &target);
-    let listed = page::list(
-        state,
-        &filter,
-        cursor.as_ref(),
-        page::limit(limit),
-        async |after, limit| {
+    let listed = filter
+        .page(state, cursor.as_ref(), limit, async |after, limit| {
             state
                 .store
                 .list_schedules(&membership, after.as_ref(), limit)
                 .await
-        },
-    )
-    .await?;
+        })
+        .await?;
     Ok(ScheduledMessageListOutput {
         has_more: listed.has_more(),
         next_cursor: listed.next_cursor,
@@ -120,8 +115,7 @@ pub async fn cancel(
             caller.now_ms,
         )
         .await
-        .map_err(failure::store)?
-        .ok_or_else(|| not_found("scheduled message", &scheduled_message_id))?
+        .found("scheduled message", &scheduled_message_id)?
         .map_err(|status| {
             ActionError::new(
                 ErrorCode::InvalidState,
@@ -154,23 +148,17 @@ pub async fn runs(
             &scheduled_message_id,
         )
         .await
-        .map_err(failure::store)?
-        .ok_or_else(|| not_found("scheduled message", &scheduled_message_id))?;
+        .found("scheduled message", &scheduled_message_id)?;
     let filter = page::Filter::of(caller, ActionId::ScheduledMessageRuns)
         .with("schedule", scheduled_message_id.as_str());
-    let listed = page::list(
-        state,
-        &filter,
-        cursor.as_ref(),
-        page::limit(limit),
-        async |after, limit| {
+    let listed = filter
+        .page(state, cursor.as_ref(), limit, async |after, limit| {
             state
                 .store
                 .list_runs(&scheduled_message_id, after.as_ref(), limit)
                 .await
-        },
-    )
-    .await?;
+        })
+        .await?;
     Ok(ScheduledMessageRunsOutput {
         has_more: listed.has_more(),
         next_cursor: listed.next_cursor,

@@ -1,7 +1,7 @@
 //! `task` actions: a task lives in exactly one thread or channel of the workspace, and its status
 //! moves `open` → `claimed` → `completed`, or `open`/`claimed` → `cancelled`; final states stay.
 
-use super::{Caller, not_found, page, resolve};
+use super::{Caller, page, resolve};
 use crate::contract::error::ErrorCode;
 use crate::contract::types::{
     Task, TaskCancelInput, TaskCancelOutput, TaskClaimInput, TaskClaimOutput, TaskCompleteInput,
@@ -9,6 +9,7 @@ use crate::contract::types::{
     TaskListInput, TaskListOutput, TaskResult, TaskStatus, TaskUpdateInput, TaskUpdateOutput,
 };
 use crate::contract::{ActionError, ActionId, ActionResult};
+use crate::server::actions::Found;
 use crate::server::failure;
 use crate::server::state::AppState;
 
@@ -49,8 +50,7 @@ pub async fn get(
         .store
         .task_for_member(&caller.workspace_id, &caller.agent_id, &task_id)
         .await
-        .map_err(failure::store)?
-        .ok_or_else(|| not_found("task", &task_id))?;
+        .found("task", &task_id)?;
     Ok(TaskGetOutput(TaskResult { task }))
 }
 
@@ -73,19 +73,14 @@ pub async fn list(
     let filter = page::Filter::of(caller, ActionId::TaskList)
         .with("location", &location)
         .with("status", &statuses);
-    let listed = page::list(
-        state,
-        &filter,
-        cursor.as_ref(),
-        page::limit(limit),
-        async |after, limit| {
+    let listed = filter
+        .page(state, cursor.as_ref(), limit, async |after, limit| {
             state
                 .store
                 .list_tasks(&membership, &statuses, after.as_ref(), limit)
                 .await
-        },
-    )
-    .await?;
+        })
+        .await?;
     Ok(TaskListOutput {
         has_more: listed.has_more(),
         next_cursor: listed.next_cursor,
@@ -262,8 +257,7 @@ async fn mutate(
             },
         )
         .await
-        .map_err(failure::store)?
-        .ok_or_else(|| not_found("task", task_id))?
+        .found("task", task_id)?
 }
 
 fn refuse_final(task: &Task) -> ActionResult<()> {

@@ -1,9 +1,9 @@
 //! `team` actions: read-only views of the workspace's teams (operators manage membership).
 
-use super::{Caller, not_found, page};
+use super::{Caller, page};
 use crate::contract::types::{TeamGetInput, TeamGetOutput, TeamListInput, TeamListOutput};
 use crate::contract::{ActionId, ActionResult};
-use crate::server::failure;
+use crate::server::actions::Found;
 use crate::server::state::AppState;
 
 pub async fn get(
@@ -16,8 +16,7 @@ pub async fn get(
         .store
         .team(&caller.workspace_id, &team_id)
         .await
-        .map_err(failure::store)?
-        .ok_or_else(|| not_found("team", &team_id))?;
+        .found("team", &team_id)?;
     Ok(TeamGetOutput { team, members })
 }
 
@@ -28,19 +27,14 @@ pub async fn list(
 ) -> ActionResult<TeamListOutput> {
     let TeamListInput { limit, cursor } = input;
     let filter = page::Filter::of(caller, ActionId::TeamList);
-    let listed = page::list(
-        state,
-        &filter,
-        cursor.as_ref(),
-        page::limit(limit),
-        async |after, limit| {
+    let listed = filter
+        .page(state, cursor.as_ref(), limit, async |after, limit| {
             state
                 .store
                 .list_teams(&caller.workspace_id, after.as_ref(), limit)
                 .await
-        },
-    )
-    .await?;
+        })
+        .await?;
     Ok(TeamListOutput {
         has_more: listed.has_more(),
         next_cursor: listed.next_cursor,

@@ -54,20 +54,15 @@ pub(super) async fn list_approvals(
     let filter = page::Filter::new(&operator(&state, &workspace_id), "admin.approvals")
         .with("status", status);
     let status = status.map(|s| s.to_string());
-    let listed = page::list(
-        &state,
-        &filter,
-        cursor.as_ref(),
-        page::limit(limit),
-        async |after, limit| {
+    let listed = filter
+        .page(&state, cursor.as_ref(), limit, async |after, limit| {
             let status = status.as_deref();
             state
                 .store
                 .list_approvals(&workspace_id, status, after.as_ref(), limit)
                 .await
-        },
-    )
-    .await?;
+        })
+        .await?;
     Ok(Data(
         listed.into_json("approvals", |approval| json!(approval)),
     ))

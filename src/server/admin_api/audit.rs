@@ -39,12 +39,8 @@ pub(super) async fn list_audit(
     let filter = page::Filter::new(&operator(&state, &workspace_id), "admin.audit")
         .with("agentId", &agent_id)
         .with("since", since_ms);
-    let listed = page::list(
-        &state,
-        &filter,
-        cursor.as_ref(),
-        page::limit(limit),
-        async |after, limit| {
+    let listed = filter
+        .page(&state, cursor.as_ref(), limit, async |after, limit| {
             state
                 .store
                 .list_audit(
@@ -55,9 +51,8 @@ pub(super) async fn list_audit(
                     limit,
                 )
                 .await
-        },
-    )
-    .await?;
+        })
+        .await?;
     Ok(Data(
         listed.into_json("records", crate::server::store::shown_audit),
     ))

@@ -4,18 +4,29 @@
 
 use serde_json::{Value, json};
 
-use super::{Columns, Page, Position, Store, StoreError, new_id, on_backend, rfc3339};
+use super::shape::{Query, Resource};
+use super::{Columns, Page, Position, Store, StoreError, here, new_id, rfc3339};
 use crate::contract::types::Approval;
 
-macro_rules! approval_columns {
-    () => {
-        "a.id, a.title, a.details, a.status, a.requested_by_agent_id, a.run_id, a.step_id, a.decided_by_human_id, a.comment, a.decided_at, a.revision, a.created_at, a.updated_at"
-    };
+impl Resource for Approval {
+    const TABLE: &'static str = "approvals";
+    const ALIAS: &'static str = "a";
+    const COLUMNS: &'static str = "a.id, a.title, a.details, a.status, a.requested_by_agent_id, a.run_id, a.step_id, a.decided_by_human_id, a.comment, a.decided_at, a.revision, a.created_at, a.updated_at";
+
+    fn read(row: &impl Columns) -> Result<(Self, Position), StoreError> {
+        approval_row(row)
+    }
 }
-pub(super) use approval_columns;
+
+/// The workspace's approval `approval_id`.
+pub(super) fn in_workspace<'a>(workspace_id: &'a str, approval_id: &'a str) -> Query<'a> {
+    Query::select::<Approval>("WHERE a.id = $1 AND a.workspace_id = $2")
+        .bind(approval_id)
+        .bind(workspace_id)
+}
 
 /// A stored approval and its keyset position (`updatedAt`, `id`).
-pub(super) fn approval_row(row: &impl Columns) -> Result<(Approval, Position), StoreError> {
+fn approval_row(row: &impl Columns) -> Result<(Approval, Position), StoreError> {
     let id: String = row.column(0)?;
     let updated_at: i64 = row.column(12)?;
     let mut value = json!({
@@ -62,30 +73,14 @@ impl Store {
         agent_id: &str,
         now_ms: i64,
     ) -> Result<Approval, StoreError> {
-        on_backend!(self, |writer, reader, pg| {
-            let id = new_id("apr", now_ms);
-            sqlx::query(
-                "INSERT INTO approvals (id, workspace_id, title, details, status, requested_by_agent_id, revision, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, 'pending', $5, 1, $6, $6)",
-            )
-            .bind(&id)
-            .bind(workspace_id)
-            .bind(title)
-            .bind(details)
-            .bind(agent_id)
-            .bind(now_ms)
-            .execute(writer)
-            .await?;
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                approval_columns!(),
-                " FROM approvals a WHERE a.id = $1"
-            ))
-            .bind(&id)
-            .fetch_one(writer)
-            .await?;
-            Ok(approval_row(&row)?.0)
-        })
+        let id = new_id("apr", now_ms);
+        let insert = Query::new(
+            "INSERT INTO approvals (id, workspace_id, title, details, status, requested_by_agent_id, revision, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, 'pending', $5, 1, $6, $6)",
+        );
+        let insert = insert.bind(&id).bind(workspace_id).bind(title);
+        let insert = insert.bind(details).bind(agent_id).bind(now_ms);
+        self.insert(here!(), insert, &id).await
     }
 
     /// The workspace's approval `approval_id`.
@@ -94,18 +89,8 @@ impl Store {
         workspace_id: &str,
         approval_id: &str,
     ) -> Result<Option<Approval>, StoreError> {
-        on_backend!(self, |writer, reader, pg| {
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                approval_columns!(),
-                " FROM approvals a WHERE a.id = $1 AND a.workspace_id = $2"
-            ))
-            .bind(approval_id)
-            .bind(workspace_id)
-            .fetch_optional(reader)
-            .await?;
-            row.map(|row| approval_row(&row).map(|r| r.0)).transpose()
-        })
+        self.one(here!(), in_workspace(workspace_id, approval_id))
+            .await
     }
 
     /// The workspace's approvals `updatedAt DESC, id DESC`, optionally in one status.
@@ -116,23 +101,10 @@ impl Store {
         after: Option<&Position>,
         limit: usize,
     ) -> Result<Page<Approval>, StoreError> {
-        let (after_ms, after_id) = match after {
-            Some(p) => (p.at_ms, p.id.clone()),
-            None => (i64::MAX, "\u{10FFFF}".to_string()),
-        };
-        on_backend!(self, |writer, reader, pg| {
-            let rows = match status {
-                Some(status) => sqlx::query(concat!("SELECT ", approval_columns!(),
-                    " FROM approvals a WHERE a.workspace_id = $1 AND a.status = $2 AND (a.updated_at, a.id) < ($3, $4) ORDER BY a.updated_at DESC, a.id DESC LIMIT $5"))
-                    .bind(workspace_id).bind(status).bind(after_ms).bind(&after_id).bind((limit + 1) as i64)
-                    .fetch_all(reader).await?,
-                None => sqlx::query(concat!("SELECT ", approval_columns!(),
-                    " FROM approvals a WHERE a.workspace_id = $1 AND (a.updated_at, a.id) < ($2, $3) ORDER BY a.updated_at DESC, a.id DESC LIMIT $4"))
-                    .bind(workspace_id).bind(after_ms).bind(&after_id).bind((limit + 1) as i64)
-                    .fetch_all(reader).await?,
-            };
-            let rows: Vec<_> = rows.iter().map(approval_row).collect::<Result<_, _>>()?;
-            Ok(Page::from_rows(rows, limit))
-        })
+        let query = Query::select::<Approval>("WHERE a.workspace_id = $1")
+            .bind(workspace_id)
+            .and_some("a.status", status)
+            .newest::<Approval>(after, limit);
+        self.page(here!(), query, limit).await
     }
 }

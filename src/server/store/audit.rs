@@ -5,7 +5,8 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::{Columns, Page, Position, Store, StoreError, on_backend, rfc3339};
+use super::shape::{Keyset, Query, Resource, Ties};
+use super::{Columns, Page, Position, Store, StoreError, here, on_backend, rfc3339};
 
 /// One audit record.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -36,6 +37,16 @@ macro_rules! audit_columns {
     };
 }
 
+impl Resource for AuditRecord {
+    const TABLE: &'static str = "audit_records";
+    const ALIAS: &'static str = "r";
+    const COLUMNS: &'static str = audit_columns!();
+
+    fn read(row: &impl Columns) -> Result<(Self, Position), StoreError> {
+        audit_row(row)
+    }
+}
+
 fn audit_row(row: &impl Columns) -> Result<(AuditRecord, Position), StoreError> {
     let record = AuditRecord {
         id: row.column(0)?,
@@ -50,10 +61,7 @@ fn audit_row(row: &impl Columns) -> Result<(AuditRecord, Position), StoreError> 
         key_hash: row.column(9)?,
         duration_us: row.column(10)?,
     };
-    let position = Position {
-        at_ms: record.at,
-        id: record.id.clone(),
-    };
+    let position = Position::of(record.at, &record.id);
     Ok((record, position))
 }
 
@@ -161,24 +169,18 @@ impl Store {
         after: Option<&Position>,
         limit: usize,
     ) -> Result<Page<AuditRecord>, StoreError> {
-        let (after_ms, after_id) = match after {
-            Some(p) => (p.at_ms, p.id.clone()),
-            None => (i64::MAX, "\u{10FFFF}".to_string()),
+        let order = Keyset {
+            time: "r.at",
+            id: "r.id",
+            ties: Ties::Descending,
+            lead: None,
         };
-        on_backend!(self, |writer, reader, pg| {
-            let rows = match agent_id {
-                Some(agent) => sqlx::query(concat!("SELECT ", audit_columns!(),
-                    " FROM audit_records WHERE workspace_id = $1 AND agent_id = $2 AND at >= $3 AND (at, id) < ($4, $5) ORDER BY at DESC, id DESC LIMIT $6"))
-                    .bind(workspace_id).bind(agent).bind(since_ms).bind(after_ms).bind(&after_id).bind((limit + 1) as i64)
-                    .fetch_all(reader).await?,
-                None => sqlx::query(concat!("SELECT ", audit_columns!(),
-                    " FROM audit_records WHERE workspace_id = $1 AND at >= $2 AND (at, id) < ($3, $4) ORDER BY at DESC, id DESC LIMIT $5"))
-                    .bind(workspace_id).bind(since_ms).bind(after_ms).bind(&after_id).bind((limit + 1) as i64)
-                    .fetch_all(reader).await?,
-            };
-            let rows: Vec<_> = rows.iter().map(audit_row).collect::<Result<_, _>>()?;
-            Ok(Page::from_rows(rows, limit))
-        })
+        let query = Query::select::<AuditRecord>("WHERE r.workspace_id = $1 AND r.at >= $2")
+            .bind(workspace_id)
+            .bind(since_ms)
+            .and_some("r.agent_id", agent_id)
+            .page(order, after, limit);
+        self.page(here!(), query, limit).await
     }
 
     /// Deletes records older than `before_ms`, then the oldest beyond the newest `keep`; returns

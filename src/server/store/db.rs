@@ -86,12 +86,21 @@ impl DatabaseLock {
 /// future is moved into its box on every request, so that would be a 17 KiB copy per call.
 /// `$body` may `return` only as the tail of its function (it is
 /// the body of an `async` block there), and every use is.
+///
+/// `on_backend!(store, caller, |writer, reader, pg| …)` names the span for `caller` (a
+/// [`here!`] of the store method that called the shared piece this expands in: `shape.rs`).
 macro_rules! on_backend {
-    ($store:expr, |$writer:ident, $reader:ident, $pg:ident| $body:expr) => {{
+    ($store:expr, |$writer:ident, $reader:ident, $pg:ident| $body:expr) => {
         // The store call's span, named for the method this expands in (`fn here` is an item of
         // that method: its type name is the method's path).
-        let _span =
-            $crate::server::store::db::store_span(&$store.db, $crate::server::store::db::here!());
+        $crate::server::store::db::on_backend!(
+            $store,
+            $crate::server::store::db::here!(),
+            |$writer, $reader, $pg| $body
+        )
+    };
+    ($store:expr, $caller:expr, |$writer:ident, $reader:ident, $pg:ident| $body:expr) => {{
+        let _span = $crate::server::store::db::store_span(&$store.db, $caller);
         match &$store.db {
             $crate::server::store::db::Db::Sqlite { writer, reader, .. } => {
                 let tx = $crate::server::store::tx::current();

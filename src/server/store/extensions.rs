@@ -483,10 +483,7 @@ impl Store {
                 .iter()
                 .map(|row| {
                     let watch = watch_row(row)?;
-                    let position = Position {
-                        at_ms: watch.updated_at,
-                        id: watch.id.clone(),
-                    };
+                    let position = Position::of(watch.updated_at, &watch.id);
                     Ok((watch, position))
                 })
                 .collect::<Result<Vec<_>, StoreError>>()?;

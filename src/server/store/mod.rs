@@ -16,6 +16,7 @@ mod projects;
 mod raw;
 mod reviews;
 mod schedules;
+mod shape;
 mod tasks;
 mod teams;
 mod tenancy;
@@ -175,6 +176,15 @@ pub fn new_id(prefix: &str, now_ms: i64) -> String {
 pub struct Position {
     pub at_ms: i64,
     pub id: String,
+}
+
+impl Position {
+    pub(crate) fn of(at_ms: i64, id: impl Into<String>) -> Position {
+        Position {
+            at_ms,
+            id: id.into(),
+        }
+    }
 }
 
 /// One page of a keyset list: the items, and the position of the last one when another page

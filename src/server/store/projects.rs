@@ -1,18 +1,27 @@
 //! Projects: workspace-wide rows, keyset pages in `updatedAt DESC, id ASC` order, and
 //! read-check-write mutations in one writer transaction.
 
-use sqlx::QueryBuilder;
-
-use super::{
-    Columns, Page, Position, Store, StoreError, new_id, on_backend, parse_column, rfc3339,
-};
+use super::shape::{Keyset, Query, Resource, Ties};
+use super::{Columns, Page, Position, Store, StoreError, here, new_id, parse_column, rfc3339};
 use crate::contract::types::{Project, ProjectStatus};
 
-macro_rules! project_columns {
-    () => {
-        "p.id, p.name, p.description, p.status, p.created_by_agent_id, p.revision, p.created_at, p.updated_at"
-    };
+impl Resource for Project {
+    const TABLE: &'static str = "projects";
+    const ALIAS: &'static str = "p";
+    const COLUMNS: &'static str = "p.id, p.name, p.description, p.status, p.created_by_agent_id, p.revision, p.created_at, p.updated_at";
+
+    fn read(row: &impl Columns) -> Result<(Self, Position), StoreError> {
+        project_row(row)
+    }
 }
+
+/// `updatedAt DESC, id ASC`.
+const ORDER: Keyset<'static> = Keyset {
+    time: "p.updated_at",
+    id: "p.id",
+    ties: Ties::Ascending,
+    lead: None,
+};
 
 impl Store {
     pub async fn insert_project(
@@ -23,30 +32,14 @@ impl Store {
         agent_id: &str,
         now_ms: i64,
     ) -> Result<Project, StoreError> {
-        on_backend!(self, |writer, reader, pg| {
-            let id = new_id("prj", now_ms);
-            sqlx::query(
-                "INSERT INTO projects (id, workspace_id, name, description, status, created_by_agent_id, revision, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, 'active', $5, 1, $6, $6)",
-            )
-            .bind(&id)
-            .bind(workspace_id)
-            .bind(name)
-            .bind(description)
-            .bind(agent_id)
-            .bind(now_ms)
-            .execute(writer)
-            .await?;
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                project_columns!(),
-                " FROM projects p WHERE p.id = $1"
-            ))
-            .bind(&id)
-            .fetch_one(writer)
-            .await?;
-            Ok(project_row(&row)?.0)
-        })
+        let id = new_id("prj", now_ms);
+        let insert = Query::new(
+            "INSERT INTO projects (id, workspace_id, name, description, status, created_by_agent_id, revision, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, 'active', $5, 1, $6, $6)",
+        );
+        let insert = insert.bind(&id).bind(workspace_id).bind(name);
+        let insert = insert.bind(description).bind(agent_id).bind(now_ms);
+        self.insert(here!(), insert, &id).await
     }
 
     pub async fn project(
@@ -54,18 +47,8 @@ impl Store {
         workspace_id: &str,
         project_id: &str,
     ) -> Result<Option<Project>, StoreError> {
-        on_backend!(self, |writer, reader, pg| {
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                project_columns!(),
-                " FROM projects p WHERE p.id = $1 AND p.workspace_id = $2"
-            ))
-            .bind(project_id)
-            .bind(workspace_id)
-            .fetch_optional(reader)
-            .await?;
-            row.map(|row| project_row(&row).map(|r| r.0)).transpose()
-        })
+        self.one(here!(), in_workspace(workspace_id, project_id))
+            .await
     }
 
     /// One page of the workspace's projects in `updatedAt DESC, id ASC` order after `after`.
@@ -76,30 +59,12 @@ impl Store {
         after: Option<&Position>,
         limit: usize,
     ) -> Result<Page<Project>, StoreError> {
-        on_backend!(self, |writer, reader, pg| {
-            let mut query: QueryBuilder<Backend> = QueryBuilder::new(concat!(
-                "SELECT ",
-                project_columns!(),
-                " FROM projects p WHERE p.workspace_id = "
-            ));
-            query.push_bind(workspace_id);
-            if let Some(status) = status {
-                query.push(" AND p.status = ").push_bind(status.to_string());
-            }
-            if let Some(after) = after {
-                // Mixed directions: an expanded, index-friendly predicate, never a row-value comparison.
-                query.push(" AND p.updated_at <= ").push_bind(after.at_ms);
-                query.push(" AND (p.updated_at < ").push_bind(after.at_ms);
-                query.push(" OR p.id > ").push_bind(&after.id).push(")");
-            }
-            query
-                .push(" ORDER BY p.updated_at DESC, p.id ASC LIMIT ")
-                .push_bind((limit + 1) as i64);
-            let rows = query.build().fetch_all(reader).await?;
-            let rows: Vec<(Project, Position)> =
-                rows.iter().map(project_row).collect::<Result<_, _>>()?;
-            Ok(Page::from_rows(rows, limit))
-        })
+        let status = status.map(|status| status.to_string());
+        let query = Query::select::<Project>("WHERE p.workspace_id = $1")
+            .bind(workspace_id)
+            .and_some("p.status", status.as_ref())
+            .page(ORDER, after, limit);
+        self.page(here!(), query, limit).await
     }
 
     /// Reads the project, lets `change` decide, writes the result with `revision + 1`; one
@@ -111,53 +76,24 @@ impl Store {
         now_ms: i64,
         change: impl FnOnce(&Project) -> Result<Project, E>,
     ) -> Result<Option<Result<Project, E>>, StoreError> {
-        on_backend!(self, |writer, reader, pg| {
-            let mut tx = writer.begin().await?;
-            // PostgreSQL: lock the row so concurrent updates on other replicas apply in turn.
-            let row = sqlx::query(if pg {
-                concat!(
-                    "SELECT ",
-                    project_columns!(),
-                    " FROM projects p WHERE p.id = $1 AND p.workspace_id = $2 FOR UPDATE"
-                )
-            } else {
-                concat!(
-                    "SELECT ",
-                    project_columns!(),
-                    " FROM projects p WHERE p.id = $1 AND p.workspace_id = $2"
-                )
-            })
-            .bind(project_id)
-            .bind(workspace_id)
-            .fetch_optional(&mut *tx)
-            .await?;
-            let Some(row) = row else { return Ok(None) };
-            let current = project_row(&row)?.0;
-            let changed = match change(&current) {
-                Ok(changed) => changed,
-                Err(refusal) => return Ok(Some(Err(refusal))),
-            };
-            sqlx::query("UPDATE projects SET name = $2, description = $3, status = $4, revision = revision + 1, updated_at = $5 WHERE id = $1")
-                .bind(project_id)
+        let lookup = in_workspace(workspace_id, project_id);
+        self.change(here!(), lookup, change, |changed, id| {
+            Query::new("UPDATE projects SET name = $2, description = $3, status = $4, revision = revision + 1, updated_at = $5 WHERE id = $1")
+                .bind(id)
                 .bind(changed.name.as_str())
                 .bind(changed.description.as_deref().map(String::as_str))
                 .bind(changed.status.to_string())
                 .bind(now_ms)
-                .execute(&mut *tx)
-                .await?;
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                project_columns!(),
-                " FROM projects p WHERE p.id = $1"
-            ))
-            .bind(project_id)
-            .fetch_one(&mut *tx)
-            .await?;
-            let stored = project_row(&row)?.0;
-            tx.commit().await?;
-            Ok(Some(Ok(stored)))
         })
+        .await
     }
+}
+
+/// The workspace's project `project_id`.
+fn in_workspace<'a>(workspace_id: &'a str, project_id: &'a str) -> Query<'a> {
+    Query::select::<Project>("WHERE p.id = $1 AND p.workspace_id = $2")
+        .bind(project_id)
+        .bind(workspace_id)
 }
 
 /// A stored project and its keyset position (`updatedAt`, `id`).

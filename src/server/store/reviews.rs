@@ -1,30 +1,41 @@
 //! Reviews: rows left in a thread, optionally about one task of that thread.
 
-use sqlx::Row;
+use super::shape::{Query, Resource};
+use super::{Columns, Page, Position, Store, StoreError, here, new_id, rfc3339};
+use crate::contract::types::{Review, ReviewStatus, ReviewVerdict};
 
-use super::{Columns, Page, Position, Store, StoreError, new_id, on_backend, rfc3339};
-use crate::contract::types::{Review, ReviewVerdict};
+impl Resource for Review {
+    const TABLE: &'static str = "reviews";
+    const ALIAS: &'static str = "r";
+    const COLUMNS: &'static str = "r.id, r.thread_id, r.task_id, r.author_agent_id, r.verdict, r.body, r.status, r.created_at, r.updated_at";
 
-/// The columns `review_row` reads, in its order.
-macro_rules! review_columns {
-    () => {
-        "r.id, r.thread_id, r.task_id, r.author_agent_id, r.verdict, r.body, r.status, r.created_at, r.updated_at"
-    };
+    fn read(row: &impl Columns) -> Result<(Self, Position), StoreError> {
+        let review = review_row(row)?;
+        let position = Position {
+            at_ms: row.column(8)?,
+            id: review.id.to_string(),
+        };
+        Ok((review, position))
+    }
+}
+
+/// The review `$1` if its thread's channel in workspace `$2` has member `$3`.
+fn for_member<'a>(workspace_id: &'a str, agent_id: &'a str, review_id: &'a str) -> Query<'a> {
+    Query::select::<Review>(
+        "JOIN threads t ON t.id = r.thread_id JOIN channels c ON c.id = t.channel_id JOIN channel_members m ON m.channel_id = c.id \
+         WHERE r.id = $1 AND c.workspace_id = $2 AND m.member_id = $3",
+    )
+    .bind(review_id)
+    .bind(workspace_id)
+    .bind(agent_id)
 }
 
 impl Store {
     /// True when `task_id` is a task of `thread_id`.
     pub async fn task_in_thread(&self, task_id: &str, thread_id: &str) -> Result<bool, StoreError> {
-        on_backend!(self, |writer, reader, pg| {
-            Ok(
-                sqlx::query("SELECT 1 FROM tasks WHERE id = $1 AND thread_id = $2")
-                    .bind(task_id)
-                    .bind(thread_id)
-                    .fetch_optional(reader)
-                    .await?
-                    .is_some(),
-            )
-        })
+        let query = Query::new("SELECT 1 FROM tasks WHERE id = $1 AND thread_id = $2");
+        self.exists(here!(), query.bind(task_id).bind(thread_id))
+            .await
     }
 
     /// Creates an `open` review in `thread_id`.
@@ -37,31 +48,64 @@ impl Store {
         body: &str,
         now_ms: i64,
     ) -> Result<Review, StoreError> {
-        on_backend!(self, |writer, reader, pg| {
-            let id = new_id("rev", now_ms);
-            sqlx::query(
-                "INSERT INTO reviews (id, thread_id, task_id, author_agent_id, verdict, body, status, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, 'open', $7, $7)",
-            )
+        let id = new_id("rev", now_ms);
+        let insert = Query::new(
+            "INSERT INTO reviews (id, thread_id, task_id, author_agent_id, verdict, body, status, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, 'open', $7, $7)",
+        );
+        let insert = insert
             .bind(&id)
             .bind(thread_id)
             .bind(task_id)
-            .bind(agent_id)
-            .bind(verdict.to_string())
-            .bind(body)
-            .bind(now_ms)
-            .execute(writer)
-            .await?;
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                review_columns!(),
-                " FROM reviews r WHERE r.id = $1"
-            ))
-            .bind(&id)
-            .fetch_one(writer)
-            .await?;
-            review_row(&row)
-        })
+            .bind(agent_id);
+        let insert = insert.bind(verdict.to_string()).bind(body).bind(now_ms);
+        self.insert(here!(), insert, &id).await
+    }
+
+    /// The review if its thread's channel has the agent as a member, in the workspace.
+    pub async fn review_for_member(
+        &self,
+        workspace_id: &str,
+        agent_id: &str,
+        review_id: &str,
+    ) -> Result<Option<Review>, StoreError> {
+        self.one(here!(), for_member(workspace_id, agent_id, review_id))
+            .await
+    }
+
+    /// A thread's reviews in `updatedAt DESC, id DESC` order.
+    pub async fn list_reviews(
+        &self,
+        thread_id: &str,
+        after: Option<&Position>,
+        limit: usize,
+    ) -> Result<Page<Review>, StoreError> {
+        let query = Query::select::<Review>("WHERE r.thread_id = $1")
+            .bind(thread_id)
+            .newest::<Review>(after, limit);
+        self.page(here!(), query, limit).await
+    }
+
+    /// Resolves an `open` review: `Ok(None)` when invisible to the agent, `Ok(Some(None))` when
+    /// it was already resolved.
+    pub async fn resolve_review(
+        &self,
+        workspace_id: &str,
+        agent_id: &str,
+        review_id: &str,
+        now_ms: i64,
+    ) -> Result<Option<Option<Review>>, StoreError> {
+        let decide = |current: &Review| match current.status {
+            ReviewStatus::Open => Ok(current.clone()),
+            _ => Err(()),
+        };
+        let lookup = for_member(workspace_id, agent_id, review_id);
+        let resolved = self.change(here!(), lookup, decide, |_, id| {
+            Query::new("UPDATE reviews SET status = 'resolved', updated_at = $2 WHERE id = $1")
+                .bind(id)
+                .bind(now_ms)
+        });
+        Ok(resolved.await?.map(Result::ok))
     }
 }
 
@@ -82,107 +126,4 @@ fn review_row(row: &impl Columns) -> Result<Review, StoreError> {
         created_at: parse(rfc3339(row.column(7)?), "created_at")?,
         updated_at: parse(rfc3339(row.column(8)?), "updated_at")?,
     })
-}
-
-impl Store {
-    /// The review if its thread's channel has the agent as a member, in the workspace.
-    pub async fn review_for_member(
-        &self,
-        workspace_id: &str,
-        agent_id: &str,
-        review_id: &str,
-    ) -> Result<Option<Review>, StoreError> {
-        on_backend!(self, |writer, reader, pg| {
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                review_columns!(),
-                " FROM reviews r JOIN threads t ON t.id = r.thread_id JOIN channels c ON c.id = t.channel_id JOIN channel_members m ON m.channel_id = c.id \
-                  WHERE r.id = $1 AND c.workspace_id = $2 AND m.member_id = $3"
-            ))
-            .bind(review_id)
-            .bind(workspace_id)
-            .bind(agent_id)
-            .fetch_optional(reader)
-            .await?;
-            row.map(|row| review_row(&row)).transpose()
-        })
-    }
-
-    /// A thread's reviews in `updatedAt DESC, id DESC` order (one direction: row values).
-    pub async fn list_reviews(
-        &self,
-        thread_id: &str,
-        after: Option<&Position>,
-        limit: usize,
-    ) -> Result<Page<Review>, StoreError> {
-        on_backend!(self, |writer, reader, pg| {
-            let (after_ms, after_id) = match after {
-                Some(p) => (p.at_ms, p.id.clone()),
-                None => (i64::MAX, "\u{10FFFF}".to_string()),
-            };
-            let rows = sqlx::query(concat!(
-                "SELECT ",
-                review_columns!(),
-                " FROM reviews r WHERE r.thread_id = $1 AND (r.updated_at, r.id) < ($2, $3) ORDER BY r.updated_at DESC, r.id DESC LIMIT $4"
-            ))
-            .bind(thread_id)
-            .bind(after_ms)
-            .bind(after_id)
-            .bind((limit + 1) as i64)
-            .fetch_all(reader)
-            .await?;
-            let rows: Vec<(Review, Position)> = rows
-                .iter()
-                .map(|row| {
-                    let review = review_row(row)?;
-                    let id = review.id.to_string();
-                    Ok((
-                        review,
-                        Position {
-                            at_ms: row.try_get::<i64, _>(8)?,
-                            id,
-                        },
-                    ))
-                })
-                .collect::<Result<_, StoreError>>()?;
-            Ok(Page::from_rows(rows, limit))
-        })
-    }
-
-    /// Resolves an `open` review: `Ok(None)` when invisible to the agent, `Ok(Some(None))` when
-    /// it was already resolved.
-    pub async fn resolve_review(
-        &self,
-        workspace_id: &str,
-        agent_id: &str,
-        review_id: &str,
-        now_ms: i64,
-    ) -> Result<Option<Option<Review>>, StoreError> {
-        on_backend!(self, |writer, reader, pg| {
-            if self
-                .review_for_member(workspace_id, agent_id, review_id)
-                .await?
-                .is_none()
-            {
-                return Ok(None);
-            }
-            let updated = sqlx::query("UPDATE reviews SET status = 'resolved', updated_at = $2 WHERE id = $1 AND status = 'open'")
-                .bind(review_id)
-                .bind(now_ms)
-                .execute(writer)
-                .await?;
-            if updated.rows_affected() == 0 {
-                return Ok(Some(None));
-            }
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                review_columns!(),
-                " FROM reviews r WHERE r.id = $1"
-            ))
-            .bind(review_id)
-            .fetch_one(writer)
-            .await?;
-            Ok(Some(Some(review_row(&row)?)))
-        })
-    }
 }

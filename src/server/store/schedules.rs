@@ -7,9 +7,10 @@
 
 use sqlx::Row;
 
+use super::shape::{Keyset, Query, Resource, Ties, bound};
 use super::tenancy::Membership;
 use super::{
-    Columns, Page, Position, Store, StoreError, new_id, on_backend, parse_column, rfc3339,
+    Columns, Page, Position, Store, StoreError, here, new_id, on_backend, parse_column, rfc3339,
 };
 use crate::contract::types::{
     MessageTarget, RunStatus, ScheduleStatus, ScheduledMessage, ScheduledRun,
@@ -18,16 +19,34 @@ use crate::contract::types::{
 /// At most this many schedules become runs, and this many runs are attempted, per pass.
 pub const MAX_RUNS_PER_PASS: i64 = 100;
 
-macro_rules! schedule_columns {
-    () => {
-        "s.id, s.channel_id, s.thread_id, s.content, s.send_at, s.repeat_every_minutes, s.next_run_at, s.status, s.created_by_agent_id, s.created_at, s.updated_at"
-    };
+impl Resource for ScheduledMessage {
+    const TABLE: &'static str = "scheduled_messages";
+    const ALIAS: &'static str = "s";
+    const COLUMNS: &'static str = "s.id, s.channel_id, s.thread_id, s.content, s.send_at, s.repeat_every_minutes, s.next_run_at, s.status, s.created_by_agent_id, s.created_at, s.updated_at";
+
+    fn read(row: &impl Columns) -> Result<(Self, Position), StoreError> {
+        schedule_row(row)
+    }
 }
 
-macro_rules! run_columns {
-    () => {
-        "r.id, r.scheduled_message_id, r.status, COALESCE(r.attempted_at, r.created_at), r.message_id, r.failure"
-    };
+impl Resource for ScheduledRun {
+    const TABLE: &'static str = "scheduled_runs";
+    const ALIAS: &'static str = "r";
+    const COLUMNS: &'static str = "r.id, r.scheduled_message_id, r.status, COALESCE(r.attempted_at, r.created_at), r.message_id, r.failure";
+
+    fn read(row: &impl Columns) -> Result<(Self, Position), StoreError> {
+        run_row(row)
+    }
+}
+
+/// The schedule `$1` in workspace `$2` whose channel has member `$3`.
+fn for_member<'a>(workspace_id: &'a str, agent_id: &'a str, schedule_id: &'a str) -> Query<'a> {
+    Query::select::<ScheduledMessage>(
+        "JOIN channel_members m ON m.channel_id = s.channel_id WHERE s.id = $1 AND s.workspace_id = $2 AND m.member_id = $3",
+    )
+    .bind(schedule_id)
+    .bind(workspace_id)
+    .bind(agent_id)
 }
 
 /// What a new scheduled message says and when it runs.
@@ -61,33 +80,18 @@ impl Store {
         agent_id: &str,
         now_ms: i64,
     ) -> Result<ScheduledMessage, StoreError> {
-        on_backend!(self, |writer, reader, pg| {
-            let id = new_id("sch", now_ms);
-            sqlx::query(
-                "INSERT INTO scheduled_messages (id, workspace_id, channel_id, thread_id, content, send_at, repeat_every_minutes, next_run_at, status, \
-                 created_by_agent_id, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $6, 'scheduled', $8, $9, $9)",
-            )
-            .bind(&id)
-            .bind(workspace_id)
-            .bind(&target.channel_id)
-            .bind(&target.thread_id)
-            .bind(schedule.content)
+        let id = new_id("sch", now_ms);
+        let insert = Query::new(
+            "INSERT INTO scheduled_messages (id, workspace_id, channel_id, thread_id, content, send_at, repeat_every_minutes, next_run_at, status, \
+             created_by_agent_id, created_at, updated_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $6, 'scheduled', $8, $9, $9)",
+        );
+        let insert = insert.bind(&id).bind(workspace_id).bind(&target.channel_id);
+        let insert = insert.bind(&target.thread_id).bind(schedule.content);
+        let insert = insert
             .bind(schedule.send_at_ms)
-            .bind(schedule.repeat_every_minutes)
-            .bind(agent_id)
-            .bind(now_ms)
-            .execute(writer)
-            .await?;
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                schedule_columns!(),
-                " FROM scheduled_messages s WHERE s.id = $1"
-            ))
-            .bind(&id)
-            .fetch_one(writer)
-            .await?;
-            Ok(schedule_row(&row)?.0)
-        })
+            .bind(schedule.repeat_every_minutes);
+        let insert = insert.bind(agent_id).bind(now_ms);
+        self.insert(here!(), insert, &id).await
     }
 
     /// The schedule if it is in the workspace and the agent is a member of its channel.
@@ -97,61 +101,32 @@ impl Store {
         agent_id: &str,
         schedule_id: &str,
     ) -> Result<Option<ScheduledMessage>, StoreError> {
-        on_backend!(self, |writer, reader, pg| {
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                schedule_columns!(),
-                " FROM scheduled_messages s JOIN channel_members m ON m.channel_id = s.channel_id WHERE s.id = $1 AND s.workspace_id = $2 AND m.member_id = $3"
-            ))
-            .bind(schedule_id)
-            .bind(workspace_id)
-            .bind(agent_id)
-            .fetch_optional(reader)
-            .await?;
-            row.map(|row| schedule_row(&row).map(|r| r.0)).transpose()
-        })
+        self.one(here!(), for_member(workspace_id, agent_id, schedule_id))
+            .await
     }
 
-    /// The schedules of exactly `target`, `createdAt DESC, id DESC` (one direction: row values).
+    /// The schedules of exactly `target`, `createdAt DESC, id DESC`.
     pub async fn list_schedules(
         &self,
         target: &Membership,
         after: Option<&Position>,
         limit: usize,
     ) -> Result<Page<ScheduledMessage>, StoreError> {
-        on_backend!(self, |writer, reader, pg| {
-            // Without a position, `(i64::MAX, U+10FFFF)` is above every row: one query serves both.
-            let (after_ms, after_id) = match after {
-                Some(p) => (p.at_ms, p.id.clone()),
-                None => (i64::MAX, "\u{10FFFF}".to_string()),
-            };
-            // As in `message_history`: split on the thread so PostgreSQL seeks the index in order.
-            let sql = match target.thread_id {
-                Some(_) => concat!(
-                    "SELECT ",
-                    schedule_columns!(),
-                    " FROM scheduled_messages s WHERE s.channel_id = $1 AND s.thread_id = $2 AND (s.created_at, s.id) < ($3, $4) \
-                      ORDER BY s.created_at DESC, s.id DESC LIMIT $5"
-                ),
-                None => concat!(
-                    "SELECT ",
-                    schedule_columns!(),
-                    " FROM scheduled_messages s WHERE s.channel_id = $1 AND s.thread_id IS NULL AND $2 IS NULL AND (s.created_at, s.id) < ($3, $4) \
-                      ORDER BY s.thread_id, s.created_at DESC, s.id DESC LIMIT $5"
-                ),
-            };
-            let rows = sqlx::query(sql)
-                .bind(&target.channel_id)
-                .bind(&target.thread_id)
-                .bind(after_ms)
-                .bind(after_id)
-                .bind((limit + 1) as i64)
-                .fetch_all(reader)
-                .await?;
-            let rows: Vec<(ScheduledMessage, Position)> =
-                rows.iter().map(schedule_row).collect::<Result<_, _>>()?;
-            Ok(Page::from_rows(rows, limit))
-        })
+        let query =
+            Query::select::<ScheduledMessage>("WHERE s.channel_id = $1").bind(&target.channel_id);
+        // As in `message_history`: split on the thread so PostgreSQL seeks the index in order.
+        let query = match &target.thread_id {
+            Some(thread_id) => query.and("s.thread_id", thread_id),
+            None => query.push(" AND s.thread_id IS NULL"),
+        };
+        let order = Keyset {
+            time: "s.created_at",
+            id: "s.id",
+            ties: Ties::Descending,
+            lead: target.thread_id.is_none().then_some("s.thread_id"),
+        };
+        self.page(here!(), query.page(order, after, limit), limit)
+            .await
     }
 
     /// Cancels a `scheduled` schedule; `Ok(None)` when invisible, `Ok(Some(Err(status)))` when
@@ -163,45 +138,17 @@ impl Store {
         schedule_id: &str,
         now_ms: i64,
     ) -> Result<Option<Result<ScheduledMessage, ScheduleStatus>>, StoreError> {
-        on_backend!(self, |writer, reader, pg| {
-            let mut tx = writer.begin().await?;
-            // PostgreSQL: lock the schedule row against a concurrent cancel or scheduler pass.
-            let row = sqlx::query(if pg {
-                concat!(
-                    "SELECT ",
-                    schedule_columns!(),
-                    " FROM scheduled_messages s JOIN channel_members m ON m.channel_id = s.channel_id WHERE s.id = $1 AND s.workspace_id = $2 AND m.member_id = $3 FOR UPDATE OF s"
-                )
-            } else {
-                concat!(
-                    "SELECT ",
-                    schedule_columns!(),
-                    " FROM scheduled_messages s JOIN channel_members m ON m.channel_id = s.channel_id WHERE s.id = $1 AND s.workspace_id = $2 AND m.member_id = $3"
-                )
-            })
-            .bind(schedule_id)
-            .bind(workspace_id)
-            .bind(agent_id)
-            .fetch_optional(&mut *tx)
-            .await?;
-            let Some(row) = row else { return Ok(None) };
-            let current = schedule_row(&row)?.0;
-            if current.status != ScheduleStatus::Scheduled {
-                return Ok(Some(Err(current.status)));
-            }
-            sqlx::query("UPDATE scheduled_messages SET status = 'cancelled', next_run_at = NULL, updated_at = $2 WHERE id = $1").bind(schedule_id).bind(now_ms).execute(&mut *tx).await?;
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                schedule_columns!(),
-                " FROM scheduled_messages s WHERE s.id = $1"
-            ))
-            .bind(schedule_id)
-            .fetch_one(&mut *tx)
-            .await?;
-            let stored = schedule_row(&row)?.0;
-            tx.commit().await?;
-            Ok(Some(Ok(stored)))
+        let decide = |current: &ScheduledMessage| match current.status {
+            ScheduleStatus::Scheduled => Ok(current.clone()),
+            status => Err(status),
+        };
+        let lookup = for_member(workspace_id, agent_id, schedule_id);
+        self.change(here!(), lookup, decide, |_, id| {
+            Query::new("UPDATE scheduled_messages SET status = 'cancelled', next_run_at = NULL, updated_at = $2 WHERE id = $1")
+                .bind(id)
+                .bind(now_ms)
         })
+        .await
     }
 
     /// The runs of one schedule, by effective time (`attemptedAt`, or `createdAt` while pending)
@@ -212,27 +159,16 @@ impl Store {
         after: Option<&Position>,
         limit: usize,
     ) -> Result<Page<ScheduledRun>, StoreError> {
-        on_backend!(self, |writer, reader, pg| {
-            let (after_ms, after_id) = match after {
-                Some(p) => (p.at_ms, p.id.clone()),
-                None => (i64::MAX, "\u{10FFFF}".to_string()),
-            };
-            let rows = sqlx::query(concat!(
-                "SELECT ",
-                run_columns!(),
-                " FROM scheduled_runs r WHERE r.scheduled_message_id = $1 AND (COALESCE(r.attempted_at, r.created_at), r.id) < ($2, $3) \
-                  ORDER BY COALESCE(r.attempted_at, r.created_at) DESC, r.id DESC LIMIT $4"
-            ))
+        let order = Keyset {
+            time: "COALESCE(r.attempted_at, r.created_at)",
+            id: "r.id",
+            ties: Ties::Descending,
+            lead: None,
+        };
+        let query = Query::select::<ScheduledRun>("WHERE r.scheduled_message_id = $1")
             .bind(schedule_id)
-            .bind(after_ms)
-            .bind(after_id)
-            .bind((limit + 1) as i64)
-            .fetch_all(reader)
-            .await?;
-            let runs: Vec<(ScheduledRun, Position)> =
-                rows.iter().map(run_row).collect::<Result<_, _>>()?;
-            Ok(Page::from_rows(runs, limit))
-        })
+            .page(order, after, limit);
+        self.page(here!(), query, limit).await
     }
 
     /// One scheduler pass at `now_ms`: due schedules become pending runs, then pending runs are
@@ -257,16 +193,13 @@ impl Store {
     pub async fn materialize_due_runs(&self, now_ms: i64) -> Result<usize, StoreError> {
         on_backend!(self, |writer, reader, pg| {
             let mut tx = writer.begin().await?;
-            let select = if pg {
-                "SELECT id, next_run_at, repeat_every_minutes FROM scheduled_messages WHERE status = 'scheduled' AND next_run_at <= $1 ORDER BY next_run_at, id LIMIT $2 FOR UPDATE SKIP LOCKED"
-            } else {
-                "SELECT id, next_run_at, repeat_every_minutes FROM scheduled_messages WHERE status = 'scheduled' AND next_run_at <= $1 ORDER BY next_run_at, id LIMIT $2"
-            };
-            let due = sqlx::query(select)
-                .bind(now_ms)
-                .bind(MAX_RUNS_PER_PASS)
-                .fetch_all(&mut *tx)
-                .await?;
+            let due = Query::new(
+                "SELECT id, next_run_at, repeat_every_minutes FROM scheduled_messages WHERE status = 'scheduled' AND next_run_at <= $1 ORDER BY next_run_at, id LIMIT $2",
+            )
+            .bind(now_ms)
+            .bind(MAX_RUNS_PER_PASS)
+            .claimed(pg);
+            let due = bound!(&due).fetch_all(&mut *tx).await?;
             for row in &due {
                 let schedule_id: String = row.try_get(0)?;
                 let due_at: i64 = row.try_get(1)?;

@@ -3,19 +3,36 @@
 //! Lifecycle rules are not here: a mutation takes a closure from the action layer that sees the
 //! current task inside the transaction and returns the changed task or a typed refusal.
 
-use sqlx::QueryBuilder;
-
-use super::raw::Bind;
+use super::raw::Bind as RawBind;
+use super::shape::{Keyset, Query, Resource, Ties, read_one};
 use super::tenancy::Membership;
-use super::{Columns, Page, Position, Store, StoreError, here, instant, new_id, on_backend};
+use super::{Columns, Page, Position, Store, StoreError, here, instant, new_id};
 use crate::contract::types::{Task, TaskLocation, TaskStatus};
 
-/// The columns `task_row` reads, in its order; a macro so queries stay `&'static str` literals.
+/// The columns `task_row` reads, in its order; a macro so the caller-thread read's statement
+/// stays a `&'static str`.
 macro_rules! task_columns {
     () => {
         "t.id, t.channel_id, t.thread_id, t.title, t.description, t.status, t.assignee_agent_id, t.created_by_agent_id, t.result, t.cancel_reason, t.revision, t.created_at, t.updated_at"
     };
 }
+
+impl Resource for Task {
+    const TABLE: &'static str = "tasks";
+    const ALIAS: &'static str = "t";
+    const COLUMNS: &'static str = task_columns!();
+
+    fn read(row: &impl Columns) -> Result<(Self, Position), StoreError> {
+        task_row(row)
+    }
+}
+
+/// The task `$1` in workspace `$2` whose channel has member `$3`.
+const FOR_MEMBER: &str = concat!(
+    "SELECT ",
+    task_columns!(),
+    " FROM tasks t JOIN channel_members m ON m.channel_id = t.channel_id WHERE t.id = $1 AND t.workspace_id = $2 AND m.member_id = $3"
+);
 
 impl Store {
     /// Creates an `open` task at `location`, revision 1.
@@ -28,32 +45,21 @@ impl Store {
         agent_id: &str,
         now_ms: i64,
     ) -> Result<Task, StoreError> {
-        on_backend!(self, |writer, reader, pg| {
-            let id = new_id("task", now_ms);
-            sqlx::query(
-                "INSERT INTO tasks (id, workspace_id, channel_id, thread_id, title, description, status, created_by_agent_id, revision, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, $5, $6, 'open', $7, 1, $8, $8)",
-            )
+        let id = new_id("task", now_ms);
+        let insert = Query::new(
+            "INSERT INTO tasks (id, workspace_id, channel_id, thread_id, title, description, status, created_by_agent_id, revision, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, 'open', $7, 1, $8, $8)",
+        );
+        let insert = insert
             .bind(&id)
             .bind(workspace_id)
-            .bind(&location.channel_id)
+            .bind(&location.channel_id);
+        let insert = insert
             .bind(&location.thread_id)
             .bind(title)
-            .bind(description)
-            .bind(agent_id)
-            .bind(now_ms)
-            .execute(writer)
-            .await?;
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                task_columns!(),
-                " FROM tasks t WHERE t.id = $1"
-            ))
-            .bind(&id)
-            .fetch_one(writer)
-            .await?;
-            Ok(task_row(&row)?.0)
-        })
+            .bind(description);
+        let insert = insert.bind(agent_id).bind(now_ms);
+        self.insert(here!(), insert, &id).await
     }
 
     /// The task `task_id` if it is in `workspace_id` and `agent_id` is a member of its channel.
@@ -63,30 +69,18 @@ impl Store {
         agent_id: &str,
         task_id: &str,
     ) -> Result<Option<Task>, StoreError> {
-        const SQL: &str = concat!(
-            "SELECT ",
-            task_columns!(),
-            " FROM tasks t JOIN channel_members m ON m.channel_id = t.channel_id WHERE t.id = $1 AND t.workspace_id = $2 AND m.member_id = $3"
-        );
         if let Some(raw) = self.raw() {
             let binds = [
-                Bind::Text(task_id),
-                Bind::Text(workspace_id),
-                Bind::Text(agent_id),
+                RawBind::Text(task_id),
+                RawBind::Text(workspace_id),
+                RawBind::Text(agent_id),
             ];
-            if let Some(rows) = raw.query(here!(), SQL, &binds, |row| task_row(row).map(|r| r.0))? {
+            if let Some(rows) = raw.query(here!(), FOR_MEMBER, &binds, |row| read_one(row))? {
                 return Ok(rows.into_iter().next());
             }
         }
-        on_backend!(self, |writer, reader, pg| {
-            let row = sqlx::query(SQL)
-                .bind(task_id)
-                .bind(workspace_id)
-                .bind(agent_id)
-                .fetch_optional(reader)
-                .await?;
-            row.map(|row| task_row(&row).map(|r| r.0)).transpose()
-        })
+        self.one(here!(), for_member(workspace_id, agent_id, task_id))
+            .await
     }
 
     /// One page of the tasks at exactly `location` (a thread's tasks, or a channel's own tasks),
@@ -98,47 +92,23 @@ impl Store {
         after: Option<&Position>,
         limit: usize,
     ) -> Result<Page<Task>, StoreError> {
-        on_backend!(self, |writer, reader, pg| {
-            let mut query: QueryBuilder<Backend> = QueryBuilder::new(concat!(
-                "SELECT ",
-                task_columns!(),
-                " FROM tasks t WHERE t.channel_id = "
-            ));
-            query.push_bind(&location.channel_id);
-            match &location.thread_id {
-                Some(thread_id) => {
-                    query.push(" AND t.thread_id = ").push_bind(thread_id);
-                }
-                None => {
-                    query.push(" AND t.thread_id IS NULL");
-                }
-            }
+        let query = Query::select::<Task>("WHERE t.channel_id = $1").bind(&location.channel_id);
+        let query = match &location.thread_id {
+            Some(thread_id) => query.and("t.thread_id", thread_id),
+            None => query.push(" AND t.thread_id IS NULL"),
+        };
+        let order = Keyset {
+            time: "t.updated_at",
+            id: "t.id",
+            ties: Ties::Ascending,
             // With `thread_id IS NULL`, PostgreSQL walks the index in order only when the column
             // leads the ORDER BY (it is constant in the result, so the order is unchanged).
-            let order = match &location.thread_id {
-                Some(_) => " ORDER BY t.updated_at DESC, t.id ASC LIMIT ",
-                None => " ORDER BY t.thread_id, t.updated_at DESC, t.id ASC LIMIT ",
-            };
-            if !statuses.is_empty() {
-                query.push(" AND t.status IN (");
-                let mut separated = query.separated(", ");
-                for status in statuses {
-                    separated.push_bind(status.to_string());
-                }
-                query.push(")");
-            }
-            if let Some(after) = after {
-                // Mixed directions: an expanded predicate, never a row-value comparison.
-                query.push(" AND t.updated_at <= ").push_bind(after.at_ms);
-                query.push(" AND (t.updated_at < ").push_bind(after.at_ms);
-                query.push(" OR t.id > ").push_bind(&after.id).push(")");
-            }
-            query.push(order).push_bind((limit + 1) as i64);
-            let rows = query.build().fetch_all(reader).await?;
-            let rows: Vec<(Task, Position)> =
-                rows.iter().map(task_row).collect::<Result<_, _>>()?;
-            Ok(Page::from_rows(rows, limit))
-        })
+            lead: location.thread_id.is_none().then_some("t.thread_id"),
+        };
+        let query = query
+            .and_any("t.status", statuses.iter().map(|status| status.to_string()))
+            .page(order, after, limit);
+        self.page(here!(), query, limit).await
     }
 
     /// Reads the task (as `task_for_member` would), lets `change` decide, and writes the result
@@ -154,34 +124,8 @@ impl Store {
         now_ms: i64,
         change: impl FnOnce(&Task) -> Result<Task, E>,
     ) -> Result<Option<Result<Task, E>>, StoreError> {
-        on_backend!(self, |writer, reader, pg| {
-            let mut tx = writer.begin().await?;
-            // PostgreSQL: lock the task row (only it) so a concurrent update on another replica
-            // waits and then reads this one's result; SQLite's single writer serializes already.
-            let row = sqlx::query(if pg {
-                concat!(
-                    "SELECT ",
-                    task_columns!(),
-                    " FROM tasks t JOIN channel_members m ON m.channel_id = t.channel_id WHERE t.id = $1 AND t.workspace_id = $2 AND m.member_id = $3 FOR UPDATE OF t"
-                )
-            } else {
-                concat!(
-                    "SELECT ",
-                    task_columns!(),
-                    " FROM tasks t JOIN channel_members m ON m.channel_id = t.channel_id WHERE t.id = $1 AND t.workspace_id = $2 AND m.member_id = $3"
-                )
-            })
-            .bind(task_id)
-            .bind(workspace_id)
-            .bind(agent_id)
-            .fetch_optional(&mut *tx)
-            .await?;
-            let Some(row) = row else { return Ok(None) };
-            let current = task_row(&row)?.0;
-            let changed = match change(&current) {
-                Ok(changed) => changed,
-                Err(refusal) => return Ok(Some(Err(refusal))),
-            };
+        let lookup = for_member(workspace_id, agent_id, task_id);
+        self.change(here!(), lookup, change, |changed, id| {
             let Task {
                 title,
                 description,
@@ -190,12 +134,12 @@ impl Store {
                 result,
                 cancel_reason,
                 ..
-            } = &changed;
-            sqlx::query(
+            } = changed;
+            Query::new(
                 "UPDATE tasks SET title = $2, description = $3, status = $4, assignee_agent_id = $5, result = $6, cancel_reason = $7, \
                  revision = revision + 1, updated_at = $8 WHERE id = $1",
             )
-            .bind(task_id)
+            .bind(id)
             .bind(title.as_str())
             .bind(description.as_deref().map(String::as_str))
             .bind(status.to_string())
@@ -203,21 +147,16 @@ impl Store {
             .bind(result.as_deref().map(String::as_str))
             .bind(cancel_reason.as_deref().map(String::as_str))
             .bind(now_ms)
-            .execute(&mut *tx)
-            .await?;
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                task_columns!(),
-                " FROM tasks t WHERE t.id = $1"
-            ))
-            .bind(task_id)
-            .fetch_one(&mut *tx)
-            .await?;
-            let stored = task_row(&row)?.0;
-            tx.commit().await?;
-            Ok(Some(Ok(stored)))
         })
+        .await
     }
+}
+
+fn for_member<'a>(workspace_id: &'a str, agent_id: &'a str, task_id: &'a str) -> Query<'a> {
+    Query::new(FOR_MEMBER)
+        .bind(task_id)
+        .bind(workspace_id)
+        .bind(agent_id)
 }
 
 /// A stored task and its keyset position (`updatedAt`, `id`).

@@ -3,7 +3,8 @@
 
 use sqlx::Row;
 
-use super::{Store, StoreError, new_id, on_backend};
+use super::shape::Query;
+use super::{Store, StoreError, here, new_id, on_backend};
 
 /// The human a device credential belongs to.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -183,20 +184,17 @@ impl Store {
         display_name: &str,
         now_ms: i64,
     ) -> Result<Option<String>, StoreError> {
-        on_backend!(self, |writer, reader, pg| {
-            let id = new_id("hum", now_ms);
-            let inserted = sqlx::query(
-                "INSERT INTO humans (id, workspace_id, handle, display_name, created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (workspace_id, handle) DO NOTHING",
-            )
+        let id = new_id("hum", now_ms);
+        let insert = Query::new(
+            "INSERT INTO humans (id, workspace_id, handle, display_name, created_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (workspace_id, handle) DO NOTHING",
+        );
+        let insert = insert
             .bind(&id)
             .bind(workspace_id)
             .bind(handle)
             .bind(display_name)
-            .bind(now_ms)
-            .execute(writer)
-            .await?;
-            Ok((inserted.rows_affected() == 1).then_some(id))
-        })
+            .bind(now_ms);
+        Ok((self.execute(here!(), insert).await? == 1).then_some(id))
     }
 
     /// The workspace of a human, if the human exists.
@@ -221,22 +219,19 @@ impl Store {
         display_name: &str,
         now_ms: i64,
     ) -> Result<Option<String>, StoreError> {
-        on_backend!(self, |writer, reader, pg| {
-            let id = new_id("agt", now_ms);
-            let inserted = sqlx::query(
-                "INSERT INTO agents (id, workspace_id, owner_human_id, handle, display_name, created_at) VALUES ($1, $2, $3, $4, $5, $6) \
+        let id = new_id("agt", now_ms);
+        let insert = Query::new(
+            "INSERT INTO agents (id, workspace_id, owner_human_id, handle, display_name, created_at) VALUES ($1, $2, $3, $4, $5, $6) \
                  ON CONFLICT (workspace_id, handle) DO NOTHING",
-            )
+        );
+        let insert = insert
             .bind(&id)
             .bind(workspace_id)
             .bind(owner_human_id)
             .bind(handle)
             .bind(display_name)
-            .bind(now_ms)
-            .execute(writer)
-            .await?;
-            Ok((inserted.rows_affected() == 1).then_some(id))
-        })
+            .bind(now_ms);
+        Ok((self.execute(here!(), insert).await? == 1).then_some(id))
     }
 
     /// The agents of `workspace_id` among `agent_ids`, as `(id, handle, display name)`.
@@ -307,19 +302,17 @@ impl Store {
         secret_hash: &[u8],
         now_ms: i64,
     ) -> Result<String, StoreError> {
-        on_backend!(self, |writer, reader, pg| {
-            let id = new_id("dev", now_ms);
-            sqlx::query(
-                "INSERT INTO devices (id, human_id, secret_hash, created_at) VALUES ($1, $2, $3, $4)",
-            )
+        let id = new_id("dev", now_ms);
+        let insert = Query::new(
+            "INSERT INTO devices (id, human_id, secret_hash, created_at) VALUES ($1, $2, $3, $4)",
+        );
+        let insert = insert
             .bind(&id)
             .bind(human_id)
             .bind(secret_hash)
-            .bind(now_ms)
-            .execute(writer)
-            .await?;
-            Ok(id)
-        })
+            .bind(now_ms);
+        self.execute(here!(), insert).await?;
+        Ok(id)
     }
 
     /// The live device `device_id`, its secret hash, and whether its human owns `agent_id` in
@@ -472,19 +465,13 @@ impl Store {
         title: &str,
         now_ms: i64,
     ) -> Result<String, StoreError> {
-        on_backend!(self, |writer, reader, pg| {
-            let id = new_id("thr", now_ms);
-            sqlx::query(
-                "INSERT INTO threads (id, channel_id, title, created_at) VALUES ($1, $2, $3, $4)",
-            )
-            .bind(&id)
-            .bind(channel_id)
-            .bind(title)
-            .bind(now_ms)
-            .execute(writer)
-            .await?;
-            Ok(id)
-        })
+        let id = new_id("thr", now_ms);
+        let insert = Query::new(
+            "INSERT INTO threads (id, channel_id, title, created_at) VALUES ($1, $2, $3, $4)",
+        );
+        let insert = insert.bind(&id).bind(channel_id).bind(title).bind(now_ms);
+        self.execute(here!(), insert).await?;
+        Ok(id)
     }
 
     /// The channel `channel_id` (of any kind: a dm is a channel row) if it is in `workspace_id`

@@ -21,12 +21,13 @@ pub use run::run;
 pub use step::step;
 pub use trigger::trigger;
 
-use super::{Caller, not_found, read_name};
+use super::{Caller, read_name};
 use crate::contract::error::{ErrorCode, ErrorDetail};
 use crate::contract::types::{
     ValidationReport, WorkflowPlan, WorkflowPlanStatus, WorkflowStepOutput,
 };
 use crate::contract::{ActionError, ActionId, ActionResult};
+use crate::server::actions::Found;
 use crate::server::failure;
 use crate::server::state::AppState;
 use crate::server::store::step_contract;
@@ -36,8 +37,7 @@ async fn find_plan(state: &AppState, caller: &Caller, plan_id: &str) -> ActionRe
         .store
         .plan(&caller.workspace_id, plan_id)
         .await
-        .map_err(failure::store)?
-        .ok_or_else(|| not_found("workflow plan", plan_id))
+        .found("workflow plan", plan_id)
 }
 
 /// Whether `workflow step get` can return the step as it would be.

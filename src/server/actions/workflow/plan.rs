@@ -1,6 +1,7 @@
 //! `workflow plan`: list, show, version and validate plans; create, update, archive and publish
 //! them. A change to the steps goes into the draft version; publishing freezes it.
 
+use crate::server::actions::Found;
 use std::collections::BTreeMap;
 
 use super::{check_revision, find_plan, refuse_archived_plan, refuse_problems, report};
@@ -9,7 +10,7 @@ use crate::contract::types::{
     PlanStepDefinition, PlanVersionState, WorkflowPlan, WorkflowPlanInput, WorkflowPlanOutput,
 };
 use crate::contract::{ActionError, ActionId, ActionResult};
-use crate::server::actions::{Caller, not_found, page, read_name};
+use crate::server::actions::{Caller, page, read_name};
 use crate::server::failure;
 use crate::server::state::AppState;
 use crate::server::store::PlanChange;
@@ -27,20 +28,15 @@ pub async fn plan(
         } => {
             let filter = page::Filter::of(caller, ActionId::WorkflowPlan).with("status", status);
             let status = status.map(|s| s.to_string());
-            let listed = page::list(
-                state,
-                &filter,
-                cursor.as_ref(),
-                page::limit(limit),
-                async |after, limit| {
+            let listed = filter
+                .page(state, cursor.as_ref(), limit, async |after, limit| {
                     let status = status.as_deref();
                     state
                         .store
                         .list_plans(&caller.workspace_id, status, after.as_ref(), limit)
                         .await
-                },
-            )
-            .await?;
+                })
+                .await?;
             Ok(WorkflowPlanOutput::List {
                 has_more: listed.has_more(),
                 next_cursor: listed.next_cursor,
@@ -57,8 +53,7 @@ pub async fn plan(
                     plan.latest_version.get() as i64,
                 )
                 .await
-                .map_err(failure::store)?
-                .ok_or_else(|| not_found("workflow plan", &plan_id))?;
+                .found("workflow plan", &plan_id)?;
             Ok(WorkflowPlanOutput::Show { plan, latest })
         }
         WorkflowPlanInput::Version { plan_id, version } => {
@@ -219,8 +214,7 @@ async fn change_plan(
             |plan, latest| plan_readable(plan, latest, fields),
         )
         .await
-        .map_err(failure::store)?
-        .ok_or_else(|| not_found("workflow plan", plan_id))?
+        .found("workflow plan", plan_id)?
 }
 
 /// Whether `workflow plan show` can return the plan and its latest version as they would be.

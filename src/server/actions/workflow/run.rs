@@ -3,10 +3,12 @@
 use crate::contract::error::{ErrorCode, ErrorDetail};
 use crate::contract::types::{WorkflowLogEntry, WorkflowRunInput, WorkflowRunOutput};
 use crate::contract::{ActionError, ActionId, ActionResult};
-use crate::server::actions::{Caller, not_found, page};
+use crate::server::actions::Found;
+use crate::server::actions::{Caller, page};
 use crate::server::failure;
 use crate::server::state::AppState;
 use crate::server::store::{StartRefusal, run_contract, step_contract};
+use crate::server::workflow::RunRecord;
 
 pub async fn run(
     state: &AppState,
@@ -24,15 +26,11 @@ pub async fn run(
                 .with("planId", &plan_id)
                 .with("status", status);
             let status = status.map(|s| s.to_string());
-            let listed = page::list(
-                state,
-                &filter,
-                cursor.as_ref(),
-                page::limit(limit),
-                async |after, limit| {
+            let listed = filter
+                .page(state, cursor.as_ref(), limit, async |after, limit| {
                     state
                         .store
-                        .list_workflow_runs(
+                        .list_of_plan::<RunRecord>(
                             &caller.workspace_id,
                             plan_id.as_deref().map(String::as_str),
                             status.as_deref(),
@@ -40,9 +38,8 @@ pub async fn run(
                             limit,
                         )
                         .await
-                },
-            )
-            .await?;
+                })
+                .await?;
             Ok(WorkflowRunOutput::List {
                 has_more: listed.has_more(),
                 runs: listed
@@ -58,8 +55,7 @@ pub async fn run(
                 .store
                 .run(&caller.workspace_id, &run_id)
                 .await
-                .map_err(failure::store)?
-                .ok_or_else(|| not_found("workflow run", &run_id))?;
+                .found("workflow run", &run_id)?;
             Ok(WorkflowRunOutput::Show {
                 run: run_contract(&run).map_err(failure::store)?,
                 steps: steps
@@ -74,8 +70,7 @@ pub async fn run(
                 .store
                 .run_log(&caller.workspace_id, &run_id, section)
                 .await
-                .map_err(failure::store)?
-                .ok_or_else(|| not_found("workflow run", &run_id))?;
+                .found("workflow run", &run_id)?;
             if section > last {
                 return Err(ActionError::new(
                     ErrorCode::ValidationFailed,
@@ -120,8 +115,7 @@ pub async fn run(
                     caller.now_ms,
                 )
                 .await
-                .map_err(failure::store)?
-                .ok_or_else(|| not_found("workflow trigger", &trigger_id))?;
+                .found("workflow trigger", &trigger_id)?;
             let started = started.map_err(|refusal| match refusal {
                 StartRefusal::Trigger(status) => ActionError::new(
                     ErrorCode::InvalidState,
@@ -163,8 +157,7 @@ pub async fn run(
                     run.cancel(reason.as_deref())
                 })
                 .await
-                .map_err(failure::store)?
-                .ok_or_else(|| not_found("workflow run", &run_id))??;
+                .found("workflow run", &run_id)??;
             Ok(WorkflowRunOutput::Cancel {
                 run: run_contract(&run.run).map_err(failure::store)?,
             })

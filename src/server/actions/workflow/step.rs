@@ -4,6 +4,7 @@
 use super::step_readable;
 use crate::contract::types::{WorkflowStepInput, WorkflowStepOutput};
 use crate::contract::{ActionError, ActionId, ActionResult};
+use crate::server::actions::Found;
 use crate::server::actions::{Caller, not_found, page};
 use crate::server::failure;
 use crate::server::state::AppState;
@@ -43,12 +44,8 @@ pub async fn step(
                 .with("runId", &run_id)
                 .with("status", status);
             let status = status.map(|s| s.to_string());
-            let listed = page::list(
-                state,
-                &filter,
-                cursor.as_ref(),
-                page::limit(limit),
-                async |after, limit| {
+            let listed = filter
+                .page(state, cursor.as_ref(), limit, async |after, limit| {
                     state
                         .store
                         .list_steps(
@@ -59,11 +56,9 @@ pub async fn step(
                             limit,
                         )
                         .await
-                        .map_err(failure::store)?
-                        .ok_or_else(|| not_found("workflow run", &run_id))
-                },
-            )
-            .await?;
+                        .found("workflow run", &run_id)
+                })
+                .await?;
             return Ok(WorkflowStepOutput::List {
                 has_more: listed.has_more(),
                 steps: listed
@@ -79,8 +74,7 @@ pub async fn step(
                 .store
                 .step(&caller.workspace_id, &step_id)
                 .await
-                .map_err(failure::store)?
-                .ok_or_else(|| not_found("workflow step", &step_id))?;
+                .found("workflow step", &step_id)?;
             return Ok(WorkflowStepOutput::Get {
                 step: step_contract(&step).map_err(failure::store)?,
             });
@@ -134,8 +128,7 @@ pub async fn step(
         .store
         .step(&caller.workspace_id, &step_id)
         .await
-        .map_err(failure::store)?
-        .ok_or_else(|| not_found("workflow step", &step_id))?;
+        .found("workflow step", &step_id)?;
     let (index, run) = state
         .store
         .change_run(&caller.workspace_id, &found.run_id, caller.now_ms, |run| {
@@ -165,8 +158,7 @@ pub async fn step(
             Ok::<_, ActionError>(index)
         })
         .await
-        .map_err(failure::store)?
-        .ok_or_else(|| not_found("workflow step", &step_id))??;
+        .found("workflow step", &step_id)??;
     let step = step_contract(&run.steps[index]).map_err(failure::store)?;
     Ok(answer_of(&transition, step))
 }

@@ -8,7 +8,8 @@ use crate::contract::types::{
     WorkflowTriggerOutput,
 };
 use crate::contract::{ActionError, ActionId, ActionResult};
-use crate::server::actions::{Caller, not_found, page};
+use crate::server::actions::Found;
+use crate::server::actions::{Caller, page};
 use crate::server::failure;
 use crate::server::state::AppState;
 use crate::server::store::{TriggerChange, TriggerRecord};
@@ -90,15 +91,11 @@ pub async fn trigger(
                 .with("planId", &plan_id)
                 .with("status", status);
             let status = status.map(|s| s.to_string());
-            let listed = page::list(
-                state,
-                &filter,
-                cursor.as_ref(),
-                page::limit(limit),
-                async |after, limit| {
+            let listed = filter
+                .page(state, cursor.as_ref(), limit, async |after, limit| {
                     state
                         .store
-                        .list_triggers(
+                        .list_of_plan::<TriggerRecord>(
                             &caller.workspace_id,
                             plan_id.as_deref().map(String::as_str),
                             status.as_deref(),
@@ -106,9 +103,8 @@ pub async fn trigger(
                             limit,
                         )
                         .await
-                },
-            )
-            .await?;
+                })
+                .await?;
             Ok(WorkflowTriggerOutput::List {
                 has_more: listed.has_more(),
                 triggers: contracts(&listed.items)?,
@@ -120,8 +116,7 @@ pub async fn trigger(
                 .store
                 .trigger(&caller.workspace_id, &trigger_id)
                 .await
-                .map_err(failure::store)?
-                .ok_or_else(|| not_found("workflow trigger", &trigger_id))?;
+                .found("workflow trigger", &trigger_id)?;
             Ok(WorkflowTriggerOutput::Show {
                 trigger: trigger.to_contract().map_err(failure::store)?,
             })
@@ -307,8 +302,7 @@ async fn change_trigger(
         .store
         .change_trigger(&caller.workspace_id, trigger_id, caller.now_ms, change)
         .await
-        .map_err(failure::store)?
-        .ok_or_else(|| not_found("workflow trigger", trigger_id))??;
+        .found("workflow trigger", trigger_id)??;
     changed.to_contract().map_err(failure::store)
 }
 

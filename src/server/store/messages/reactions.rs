@@ -5,10 +5,23 @@ use sqlx::Row;
 
 use super::parse;
 use crate::contract::types::Reaction;
+use crate::server::store::shape::{Query, bound};
 use crate::server::store::{Store, StoreError, on_backend};
 
 /// Distinct reactions one message can carry (the `Message.reactions` bound).
 pub const MAX_REACTIONS: usize = 64;
+
+/// On PostgreSQL, locks the row of message `$message_id` inside the transaction `$tx`:
+/// reactions to one message change in turn (SQLite's one writer serializes already).
+macro_rules! lock_message {
+    ($tx:ident, $pg:expr, $message_id:expr) => {
+        if $pg {
+            let lock =
+                Query::new("SELECT 1 FROM messages WHERE id = $1 FOR UPDATE").bind($message_id);
+            bound!(&lock).execute(&mut *$tx).await?;
+        }
+    };
+}
 
 impl Store {
     /// The reactions of `message_id` as `member_id` sees them.
@@ -76,14 +89,9 @@ impl Store {
     ) -> Result<bool, StoreError> {
         on_backend!(self, |writer, reader, pg| {
             let mut tx = writer.begin().await?;
-            if pg {
-                // Serializes reactions per message: two writers both counting 63 distinct
-                // emoji would otherwise end at 65.
-                sqlx::query("SELECT 1 FROM messages WHERE id = $1 FOR UPDATE")
-                    .bind(message_id)
-                    .execute(&mut *tx)
-                    .await?;
-            }
+            // Serializes reactions per message: two writers both counting 63 distinct emoji
+            // would otherwise end at 65.
+            lock_message!(tx, pg, message_id);
             let (known, distinct): (i64, i64) = sqlx::query_as(
                 "SELECT COUNT(*) FILTER (WHERE emoji = $2), COUNT(DISTINCT emoji) FROM reactions WHERE message_id = $1",
             )
@@ -115,15 +123,10 @@ impl Store {
     ) -> Result<(), StoreError> {
         on_backend!(self, |writer, reader, pg| {
             let mut tx = writer.begin().await?;
-            if pg {
-                // The message row first, as an addition takes it: the count trigger updates it
-                // after the delete, and a remove taking the reaction's row before the message's
-                // could deadlock with an add of the same reaction.
-                sqlx::query("SELECT 1 FROM messages WHERE id = $1 FOR UPDATE")
-                    .bind(message_id)
-                    .execute(&mut *tx)
-                    .await?;
-            }
+            // The message row first, as an addition takes it: the count trigger updates it after
+            // the delete, and a remove taking the reaction's row before the message's could
+            // deadlock with an add of the same reaction.
+            lock_message!(tx, pg, message_id);
             sqlx::query(
                 "DELETE FROM reactions WHERE message_id = $1 AND emoji = $2 AND member_id = $3",
             )

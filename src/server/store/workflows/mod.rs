@@ -22,7 +22,8 @@ pub use triggers::{TriggerChange, TriggerRecord};
 
 use serde_json::Value;
 
-use super::{Position, StoreError};
+use super::shape::{Query, Resource};
+use super::{Page, Position, Store, StoreError, here};
 
 /// A contract value from a row built as JSON: the contract's own checks decide if it is intact.
 fn decode<T: serde::de::DeserializeOwned>(
@@ -44,11 +45,26 @@ fn put(object: &mut Value, key: &str, value: Option<Value>) {
     }
 }
 
-/// `(i64::MAX, U+10FFFF)` is above every row: one descending keyset query serves the first page
-/// and the next.
-fn upper_bound(after: Option<&Position>) -> (i64, String) {
-    match after {
-        Some(p) => (p.at_ms, p.id.clone()),
-        None => (i64::MAX, "\u{10FFFF}".to_string()),
+/// What is listed by plan: runs and triggers.
+pub(crate) trait OfPlan: Resource {}
+
+impl Store {
+    /// The workspace's runs or triggers, `updatedAt DESC, id DESC`: one plan's when `plan_id` is
+    /// given, optionally in one status.
+    pub(crate) async fn list_of_plan<R: OfPlan>(
+        &self,
+        workspace_id: &str,
+        plan_id: Option<&str>,
+        status: Option<&str>,
+        after: Option<&Position>,
+        limit: usize,
+    ) -> Result<Page<R>, StoreError> {
+        let alias = R::ALIAS;
+        let query = Query::select::<R>(&format!("WHERE {alias}.workspace_id = $1"))
+            .bind(workspace_id)
+            .and_some(&format!("{alias}.plan_id"), plan_id)
+            .and_some(&format!("{alias}.status"), status)
+            .newest::<R>(after, limit);
+        self.page(here!(), query, limit).await
     }
 }

@@ -3,16 +3,28 @@
 
 use serde_json::{Value, json};
 
-use super::{decode, put, upper_bound};
+use super::{decode, put};
 use crate::contract::types::{PlanSteps, WorkflowPlan, WorkflowPlanVersion};
+use crate::server::store::shape::{Query, Resource, bound, read_one};
 use crate::server::store::{
-    Columns, Page, Position, Store, StoreError, new_id, on_backend, rfc3339,
+    Columns, Page, Position, Store, StoreError, here, new_id, on_backend, rfc3339,
 };
 
-macro_rules! plan_columns {
-    () => {
-        "p.id, p.name, p.description, p.status, p.latest_version, p.published_version, p.created_by_agent_id, p.revision, p.created_at, p.updated_at"
-    };
+impl Resource for WorkflowPlan {
+    const TABLE: &'static str = "workflow_plans";
+    const ALIAS: &'static str = "p";
+    const COLUMNS: &'static str = "p.id, p.name, p.description, p.status, p.latest_version, p.published_version, p.created_by_agent_id, p.revision, p.created_at, p.updated_at";
+
+    fn read(row: &impl Columns) -> Result<(Self, Position), StoreError> {
+        plan_row(row)
+    }
+}
+
+/// The workspace's plan `plan_id`.
+fn in_workspace<'a>(workspace_id: &'a str, plan_id: &'a str) -> Query<'a> {
+    Query::select::<WorkflowPlan>("WHERE p.id = $1 AND p.workspace_id = $2")
+        .bind(plan_id)
+        .bind(workspace_id)
 }
 
 fn plan_row(row: &impl Columns) -> Result<(WorkflowPlan, Position), StoreError> {
@@ -117,36 +129,26 @@ impl Store {
         now_ms: i64,
         admit: impl FnOnce(&WorkflowPlan, &WorkflowPlanVersion) -> Result<(), E>,
     ) -> Result<Result<WorkflowPlan, E>, StoreError> {
+        let id = new_id("wfp", now_ms);
+        let insert = Query::new(
+            "INSERT INTO workflow_plans (id, workspace_id, name, description, status, latest_version, published_version, created_by_agent_id, revision, created_at, updated_at) \
+             VALUES ($1, $2, $3, $4, 'active', 1, NULL, $5, 1, $6, $6)",
+        );
+        let insert = insert.bind(&id).bind(workspace_id).bind(name);
+        let insert = insert.bind(description).bind(agent_id).bind(now_ms);
         on_backend!(self, |writer, reader, pg| {
-            let id = new_id("wfp", now_ms);
             let mut tx = writer.begin().await?;
-            sqlx::query(
-                "INSERT INTO workflow_plans (id, workspace_id, name, description, status, latest_version, published_version, created_by_agent_id, revision, created_at, updated_at) \
-                 VALUES ($1, $2, $3, $4, 'active', 1, NULL, $5, 1, $6, $6)",
-            )
-            .bind(&id)
-            .bind(workspace_id)
-            .bind(name)
-            .bind(description)
-            .bind(agent_id)
-            .bind(now_ms)
-            .execute(&mut *tx)
-            .await?;
+            bound!(&insert).execute(&mut *tx).await?;
             sqlx::query("INSERT INTO workflow_plan_versions (plan_id, version, state, steps, created_at) VALUES ($1, 1, 'draft', $2, $3)")
                 .bind(&id)
                 .bind(steps_json(steps))
                 .bind(now_ms)
                 .execute(&mut *tx)
                 .await?;
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                plan_columns!(),
-                " FROM workflow_plans p WHERE p.id = $1"
-            ))
-            .bind(&id)
-            .fetch_one(&mut *tx)
-            .await?;
-            let plan = plan_row(&row)?.0;
+            let plan = bound!(&Query::by_id::<WorkflowPlan>(&id))
+                .fetch_one(&mut *tx)
+                .await?;
+            let plan = read_one(&plan)?;
             let latest = version_in!(tx, &id, 1i64).await?;
             if let Err(refusal) = admit(&plan, &latest) {
                 return Ok(Err(refusal));
@@ -162,18 +164,7 @@ impl Store {
         workspace_id: &str,
         plan_id: &str,
     ) -> Result<Option<WorkflowPlan>, StoreError> {
-        on_backend!(self, |writer, reader, pg| {
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                plan_columns!(),
-                " FROM workflow_plans p WHERE p.id = $1 AND p.workspace_id = $2"
-            ))
-            .bind(plan_id)
-            .bind(workspace_id)
-            .fetch_optional(reader)
-            .await?;
-            row.map(|row| plan_row(&row).map(|r| r.0)).transpose()
-        })
+        self.one(here!(), in_workspace(workspace_id, plan_id)).await
     }
 
     /// Version `version` of the workspace's plan `plan_id`.
@@ -205,21 +196,11 @@ impl Store {
         after: Option<&Position>,
         limit: usize,
     ) -> Result<Page<WorkflowPlan>, StoreError> {
-        let (after_ms, after_id) = upper_bound(after);
-        on_backend!(self, |writer, reader, pg| {
-            let rows = match status {
-                Some(status) => sqlx::query(concat!("SELECT ", plan_columns!(),
-                    " FROM workflow_plans p WHERE p.workspace_id = $1 AND p.status = $2 AND (p.updated_at, p.id) < ($3, $4) ORDER BY p.updated_at DESC, p.id DESC LIMIT $5"))
-                    .bind(workspace_id).bind(status).bind(after_ms).bind(&after_id).bind((limit + 1) as i64)
-                    .fetch_all(reader).await?,
-                None => sqlx::query(concat!("SELECT ", plan_columns!(),
-                    " FROM workflow_plans p WHERE p.workspace_id = $1 AND (p.updated_at, p.id) < ($2, $3) ORDER BY p.updated_at DESC, p.id DESC LIMIT $4"))
-                    .bind(workspace_id).bind(after_ms).bind(&after_id).bind((limit + 1) as i64)
-                    .fetch_all(reader).await?,
-            };
-            let rows: Vec<_> = rows.iter().map(plan_row).collect::<Result<_, _>>()?;
-            Ok(Page::from_rows(rows, limit))
-        })
+        let query = Query::select::<WorkflowPlan>("WHERE p.workspace_id = $1")
+            .bind(workspace_id)
+            .and_some("p.status", status)
+            .newest::<WorkflowPlan>(after, limit);
+        self.page(here!(), query, limit).await
     }
 
     /// Reads the plan and its latest version, lets `change` decide, and writes the result with
@@ -236,23 +217,8 @@ impl Store {
     ) -> Result<Option<Result<WorkflowPlan, E>>, StoreError> {
         on_backend!(self, |writer, reader, pg| {
             let mut tx = writer.begin().await?;
-            let row = sqlx::query(if pg {
-                concat!(
-                    "SELECT ",
-                    plan_columns!(),
-                    " FROM workflow_plans p WHERE p.id = $1 AND p.workspace_id = $2 FOR UPDATE"
-                )
-            } else {
-                concat!(
-                    "SELECT ",
-                    plan_columns!(),
-                    " FROM workflow_plans p WHERE p.id = $1 AND p.workspace_id = $2"
-                )
-            })
-            .bind(plan_id)
-            .bind(workspace_id)
-            .fetch_optional(&mut *tx)
-            .await?;
+            let lookup = in_workspace(workspace_id, plan_id).locked::<WorkflowPlan>(pg);
+            let row = bound!(&lookup).fetch_optional(&mut *tx).await?;
             let Some(row) = row else { return Ok(None) };
             let current = plan_row(&row)?.0;
             let latest_number = current.latest_version.get() as i64;
@@ -294,14 +260,9 @@ impl Store {
             .bind(now_ms)
             .execute(&mut *tx)
             .await?;
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                plan_columns!(),
-                " FROM workflow_plans p WHERE p.id = $1"
-            ))
-            .bind(plan_id)
-            .fetch_one(&mut *tx)
-            .await?;
+            let row = bound!(&Query::by_id::<WorkflowPlan>(plan_id))
+                .fetch_one(&mut *tx)
+                .await?;
             let plan = plan_row(&row)?.0;
             let latest = version_in!(tx, plan_id, latest_version).await?;
             if let Err(refusal) = admit(&plan, &latest) {

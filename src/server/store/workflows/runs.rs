@@ -5,22 +5,37 @@
 
 use serde_json::{Value, json};
 
-use super::steps::{step_columns, step_row};
-use super::triggers::{TriggerRecord, trigger_columns, trigger_row};
-use super::{decode, parse_enum, put, upper_bound};
+use super::triggers::TriggerRecord;
+use super::{OfPlan, decode, parse_enum, put, steps, triggers};
 use crate::contract::types::{Approval, PlanSteps};
-use crate::server::store::approvals::{approval_columns, approval_row};
-use crate::server::store::{Columns, Page, Position, Store, StoreError, on_backend, rfc3339};
+use crate::server::store::approvals;
+use crate::server::store::shape::{Query, Resource, bound, read_all, read_one};
+use crate::server::store::{Columns, Position, Store, StoreError, on_backend, rfc3339};
 use crate::server::workflow::{LogRecord, RunRecord, RunState, StepRecord};
 
 /// Due scheduled triggers one scheduler pass fires at most.
 pub const MAX_FIRINGS_PER_PASS: i64 = 100;
 
-macro_rules! run_columns {
-    () => {
-        "r.id, r.workspace_id, r.plan_id, r.plan_version, r.trigger_id, r.fire_at, r.status, r.current_step_key, r.started_by_agent_id, r.cancel_reason, \
-         r.log_entries, r.log_section, r.log_section_bytes, r.revision, r.created_at, r.updated_at, r.finished_at"
-    };
+impl OfPlan for RunRecord {}
+
+impl Resource for RunRecord {
+    const TABLE: &'static str = "workflow_runs";
+    const ALIAS: &'static str = "r";
+    const COLUMNS: &'static str = "r.id, r.workspace_id, r.plan_id, r.plan_version, r.trigger_id, r.fire_at, r.status, r.current_step_key, r.started_by_agent_id, \
+         r.cancel_reason, r.log_entries, r.log_section, r.log_section_bytes, r.revision, r.created_at, r.updated_at, r.finished_at";
+
+    fn read(row: &impl Columns) -> Result<(Self, Position), StoreError> {
+        let run = run_row(row)?;
+        let position = Position::of(run.updated_at, &run.id);
+        Ok((run, position))
+    }
+}
+
+/// The workspace's run `run_id`.
+fn in_workspace<'a>(workspace_id: &'a str, run_id: &'a str) -> Query<'a> {
+    Query::select::<RunRecord>("WHERE r.id = $1 AND r.workspace_id = $2")
+        .bind(run_id)
+        .bind(workspace_id)
 }
 
 fn run_row(row: &impl Columns) -> Result<RunRecord, StoreError> {
@@ -62,38 +77,17 @@ fn log_row(row: &impl Columns) -> Result<LogRecord, StoreError> {
 macro_rules! load_run {
     ($tx:expr, $pg:expr, $workspace_id:expr, $run_id:expr, $now:expr) => {
         async {
-            let row = sqlx::query(if $pg {
-                concat!(
-                    "SELECT ",
-                    run_columns!(),
-                    " FROM workflow_runs r WHERE r.id = $1 AND r.workspace_id = $2 FOR UPDATE"
-                )
-            } else {
-                concat!(
-                    "SELECT ",
-                    run_columns!(),
-                    " FROM workflow_runs r WHERE r.id = $1 AND r.workspace_id = $2"
-                )
-            })
-            .bind($run_id)
-            .bind($workspace_id)
-            .fetch_optional(&mut *$tx)
-            .await?;
+            let lookup = in_workspace($workspace_id, $run_id).locked::<RunRecord>($pg);
+            let row = bound!(&lookup).fetch_optional(&mut *$tx).await?;
             let Some(row) = row else {
                 return Ok::<_, StoreError>(None);
             };
             let run = run_row(&row)?;
-            let steps = sqlx::query(concat!(
-                "SELECT ",
-                step_columns!(),
-                " FROM workflow_steps s WHERE s.run_id = $1 ORDER BY s.position"
-            ))
-            .bind($run_id)
-            .fetch_all(&mut *$tx)
-            .await?
-            .iter()
-            .map(step_row)
-            .collect::<Result<Vec<_>, _>>()?;
+            let steps = bound!(&steps::of_run($run_id)).fetch_all(&mut *$tx).await?;
+            let steps = read_all(&steps)?
+                .into_iter()
+                .map(|(step, _)| step)
+                .collect();
             Ok(Some(RunState::loaded(run, steps, $now)))
         }
         .await
@@ -245,25 +239,11 @@ impl Store {
     ) -> Result<Option<Result<RunState, StartRefusal>>, StoreError> {
         on_backend!(self, |writer, reader, pg| {
             let mut tx = writer.begin().await?;
-            let row = sqlx::query(if pg {
-                concat!(
-                    "SELECT ",
-                    trigger_columns!(),
-                    " FROM workflow_triggers g WHERE g.id = $1 AND g.workspace_id = $2 FOR UPDATE"
-                )
-            } else {
-                concat!(
-                    "SELECT ",
-                    trigger_columns!(),
-                    " FROM workflow_triggers g WHERE g.id = $1 AND g.workspace_id = $2"
-                )
-            })
-            .bind(trigger_id)
-            .bind(workspace_id)
-            .fetch_optional(&mut *tx)
-            .await?;
+            let lookup =
+                triggers::in_workspace(workspace_id, trigger_id).locked::<TriggerRecord>(pg);
+            let row = bound!(&lookup).fetch_optional(&mut *tx).await?;
             let Some(row) = row else { return Ok(None) };
-            let trigger = trigger_row(&row)?;
+            let trigger = read_one(&row)?;
             let started = start_in!(tx, &trigger, None, Some(agent_id), now_ms)?;
             if started.is_ok() {
                 tx.commit().await?;
@@ -303,71 +283,17 @@ impl Store {
         run_id: &str,
     ) -> Result<Option<(RunRecord, Vec<StepRecord>)>, StoreError> {
         on_backend!(self, |writer, reader, pg| {
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                run_columns!(),
-                " FROM workflow_runs r WHERE r.id = $1 AND r.workspace_id = $2"
-            ))
-            .bind(run_id)
-            .bind(workspace_id)
-            .fetch_optional(reader)
-            .await?;
+            let row = bound!(&in_workspace(workspace_id, run_id))
+                .fetch_optional(reader)
+                .await?;
             let Some(row) = row else { return Ok(None) };
             let run = run_row(&row)?;
-            let steps = sqlx::query(concat!(
-                "SELECT ",
-                step_columns!(),
-                " FROM workflow_steps s WHERE s.run_id = $1 ORDER BY s.position"
-            ))
-            .bind(run_id)
-            .fetch_all(reader)
-            .await?
-            .iter()
-            .map(step_row)
-            .collect::<Result<Vec<_>, _>>()?;
+            let steps = bound!(&steps::of_run(run_id)).fetch_all(reader).await?;
+            let steps = read_all(&steps)?
+                .into_iter()
+                .map(|(step, _)| step)
+                .collect();
             Ok(Some((run, steps)))
-        })
-    }
-
-    /// Runs `updatedAt DESC, id DESC`: one plan's or the workspace's, optionally in one status.
-    pub async fn list_workflow_runs(
-        &self,
-        workspace_id: &str,
-        plan_id: Option<&str>,
-        status: Option<&str>,
-        after: Option<&Position>,
-        limit: usize,
-    ) -> Result<Page<RunRecord>, StoreError> {
-        let (after_ms, after_id) = upper_bound(after);
-        on_backend!(self, |writer, reader, pg| {
-            let rows = match (plan_id, status) {
-                (Some(plan_id), status) => sqlx::query(concat!("SELECT ", run_columns!(),
-                    " FROM workflow_runs r WHERE r.plan_id = $1 AND r.workspace_id = $2 AND ($3 IS NULL OR r.status = $3) AND (r.updated_at, r.id) < ($4, $5) \
-                     ORDER BY r.updated_at DESC, r.id DESC LIMIT $6"))
-                    .bind(plan_id).bind(workspace_id).bind(status).bind(after_ms).bind(&after_id).bind((limit + 1) as i64)
-                    .fetch_all(reader).await?,
-                (None, Some(status)) => sqlx::query(concat!("SELECT ", run_columns!(),
-                    " FROM workflow_runs r WHERE r.workspace_id = $1 AND r.status = $2 AND (r.updated_at, r.id) < ($3, $4) \
-                     ORDER BY r.updated_at DESC, r.id DESC LIMIT $5"))
-                    .bind(workspace_id).bind(status).bind(after_ms).bind(&after_id).bind((limit + 1) as i64)
-                    .fetch_all(reader).await?,
-                (None, None) => sqlx::query(concat!("SELECT ", run_columns!(),
-                    " FROM workflow_runs r WHERE r.workspace_id = $1 AND (r.updated_at, r.id) < ($2, $3) ORDER BY r.updated_at DESC, r.id DESC LIMIT $4"))
-                    .bind(workspace_id).bind(after_ms).bind(&after_id).bind((limit + 1) as i64)
-                    .fetch_all(reader).await?,
-            };
-            let rows = rows
-                .iter()
-                .map(|row| {
-                    let run = run_row(row)?;
-                    let position = Position {
-                        at_ms: run.updated_at,
-                        id: run.id.clone(),
-                    };
-                    Ok((run, position))
-                })
-                .collect::<Result<Vec<_>, StoreError>>()?;
-            Ok(Page::from_rows(rows, limit))
         })
     }
 
@@ -409,20 +335,16 @@ impl Store {
     pub async fn fire_due_triggers(&self, now_ms: i64) -> Result<usize, StoreError> {
         on_backend!(self, |writer, reader, pg| {
             let mut tx = writer.begin().await?;
-            let due = sqlx::query(if pg {
-                concat!("SELECT ", trigger_columns!(), " FROM workflow_triggers g WHERE g.status = 'enabled' AND g.next_fire_at IS NOT NULL AND g.next_fire_at <= $1 \
-                         ORDER BY g.next_fire_at, g.id LIMIT $2 FOR UPDATE SKIP LOCKED")
-            } else {
-                concat!("SELECT ", trigger_columns!(), " FROM workflow_triggers g WHERE g.status = 'enabled' AND g.next_fire_at IS NOT NULL AND g.next_fire_at <= $1 \
-                         ORDER BY g.next_fire_at, g.id LIMIT $2")
-            })
+            let due = Query::select::<TriggerRecord>(
+                "WHERE g.status = 'enabled' AND g.next_fire_at IS NOT NULL AND g.next_fire_at <= $1 ORDER BY g.next_fire_at, g.id LIMIT $2",
+            )
             .bind(now_ms)
-            .bind(MAX_FIRINGS_PER_PASS)
-            .fetch_all(&mut *tx)
-            .await?
-            .iter()
-            .map(trigger_row)
-            .collect::<Result<Vec<_>, _>>()?;
+            .bind(MAX_FIRINGS_PER_PASS);
+            let due = bound!(&due.claimed(pg)).fetch_all(&mut *tx).await?;
+            let due: Vec<TriggerRecord> = read_all(&due)?
+                .into_iter()
+                .map(|(trigger, _)| trigger)
+                .collect();
             let mut started = 0;
             for trigger in &due {
                 let fire_at = trigger.next_fire_at.expect("selected with a due time");
@@ -515,25 +437,10 @@ impl Store {
     ) -> Result<Option<Result<Approval, DecideRefusal>>, StoreError> {
         on_backend!(self, |writer, reader, pg| {
             let mut tx = writer.begin().await?;
-            let row = sqlx::query(if pg {
-                concat!(
-                    "SELECT ",
-                    approval_columns!(),
-                    " FROM approvals a WHERE a.id = $1 AND a.workspace_id = $2 FOR UPDATE"
-                )
-            } else {
-                concat!(
-                    "SELECT ",
-                    approval_columns!(),
-                    " FROM approvals a WHERE a.id = $1 AND a.workspace_id = $2"
-                )
-            })
-            .bind(approval_id)
-            .bind(workspace_id)
-            .fetch_optional(&mut *tx)
-            .await?;
+            let lookup = approvals::in_workspace(workspace_id, approval_id).locked::<Approval>(pg);
+            let row = bound!(&lookup).fetch_optional(&mut *tx).await?;
             let Some(row) = row else { return Ok(None) };
-            let (current, _) = approval_row(&row)?;
+            let current: Approval = read_one(&row)?;
             let status = current.status.to_string();
             if status != "pending" {
                 return Ok(Some(Err(DecideRefusal::Decided(status))));
@@ -564,15 +471,10 @@ impl Store {
                 save_run!(tx, &state, now_ms)?;
                 run = Some(state);
             }
-            let row = sqlx::query(concat!(
-                "SELECT ",
-                approval_columns!(),
-                " FROM approvals a WHERE a.id = $1"
-            ))
-            .bind(approval_id)
-            .fetch_one(&mut *tx)
-            .await?;
-            let decided = approval_row(&row)?.0;
+            let row = bound!(&Query::by_id::<Approval>(approval_id))
+                .fetch_one(&mut *tx)
+                .await?;
+            let decided = read_one(&row)?;
             if let Err(refusal) = admit(&decided, run.as_ref()) {
                 return Ok(Some(Err(DecideRefusal::Refused(refusal))));
             }

@@ -2,34 +2,41 @@
 
 use serde_json::{Value, json};
 
-use super::{decode, parse_enum, put, upper_bound};
-use crate::server::store::{Columns, Page, Position, Store, StoreError, on_backend, rfc3339};
+use super::{decode, parse_enum, put};
+use crate::server::store::shape::{Query, Resource};
+use crate::server::store::{Columns, Page, Position, Store, StoreError, here, rfc3339};
 use crate::server::workflow::StepRecord;
 
-macro_rules! step_columns {
-    () => {
-        "s.id, s.run_id, s.position, s.step_key, s.title, s.kind, s.instructions, s.status, s.approval_id, s.output, s.reason, s.revision, s.created_at, s.updated_at"
-    };
-}
-pub(super) use step_columns;
+impl Resource for StepRecord {
+    const TABLE: &'static str = "workflow_steps";
+    const ALIAS: &'static str = "s";
+    const COLUMNS: &'static str = "s.id, s.run_id, s.position, s.step_key, s.title, s.kind, s.instructions, s.status, s.approval_id, s.output, s.reason, s.revision, s.created_at, s.updated_at";
 
-pub(super) fn step_row(row: &impl Columns) -> Result<StepRecord, StoreError> {
-    Ok(StepRecord {
-        id: row.column(0)?,
-        run_id: row.column(1)?,
-        position: row.column(2)?,
-        key: row.column(3)?,
-        title: row.column(4)?,
-        kind: parse_enum(row.column(5)?, "workflow_steps.kind")?,
-        instructions: row.column(6)?,
-        status: parse_enum(row.column(7)?, "workflow_steps.status")?,
-        approval_id: row.column(8)?,
-        output: row.column(9)?,
-        reason: row.column(10)?,
-        revision: row.column(11)?,
-        created_at: row.column(12)?,
-        updated_at: row.column(13)?,
-    })
+    fn read(row: &impl Columns) -> Result<(Self, Position), StoreError> {
+        let step = StepRecord {
+            id: row.column(0)?,
+            run_id: row.column(1)?,
+            position: row.column(2)?,
+            key: row.column(3)?,
+            title: row.column(4)?,
+            kind: parse_enum(row.column(5)?, "workflow_steps.kind")?,
+            instructions: row.column(6)?,
+            status: parse_enum(row.column(7)?, "workflow_steps.status")?,
+            approval_id: row.column(8)?,
+            output: row.column(9)?,
+            reason: row.column(10)?,
+            revision: row.column(11)?,
+            created_at: row.column(12)?,
+            updated_at: row.column(13)?,
+        };
+        let position = Position::of(step.updated_at, &step.id);
+        Ok((step, position))
+    }
+}
+
+/// The steps of run `$1`, in run order.
+pub(super) fn of_run(run_id: &str) -> Query<'_> {
+    Query::select::<StepRecord>("WHERE s.run_id = $1 ORDER BY s.position").bind(run_id)
 }
 
 impl Store {
@@ -39,14 +46,11 @@ impl Store {
         workspace_id: &str,
         step_id: &str,
     ) -> Result<Option<StepRecord>, StoreError> {
-        on_backend!(self, |writer, reader, pg| {
-            let row = sqlx::query(concat!("SELECT ", step_columns!(), " FROM workflow_steps s JOIN workflow_runs r ON r.id = s.run_id WHERE s.id = $1 AND r.workspace_id = $2"))
-                .bind(step_id)
-                .bind(workspace_id)
-                .fetch_optional(reader)
-                .await?;
-            row.as_ref().map(step_row).transpose()
-        })
+        let query = Query::select::<StepRecord>(
+            "JOIN workflow_runs r ON r.id = s.run_id WHERE s.id = $1 AND r.workspace_id = $2",
+        );
+        self.one(here!(), query.bind(step_id).bind(workspace_id))
+            .await
     }
 
     /// The steps of the workspace's run `run_id`, `updatedAt DESC, id DESC`, optionally in one
@@ -59,35 +63,18 @@ impl Store {
         after: Option<&Position>,
         limit: usize,
     ) -> Result<Option<Page<StepRecord>>, StoreError> {
-        let (after_ms, after_id) = upper_bound(after);
-        on_backend!(self, |writer, reader, pg| {
-            let visible =
-                sqlx::query("SELECT 1 FROM workflow_runs WHERE id = $1 AND workspace_id = $2")
-                    .bind(run_id)
-                    .bind(workspace_id)
-                    .fetch_optional(reader)
-                    .await?;
-            if visible.is_none() {
-                return Ok(None);
-            }
-            let rows = sqlx::query(concat!("SELECT ", step_columns!(),
-                " FROM workflow_steps s WHERE s.run_id = $1 AND ($2 IS NULL OR s.status = $2) AND (s.updated_at, s.id) < ($3, $4) ORDER BY s.updated_at DESC, s.id DESC LIMIT $5"))
-                .bind(run_id).bind(status).bind(after_ms).bind(&after_id).bind((limit + 1) as i64)
-                .fetch_all(reader)
-                .await?;
-            let rows = rows
-                .iter()
-                .map(|row| {
-                    let step = step_row(row)?;
-                    let position = Position {
-                        at_ms: step.updated_at,
-                        id: step.id.clone(),
-                    };
-                    Ok((step, position))
-                })
-                .collect::<Result<Vec<_>, StoreError>>()?;
-            Ok(Some(Page::from_rows(rows, limit)))
-        })
+        let run = Query::new("SELECT 1 FROM workflow_runs WHERE id = $1 AND workspace_id = $2");
+        if !self
+            .exists(here!(), run.bind(run_id).bind(workspace_id))
+            .await?
+        {
+            return Ok(None);
+        }
+        let query = Query::select::<StepRecord>("WHERE s.run_id = $1")
+            .bind(run_id)
+            .and_some("s.status", status)
+            .newest::<StepRecord>(after, limit);
+        self.page(here!(), query, limit).await.map(Some)
     }
 }
 
