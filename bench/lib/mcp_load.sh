@@ -98,15 +98,16 @@ load() {
     local name=$1 url=$2 token_file=$3
     check "$url" "$token_file" "${@:4}"
     local method=$4 tool=${5:-}
-    echo "## $name: 16 connections, 10 s${COMPETE:+, beside a competing load on the server's core}"
+    echo "## $name: 16 connections, 10 s${COMPETE:+, beside a competing load on core 0}"
     local perf_pid=""
     if [ -n "${PERF:-}" ] && [ "$name" = ours_history ]; then
         perf record -q --call-graph dwarf,16384 -F 499 -p "$daemon_pid" -o "$PERF" -- sleep 8 &
         perf_pid=$!
     fi
     local audit_before=""
-    # Our daemon runs (its PID is set) while ours is loaded; the peer has no audit trail.
-    if [ -n "${daemon_pid:-}" ]; then
+    # Our daemon runs (its PID is set) while ours is loaded; the peer has no audit trail, and
+    # neither has `tools/list`, which the daemon answers from its catalog without the server.
+    if [ -n "${daemon_pid:-}" ] && [ "$method" != tools/list ]; then
         audit_before=$(audit_settled)
     fi
     compete_start
