@@ -460,10 +460,12 @@ pub async fn recorded<F: Future<Output = Response>>(
     }
 }
 
-/// An operator's write: the handler runs inside one transaction, whose last statement writes the
-/// request's record (with its outcome and its time so far), so that the write's effects and its
-/// record commit together or not at all. If the record cannot be written, nothing commits and the
-/// answer says so.
+/// An operator's write: the handler runs inside one transaction. A success commits it with the
+/// request's record (its outcome and its time so far) as the transaction's last statement, so that
+/// the write's effects and its record commit together or not at all; if the record cannot be
+/// written, nothing commits and the answer says so. A refusal or a failure leaves nothing behind,
+/// as a runtime write's does: its transaction is rolled back and its record queued as a
+/// refusal's.
 async fn operator_write<F: Future<Output = Response>>(
     auditor: &Auditor,
     store: &Store,
@@ -481,24 +483,38 @@ async fn operator_write<F: Future<Output = Response>>(
                     (response, established)
                 })
                 .await;
+            let applied = response.status().is_success();
             let (response, outcome) = outcome(response).await;
-            if let Some((mut record, started)) = established.template {
-                record.verified = established.verified;
-                record.outcome = outcome;
-                record.duration_us = elapsed_us(started);
-                store.insert_audit(std::slice::from_ref(&record)).await?;
+            let Some((mut record, started)) = established.template else {
+                return Ok(((response, None), applied));
+            };
+            record.verified = established.verified;
+            record.outcome = outcome;
+            record.duration_us = elapsed_us(started);
+            if !applied {
+                return Ok(((response, Some(record)), false));
             }
-            Ok((response, true))
+            store.insert_audit(std::slice::from_ref(&record)).await?;
+            Ok(((response, None), true))
         })
         .await;
     match answered {
-        Ok(response) => {
+        Ok((response, None)) => {
             auditor
                 .counts
                 .in_transaction
                 .fetch_add(1, Ordering::Relaxed);
             response
         }
+        Ok((response, Some(record))) => match auditor.queue.try_send(record) {
+            Ok(()) => {
+                auditor.queued();
+                response
+            }
+            Err(
+                mpsc::error::TrySendError::Full(record) | mpsc::error::TrySendError::Closed(record),
+            ) => Box::pin(unqueued(auditor, record, false, response)).await,
+        },
         Err(error) => wire::error_response(&super::failure::saying(
             "the server could not record this write; nothing of it was committed, and it may be sent again",
             format_args!(

@@ -585,3 +585,168 @@ async fn server_audit_a_stalled_writer_refuses_reads_and_loses_no_write() {
     );
     assert!(records.iter().all(|r| r["outcome"] == "ok"), "{records:#?}");
 }
+
+/// The database refuses every audit record (a trigger on `audit_records`, installed on the live
+/// server's database): a runtime write and an operator write are each answered with an error,
+/// and neither commits, since each record is written in its write's own transaction. Once the
+/// database takes records again, the same writes succeed: nothing of the refused ones was kept
+/// (the task list is empty, the handle is free). On SQLite here, on PostgreSQL in its pass.
+#[tokio::test]
+async fn server_audit_a_write_whose_record_cannot_be_written_does_not_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = crate::support::database_url(dir.path()).await;
+    let token_file = dir.path().join("operator.token");
+    let (_server, url, operator) =
+        crate::support::spawn_server_on(&database, &token_file, None).await;
+    let client = crate::support::http_client();
+    let post = |path: String, bearer: &str, body: Value| {
+        let request = client
+            .post(format!("{url}{path}"))
+            .bearer_auth(bearer)
+            .json(&body);
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.json::<Value>().await.unwrap())
+        }
+    };
+    let id = |answer: (u16, Value), field: &str| {
+        assert_eq!(answer.0, 200, "{}", answer.1);
+        answer.1["data"][field].as_str().unwrap().to_string()
+    };
+    let workspace = id(
+        post(
+            "/admin/workspaces".into(),
+            &operator,
+            json!({"name": "acme"}),
+        )
+        .await,
+        "workspaceId",
+    );
+    let base = format!("/admin/workspaces/{workspace}");
+    let human = id(
+        post(
+            format!("{base}/humans"),
+            &operator,
+            json!({"handle": "ada", "displayName": "Ada"}),
+        )
+        .await,
+        "humanId",
+    );
+    let agent = id(
+        post(
+            format!("{base}/agents"),
+            &operator,
+            json!({"ownerHumanId": human, "handle": "builder", "displayName": "Builder"}),
+        )
+        .await,
+        "agentId",
+    );
+    let device = id(
+        post(
+            format!("{base}/devices"),
+            &operator,
+            json!({"humanId": human}),
+        )
+        .await,
+        "credential",
+    );
+    let channel = id(
+        post(
+            format!("{base}/channels"),
+            &operator,
+            json!({"name": "general", "members": [human, agent]}),
+        )
+        .await,
+        "channelId",
+    );
+    let actions = format!("/runtime/servers/{workspace}/agents/{agent}/actions/task");
+    let location = json!({"kind": "channel", "channelId": channel});
+
+    let refuse = |on: bool| {
+        let database = database.clone();
+        async move {
+            let statements: &[&str] = match (database.starts_with("postgres"), on) {
+                (true, true) => &[
+                    "CREATE FUNCTION refuse_audit() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'audit refused'; END $$",
+                    "CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_records FOR EACH ROW EXECUTE FUNCTION refuse_audit()",
+                ],
+                (true, false) => &[
+                    "DROP TRIGGER refuse_audit ON audit_records",
+                    "DROP FUNCTION refuse_audit()",
+                ],
+                (false, true) => &[
+                    "CREATE TRIGGER refuse_audit BEFORE INSERT ON audit_records BEGIN SELECT RAISE(ABORT, 'audit refused'); END",
+                ],
+                (false, false) => &["DROP TRIGGER refuse_audit"],
+            };
+            use sqlx::Connection;
+            if database.starts_with("postgres") {
+                let mut connection = sqlx::PgConnection::connect(&database).await.unwrap();
+                for statement in statements {
+                    sqlx::raw_sql(*statement)
+                        .execute(&mut connection)
+                        .await
+                        .unwrap();
+                }
+            } else {
+                let mut connection = sqlx::SqliteConnection::connect(&database).await.unwrap();
+                for statement in statements {
+                    sqlx::raw_sql(*statement)
+                        .execute(&mut connection)
+                        .await
+                        .unwrap();
+                }
+            }
+        }
+    };
+    refuse(true).await;
+    let (status, refused) = post(
+        format!("{actions}/create"),
+        &device,
+        json!({"location": location, "title": "doomed", "requestId": "req-doomed-1"}),
+    )
+    .await;
+    assert!(status >= 500, "{status} {refused}");
+    let (status, refused) = post(
+        format!("{base}/humans"),
+        &operator,
+        json!({"handle": "eve", "displayName": "Eve"}),
+    )
+    .await;
+    assert!(status >= 500, "{status} {refused}");
+    assert!(
+        refused["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("nothing of it was committed"),
+        "{refused}"
+    );
+    refuse(false).await;
+
+    let (status, listed) = post(
+        format!("{actions}/list"),
+        &device,
+        json!({"location": location}),
+    )
+    .await;
+    assert_eq!(status, 200, "{listed}");
+    assert_eq!(listed["data"]["tasks"], json!([]), "{listed}");
+    id(
+        post(
+            format!("{base}/humans"),
+            &operator,
+            json!({"handle": "eve", "displayName": "Eve"}),
+        )
+        .await,
+        "humanId",
+    );
+    let (status, created) = post(
+        format!("{actions}/create"),
+        &device,
+        json!({"location": location, "title": "kept", "requestId": "req-doomed-1"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{created}");
+    assert_eq!(created["data"]["task"]["title"], "kept", "{created}");
+}
