@@ -45,7 +45,9 @@ operator_token() {
 # token on curl's stdin, never argv), as one JSON object: `dropped` (records lost), `recorded`
 # (records committed), `refused` (requests answered with an error because their record found no
 # room in time), `waited` and `waitedMs` (requests that waited for room, and their waits),
-# `queued` (records not yet committed) and `maxLagMs` (the longest a record waited to be committed).
+# `queued` (records not yet committed) and `maxLagMs` (the longest a record waited to be committed);
+# `recorded` and `maxLagMs` are null from a server that does not count them (an older commit's,
+# alternated by bench/ab.sh).
 audit_stats() {
     local server
     server=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["serverUrl"])' "$work/state/daemon.json")
@@ -54,9 +56,9 @@ audit_stats() {
         python3 -c 'import json,sys
 e = json.load(sys.stdin); assert e["ok"], e
 d = e["data"]; a = d["audit"]
-print(json.dumps({"dropped": d["auditDropped"], "recorded": a["recorded"], "refused": a["refused"],
+print(json.dumps({"dropped": d["auditDropped"], "recorded": a.get("recorded"), "refused": a["refused"],
                   "waited": a["waited"], "waitedMs": a["waitedMs"], "queued": a["queued"],
-                  "maxLagMs": a["maxLagMs"]}))'
+                  "maxLagMs": a.get("maxLagMs")}))'
 }
 
 # audit_dropped: how many audit records the daemon's server has lost so far, plus the requests it
