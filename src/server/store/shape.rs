@@ -11,7 +11,9 @@
 //!   limit-plus-one and the `hasMore`/`nextCursor` rule of [`Page::from_rows`];
 //! - an insert that reads back what it wrote ([`Store::insert`]);
 //! - a read-check-write ([`Store::change`]): the row read (locked on PostgreSQL), a decision
-//!   without SQL, the write, the row read back, in one transaction.
+//!   without SQL, the write, the row read back, in one transaction;
+//! - [`Store::exists`] and [`Store::execute`], and, inside a store method's own transaction,
+//!   [`bound!`], which makes a `Query` that backend's statement.
 //!
 //! A new read is a `Query` and a `Resource`. Every statement runs where `on_backend!` puts it:
 //! inside a request's transaction ([`Store::atomically`]) when there is one, so a request's
@@ -412,5 +414,117 @@ impl Store {
             tx.commit().await?;
             Ok(Some(Ok(stored)))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Row;
+
+    impl Resource for Row {
+        const TABLE: &'static str = "rows";
+        const ALIAS: &'static str = "r";
+        const COLUMNS: &'static str = "r.id, r.updated_at";
+
+        fn read(_: &impl Columns) -> Result<(Self, Position), StoreError> {
+            unreachable!("never read")
+        }
+    }
+
+    fn binds(query: &Query<'_>) -> Vec<String> {
+        query
+            .binds()
+            .iter()
+            .map(|bind| format!("{bind:?}"))
+            .collect()
+    }
+
+    /// Every appended predicate takes the next placeholder, a filter without a value and an empty
+    /// `IN` list add nothing, and the page's limit is one more than asked.
+    #[test]
+    fn placeholders_follow_the_binds_in_order() {
+        let after = Position::of(7, "row_b");
+        let none: [&str; 0] = [];
+        let query = Query::select::<Row>("WHERE r.owner = $1")
+            .bind("me")
+            .and_some("r.kind", None::<&str>)
+            .and_some("r.status", Some("open"))
+            .and_any("r.tag", none)
+            .and_any("r.tag", ["x", "y"])
+            .page(
+                Keyset {
+                    time: "r.updated_at",
+                    id: "r.id",
+                    ties: Ties::Ascending,
+                    lead: None,
+                },
+                Some(&after),
+                20,
+            );
+        assert_eq!(
+            query.sql(),
+            "SELECT r.id, r.updated_at FROM rows r WHERE r.owner = $1 AND r.status = $2 \
+             AND r.tag IN ($3, $4) AND r.updated_at <= $5 AND (r.updated_at < $5 OR r.id > $6) \
+             ORDER BY r.updated_at DESC, r.id ASC LIMIT $7"
+        );
+        assert_eq!(
+            binds(&query),
+            [
+                "Text(\"me\")",
+                "Text(\"open\")",
+                "Text(\"x\")",
+                "Text(\"y\")",
+                "Int(7)",
+                "Text(\"row_b\")",
+                "Int(21)"
+            ]
+        );
+    }
+
+    /// The first page of a one-direction order starts above every row, so one statement serves
+    /// it and the next; a lead column comes first in the order; a lock names the alias.
+    #[test]
+    fn a_descending_page_needs_no_position_to_start() {
+        let first = Query::select::<Row>("WHERE r.owner = $1").bind("me").page(
+            Keyset {
+                time: "r.created_at",
+                id: "r.id",
+                ties: Ties::Descending,
+                lead: Some("r.thread_id"),
+            },
+            None,
+            5,
+        );
+        assert_eq!(
+            first.sql(),
+            "SELECT r.id, r.updated_at FROM rows r WHERE r.owner = $1 AND (r.created_at, r.id) < ($2, $3) \
+             ORDER BY r.thread_id, r.created_at DESC, r.id DESC LIMIT $4"
+        );
+        assert_eq!(
+            binds(&first)[1..],
+            [
+                format!("Int({})", i64::MAX),
+                "Text(\"\\u{10ffff}\")".to_string(),
+                "Int(6)".to_string()
+            ]
+        );
+        let newest = Query::by_id::<Row>("row_a").newest::<Row>(None, 1);
+        assert!(
+            newest
+                .sql()
+                .ends_with("ORDER BY r.updated_at DESC, r.id DESC LIMIT $4"),
+            "{}",
+            newest.sql()
+        );
+        assert_eq!(
+            Query::by_id::<Row>("row_a").locked::<Row>(true).sql(),
+            "SELECT r.id, r.updated_at FROM rows r WHERE r.id = $1 FOR UPDATE OF r"
+        );
+        assert_eq!(
+            Query::by_id::<Row>("row_a").locked::<Row>(false).sql(),
+            "SELECT r.id, r.updated_at FROM rows r WHERE r.id = $1"
+        );
     }
 }
