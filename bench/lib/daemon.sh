@@ -47,10 +47,12 @@ operator_token() {
 # room in time), `waited` and `waitedMs` (requests that waited for room, and their waits),
 # `queued` (records not yet committed) and `maxLagMs` (the longest a record waited to be committed);
 # `recorded` and `maxLagMs` are null from a server that does not count them (an older commit's,
-# alternated by bench/ab.sh).
+# alternated by bench/ab.sh); `reads`, how many times this script read the stats so far: each read
+# is an operator request the server records too.
 audit_stats() {
     local server
     server=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["serverUrl"])' "$work/state/daemon.json")
+    echo >> "$work/audit.reads"
     printf 'Authorization: Bearer %s\n' "$(< "$(operator_token)")" |
         curl -sS -H @- "$server/admin/stats" |
         python3 -c 'import json,sys
@@ -58,7 +60,7 @@ e = json.load(sys.stdin); assert e["ok"], e
 d = e["data"]; a = d["audit"]
 print(json.dumps({"dropped": d["auditDropped"], "recorded": a.get("recorded"), "refused": a["refused"],
                   "waited": a["waited"], "waitedMs": a["waitedMs"], "queued": a["queued"],
-                  "maxLagMs": a.get("maxLagMs")}))'
+                  "maxLagMs": a.get("maxLagMs"), "reads": int(sys.argv[1])}))' "$(wc -l < "$work/audit.reads")"
 }
 
 # audit_dropped: how many audit records the daemon's server has lost so far, plus the requests it

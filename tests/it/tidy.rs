@@ -432,42 +432,105 @@ fn bash(script: &str) -> (i32, String) {
     )
 }
 
-/// A benchmark load with a non-2xx answer, a socket error, a timeout or a dropped audit record is
-/// invalid: `load_valid` fails the script instead of letting a number through.
+/// A benchmark load with a socket error, a timeout, a lost audit record, an answer the trail does
+/// not account for (fewer records than 2xx answers, a non-2xx answer that is not an audit
+/// refusal, more records than the answers, the load's last in-flight requests and the stats
+/// reads allow) is invalid: `load_valid` fails the script instead of letting a number through.
+/// Each bound holds at its edge.
 #[test]
 fn an_invalid_benchmark_load_fails_the_script() {
-    let check = |wrk: &str, dropped: (u64, u64)| {
+    // `before` and `after`: the audit figures (`recorded`, `refused`, `dropped`, `reads`) the
+    // server reports before the load and once it settled after it.
+    let check = |wrk: &str,
+                 before: (i64, i64, i64, i64),
+                 after: (i64, i64, i64, i64),
+                 compete: bool| {
+        let stats = |(recorded, refused, dropped, reads): (i64, i64, i64, i64)| {
+            format!(
+                r#"{{"dropped": {dropped}, "recorded": {recorded}, "refused": {refused}, "waited": 0, "waitedMs": 0, "queued": 0, "maxLagMs": 5, "reads": {reads}}}"#
+            )
+        };
         bash(&format!(
             r#"set -euo pipefail; work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
             . bench/lib/mcp_load.sh
-            audit_dropped() {{ echo {after}; }}
+            audit_settled() {{ echo '{after}'; }}
+            {compete}
             printf '%s\n' '{wrk}' > "$work/x.wrk"
-            load_valid x {before}"#,
-            after = dropped.1,
-            before = dropped.0,
+            load_valid x '{before}'"#,
+            after = stats(after),
+            before = stats(before),
+            compete = if compete { "COMPETE=1" } else { "" },
         ))
     };
-    let clean = "Requests/sec:  1000.00";
-    assert_eq!(check(clean, (3, 3)).0, 0, "{}", check(clean, (3, 3)).1);
-    for (wrk, dropped, said) in [
+    let answers = "  1000 requests in 10.00s, 1.00MB read\nRequests/sec:  100.00";
+    let valid = |wrk: &str, before, after, compete| {
+        let (code, output) = check(wrk, before, after, compete);
+        assert_eq!(code, 0, "{wrk}: {output}");
+        assert!(output.contains("valid"), "{output}");
+    };
+    // 1000 answers, 1000 records: valid; up to 16 in flight and the 3 stats reads (the one before
+    // the load and the two after it) more: still valid.
+    valid(answers, (50, 0, 0, 1), (1050, 0, 0, 2), false);
+    valid(answers, (50, 0, 0, 1), (50 + 1000 + 16 + 2, 0, 0, 2), false);
+    // Beside a competing load, a refusal for want of audit room is counted, not invalid.
+    let refused = "  1000 requests in 10.00s, 1.00MB read\n  Non-2xx or 3xx responses: 3";
+    valid(refused, (0, 0, 0, 1), (997, 3, 0, 2), true);
+    for (wrk, before, after, compete, said) in [
         (
             "  Socket errors: connect 0, read 2, write 0, timeout 0",
-            (0, 0),
+            (0, 0, 0, 1),
+            (0, 0, 0, 2),
+            false,
             "Socket errors",
         ),
         (
             "  Socket errors: connect 0, read 0, write 0, timeout 7",
-            (0, 0),
+            (0, 0, 0, 1),
+            (0, 0, 0, 2),
+            false,
             "timeout 7",
         ),
-        ("  Non-2xx or 3xx responses: 12", (0, 0), "non-2xx"),
-        (clean, (3, 5), "dropped 2 audit records"),
+        (
+            answers,
+            (0, 0, 3, 1),
+            (1000, 0, 5, 2),
+            false,
+            "lost 2 audit records",
+        ),
+        (
+            answers,
+            (0, 0, 0, 1),
+            (999, 0, 0, 2),
+            false,
+            "1000 answers served but 999 records",
+        ),
+        (
+            answers,
+            (0, 0, 0, 1),
+            (1000 + 16 + 2 + 1, 0, 0, 2),
+            false,
+            "1019 records for 1000 answers",
+        ),
+        (
+            refused,
+            (0, 0, 0, 1),
+            (1000, 0, 0, 2),
+            true,
+            "3 non-2xx answers but 0 audit refusals",
+        ),
+        (
+            refused,
+            (0, 0, 0, 1),
+            (997, 3, 0, 2),
+            false,
+            "3 requests refused for want of audit room",
+        ),
     ] {
-        let (code, output) = check(wrk, dropped);
+        let (code, output) = check(wrk, before, after, compete);
         assert_eq!(code, 1, "{wrk}: {output}");
         assert!(
             output.contains("INVALID LOAD") && output.contains(said),
-            "{output}"
+            "{said}: {output}"
         );
     }
 }
