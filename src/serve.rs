@@ -11,6 +11,9 @@
 //! A response sent before its request body was read to the end (a refusal before the body, a
 //! body over its bound or too slow) says `Connection: close`: hyper will not read the rest, so
 //! the connection ends, and a client must not pool it for its next request.
+//!
+//! Every request carries its connection's two ends as a [`Peer`] extension: what the daemon needs
+//! to tell which local process is calling (`daemon::person`).
 
 use std::future::Future;
 use std::pin::Pin;
@@ -32,6 +35,15 @@ use tokio::net::TcpListener;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+
+/// The two ends of the TCP connection a request came on, as the accept loop saw them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    /// This service's end (the listener's address).
+    pub local: std::net::SocketAddr,
+    /// The client's end.
+    pub remote: std::net::SocketAddr,
+}
 
 /// How long a connection may take to send a complete request head.
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(5);
@@ -89,9 +101,9 @@ pub async fn serve(
             permit = connections.clone().acquire_owned() => permit.expect("the semaphore is never closed"),
             () = stop.cancelled() => break,
         };
-        let stream = tokio::select! {
+        let (stream, remote) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => stream,
+                Ok(accepted) => accepted,
                 Err(error) => {
                     // EMFILE and friends: back off instead of spinning on the error.
                     tracing::warn!(%error, "accept failed");
@@ -102,7 +114,16 @@ pub async fn serve(
             () = stop.cancelled() => break,
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
+        let peer = stream.local_addr().ok().map(|local| Peer { local, remote });
+        let service = TowerToHyperService::new(tower::ServiceExt::map_request(
+            app.clone(),
+            move |mut request: Request<hyper::body::Incoming>| {
+                if let Some(peer) = peer {
+                    request.extensions_mut().insert(peer);
+                }
+                request
+            },
+        ));
         let stop = stop.clone();
         tracker.spawn(async move {
             let _permit = permit;

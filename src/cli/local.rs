@@ -348,6 +348,23 @@ pub fn admin_token(dir: &Path) -> Result<String, Exit> {
     Ok(token.trim().to_string())
 }
 
+/// Refuses (printed) when this process is one of a runtime that the daemon of `dir`, if one
+/// runs, launched: the daemon decides, from the connection this asks on (`GET
+/// /api/admin/person`), never from what this process says of itself.
+pub fn refuse_runtime(dir: &Path) -> Result<(), Exit> {
+    let Some(running) = running(dir)? else {
+        return Ok(());
+    };
+    super::http::call(
+        super::http::Peer::Daemon,
+        reqwest::Method::GET,
+        &format!("{}/api/admin/person", running.base_url),
+        &admin_token(&running.state_dir)?,
+        None,
+    )?;
+    Ok(())
+}
+
 /// How many runtimes the daemon `running` runs now.
 fn runtimes(running: &Announcement) -> Result<u64, Exit> {
     let status = super::http::call(

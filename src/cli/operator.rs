@@ -40,7 +40,13 @@ impl Connection {
     /// The server's base URL (checked), the operator token, and how to reach the server.
     pub fn open(&self) -> Result<(String, String, crate::client::http::Remote), Exit> {
         let (server_url, token_file) = match (&self.server_url, &self.operator_token_file) {
-            (Some(url), Some(file)) => (url.clone(), file.clone()),
+            (Some(url), Some(file)) => {
+                // A server named by its URL cannot tell one local process from another; the
+                // local daemon, if one runs, knows its runtimes. (The embedded server asks its
+                // daemon itself.)
+                super::local::refuse_runtime(&crate::daemon::default_state_dir())?;
+                (url.clone(), file.clone())
+            }
             _ => {
                 let daemon = super::local::daemon(&self.state_dir, self.no_start)?;
                 if !daemon.server_embedded {

@@ -1,6 +1,9 @@
 //! The local admin API, for the human's CLI on this machine: status, local agents and runtime
 //! launches. Every route requires this start's admin token (`<state dir>/admin.token`), checked
-//! by the [`AdminAuth`] extractor before anything else; the token never reaches a runtime.
+//! by the [`AdminAuth`] extractor before anything else; the token never reaches a runtime. A
+//! route that changes what the person set (their agents, a run's turn, the pinned extensions)
+//! takes [`Person`] instead: the token, from a process that no runtime of this daemon started
+//! ([`super::person`]).
 
 use axum::body::{Body, Bytes};
 use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request, State};
@@ -50,6 +53,31 @@ impl FromRequestParts<DaemonState> for AdminAuth {
     }
 }
 
+/// The person themself: the admin token, from a process that is no runtime's of this daemon.
+pub struct Person;
+
+impl FromRequestParts<DaemonState> for Person {
+    type Rejection = Refusal;
+
+    async fn from_request_parts(parts: &mut Parts, state: &DaemonState) -> Result<Self, Refusal> {
+        AdminAuth::from_request_parts(parts, state).await?;
+        let runs = state.dispatcher.runs();
+        if runs.is_empty() {
+            return Ok(Person);
+        }
+        let peer = parts.extensions.get::<crate::serve::Peer>().copied();
+        tokio::task::spawn_blocking(move || super::person::check(&runs, peer))
+            .await
+            .unwrap_or_else(|_| {
+                Err(ActionError::new(
+                    ErrorCode::InternalError,
+                    "the check of who is calling failed",
+                ))
+            })?;
+        Ok(Person)
+    }
+}
+
 /// An admin request's decoded body, read only after the admin token was checked.
 pub struct AdminJson<T>(pub T);
 
@@ -59,13 +87,31 @@ impl<T: DeserializeOwned> FromRequest<DaemonState> for AdminJson<T> {
     async fn from_request(request: Request, state: &DaemonState) -> Result<Self, Refusal> {
         let (mut parts, body) = request.into_parts();
         AdminAuth::from_request_parts(&mut parts, state).await?;
-        let value = wire::body::read_json(&parts.headers, body, None)
-            .await
-            .map_err(|failure| failure.error())?;
-        serde_json::from_value(value).map(AdminJson).map_err(|e| {
-            ActionError::new(ErrorCode::ValidationFailed, format!("invalid request: {e}")).into()
-        })
+        decoded(&parts, body).await.map(AdminJson)
     }
+}
+
+/// A request of the person's with a body, decoded only after [`Person`] passed.
+pub struct PersonJson<T>(pub T);
+
+impl<T: DeserializeOwned> FromRequest<DaemonState> for PersonJson<T> {
+    type Rejection = Refusal;
+
+    async fn from_request(request: Request, state: &DaemonState) -> Result<Self, Refusal> {
+        let (mut parts, body) = request.into_parts();
+        Person::from_request_parts(&mut parts, state).await?;
+        decoded(&parts, body).await.map(PersonJson)
+    }
+}
+
+/// The request's JSON body (the one bounded reader) as a `T`.
+async fn decoded<T: DeserializeOwned>(parts: &Parts, body: Body) -> Result<T, Refusal> {
+    let value = wire::body::read_json(&parts.headers, body, None)
+        .await
+        .map_err(|failure| failure.error())?;
+    serde_json::from_value(value).map_err(|e| {
+        ActionError::new(ErrorCode::ValidationFailed, format!("invalid request: {e}")).into()
+    })
 }
 
 type Answer = Result<Data, Refusal>;
@@ -154,9 +200,15 @@ pub async fn metrics(State(state): State<DaemonState>, _: AdminAuth) -> Response
     ([(header::CONTENT_TYPE, super::metrics::CONTENT_TYPE)], text).into_response()
 }
 
+/// `GET /api/admin/person`: answers only a caller that may act as the person (no process of a
+/// runtime of this daemon), for a command that reaches a server the daemon cannot guard.
+pub async fn person(_: Person) -> Answer {
+    Ok(Data(json!({ "person": true })))
+}
+
 /// `POST /api/admin/extensions/reload`: fetches, verifies and pins the installed extension
 /// definitions again; the next launches bind them (running runtimes keep theirs).
-pub async fn reload_extensions(State(state): State<DaemonState>, _: AdminAuth) -> Answer {
+pub async fn reload_extensions(State(state): State<DaemonState>, _: Person) -> Answer {
     let snapshot = state.extensions.reload().await;
     Ok(Data(super::extensions::report(&snapshot)))
 }
@@ -207,7 +259,7 @@ pub struct HumanChange {
 /// stores its profile.
 pub async fn add_agent(
     State(state): State<DaemonState>,
-    AdminJson(HumanChange { agent, settings }): AdminJson<HumanChange>,
+    PersonJson(HumanChange { agent, settings }): PersonJson<HumanChange>,
 ) -> Answer {
     let input: t::AgentCreateInput = typed(&state, ActionId::AgentCreate, agent)?;
     let profile = state.agents.create(input, settings).await?;
@@ -220,10 +272,10 @@ pub async fn add_agent(
 pub async fn update_agent(
     State(state): State<DaemonState>,
     Path(agent): Path<String>,
-    AdminJson(HumanChange {
+    PersonJson(HumanChange {
         agent: mut change,
         settings,
-    }): AdminJson<HumanChange>,
+    }): PersonJson<HumanChange>,
 ) -> Answer {
     let id = state.agents.get(&agent)?.id.to_string();
     if let Some(object) = change.as_object_mut() {
@@ -238,7 +290,7 @@ pub async fn update_agent(
 pub async fn remove_agent(
     State(state): State<DaemonState>,
     Path(agent): Path<String>,
-    _: AdminAuth,
+    _: Person,
 ) -> Answer {
     let id = state.agents.get(&agent)?.id.to_string();
     let removed = state.agents.delete(&id, None)?;
@@ -248,7 +300,7 @@ pub async fn remove_agent(
 }
 
 /// `POST /api/admin/agents/reload`.
-pub async fn reload_agents(State(state): State<DaemonState>, _: AdminAuth) -> Answer {
+pub async fn reload_agents(State(state): State<DaemonState>, _: Person) -> Answer {
     let report = state.agents.reload().await?;
     Ok(Data(
         json!({ "loaded": report.loaded, "removed": report.removed }),
@@ -284,7 +336,7 @@ fn handle(state: &DaemonState, agent_id: &str) -> Option<String> {
 pub async fn set_turn(
     State(state): State<DaemonState>,
     Path(run_id): Path<String>,
-    AdminJson(turn): AdminJson<Turn>,
+    PersonJson(turn): PersonJson<Turn>,
 ) -> Answer {
     turn.check()
         .map_err(|message| ActionError::new(ErrorCode::ValidationFailed, message))?;
@@ -296,7 +348,7 @@ pub async fn set_turn(
 pub async fn clear_turn(
     State(state): State<DaemonState>,
     Path(run_id): Path<String>,
-    _: AdminAuth,
+    _: Person,
 ) -> Answer {
     bind_turn(&state, &run_id, None)
 }

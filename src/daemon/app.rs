@@ -150,6 +150,7 @@ pub async fn run(
     if telemetry.is_on() {
         tracing::info!("exporting traces over OTLP");
     }
+    let callers = super::person::Callers::new();
     let (server_url, operator_token, embedded) = match &config.server_url {
         Some(url) => {
             let file = config
@@ -170,6 +171,8 @@ pub async fn run(
             let state = crate::server::AppState::open(&server_config)
                 .await
                 .map_err(DaemonError::EmbeddedServer)?;
+            // Its operator is never a process of a runtime this daemon launches.
+            state.guard_callers(callers.clone());
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
                 .await
                 .map_err(|e| DaemonError::Listen(config.listen, e))?;
@@ -260,6 +263,7 @@ pub async fn run(
         config.runtime,
         clock.clone(),
     ));
+    callers.bind(&dispatcher);
     let identity = Arc::new(identity);
     let agents = Arc::new(AgentOwner::new(
         profiles,

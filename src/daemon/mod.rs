@@ -17,6 +17,7 @@
 //!   daemon's identity on its server.
 //! - [`memory`]: the agents' memory directories and the index behind `memory_search`;
 //!   [`extensions`]: the pinned extension definitions.
+//! - [`person`]: who may act as the person or the operator (no process of a runtime).
 
 pub mod access;
 pub mod admin;
@@ -31,6 +32,7 @@ pub mod identity;
 pub mod mcp;
 pub mod memory;
 pub mod metrics;
+pub mod person;
 pub mod refusals;
 pub mod routes;
 pub mod runtime;

@@ -37,6 +37,7 @@ pub fn router(state: DaemonState) -> Router {
         .merge(mcp::route::routes())
         .route("/api/admin/status", get(admin::status))
         .route("/api/admin/metrics", get(admin::metrics))
+        .route("/api/admin/person", get(admin::person))
         .route(
             "/api/admin/extensions/reload",
             post(admin::reload_extensions),

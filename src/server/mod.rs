@@ -50,4 +50,4 @@ pub mod workflow;
 pub use auth::{DEVICE_CREDENTIAL_PREFIX, OPERATOR_TOKEN_PREFIX};
 pub use lifecycle::run;
 pub use routes::router;
-pub use state::{AppState, ServerConfig, ServerError, Shared};
+pub use state::{AppState, CallerGate, ServerConfig, ServerError, Shared};

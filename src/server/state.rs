@@ -66,6 +66,18 @@ pub struct Shared {
     pub(crate) audit: Auditor,
     /// The server's spans (off unless a collector is named).
     pub(crate) telemetry: Telemetry,
+    /// Who may act as the operator beyond holding its token: set by a daemon that embeds this
+    /// server; a standalone server has none.
+    pub(crate) callers: std::sync::OnceLock<Arc<dyn CallerGate>>,
+}
+
+/// Tells whether the process at a connection's other end may act as the operator. A server a
+/// daemon embeds asks the daemon, which knows the runtimes it launched; a standalone server
+/// cannot tell one local process from another and has no gate.
+pub trait CallerGate: Send + Sync {
+    /// Why the caller at `peer` may not act as the operator, if it may not. It reads `/proc`:
+    /// call it off the async workers.
+    fn refuse(&self, peer: Option<crate::serve::Peer>) -> Option<crate::contract::ActionError>;
 }
 
 /// Why the server could not start.
@@ -116,9 +128,15 @@ impl AppState {
             pinned: Arc::default(),
             audit,
             telemetry,
+            callers: std::sync::OnceLock::new(),
         }));
         extension_rules::seed(&state.store, &state.clock).await?;
         Ok(state)
+    }
+
+    /// From now on, every operator request also passes `gate` (set once; a second is ignored).
+    pub fn guard_callers(&self, gate: Arc<dyn CallerGate>) {
+        let _ = self.callers.set(gate);
     }
 
     /// The store, for orderly shutdown.

@@ -24,6 +24,7 @@ mod mcp;
 mod off_contract;
 mod openapi_fuzz;
 mod operation_matrix;
+mod person;
 mod pg_replicas;
 mod provider_stub;
 mod proxies;

@@ -1,5 +1,7 @@
 //! The operator API: enough to set up a workspace by hand or from a test. Every route requires
-//! the operator token of this server start (`Authorization: Bearer ato_…`).
+//! the operator token of this server start (`Authorization: Bearer ato_…`) and, on a server a
+//! daemon embeds, a caller that is no process of a runtime the daemon launched
+//! ([`crate::server::CallerGate`]).
 //!
 //! `POST /admin/workspaces`, then under `/admin/workspaces/{workspaceId}`: `humans`, `agents`,
 //! `devices` (returns the device credential once), `channels`, `channels/{channelId}/threads`,
@@ -141,12 +143,26 @@ impl FromRequestParts<AppState> for OperatorAuth {
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, Refusal> {
         match wire::bearer(&parts.headers) {
-            Some(token) if state.operator.matches(token) => {
-                super::audit::operator_verified();
-                Ok(OperatorAuth)
-            }
-            _ => Err(ActionError::forbidden().into()),
+            Some(token) if state.operator.matches(token) => {}
+            _ => return Err(ActionError::forbidden().into()),
         }
+        // Only a caller holding the token costs the gate's reading of `/proc`.
+        if let Some(gate) = state.callers.get().cloned() {
+            let peer = parts.extensions.get::<crate::serve::Peer>().copied();
+            let refused = tokio::task::spawn_blocking(move || gate.refuse(peer))
+                .await
+                .unwrap_or_else(|_| {
+                    Some(ActionError::new(
+                        ErrorCode::InternalError,
+                        "the check of who is calling failed",
+                    ))
+                });
+            if let Some(refusal) = refused {
+                return Err(refusal.into());
+            }
+        }
+        super::audit::operator_verified();
+        Ok(OperatorAuth)
     }
 }
 
