@@ -104,7 +104,11 @@ impl Auditor {
         }
     }
 
+    /// Counts a record just put into the queue, and wakes the writer when a batch's worth waits.
+    /// Called before the request's answer leaves, so a client that has its answer finds the
+    /// record counted in `queued` until it is committed.
     pub(super) fn queued(&self) {
+        self.counts.admitted.fetch_add(1, Ordering::Relaxed);
         if self.queue.max_capacity() - self.queue.capacity() >= BATCH {
             self.full.notify_one();
         }
@@ -128,11 +132,14 @@ impl Auditor {
         self.dropped.load(Ordering::Relaxed)
     }
 
-    /// What the queue did since start, and how many records it holds now (the writer's lag).
+    /// What the queue did since start, and how many of its records are not committed yet: in
+    /// the queue, or in the batch the writer is committing (the writer's lag).
     pub fn stats(&self) -> serde_json::Value {
         let read = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        // The writer's counts first: a record counted done is never also counted admitted later.
+        let done = read(&self.counts.appended) + read(&self.counts.discarded);
         serde_json::json!({
-            "queued": self.queue.max_capacity() - self.queue.capacity(),
+            "queued": read(&self.counts.admitted).saturating_sub(done),
             "waited": read(&self.counts.waited),
             "waitedMs": read(&self.counts.wait_us) / 1000,
             "refused": read(&self.counts.refused),
@@ -167,8 +174,12 @@ pub(super) struct Counts {
     written_now: AtomicU64,
     /// Runtime mutations' records, committed in the mutation's own transaction.
     pub(super) in_transaction: AtomicU64,
+    /// Records put into the queue.
+    admitted: AtomicU64,
     /// Records the writer committed.
     appended: AtomicU64,
+    /// Records of the queue the writer could not commit (lost, and counted in `dropped` too).
+    discarded: AtomicU64,
     /// The longest a record of the queue waited, from its request's start to its commit, in
     /// milliseconds.
     max_lag_ms: AtomicU64,
@@ -246,6 +257,10 @@ async fn append(store: &Store, batch: &[AuditRecord], tally: &Tally) {
         tracing::warn!(%error, records = batch.len(), "cannot write audit records; they are dropped");
         tally
             .dropped
+            .fetch_add(batch.len() as u64, Ordering::Relaxed);
+        tally
+            .counts
+            .discarded
             .fetch_add(batch.len() as u64, Ordering::Relaxed);
         return;
     }
@@ -395,5 +410,44 @@ mod tests {
         let lag = stats["maxLagMs"].as_u64().unwrap();
         assert!((5_000..60_000).contains(&lag), "{stats}");
         assert_eq!(auditor.dropped(), 0);
+    }
+
+    /// A record counts as queued from the moment it is in the queue until the writer's commit
+    /// of it is done, taken into the writer's batch included: a client reading `queued` at 0
+    /// finds every record of its answered requests committed (or counted lost).
+    #[tokio::test]
+    async fn a_record_is_queued_until_its_commit_is_done() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = format!("sqlite://{}", dir.path().join("db.sqlite").display());
+        let store = Store::open(&url).await.unwrap();
+        let (auditor, mut receiver) = Auditor::unstarted(8);
+        let tally = Tally {
+            dropped: auditor.dropped.clone(),
+            counts: auditor.counts.clone(),
+        };
+        auditor.admit(record(1)).await.unwrap();
+        auditor.admit(record(2)).await.unwrap();
+        let batch = vec![
+            receiver.recv().await.unwrap(),
+            receiver.recv().await.unwrap(),
+        ];
+        assert_eq!(auditor.stats()["queued"], 2, "taken, not committed");
+        append(&store, &batch, &tally).await;
+        let stats = auditor.stats();
+        assert_eq!(
+            (stats["queued"].as_u64(), stats["recorded"].as_u64()),
+            (Some(0), Some(2))
+        );
+        // A batch the writer could not commit is done too: lost, and counted so.
+        auditor.admit(record(3)).await.unwrap();
+        let lost = vec![receiver.recv().await.unwrap()];
+        store.close().await;
+        append(&store, &lost, &tally).await;
+        let stats = auditor.stats();
+        assert_eq!(
+            (stats["queued"].as_u64(), auditor.dropped()),
+            (Some(0), 1),
+            "{stats}"
+        );
     }
 }
