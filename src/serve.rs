@@ -12,8 +12,9 @@
 //! body over its bound or too slow) says `Connection: close`: hyper will not read the rest, so
 //! the connection ends, and a client must not pool it for its next request.
 //!
-//! Every request carries its connection's two ends as a [`Peer`] extension: what the daemon needs
-//! to tell which local process is calling (`daemon::person`).
+//! A request's handler can ask for its connection's two ends ([`peer`]): what the daemon needs to
+//! tell which local process is calling (`daemon::person`). They are the connection task's, not
+//! the request's: no request pays for them unless its handler asks.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -43,6 +44,18 @@ pub struct Peer {
     pub local: std::net::SocketAddr,
     /// The client's end.
     pub remote: std::net::SocketAddr,
+}
+
+tokio::task_local! {
+    /// The ends of the connection whose task this is: hyper runs an `http1` connection's
+    /// requests inside its task.
+    static PEER: Peer;
+}
+
+/// The two ends of the connection of the request being handled; `None` outside the accept loop
+/// (a request routed in process).
+pub fn peer() -> Option<Peer> {
+    PEER.try_with(|peer| *peer).ok()
 }
 
 /// How long a connection may take to send a complete request head.
@@ -114,18 +127,10 @@ pub async fn serve(
             () = stop.cancelled() => break,
         };
         let _ = stream.set_nodelay(true);
-        let peer = stream.local_addr().ok().map(|local| Peer { local, remote });
-        let service = TowerToHyperService::new(tower::ServiceExt::map_request(
-            app.clone(),
-            move |mut request: Request<hyper::body::Incoming>| {
-                if let Some(peer) = peer {
-                    request.extensions_mut().insert(peer);
-                }
-                request
-            },
-        ));
+        let local = stream.local_addr();
+        let service = TowerToHyperService::new(app.clone());
         let stop = stop.clone();
-        tracker.spawn(async move {
+        let serving = async move {
             let _permit = permit;
             let mut builder = http1::Builder::new();
             builder
@@ -141,7 +146,11 @@ pub async fn serve(
                     let _ = connection.await;
                 }
             }
-        });
+        };
+        match local {
+            Ok(local) => tracker.spawn(PEER.scope(Peer { local, remote }, serving)),
+            Err(_) => tracker.spawn(serving),
+        };
     }
 
     // New connections are refused at once rather than left waiting in the backlog of a listener

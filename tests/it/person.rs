@@ -148,7 +148,22 @@ echo "END get"
         "the runtime's `agent add` added an agent: {agents}"
     );
 
-    // The person, from their own shell: the same command acts.
+    // The person, from their own shell, while a runtime runs (so the daemon does look at who
+    // calls): the same commands act.
+    let mut live = daemon.launch("builder", &[], "echo ready; exec sleep 300");
+    assert_eq!(live.line().await, "ready");
+    let runs = daemon.admin_get("runs").await;
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "{runs}");
+    let added = daemon
+        .cli(&["agent", "add", "helper"])
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        added.status.success(),
+        "{}",
+        String::from_utf8_lossy(&added.stderr)
+    );
     let decided = tokio::process::Command::new(bin())
         .args([
             "admin",
@@ -176,6 +191,7 @@ echo "END get"
     );
     let decided: Value = serde_json::from_slice(&decided.stdout).unwrap();
     assert_eq!(decided["approval"]["status"], "approved", "{decided}");
+    live.child.kill().await.unwrap();
     let output = run_script(
         &daemon,
         "builder",

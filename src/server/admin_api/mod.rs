@@ -148,7 +148,7 @@ impl FromRequestParts<AppState> for OperatorAuth {
         }
         // Only a caller holding the token costs the gate's reading of `/proc`.
         if let Some(gate) = state.callers.get().cloned() {
-            let peer = parts.extensions.get::<crate::serve::Peer>().copied();
+            let peer = crate::serve::peer();
             let refused = tokio::task::spawn_blocking(move || gate.refuse(peer))
                 .await
                 .unwrap_or_else(|_| {
