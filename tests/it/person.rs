@@ -217,7 +217,8 @@ async fn a_runtime_process_in_another_group_or_orphaned_is_still_the_runtimes() 
     daemon.add_agent("builder").await;
     let state = daemon.state_dir.display().to_string();
     let script = format!(
-        r#"echo "BEGIN own-group"
+        r#"work=$(mktemp -d); cd "$work"
+echo "BEGIN own-group"
 python3 -c 'import os, sys; os.setpgid(0, 0); os.execvp("agentteam", ["agentteam", "agent", "add", "--state-dir", sys.argv[1], "helper"])' '{state}'
 echo "exit=$?"
 echo "END own-group"
@@ -227,25 +228,10 @@ mkfifo done
 read _ < done
 cat orphan.out
 echo "END orphan"
+cd / && rm -rf "$work"
 "#
     );
-    let dir = tempfile::tempdir().unwrap();
-    let output = {
-        let path = format!(
-            "{}:{}",
-            std::path::Path::new(bin()).parent().unwrap().display(),
-            std::env::var("PATH").unwrap_or_default()
-        );
-        let output = daemon
-            .cli(&["run", "--agent", "builder", "--workdir"])
-            .arg(dir.path())
-            .args(["--", "sh", "-c", &format!("exec 2>&1\n{script}")])
-            .env("PATH", path)
-            .output()
-            .await
-            .unwrap();
-        String::from_utf8(output.stdout).unwrap()
-    };
+    let output = run_script(&daemon, "builder", &script, &[]).await;
     for name in ["own-group", "orphan"] {
         let text = section(&output, name);
         assert!(text.contains(REFUSED), "{name}: {text}");
