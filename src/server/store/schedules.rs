@@ -112,18 +112,14 @@ impl Store {
         after: Option<&Position>,
         limit: usize,
     ) -> Result<Page<ScheduledMessage>, StoreError> {
-        let query =
-            Query::select::<ScheduledMessage>("WHERE s.channel_id = $1").bind(&target.channel_id);
-        // As in `message_history`: split on the thread so PostgreSQL seeks the index in order.
-        let query = match &target.thread_id {
-            Some(thread_id) => query.and("s.thread_id", thread_id),
-            None => query.push(" AND s.thread_id IS NULL"),
-        };
+        let (query, lead) = Query::select::<ScheduledMessage>("WHERE s.channel_id = $1")
+            .bind(&target.channel_id)
+            .at_thread("s.thread_id", target.thread_id.as_deref());
         let order = Keyset {
             time: "s.created_at",
             id: "s.id",
             ties: Ties::Descending,
-            lead: target.thread_id.is_none().then_some("s.thread_id"),
+            lead,
         };
         self.page(here!(), query.page(order, after, limit), limit)
             .await

@@ -175,6 +175,22 @@ impl<'a> Query<'a> {
         }
     }
 
+    /// Appends ` AND {column} = $N` for a thread's rows, or ` AND {column} IS NULL` for a
+    /// channel's own: exactly one place of a channel. With no thread it also gives `column` as
+    /// the page's leading order column ([`Keyset::lead`]): PostgreSQL walks the index in order
+    /// only when the column it fixed leads the `ORDER BY` (constant in the result, so the order
+    /// is unchanged).
+    pub(crate) fn at_thread(
+        self,
+        column: &'static str,
+        thread_id: Option<&'a str>,
+    ) -> (Self, Option<&'static str>) {
+        match thread_id {
+            Some(thread_id) => (self.and(column, thread_id), None),
+            None => (self.push(&format!(" AND {column} IS NULL")), Some(column)),
+        }
+    }
+
     /// Appends ` AND {column} IN ($N, …)` binding `values`, unless there are none.
     pub(crate) fn and_any<T: Into<Bind<'a>>>(
         mut self,
@@ -509,6 +525,30 @@ mod tests {
                 "Text(\"\\u{10ffff}\")".to_string(),
                 "Int(6)".to_string()
             ]
+        );
+        // A channel's own rows: `IS NULL`, no bind, and the column leads the order; a thread's:
+        // the next placeholder, no lead.
+        let (own, lead) = Query::select::<Row>("WHERE r.channel = $1")
+            .bind("chn")
+            .at_thread("r.thread_id", None);
+        assert_eq!(
+            (
+                own.sql().ends_with(" AND r.thread_id IS NULL"),
+                own.binds().len(),
+                lead
+            ),
+            (true, 1, Some("r.thread_id"))
+        );
+        let (thread, lead) = Query::select::<Row>("WHERE r.channel = $1")
+            .bind("chn")
+            .at_thread("r.thread_id", Some("thr"));
+        assert_eq!(
+            (
+                thread.sql().ends_with(" AND r.thread_id = $2"),
+                binds(&thread)[1].as_str(),
+                lead
+            ),
+            (true, "Text(\"thr\")", None)
         );
         let newest = Query::by_id::<Row>("row_a").newest::<Row>(None, 1);
         assert!(

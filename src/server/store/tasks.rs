@@ -92,18 +92,14 @@ impl Store {
         after: Option<&Position>,
         limit: usize,
     ) -> Result<Page<Task>, StoreError> {
-        let query = Query::select::<Task>("WHERE t.channel_id = $1").bind(&location.channel_id);
-        let query = match &location.thread_id {
-            Some(thread_id) => query.and("t.thread_id", thread_id),
-            None => query.push(" AND t.thread_id IS NULL"),
-        };
+        let (query, lead) = Query::select::<Task>("WHERE t.channel_id = $1")
+            .bind(&location.channel_id)
+            .at_thread("t.thread_id", location.thread_id.as_deref());
         let order = Keyset {
             time: "t.updated_at",
             id: "t.id",
             ties: Ties::Ascending,
-            // With `thread_id IS NULL`, PostgreSQL walks the index in order only when the column
-            // leads the ORDER BY (it is constant in the result, so the order is unchanged).
-            lead: location.thread_id.is_none().then_some("t.thread_id"),
+            lead,
         };
         let query = query
             .and_any("t.status", statuses.iter().map(|status| status.to_string()))
