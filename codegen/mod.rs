@@ -10,6 +10,7 @@
 
 pub mod catalog;
 pub mod handlers;
+pub mod human;
 /// The contract's closed vocabularies, shared with the runtime (`src/contract/kinds.rs`).
 #[path = "../src/contract/kinds.rs"]
 pub mod kinds;
@@ -77,7 +78,11 @@ pub fn generate(schema_dir: &Path) -> Result<(Model, Vec<Artifact>), Vec<Diagnos
     let artifacts = vec![
         Artifact {
             name: "catalog.rs",
-            contents: catalog::render_rust(&model) + "\n" + &mcp::render_catalog(&model),
+            contents: catalog::render_rust(&model)
+                + "\n"
+                + &mcp::render_catalog(&model)
+                + "\n"
+                + &human::render_catalog(&model),
         },
         Artifact {
             name: "catalog.json",
@@ -85,7 +90,11 @@ pub fn generate(schema_dir: &Path) -> Result<(Model, Vec<Artifact>), Vec<Diagnos
         },
         Artifact {
             name: "handlers.rs",
-            contents: handlers::render(&model) + "\n" + &mcp::render_handlers(&model),
+            contents: handlers::render(&model)
+                + "\n"
+                + &mcp::render_handlers(&model)
+                + "\n"
+                + &human::render_handlers(&model),
         },
         Artifact {
             name: "mcp_tools.json",
@@ -94,6 +103,10 @@ pub fn generate(schema_dir: &Path) -> Result<(Model, Vec<Artifact>), Vec<Diagnos
         Artifact {
             name: "openapi.json",
             contents: openapi::render(&model),
+        },
+        Artifact {
+            name: "human_openapi.json",
+            contents: human::render_openapi(&model),
         },
         Artifact {
             name: "prompt.md",

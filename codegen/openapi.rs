@@ -244,7 +244,8 @@ fn schemas(model: &Model) -> Map<String, Value> {
     schemas
 }
 
-fn rewrite_refs(value: &Value) -> Value {
+/// `value` with every `#/$defs/` reference pointing into `#/components/schemas/`.
+pub fn rewrite_refs(value: &Value) -> Value {
     match value {
         Value::Object(map) => Value::Object(
             map.iter()

@@ -11913,3 +11913,3024 @@ pub static TOOLS: &[ToolDescriptor] = &[
 /// The most bytes one serialized `tools/call` result may have (`schema/mcp/result-budget.json`):
 /// Every `tools/call` result, proxied or local, is normalized to one `structuredContent` value plus its JSON text block and measured as the serialized JSON-RPC `result`. A result over `maxResultBytes` is never truncated: it is replaced by an `isError` result whose text is the error envelope with code `result_budget_exceeded` and the tool's `hint` and `next` continuation; a tool with side effects also reports `metadata.mutation_applied`.
 pub const MCP_RESULT_BUDGET_BYTES: usize = 65536;
+/// Every action of the server's human API; `HUMAN_ACTIONS[id as usize]` is its descriptor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum HumanActionId {
+    /// `agent_list`: The workspace's agents: each one's public profile, and which of them the person owns.
+    AgentList,
+    /// `approval_decide`: Approves or rejects a pending approval the person answers for, once; recorded with the person.
+    ApprovalDecide,
+    /// `approval_list`: The approvals the person answers for: those their agents asked for, newest change first.
+    ApprovalList,
+    /// `attachment_download`: An attachment's bytes, on a message the person can read.
+    AttachmentDownload,
+    /// `audit_list`: The audit records of the person's agents and devices, newest first: who did what, when, with what outcome; never a value.
+    AuditList,
+    /// `conversation_list`: The channels and direct conversations the person belongs to, with unread counts.
+    ConversationList,
+    /// `history_read`: A page of a conversation's messages, newest first, with reactions and attachments; or the page around one message.
+    HistoryRead,
+    /// `me`: Who the caller is: the person the device credential belongs to, and their workspace.
+    Me,
+    /// `message_post`: Posts a message as the person in a conversation they belong to; a thread's target replies in the thread.
+    MessagePost,
+    /// `project_list`: The workspace's projects.
+    ProjectList,
+    /// `reaction_add`: Adds the person's reaction to a message they can read.
+    ReactionAdd,
+    /// `reaction_remove`: Removes the person's reaction from a message.
+    ReactionRemove,
+    /// `read_mark`: Marks a conversation read up to a message: the unread count counts what is newer.
+    ReadMark,
+    /// `review_list`: The reviews of a thread the person belongs to.
+    ReviewList,
+    /// `scheduled_message_list`: The scheduled messages of a thread or channel the person belongs to.
+    ScheduledMessageList,
+    /// `task_get`: One task, in a conversation the person belongs to.
+    TaskGet,
+    /// `task_list`: The tasks of a thread or channel the person belongs to, newest change first.
+    TaskList,
+    /// `thread_list`: The threads of a channel or direct conversation the person belongs to, newest first, with unread counts.
+    ThreadList,
+}
+/// Every human action, sorted by name.
+pub static HUMAN_ACTIONS: &[HumanActionDescriptor] = &[
+    HumanActionDescriptor {
+        id: HumanActionId::AgentList,
+        name: r#"agent_list"#,
+        summary: r#"The workspace's agents: each one's public profile, and which of them the person owns"#,
+        write: false,
+        same_as: None,
+        input_schema: r##"{
+  "$defs": {
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "PageLimit": {
+      "description": "Maximum number of items on one page (default 20, at most 100).",
+      "maximum": 100,
+      "minimum": 1,
+      "type": "integer"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "cursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "limit": {
+      "$ref": "#/$defs/PageLimit"
+    },
+    "owned": {
+      "description": "Only the agents the person owns.",
+      "type": "boolean"
+    }
+  },
+  "required": [],
+  "title": "HumanAgentListInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "Handle": {
+      "description": "A short lowercase handle.",
+      "maxLength": 32,
+      "pattern": "^[a-z][a-z0-9-]{0,31}$",
+      "type": "string"
+    },
+    "HumanAgentListAgent": {
+      "additionalProperties": false,
+      "description": "An agent as a person sees it: its public profile, and whether the person owns it. An owner also reads its agents' audit, approvals and workflow runs; of another person's agent, only this profile.",
+      "properties": {
+        "owned": {
+          "description": "The person owns this agent: it acts for them, and they answer its approvals.",
+          "type": "boolean"
+        },
+        "profile": {
+          "$ref": "#/$defs/PublicProfile"
+        }
+      },
+      "required": [
+        "profile",
+        "owned"
+      ],
+      "type": "object"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "ProfileStatus": {
+      "description": "The agent's availability as others see it.",
+      "enum": [
+        "available",
+        "busy",
+        "away"
+      ],
+      "type": "string"
+    },
+    "PublicProfile": {
+      "additionalProperties": false,
+      "description": "An agent's public profile: what the workspace sees of it.",
+      "properties": {
+        "agentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "description": {
+          "$ref": "#/$defs/LongText",
+          "description": "What the agent does, in its own words."
+        },
+        "displayName": {
+          "$ref": "#/$defs/Name"
+        },
+        "handle": {
+          "$ref": "#/$defs/Handle"
+        },
+        "revision": {
+          "description": "Monotonic revision, incremented by every change.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "status": {
+          "$ref": "#/$defs/ProfileStatus"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "agentId",
+        "handle",
+        "displayName",
+        "status",
+        "revision",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "agents": {
+      "description": "Agents by handle.",
+      "items": {
+        "$ref": "#/$defs/HumanAgentListAgent"
+      },
+      "maxItems": 100,
+      "type": "array"
+    },
+    "nextCursor": {
+      "$ref": "#/$defs/Cursor",
+      "description": "Present when more remain: pass it as `cursor` with the same input."
+    }
+  },
+  "required": [
+    "agents"
+  ],
+  "title": "HumanAgentListOutput",
+  "type": "object"
+}
+"##,
+    },
+    HumanActionDescriptor {
+        id: HumanActionId::ApprovalDecide,
+        name: r#"approval_decide"#,
+        summary: r#"Approves or rejects a pending approval the person answers for, once; recorded with the person"#,
+        write: true,
+        same_as: None,
+        input_schema: r##"{
+  "$defs": {
+    "ApprovalId": {
+      "description": "Opaque approval identifier.",
+      "maxLength": 68,
+      "pattern": "^apr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "approvalId": {
+      "$ref": "#/$defs/ApprovalId"
+    },
+    "comment": {
+      "$ref": "#/$defs/LongText",
+      "description": "Why, shown to the agent with the decision."
+    },
+    "decision": {
+      "description": "`approve` or `reject`.",
+      "enum": [
+        "approve",
+        "reject"
+      ],
+      "type": "string"
+    },
+    "requestId": {
+      "$ref": "#/$defs/RequestId"
+    }
+  },
+  "required": [
+    "approvalId",
+    "decision"
+  ],
+  "title": "HumanApprovalDecideInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Approval": {
+      "additionalProperties": false,
+      "description": "A request for a human's decision.",
+      "properties": {
+        "comment": {
+          "$ref": "#/$defs/LongText",
+          "description": "The decider's comment."
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "decidedAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "decidedByHumanId": {
+          "$ref": "#/$defs/HumanId"
+        },
+        "details": {
+          "$ref": "#/$defs/LongText"
+        },
+        "id": {
+          "$ref": "#/$defs/ApprovalId"
+        },
+        "requestedByAgentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "revision": {
+          "description": "Monotonic revision, incremented by every change.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "runId": {
+          "$ref": "#/$defs/WorkflowRunId",
+          "description": "The run whose step waits on it."
+        },
+        "status": {
+          "$ref": "#/$defs/ApprovalStatus"
+        },
+        "stepId": {
+          "$ref": "#/$defs/WorkflowStepId",
+          "description": "The step that waits on it."
+        },
+        "title": {
+          "$ref": "#/$defs/Name"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "title",
+        "status",
+        "revision",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "ApprovalId": {
+      "description": "Opaque approval identifier.",
+      "maxLength": 68,
+      "pattern": "^apr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ApprovalStatus": {
+      "description": "`pending` until a human decides; `approved` and `rejected` are final.",
+      "enum": [
+        "pending",
+        "approved",
+        "rejected"
+      ],
+      "type": "string"
+    },
+    "HumanId": {
+      "description": "Opaque human identifier.",
+      "maxLength": 68,
+      "pattern": "^hum_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    },
+    "WorkflowRunId": {
+      "description": "Opaque workflow run identifier.",
+      "maxLength": 68,
+      "pattern": "^wfr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "WorkflowStepId": {
+      "description": "Opaque workflow run step identifier.",
+      "maxLength": 68,
+      "pattern": "^wfs_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "approval": {
+      "$ref": "#/$defs/Approval"
+    }
+  },
+  "required": [
+    "approval"
+  ],
+  "title": "HumanApprovalDecideOutput",
+  "type": "object"
+}
+"##,
+    },
+    HumanActionDescriptor {
+        id: HumanActionId::ApprovalList,
+        name: r#"approval_list"#,
+        summary: r#"The approvals the person answers for: those their agents asked for, newest change first"#,
+        write: false,
+        same_as: None,
+        input_schema: r##"{
+  "$defs": {
+    "ApprovalStatus": {
+      "description": "`pending` until a human decides; `approved` and `rejected` are final.",
+      "enum": [
+        "pending",
+        "approved",
+        "rejected"
+      ],
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "PageLimit": {
+      "description": "Maximum number of items on one page (default 20, at most 100).",
+      "maximum": 100,
+      "minimum": 1,
+      "type": "integer"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "cursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "limit": {
+      "$ref": "#/$defs/PageLimit"
+    },
+    "status": {
+      "$ref": "#/$defs/ApprovalStatus",
+      "description": "Only approvals in this state."
+    }
+  },
+  "required": [],
+  "title": "HumanApprovalListInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Approval": {
+      "additionalProperties": false,
+      "description": "A request for a human's decision.",
+      "properties": {
+        "comment": {
+          "$ref": "#/$defs/LongText",
+          "description": "The decider's comment."
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "decidedAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "decidedByHumanId": {
+          "$ref": "#/$defs/HumanId"
+        },
+        "details": {
+          "$ref": "#/$defs/LongText"
+        },
+        "id": {
+          "$ref": "#/$defs/ApprovalId"
+        },
+        "requestedByAgentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "revision": {
+          "description": "Monotonic revision, incremented by every change.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "runId": {
+          "$ref": "#/$defs/WorkflowRunId",
+          "description": "The run whose step waits on it."
+        },
+        "status": {
+          "$ref": "#/$defs/ApprovalStatus"
+        },
+        "stepId": {
+          "$ref": "#/$defs/WorkflowStepId",
+          "description": "The step that waits on it."
+        },
+        "title": {
+          "$ref": "#/$defs/Name"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "title",
+        "status",
+        "revision",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "ApprovalId": {
+      "description": "Opaque approval identifier.",
+      "maxLength": 68,
+      "pattern": "^apr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ApprovalStatus": {
+      "description": "`pending` until a human decides; `approved` and `rejected` are final.",
+      "enum": [
+        "pending",
+        "approved",
+        "rejected"
+      ],
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "HumanId": {
+      "description": "Opaque human identifier.",
+      "maxLength": 68,
+      "pattern": "^hum_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    },
+    "WorkflowRunId": {
+      "description": "Opaque workflow run identifier.",
+      "maxLength": 68,
+      "pattern": "^wfr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "WorkflowStepId": {
+      "description": "Opaque workflow run step identifier.",
+      "maxLength": 68,
+      "pattern": "^wfs_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "approvals": {
+      "description": "Approvals, newest change first.",
+      "items": {
+        "$ref": "#/$defs/Approval"
+      },
+      "maxItems": 100,
+      "type": "array"
+    },
+    "nextCursor": {
+      "$ref": "#/$defs/Cursor",
+      "description": "Present when more remain: pass it as `cursor` with the same input."
+    }
+  },
+  "required": [
+    "approvals"
+  ],
+  "title": "HumanApprovalListOutput",
+  "type": "object"
+}
+"##,
+    },
+    HumanActionDescriptor {
+        id: HumanActionId::AttachmentDownload,
+        name: r#"attachment_download"#,
+        summary: r#"An attachment's bytes, on a message the person can read"#,
+        write: false,
+        same_as: None,
+        input_schema: r##"{
+  "$defs": {
+    "AttachmentId": {
+      "description": "Opaque attachment identifier, as listed on a message.",
+      "maxLength": 68,
+      "pattern": "^att_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "attachmentId": {
+      "$ref": "#/$defs/AttachmentId"
+    }
+  },
+  "required": [
+    "attachmentId"
+  ],
+  "title": "HumanAttachmentDownloadInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AttachmentId": {
+      "description": "Opaque attachment identifier, as listed on a message.",
+      "maxLength": 68,
+      "pattern": "^att_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "AttachmentInfo": {
+      "additionalProperties": false,
+      "description": "An attachment's metadata; its bytes are read with `attachment_read`.",
+      "properties": {
+        "id": {
+          "$ref": "#/$defs/AttachmentId"
+        },
+        "mediaType": {
+          "description": "The attachment's media type, e.g. `text/plain`.",
+          "maxLength": 128,
+          "minLength": 1,
+          "type": "string"
+        },
+        "name": {
+          "$ref": "#/$defs/Name"
+        },
+        "size": {
+          "description": "Size in bytes.",
+          "minimum": 0,
+          "type": "integer"
+        }
+      },
+      "required": [
+        "id",
+        "name",
+        "mediaType",
+        "size"
+      ],
+      "type": "object"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "attachment": {
+      "$ref": "#/$defs/AttachmentInfo"
+    },
+    "contentBase64": {
+      "description": "The whole attachment (at most 1 MiB), base64.",
+      "maxLength": 1398104,
+      "type": "string"
+    }
+  },
+  "required": [
+    "attachment",
+    "contentBase64"
+  ],
+  "title": "HumanAttachmentDownloadOutput",
+  "type": "object"
+}
+"##,
+    },
+    HumanActionDescriptor {
+        id: HumanActionId::AuditList,
+        name: r#"audit_list"#,
+        summary: r#"The audit records of the person's agents and devices, newest first: who did what, when, with what outcome; never a value"#,
+        write: false,
+        same_as: None,
+        input_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "PageLimit": {
+      "description": "Maximum number of items on one page (default 20, at most 100).",
+      "maximum": 100,
+      "minimum": 1,
+      "type": "integer"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "agentId": {
+      "$ref": "#/$defs/AgentId",
+      "description": "Only this agent's records (one the person owns)."
+    },
+    "cursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "limit": {
+      "$ref": "#/$defs/PageLimit"
+    }
+  },
+  "required": [],
+  "title": "HumanAuditListInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "HumanAuditListRecord": {
+      "additionalProperties": false,
+      "description": "One request to the server: who made it, what it asked, its outcome and how long it took.",
+      "properties": {
+        "action": {
+          "description": "What was asked (ids replaced by `{id}`).",
+          "maxLength": 256,
+          "type": "string"
+        },
+        "agentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "at": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "deviceId": {
+          "description": "The device credential the request came with.",
+          "maxLength": 68,
+          "type": "string"
+        },
+        "durationUs": {
+          "minimum": 0,
+          "type": "integer"
+        },
+        "family": {
+          "description": "`actions`, `tools`, `extensions`, `human` or `operator`.",
+          "maxLength": 32,
+          "type": "string"
+        },
+        "id": {
+          "maxLength": 80,
+          "type": "string"
+        },
+        "outcome": {
+          "description": "`ok`, or the error code of the answer.",
+          "maxLength": 64,
+          "type": "string"
+        }
+      },
+      "required": [
+        "id",
+        "at",
+        "family",
+        "action",
+        "outcome",
+        "durationUs"
+      ],
+      "type": "object"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "nextCursor": {
+      "$ref": "#/$defs/Cursor",
+      "description": "Present when more remain: pass it as `cursor` with the same input."
+    },
+    "records": {
+      "description": "Records, newest first.",
+      "items": {
+        "$ref": "#/$defs/HumanAuditListRecord"
+      },
+      "maxItems": 100,
+      "type": "array"
+    }
+  },
+  "required": [
+    "records"
+  ],
+  "title": "HumanAuditListOutput",
+  "type": "object"
+}
+"##,
+    },
+    HumanActionDescriptor {
+        id: HumanActionId::ConversationList,
+        name: r#"conversation_list"#,
+        summary: r#"The channels and direct conversations the person belongs to, with unread counts"#,
+        write: false,
+        same_as: None,
+        input_schema: r##"{
+  "$defs": {
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "PageLimit": {
+      "description": "Maximum number of items on one page (default 20, at most 100).",
+      "maximum": 100,
+      "minimum": 1,
+      "type": "integer"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "cursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "limit": {
+      "$ref": "#/$defs/PageLimit"
+    }
+  },
+  "required": [],
+  "title": "HumanConversationListInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "ConversationSummary": {
+      "additionalProperties": false,
+      "description": "A conversation a person belongs to, as their list shows it.",
+      "properties": {
+        "lastMessageAt": {
+          "$ref": "#/$defs/Timestamp",
+          "description": "When its newest message was posted; absent while it has none."
+        },
+        "name": {
+          "description": "A channel's name, a thread's title, or for a direct conversation the other member's handle.",
+          "maxLength": 200,
+          "minLength": 1,
+          "type": "string"
+        },
+        "target": {
+          "$ref": "#/$defs/ConversationTarget"
+        },
+        "unread": {
+          "$ref": "#/$defs/UnreadCount"
+        }
+      },
+      "required": [
+        "target",
+        "name",
+        "unread"
+      ],
+      "type": "object"
+    },
+    "ConversationTarget": {
+      "description": "The exact target of a conversation, copied from a delivered message: `channel:chn_…`, `dm:dm_…` or `thread:thr_…`.",
+      "maxLength": 160,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    },
+    "UnreadCount": {
+      "description": "Messages newer than the person's read mark, counted up to 1000: 1000 means at least that many.",
+      "maximum": 1000,
+      "minimum": 0,
+      "type": "integer"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "conversations": {
+      "description": "Channels first, then direct conversations, each by name.",
+      "items": {
+        "$ref": "#/$defs/ConversationSummary"
+      },
+      "maxItems": 100,
+      "type": "array"
+    },
+    "nextCursor": {
+      "$ref": "#/$defs/Cursor",
+      "description": "Present when more remain: pass it as `cursor` with the same input."
+    }
+  },
+  "required": [
+    "conversations"
+  ],
+  "title": "HumanConversationListOutput",
+  "type": "object"
+}
+"##,
+    },
+    HumanActionDescriptor {
+        id: HumanActionId::HistoryRead,
+        name: r#"history_read"#,
+        summary: r#"A page of a conversation's messages, newest first, with reactions and attachments; or the page around one message"#,
+        write: false,
+        same_as: None,
+        input_schema: r##"{
+  "$defs": {
+    "ConversationTarget": {
+      "description": "The exact target of a conversation, copied from a delivered message: `channel:chn_…`, `dm:dm_…` or `thread:thr_…`.",
+      "maxLength": 160,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "MessageId": {
+      "description": "Opaque message identifier.",
+      "maxLength": 68,
+      "pattern": "^msg_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "PageLimit": {
+      "description": "Maximum number of items on one page (default 20, at most 100).",
+      "maximum": 100,
+      "minimum": 1,
+      "type": "integer"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "around": {
+      "$ref": "#/$defs/MessageId",
+      "description": "Read the page around this message: up to half the page newer than it, the message, and older ones. Not with `cursor`."
+    },
+    "cursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "limit": {
+      "$ref": "#/$defs/PageLimit"
+    },
+    "target": {
+      "$ref": "#/$defs/ConversationTarget",
+      "description": "`channel:chn_…`, `dm:dm_…` or `thread:thr_…`; a channel's history holds its top-level messages."
+    }
+  },
+  "required": [
+    "target"
+  ],
+  "title": "HumanHistoryReadInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AttachmentId": {
+      "description": "Opaque attachment identifier, as listed on a message.",
+      "maxLength": 68,
+      "pattern": "^att_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "AttachmentInfo": {
+      "additionalProperties": false,
+      "description": "An attachment's metadata; its bytes are read with `attachment_read`.",
+      "properties": {
+        "id": {
+          "$ref": "#/$defs/AttachmentId"
+        },
+        "mediaType": {
+          "description": "The attachment's media type, e.g. `text/plain`.",
+          "maxLength": 128,
+          "minLength": 1,
+          "type": "string"
+        },
+        "name": {
+          "$ref": "#/$defs/Name"
+        },
+        "size": {
+          "description": "Size in bytes.",
+          "minimum": 0,
+          "type": "integer"
+        }
+      },
+      "required": [
+        "id",
+        "name",
+        "mediaType",
+        "size"
+      ],
+      "type": "object"
+    },
+    "ConversationTarget": {
+      "description": "The exact target of a conversation, copied from a delivered message: `channel:chn_…`, `dm:dm_…` or `thread:thr_…`.",
+      "maxLength": 160,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "Emoji": {
+      "description": "A reaction: one emoji or a `:shortcode:`, without spaces.",
+      "maxLength": 32,
+      "minLength": 1,
+      "pattern": "^[^\\s]+$",
+      "type": "string"
+    },
+    "Message": {
+      "additionalProperties": false,
+      "description": "A message in a channel, direct conversation or thread.",
+      "properties": {
+        "attachments": {
+          "description": "Attached files, in the order they were attached.",
+          "items": {
+            "$ref": "#/$defs/AttachmentInfo"
+          },
+          "maxItems": 10,
+          "type": "array"
+        },
+        "authorId": {
+          "description": "The human (`hum_…`) or agent (`agt_…`) who wrote it.",
+          "maxLength": 69,
+          "minLength": 1,
+          "type": "string"
+        },
+        "content": {
+          "$ref": "#/$defs/MessageContent",
+          "description": "The message text."
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "id": {
+          "$ref": "#/$defs/MessageId"
+        },
+        "reactions": {
+          "description": "Reactions, most used first.",
+          "items": {
+            "$ref": "#/$defs/Reaction"
+          },
+          "maxItems": 64,
+          "type": "array"
+        },
+        "target": {
+          "$ref": "#/$defs/ConversationTarget",
+          "description": "The exact target the message lives in; reply with it."
+        }
+      },
+      "required": [
+        "id",
+        "target",
+        "authorId",
+        "content",
+        "createdAt",
+        "reactions",
+        "attachments"
+      ],
+      "type": "object"
+    },
+    "MessageContent": {
+      "description": "Message text of 1 to 4000 characters.",
+      "maxLength": 4000,
+      "minLength": 1,
+      "type": "string"
+    },
+    "MessageId": {
+      "description": "Opaque message identifier.",
+      "maxLength": 68,
+      "pattern": "^msg_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Reaction": {
+      "additionalProperties": false,
+      "description": "One reaction on a message, with how many members left it.",
+      "properties": {
+        "count": {
+          "description": "How many members reacted with it.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "emoji": {
+          "$ref": "#/$defs/Emoji"
+        },
+        "mine": {
+          "description": "Whether the calling agent is one of them.",
+          "type": "boolean"
+        }
+      },
+      "required": [
+        "emoji",
+        "count",
+        "mine"
+      ],
+      "type": "object"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "messages": {
+      "description": "Messages, newest first.",
+      "items": {
+        "$ref": "#/$defs/Message"
+      },
+      "maxItems": 100,
+      "type": "array"
+    },
+    "newerRemain": {
+      "description": "With `around`: newer messages remain past this page (read them with `around` on the newest one shown).",
+      "type": "boolean"
+    },
+    "nextCursor": {
+      "$ref": "#/$defs/Cursor",
+      "description": "Present when older messages remain: pass it as `cursor` with the same `target`."
+    },
+    "target": {
+      "$ref": "#/$defs/ConversationTarget"
+    }
+  },
+  "required": [
+    "target",
+    "messages"
+  ],
+  "title": "HumanHistoryReadOutput",
+  "type": "object"
+}
+"##,
+    },
+    HumanActionDescriptor {
+        id: HumanActionId::Me,
+        name: r#"me"#,
+        summary: r#"Who the caller is: the person the device credential belongs to, and their workspace"#,
+        write: false,
+        same_as: None,
+        input_schema: r#"{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {},
+  "required": [],
+  "title": "HumanMeInput",
+  "type": "object"
+}
+"#,
+        output_schema: r##"{
+  "$defs": {
+    "Handle": {
+      "description": "A short lowercase handle.",
+      "maxLength": 32,
+      "pattern": "^[a-z][a-z0-9-]{0,31}$",
+      "type": "string"
+    },
+    "HumanId": {
+      "description": "Opaque human identifier.",
+      "maxLength": 68,
+      "pattern": "^hum_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "displayName": {
+      "$ref": "#/$defs/Name"
+    },
+    "handle": {
+      "$ref": "#/$defs/Handle"
+    },
+    "humanId": {
+      "$ref": "#/$defs/HumanId"
+    },
+    "workspaceId": {
+      "description": "The person's workspace.",
+      "maxLength": 68,
+      "pattern": "^wsp_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "required": [
+    "humanId",
+    "handle",
+    "displayName",
+    "workspaceId"
+  ],
+  "title": "HumanMeOutput",
+  "type": "object"
+}
+"##,
+    },
+    HumanActionDescriptor {
+        id: HumanActionId::MessagePost,
+        name: r#"message_post"#,
+        summary: r#"Posts a message as the person in a conversation they belong to; a thread's target replies in the thread"#,
+        write: true,
+        same_as: None,
+        input_schema: r##"{
+  "$defs": {
+    "ConversationTarget": {
+      "description": "The exact target of a conversation, copied from a delivered message: `channel:chn_…`, `dm:dm_…` or `thread:thr_…`.",
+      "maxLength": 160,
+      "minLength": 1,
+      "type": "string"
+    },
+    "MessageContent": {
+      "description": "Message text of 1 to 4000 characters.",
+      "maxLength": 4000,
+      "minLength": 1,
+      "type": "string"
+    },
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "content": {
+      "$ref": "#/$defs/MessageContent"
+    },
+    "requestId": {
+      "$ref": "#/$defs/RequestId"
+    },
+    "target": {
+      "$ref": "#/$defs/ConversationTarget"
+    }
+  },
+  "required": [
+    "target",
+    "content"
+  ],
+  "title": "HumanMessagePostInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AttachmentId": {
+      "description": "Opaque attachment identifier, as listed on a message.",
+      "maxLength": 68,
+      "pattern": "^att_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "AttachmentInfo": {
+      "additionalProperties": false,
+      "description": "An attachment's metadata; its bytes are read with `attachment_read`.",
+      "properties": {
+        "id": {
+          "$ref": "#/$defs/AttachmentId"
+        },
+        "mediaType": {
+          "description": "The attachment's media type, e.g. `text/plain`.",
+          "maxLength": 128,
+          "minLength": 1,
+          "type": "string"
+        },
+        "name": {
+          "$ref": "#/$defs/Name"
+        },
+        "size": {
+          "description": "Size in bytes.",
+          "minimum": 0,
+          "type": "integer"
+        }
+      },
+      "required": [
+        "id",
+        "name",
+        "mediaType",
+        "size"
+      ],
+      "type": "object"
+    },
+    "ConversationTarget": {
+      "description": "The exact target of a conversation, copied from a delivered message: `channel:chn_…`, `dm:dm_…` or `thread:thr_…`.",
+      "maxLength": 160,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Emoji": {
+      "description": "A reaction: one emoji or a `:shortcode:`, without spaces.",
+      "maxLength": 32,
+      "minLength": 1,
+      "pattern": "^[^\\s]+$",
+      "type": "string"
+    },
+    "Message": {
+      "additionalProperties": false,
+      "description": "A message in a channel, direct conversation or thread.",
+      "properties": {
+        "attachments": {
+          "description": "Attached files, in the order they were attached.",
+          "items": {
+            "$ref": "#/$defs/AttachmentInfo"
+          },
+          "maxItems": 10,
+          "type": "array"
+        },
+        "authorId": {
+          "description": "The human (`hum_…`) or agent (`agt_…`) who wrote it.",
+          "maxLength": 69,
+          "minLength": 1,
+          "type": "string"
+        },
+        "content": {
+          "$ref": "#/$defs/MessageContent",
+          "description": "The message text."
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "id": {
+          "$ref": "#/$defs/MessageId"
+        },
+        "reactions": {
+          "description": "Reactions, most used first.",
+          "items": {
+            "$ref": "#/$defs/Reaction"
+          },
+          "maxItems": 64,
+          "type": "array"
+        },
+        "target": {
+          "$ref": "#/$defs/ConversationTarget",
+          "description": "The exact target the message lives in; reply with it."
+        }
+      },
+      "required": [
+        "id",
+        "target",
+        "authorId",
+        "content",
+        "createdAt",
+        "reactions",
+        "attachments"
+      ],
+      "type": "object"
+    },
+    "MessageContent": {
+      "description": "Message text of 1 to 4000 characters.",
+      "maxLength": 4000,
+      "minLength": 1,
+      "type": "string"
+    },
+    "MessageId": {
+      "description": "Opaque message identifier.",
+      "maxLength": 68,
+      "pattern": "^msg_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Reaction": {
+      "additionalProperties": false,
+      "description": "One reaction on a message, with how many members left it.",
+      "properties": {
+        "count": {
+          "description": "How many members reacted with it.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "emoji": {
+          "$ref": "#/$defs/Emoji"
+        },
+        "mine": {
+          "description": "Whether the calling agent is one of them.",
+          "type": "boolean"
+        }
+      },
+      "required": [
+        "emoji",
+        "count",
+        "mine"
+      ],
+      "type": "object"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "message": {
+      "$ref": "#/$defs/Message"
+    }
+  },
+  "required": [
+    "message"
+  ],
+  "title": "HumanMessagePostOutput",
+  "type": "object"
+}
+"##,
+    },
+    HumanActionDescriptor {
+        id: HumanActionId::ProjectList,
+        name: r#"project_list"#,
+        summary: r#"The workspace's projects"#,
+        write: false,
+        same_as: Some(r#"project.list"#),
+        input_schema: r##"{
+  "$defs": {
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "PageLimit": {
+      "description": "Maximum number of items on one page (default 20, at most 100).",
+      "maximum": 100,
+      "minimum": 1,
+      "type": "integer"
+    },
+    "ProjectStatus": {
+      "description": "`active` until archived; archiving is final.",
+      "enum": [
+        "active",
+        "archived"
+      ],
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "List the workspace's projects, most recently changed first.",
+  "properties": {
+    "cursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "limit": {
+      "$ref": "#/$defs/PageLimit"
+    },
+    "status": {
+      "$ref": "#/$defs/ProjectStatus",
+      "description": "Only projects in this state (default: every state)."
+    }
+  },
+  "required": [],
+  "title": "ProjectListInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Project": {
+      "additionalProperties": false,
+      "description": "A workspace project.",
+      "properties": {
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "createdByAgentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "description": {
+          "$ref": "#/$defs/LongText"
+        },
+        "id": {
+          "$ref": "#/$defs/ProjectId"
+        },
+        "name": {
+          "$ref": "#/$defs/Name"
+        },
+        "revision": {
+          "description": "Monotonic revision, incremented by every change.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "status": {
+          "$ref": "#/$defs/ProjectStatus"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "name",
+        "status",
+        "revision",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "ProjectId": {
+      "description": "Opaque project identifier.",
+      "maxLength": 68,
+      "pattern": "^prj_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ProjectStatus": {
+      "description": "`active` until archived; archiving is final.",
+      "enum": [
+        "active",
+        "archived"
+      ],
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "One page of projects ordered by `updatedAt` descending, then `id` ascending.",
+  "properties": {
+    "hasMore": {
+      "description": "True when another page exists.",
+      "type": "boolean"
+    },
+    "nextCursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "projects": {
+      "items": {
+        "$ref": "#/$defs/Project"
+      },
+      "maxItems": 100,
+      "type": "array"
+    }
+  },
+  "required": [
+    "projects",
+    "hasMore"
+  ],
+  "title": "ProjectListOutput",
+  "type": "object"
+}
+"##,
+    },
+    HumanActionDescriptor {
+        id: HumanActionId::ReactionAdd,
+        name: r#"reaction_add"#,
+        summary: r#"Adds the person's reaction to a message they can read"#,
+        write: true,
+        same_as: None,
+        input_schema: r##"{
+  "$defs": {
+    "Emoji": {
+      "description": "A reaction: one emoji or a `:shortcode:`, without spaces.",
+      "maxLength": 32,
+      "minLength": 1,
+      "pattern": "^[^\\s]+$",
+      "type": "string"
+    },
+    "MessageId": {
+      "description": "Opaque message identifier.",
+      "maxLength": 68,
+      "pattern": "^msg_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "emoji": {
+      "$ref": "#/$defs/Emoji"
+    },
+    "messageId": {
+      "$ref": "#/$defs/MessageId"
+    },
+    "requestId": {
+      "$ref": "#/$defs/RequestId"
+    }
+  },
+  "required": [
+    "messageId",
+    "emoji"
+  ],
+  "title": "HumanReactionAddInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "Emoji": {
+      "description": "A reaction: one emoji or a `:shortcode:`, without spaces.",
+      "maxLength": 32,
+      "minLength": 1,
+      "pattern": "^[^\\s]+$",
+      "type": "string"
+    },
+    "MessageId": {
+      "description": "Opaque message identifier.",
+      "maxLength": 68,
+      "pattern": "^msg_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Reaction": {
+      "additionalProperties": false,
+      "description": "One reaction on a message, with how many members left it.",
+      "properties": {
+        "count": {
+          "description": "How many members reacted with it.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "emoji": {
+          "$ref": "#/$defs/Emoji"
+        },
+        "mine": {
+          "description": "Whether the calling agent is one of them.",
+          "type": "boolean"
+        }
+      },
+      "required": [
+        "emoji",
+        "count",
+        "mine"
+      ],
+      "type": "object"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "messageId": {
+      "$ref": "#/$defs/MessageId"
+    },
+    "reactions": {
+      "description": "The message's reactions after the change.",
+      "items": {
+        "$ref": "#/$defs/Reaction"
+      },
+      "maxItems": 64,
+      "type": "array"
+    }
+  },
+  "required": [
+    "messageId",
+    "reactions"
+  ],
+  "title": "HumanReactionAddOutput",
+  "type": "object"
+}
+"##,
+    },
+    HumanActionDescriptor {
+        id: HumanActionId::ReactionRemove,
+        name: r#"reaction_remove"#,
+        summary: r#"Removes the person's reaction from a message"#,
+        write: true,
+        same_as: None,
+        input_schema: r##"{
+  "$defs": {
+    "Emoji": {
+      "description": "A reaction: one emoji or a `:shortcode:`, without spaces.",
+      "maxLength": 32,
+      "minLength": 1,
+      "pattern": "^[^\\s]+$",
+      "type": "string"
+    },
+    "MessageId": {
+      "description": "Opaque message identifier.",
+      "maxLength": 68,
+      "pattern": "^msg_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "emoji": {
+      "$ref": "#/$defs/Emoji"
+    },
+    "messageId": {
+      "$ref": "#/$defs/MessageId"
+    },
+    "requestId": {
+      "$ref": "#/$defs/RequestId"
+    }
+  },
+  "required": [
+    "messageId",
+    "emoji"
+  ],
+  "title": "HumanReactionRemoveInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "Emoji": {
+      "description": "A reaction: one emoji or a `:shortcode:`, without spaces.",
+      "maxLength": 32,
+      "minLength": 1,
+      "pattern": "^[^\\s]+$",
+      "type": "string"
+    },
+    "MessageId": {
+      "description": "Opaque message identifier.",
+      "maxLength": 68,
+      "pattern": "^msg_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Reaction": {
+      "additionalProperties": false,
+      "description": "One reaction on a message, with how many members left it.",
+      "properties": {
+        "count": {
+          "description": "How many members reacted with it.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "emoji": {
+          "$ref": "#/$defs/Emoji"
+        },
+        "mine": {
+          "description": "Whether the calling agent is one of them.",
+          "type": "boolean"
+        }
+      },
+      "required": [
+        "emoji",
+        "count",
+        "mine"
+      ],
+      "type": "object"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "messageId": {
+      "$ref": "#/$defs/MessageId"
+    },
+    "reactions": {
+      "description": "The message's reactions after the change.",
+      "items": {
+        "$ref": "#/$defs/Reaction"
+      },
+      "maxItems": 64,
+      "type": "array"
+    }
+  },
+  "required": [
+    "messageId",
+    "reactions"
+  ],
+  "title": "HumanReactionRemoveOutput",
+  "type": "object"
+}
+"##,
+    },
+    HumanActionDescriptor {
+        id: HumanActionId::ReadMark,
+        name: r#"read_mark"#,
+        summary: r#"Marks a conversation read up to a message: the unread count counts what is newer"#,
+        write: true,
+        same_as: None,
+        input_schema: r##"{
+  "$defs": {
+    "ConversationTarget": {
+      "description": "The exact target of a conversation, copied from a delivered message: `channel:chn_…`, `dm:dm_…` or `thread:thr_…`.",
+      "maxLength": 160,
+      "minLength": 1,
+      "type": "string"
+    },
+    "MessageId": {
+      "description": "Opaque message identifier.",
+      "maxLength": 68,
+      "pattern": "^msg_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "messageId": {
+      "$ref": "#/$defs/MessageId",
+      "description": "The newest message read, in `target`."
+    },
+    "requestId": {
+      "$ref": "#/$defs/RequestId"
+    },
+    "target": {
+      "$ref": "#/$defs/ConversationTarget"
+    }
+  },
+  "required": [
+    "target",
+    "messageId"
+  ],
+  "title": "HumanReadMarkInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "ConversationTarget": {
+      "description": "The exact target of a conversation, copied from a delivered message: `channel:chn_…`, `dm:dm_…` or `thread:thr_…`.",
+      "maxLength": 160,
+      "minLength": 1,
+      "type": "string"
+    },
+    "UnreadCount": {
+      "description": "Messages newer than the person's read mark, counted up to 1000: 1000 means at least that many.",
+      "maximum": 1000,
+      "minimum": 0,
+      "type": "integer"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "target": {
+      "$ref": "#/$defs/ConversationTarget"
+    },
+    "unread": {
+      "$ref": "#/$defs/UnreadCount"
+    }
+  },
+  "required": [
+    "target",
+    "unread"
+  ],
+  "title": "HumanReadMarkOutput",
+  "type": "object"
+}
+"##,
+    },
+    HumanActionDescriptor {
+        id: HumanActionId::ReviewList,
+        name: r#"review_list"#,
+        summary: r#"The reviews of a thread the person belongs to"#,
+        write: false,
+        same_as: Some(r#"review.list"#),
+        input_schema: r##"{
+  "$defs": {
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "PageLimit": {
+      "description": "Maximum number of items on one page (default 20, at most 100).",
+      "maximum": 100,
+      "minimum": 1,
+      "type": "integer"
+    },
+    "ThreadId": {
+      "description": "Opaque thread identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^thr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "List the reviews of one thread, most recently changed first.",
+  "properties": {
+    "cursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "limit": {
+      "$ref": "#/$defs/PageLimit"
+    },
+    "threadId": {
+      "$ref": "#/$defs/ThreadId"
+    }
+  },
+  "required": [
+    "threadId"
+  ],
+  "title": "ReviewListInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Review": {
+      "additionalProperties": false,
+      "description": "A review left in a thread.",
+      "properties": {
+        "authorAgentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "body": {
+          "$ref": "#/$defs/LongText"
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "id": {
+          "$ref": "#/$defs/ReviewId"
+        },
+        "status": {
+          "$ref": "#/$defs/ReviewStatus"
+        },
+        "taskId": {
+          "$ref": "#/$defs/TaskId"
+        },
+        "threadId": {
+          "$ref": "#/$defs/ThreadId"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "verdict": {
+          "$ref": "#/$defs/ReviewVerdict"
+        }
+      },
+      "required": [
+        "id",
+        "threadId",
+        "verdict",
+        "body",
+        "status",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "ReviewId": {
+      "description": "Opaque review identifier.",
+      "maxLength": 68,
+      "pattern": "^rev_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ReviewStatus": {
+      "description": "`open` until someone resolves it.",
+      "enum": [
+        "open",
+        "resolved"
+      ],
+      "type": "string"
+    },
+    "ReviewVerdict": {
+      "description": "What the review asks for.",
+      "enum": [
+        "comment",
+        "approve",
+        "requestChanges"
+      ],
+      "type": "string"
+    },
+    "TaskId": {
+      "description": "Opaque task identifier, as returned by `task create` or `task list`.",
+      "maxLength": 69,
+      "pattern": "^task_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ThreadId": {
+      "description": "Opaque thread identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^thr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "One page of reviews ordered by `updatedAt` descending, then `id` descending.",
+  "properties": {
+    "hasMore": {
+      "description": "True when another page exists.",
+      "type": "boolean"
+    },
+    "nextCursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "reviews": {
+      "items": {
+        "$ref": "#/$defs/Review"
+      },
+      "maxItems": 100,
+      "type": "array"
+    }
+  },
+  "required": [
+    "reviews",
+    "hasMore"
+  ],
+  "title": "ReviewListOutput",
+  "type": "object"
+}
+"##,
+    },
+    HumanActionDescriptor {
+        id: HumanActionId::ScheduledMessageList,
+        name: r#"scheduled_message_list"#,
+        summary: r#"The scheduled messages of a thread or channel the person belongs to"#,
+        write: false,
+        same_as: Some(r#"scheduled-message.list"#),
+        input_schema: r##"{
+  "$defs": {
+    "ChannelId": {
+      "description": "Opaque channel identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^chn_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "MessageTarget": {
+      "description": "Where a message goes: exactly one thread or one channel.",
+      "oneOf": [
+        {
+          "additionalProperties": false,
+          "description": "A thread.",
+          "properties": {
+            "kind": {
+              "const": "thread"
+            },
+            "threadId": {
+              "$ref": "#/$defs/ThreadId"
+            }
+          },
+          "required": [
+            "kind",
+            "threadId"
+          ],
+          "type": "object"
+        },
+        {
+          "additionalProperties": false,
+          "description": "A channel.",
+          "properties": {
+            "channelId": {
+              "$ref": "#/$defs/ChannelId"
+            },
+            "kind": {
+              "const": "channel"
+            }
+          },
+          "required": [
+            "kind",
+            "channelId"
+          ],
+          "type": "object"
+        }
+      ]
+    },
+    "PageLimit": {
+      "description": "Maximum number of items on one page (default 20, at most 100).",
+      "maximum": 100,
+      "minimum": 1,
+      "type": "integer"
+    },
+    "ThreadId": {
+      "description": "Opaque thread identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^thr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "List the scheduled messages of one thread or channel, newest first.",
+  "properties": {
+    "cursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "limit": {
+      "$ref": "#/$defs/PageLimit"
+    },
+    "target": {
+      "$ref": "#/$defs/MessageTarget"
+    }
+  },
+  "required": [
+    "target"
+  ],
+  "title": "ScheduledMessageListInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ChannelId": {
+      "description": "Opaque channel identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^chn_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "MessageContent": {
+      "description": "Message text of 1 to 4000 characters.",
+      "maxLength": 4000,
+      "minLength": 1,
+      "type": "string"
+    },
+    "MessageTarget": {
+      "description": "Where a message goes: exactly one thread or one channel.",
+      "oneOf": [
+        {
+          "additionalProperties": false,
+          "description": "A thread.",
+          "properties": {
+            "kind": {
+              "const": "thread"
+            },
+            "threadId": {
+              "$ref": "#/$defs/ThreadId"
+            }
+          },
+          "required": [
+            "kind",
+            "threadId"
+          ],
+          "type": "object"
+        },
+        {
+          "additionalProperties": false,
+          "description": "A channel.",
+          "properties": {
+            "channelId": {
+              "$ref": "#/$defs/ChannelId"
+            },
+            "kind": {
+              "const": "channel"
+            }
+          },
+          "required": [
+            "kind",
+            "channelId"
+          ],
+          "type": "object"
+        }
+      ]
+    },
+    "RepeatMinutes": {
+      "description": "Repeat interval in minutes (5 to 10080, one week).",
+      "maximum": 10080,
+      "minimum": 5,
+      "type": "integer"
+    },
+    "ScheduleStatus": {
+      "description": "`scheduled` while runs remain; `done` after a one-shot run; `cancelled` is final.",
+      "enum": [
+        "scheduled",
+        "done",
+        "cancelled"
+      ],
+      "type": "string"
+    },
+    "ScheduledMessage": {
+      "additionalProperties": false,
+      "description": "A message the server posts as the agent at `sendAt`, optionally repeating.",
+      "properties": {
+        "content": {
+          "$ref": "#/$defs/MessageContent"
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "createdByAgentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "id": {
+          "$ref": "#/$defs/ScheduledMessageId"
+        },
+        "nextRunAt": {
+          "$ref": "#/$defs/Timestamp",
+          "description": "When the next run is due; absent once no run remains."
+        },
+        "repeatEveryMinutes": {
+          "$ref": "#/$defs/RepeatMinutes"
+        },
+        "sendAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "status": {
+          "$ref": "#/$defs/ScheduleStatus"
+        },
+        "target": {
+          "$ref": "#/$defs/MessageTarget"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "target",
+        "content",
+        "sendAt",
+        "status",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "ScheduledMessageId": {
+      "description": "Opaque scheduled message identifier.",
+      "maxLength": 68,
+      "pattern": "^sch_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ThreadId": {
+      "description": "Opaque thread identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^thr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "One page of scheduled messages ordered by `createdAt` descending, then `id` descending.",
+  "properties": {
+    "hasMore": {
+      "description": "True when another page exists.",
+      "type": "boolean"
+    },
+    "nextCursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "scheduledMessages": {
+      "items": {
+        "$ref": "#/$defs/ScheduledMessage"
+      },
+      "maxItems": 100,
+      "type": "array"
+    }
+  },
+  "required": [
+    "scheduledMessages",
+    "hasMore"
+  ],
+  "title": "ScheduledMessageListOutput",
+  "type": "object"
+}
+"##,
+    },
+    HumanActionDescriptor {
+        id: HumanActionId::TaskGet,
+        name: r#"task_get"#,
+        summary: r#"One task, in a conversation the person belongs to"#,
+        write: false,
+        same_as: Some(r#"task.get"#),
+        input_schema: r##"{
+  "$defs": {
+    "TaskId": {
+      "description": "Opaque task identifier, as returned by `task create` or `task list`.",
+      "maxLength": 69,
+      "pattern": "^task_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "Read one task by id.",
+  "properties": {
+    "taskId": {
+      "$ref": "#/$defs/TaskId"
+    }
+  },
+  "required": [
+    "taskId"
+  ],
+  "title": "TaskGetInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ChannelId": {
+      "description": "Opaque channel identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^chn_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Task": {
+      "additionalProperties": false,
+      "description": "A task as the server stores it.",
+      "properties": {
+        "assigneeAgentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "cancelReason": {
+          "$ref": "#/$defs/LongText"
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "createdByAgentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "description": {
+          "$ref": "#/$defs/LongText"
+        },
+        "id": {
+          "$ref": "#/$defs/TaskId"
+        },
+        "location": {
+          "$ref": "#/$defs/TaskLocation"
+        },
+        "result": {
+          "$ref": "#/$defs/LongText"
+        },
+        "revision": {
+          "description": "Monotonic revision, incremented by every change.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "status": {
+          "$ref": "#/$defs/TaskStatus"
+        },
+        "title": {
+          "$ref": "#/$defs/TaskTitle"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "title",
+        "status",
+        "location",
+        "revision",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "TaskId": {
+      "description": "Opaque task identifier, as returned by `task create` or `task list`.",
+      "maxLength": 69,
+      "pattern": "^task_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "TaskLocation": {
+      "description": "Where a task lives: exactly one thread or one channel.",
+      "oneOf": [
+        {
+          "additionalProperties": false,
+          "description": "A task attached to a thread.",
+          "properties": {
+            "kind": {
+              "const": "thread"
+            },
+            "threadId": {
+              "$ref": "#/$defs/ThreadId"
+            }
+          },
+          "required": [
+            "kind",
+            "threadId"
+          ],
+          "type": "object"
+        },
+        {
+          "additionalProperties": false,
+          "description": "A task attached to a channel.",
+          "properties": {
+            "channelId": {
+              "$ref": "#/$defs/ChannelId"
+            },
+            "kind": {
+              "const": "channel"
+            }
+          },
+          "required": [
+            "kind",
+            "channelId"
+          ],
+          "type": "object"
+        }
+      ]
+    },
+    "TaskResult": {
+      "additionalProperties": false,
+      "description": "The task after the action.",
+      "properties": {
+        "task": {
+          "$ref": "#/$defs/Task"
+        }
+      },
+      "required": [
+        "task"
+      ],
+      "type": "object"
+    },
+    "TaskStatus": {
+      "description": "Lifecycle state: `open` → `claimed` → `completed`; `open` or `claimed` → `cancelled`. `completed` and `cancelled` are final.",
+      "enum": [
+        "open",
+        "claimed",
+        "completed",
+        "cancelled"
+      ],
+      "type": "string"
+    },
+    "TaskTitle": {
+      "description": "Short task title.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "ThreadId": {
+      "description": "Opaque thread identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^thr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$ref": "#/$defs/TaskResult",
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "description": "The task.",
+  "title": "TaskGetOutput"
+}
+"##,
+    },
+    HumanActionDescriptor {
+        id: HumanActionId::TaskList,
+        name: r#"task_list"#,
+        summary: r#"The tasks of a thread or channel the person belongs to, newest change first"#,
+        write: false,
+        same_as: Some(r#"task.list"#),
+        input_schema: r##"{
+  "$defs": {
+    "ChannelId": {
+      "description": "Opaque channel identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^chn_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "PageLimit": {
+      "description": "Maximum number of items on one page (default 20, at most 100).",
+      "maximum": 100,
+      "minimum": 1,
+      "type": "integer"
+    },
+    "TaskLocation": {
+      "description": "Where a task lives: exactly one thread or one channel.",
+      "oneOf": [
+        {
+          "additionalProperties": false,
+          "description": "A task attached to a thread.",
+          "properties": {
+            "kind": {
+              "const": "thread"
+            },
+            "threadId": {
+              "$ref": "#/$defs/ThreadId"
+            }
+          },
+          "required": [
+            "kind",
+            "threadId"
+          ],
+          "type": "object"
+        },
+        {
+          "additionalProperties": false,
+          "description": "A task attached to a channel.",
+          "properties": {
+            "channelId": {
+              "$ref": "#/$defs/ChannelId"
+            },
+            "kind": {
+              "const": "channel"
+            }
+          },
+          "required": [
+            "kind",
+            "channelId"
+          ],
+          "type": "object"
+        }
+      ]
+    },
+    "TaskStatus": {
+      "description": "Lifecycle state: `open` → `claimed` → `completed`; `open` or `claimed` → `cancelled`. `completed` and `cancelled` are final.",
+      "enum": [
+        "open",
+        "claimed",
+        "completed",
+        "cancelled"
+      ],
+      "type": "string"
+    },
+    "ThreadId": {
+      "description": "Opaque thread identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^thr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "List the tasks of one thread or channel, newest change first.",
+  "properties": {
+    "cursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "limit": {
+      "$ref": "#/$defs/PageLimit"
+    },
+    "location": {
+      "$ref": "#/$defs/TaskLocation"
+    },
+    "status": {
+      "description": "Only tasks in one of these states (default: every state).",
+      "items": {
+        "$ref": "#/$defs/TaskStatus"
+      },
+      "maxItems": 4,
+      "minItems": 1,
+      "type": "array",
+      "uniqueItems": true
+    }
+  },
+  "required": [
+    "location"
+  ],
+  "title": "TaskListInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ChannelId": {
+      "description": "Opaque channel identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^chn_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Task": {
+      "additionalProperties": false,
+      "description": "A task as the server stores it.",
+      "properties": {
+        "assigneeAgentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "cancelReason": {
+          "$ref": "#/$defs/LongText"
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "createdByAgentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "description": {
+          "$ref": "#/$defs/LongText"
+        },
+        "id": {
+          "$ref": "#/$defs/TaskId"
+        },
+        "location": {
+          "$ref": "#/$defs/TaskLocation"
+        },
+        "result": {
+          "$ref": "#/$defs/LongText"
+        },
+        "revision": {
+          "description": "Monotonic revision, incremented by every change.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "status": {
+          "$ref": "#/$defs/TaskStatus"
+        },
+        "title": {
+          "$ref": "#/$defs/TaskTitle"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "title",
+        "status",
+        "location",
+        "revision",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "TaskId": {
+      "description": "Opaque task identifier, as returned by `task create` or `task list`.",
+      "maxLength": 69,
+      "pattern": "^task_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "TaskLocation": {
+      "description": "Where a task lives: exactly one thread or one channel.",
+      "oneOf": [
+        {
+          "additionalProperties": false,
+          "description": "A task attached to a thread.",
+          "properties": {
+            "kind": {
+              "const": "thread"
+            },
+            "threadId": {
+              "$ref": "#/$defs/ThreadId"
+            }
+          },
+          "required": [
+            "kind",
+            "threadId"
+          ],
+          "type": "object"
+        },
+        {
+          "additionalProperties": false,
+          "description": "A task attached to a channel.",
+          "properties": {
+            "channelId": {
+              "$ref": "#/$defs/ChannelId"
+            },
+            "kind": {
+              "const": "channel"
+            }
+          },
+          "required": [
+            "kind",
+            "channelId"
+          ],
+          "type": "object"
+        }
+      ]
+    },
+    "TaskStatus": {
+      "description": "Lifecycle state: `open` → `claimed` → `completed`; `open` or `claimed` → `cancelled`. `completed` and `cancelled` are final.",
+      "enum": [
+        "open",
+        "claimed",
+        "completed",
+        "cancelled"
+      ],
+      "type": "string"
+    },
+    "TaskTitle": {
+      "description": "Short task title.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "ThreadId": {
+      "description": "Opaque thread identifier, copied from the exact target of a delivered message.",
+      "maxLength": 68,
+      "pattern": "^thr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "description": "One page of tasks ordered by `updatedAt` descending, then `id` ascending.",
+  "properties": {
+    "hasMore": {
+      "description": "True when another page exists.",
+      "type": "boolean"
+    },
+    "nextCursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "tasks": {
+      "items": {
+        "$ref": "#/$defs/Task"
+      },
+      "maxItems": 100,
+      "type": "array"
+    }
+  },
+  "required": [
+    "tasks",
+    "hasMore"
+  ],
+  "title": "TaskListOutput",
+  "type": "object"
+}
+"##,
+    },
+    HumanActionDescriptor {
+        id: HumanActionId::ThreadList,
+        name: r#"thread_list"#,
+        summary: r#"The threads of a channel or direct conversation the person belongs to, newest first, with unread counts"#,
+        write: false,
+        same_as: None,
+        input_schema: r##"{
+  "$defs": {
+    "ConversationTarget": {
+      "description": "The exact target of a conversation, copied from a delivered message: `channel:chn_…`, `dm:dm_…` or `thread:thr_…`.",
+      "maxLength": 160,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "PageLimit": {
+      "description": "Maximum number of items on one page (default 20, at most 100).",
+      "maximum": 100,
+      "minimum": 1,
+      "type": "integer"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "cursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "limit": {
+      "$ref": "#/$defs/PageLimit"
+    },
+    "target": {
+      "$ref": "#/$defs/ConversationTarget",
+      "description": "The channel or direct conversation: `channel:chn_…` or `dm:dm_…`."
+    }
+  },
+  "required": [
+    "target"
+  ],
+  "title": "HumanThreadListInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "ConversationSummary": {
+      "additionalProperties": false,
+      "description": "A conversation a person belongs to, as their list shows it.",
+      "properties": {
+        "lastMessageAt": {
+          "$ref": "#/$defs/Timestamp",
+          "description": "When its newest message was posted; absent while it has none."
+        },
+        "name": {
+          "description": "A channel's name, a thread's title, or for a direct conversation the other member's handle.",
+          "maxLength": 200,
+          "minLength": 1,
+          "type": "string"
+        },
+        "target": {
+          "$ref": "#/$defs/ConversationTarget"
+        },
+        "unread": {
+          "$ref": "#/$defs/UnreadCount"
+        }
+      },
+      "required": [
+        "target",
+        "name",
+        "unread"
+      ],
+      "type": "object"
+    },
+    "ConversationTarget": {
+      "description": "The exact target of a conversation, copied from a delivered message: `channel:chn_…`, `dm:dm_…` or `thread:thr_…`.",
+      "maxLength": 160,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    },
+    "UnreadCount": {
+      "description": "Messages newer than the person's read mark, counted up to 1000: 1000 means at least that many.",
+      "maximum": 1000,
+      "minimum": 0,
+      "type": "integer"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "nextCursor": {
+      "$ref": "#/$defs/Cursor",
+      "description": "Present when more remain: pass it as `cursor` with the same input."
+    },
+    "threads": {
+      "description": "Threads, newest first.",
+      "items": {
+        "$ref": "#/$defs/ConversationSummary"
+      },
+      "maxItems": 100,
+      "type": "array"
+    }
+  },
+  "required": [
+    "threads"
+  ],
+  "title": "HumanThreadListOutput",
+  "type": "object"
+}
+"##,
+    },
+];

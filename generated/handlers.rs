@@ -1009,3 +1009,676 @@ pub async fn dispatch_tool<H: ServerToolHandler>(
         },
     )
 }
+/// The typed handler of every human API action: one method per `schema/human/` file.
+pub trait HumanHandler: Send + Sync {
+    /// What the transport hands to every call: the authorized person.
+    type Context: Send + Sync;
+    /// `agent_list`: The workspace's agents: each one's public profile, and which of them the person owns.
+    fn agent_list(
+        &self,
+        ctx: &Self::Context,
+        input: types::HumanAgentListInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::HumanAgentListOutput>,
+    > + Send;
+    /// `approval_decide`: Approves or rejects a pending approval the person answers for, once; recorded with the person.
+    fn approval_decide(
+        &self,
+        ctx: &Self::Context,
+        input: types::HumanApprovalDecideInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::HumanApprovalDecideOutput>,
+    > + Send;
+    /// `approval_list`: The approvals the person answers for: those their agents asked for, newest change first.
+    fn approval_list(
+        &self,
+        ctx: &Self::Context,
+        input: types::HumanApprovalListInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::HumanApprovalListOutput>,
+    > + Send;
+    /// `attachment_download`: An attachment's bytes, on a message the person can read.
+    fn attachment_download(
+        &self,
+        ctx: &Self::Context,
+        input: types::HumanAttachmentDownloadInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::HumanAttachmentDownloadOutput>,
+    > + Send;
+    /// `audit_list`: The audit records of the person's agents and devices, newest first: who did what, when, with what outcome; never a value.
+    fn audit_list(
+        &self,
+        ctx: &Self::Context,
+        input: types::HumanAuditListInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::HumanAuditListOutput>,
+    > + Send;
+    /// `conversation_list`: The channels and direct conversations the person belongs to, with unread counts.
+    fn conversation_list(
+        &self,
+        ctx: &Self::Context,
+        input: types::HumanConversationListInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::HumanConversationListOutput>,
+    > + Send;
+    /// `history_read`: A page of a conversation's messages, newest first, with reactions and attachments; or the page around one message.
+    fn history_read(
+        &self,
+        ctx: &Self::Context,
+        input: types::HumanHistoryReadInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::HumanHistoryReadOutput>,
+    > + Send;
+    /// `me`: Who the caller is: the person the device credential belongs to, and their workspace.
+    fn me(
+        &self,
+        ctx: &Self::Context,
+        input: types::HumanMeInput,
+    ) -> impl ::std::future::Future<Output = ActionResult<types::HumanMeOutput>> + Send;
+    /// `message_post`: Posts a message as the person in a conversation they belong to; a thread's target replies in the thread.
+    fn message_post(
+        &self,
+        ctx: &Self::Context,
+        input: types::HumanMessagePostInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::HumanMessagePostOutput>,
+    > + Send;
+    /// `project_list`: The workspace's projects.
+    fn project_list(
+        &self,
+        ctx: &Self::Context,
+        input: types::ProjectListInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::ProjectListOutput>,
+    > + Send;
+    /// `reaction_add`: Adds the person's reaction to a message they can read.
+    fn reaction_add(
+        &self,
+        ctx: &Self::Context,
+        input: types::HumanReactionAddInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::HumanReactionAddOutput>,
+    > + Send;
+    /// `reaction_remove`: Removes the person's reaction from a message.
+    fn reaction_remove(
+        &self,
+        ctx: &Self::Context,
+        input: types::HumanReactionRemoveInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::HumanReactionRemoveOutput>,
+    > + Send;
+    /// `read_mark`: Marks a conversation read up to a message: the unread count counts what is newer.
+    fn read_mark(
+        &self,
+        ctx: &Self::Context,
+        input: types::HumanReadMarkInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::HumanReadMarkOutput>,
+    > + Send;
+    /// `review_list`: The reviews of a thread the person belongs to.
+    fn review_list(
+        &self,
+        ctx: &Self::Context,
+        input: types::ReviewListInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::ReviewListOutput>,
+    > + Send;
+    /// `scheduled_message_list`: The scheduled messages of a thread or channel the person belongs to.
+    fn scheduled_message_list(
+        &self,
+        ctx: &Self::Context,
+        input: types::ScheduledMessageListInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::ScheduledMessageListOutput>,
+    > + Send;
+    /// `task_get`: One task, in a conversation the person belongs to.
+    fn task_get(
+        &self,
+        ctx: &Self::Context,
+        input: types::TaskGetInput,
+    ) -> impl ::std::future::Future<Output = ActionResult<types::TaskGetOutput>> + Send;
+    /// `task_list`: The tasks of a thread or channel the person belongs to, newest change first.
+    fn task_list(
+        &self,
+        ctx: &Self::Context,
+        input: types::TaskListInput,
+    ) -> impl ::std::future::Future<Output = ActionResult<types::TaskListOutput>> + Send;
+    /// `thread_list`: The threads of a channel or direct conversation the person belongs to, newest first, with unread counts.
+    fn thread_list(
+        &self,
+        ctx: &Self::Context,
+        input: types::HumanThreadListInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::HumanThreadListOutput>,
+    > + Send;
+}
+/// Decodes validated JSON into the action's typed input, calls its `HumanHandler` method and
+/// encodes the typed output to JSON text. Each action's future is boxed on its own.
+pub async fn dispatch_human<H: HumanHandler>(
+    handler: &H,
+    ctx: &H::Context,
+    id: HumanActionId,
+    input: ::serde_json::Value,
+) -> Result<String, DispatchError> {
+    match id {
+        HumanActionId::AgentList => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::HumanAgentListInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .agent_list(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
+        HumanActionId::ApprovalDecide => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::HumanApprovalDecideInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .approval_decide(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
+        HumanActionId::ApprovalList => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::HumanApprovalListInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .approval_list(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
+        HumanActionId::AttachmentDownload => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::HumanAttachmentDownloadInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .attachment_download(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
+        HumanActionId::AuditList => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::HumanAuditListInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .audit_list(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
+        HumanActionId::ConversationList => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::HumanConversationListInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .conversation_list(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
+        HumanActionId::HistoryRead => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::HumanHistoryReadInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .history_read(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
+        HumanActionId::Me => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::HumanMeInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .me(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
+        HumanActionId::MessagePost => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::HumanMessagePostInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .message_post(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
+        HumanActionId::ProjectList => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::ProjectListInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .project_list(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
+        HumanActionId::ReactionAdd => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::HumanReactionAddInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .reaction_add(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
+        HumanActionId::ReactionRemove => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::HumanReactionRemoveInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .reaction_remove(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
+        HumanActionId::ReadMark => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::HumanReadMarkInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .read_mark(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
+        HumanActionId::ReviewList => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::ReviewListInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .review_list(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
+        HumanActionId::ScheduledMessageList => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::ScheduledMessageListInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .scheduled_message_list(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
+        HumanActionId::TaskGet => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::TaskGetInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .task_get(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
+        HumanActionId::TaskList => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::TaskListInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .task_list(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
+        HumanActionId::ThreadList => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::HumanThreadListInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .thread_list(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
+    }
+}
+/// How a [`HumanClient`] reaches the human API: one call, the action's validated input as JSON
+/// in, its `data` as JSON out, or the action's refusal.
+pub trait HumanTransport: Send + Sync {
+    fn call(
+        &self,
+        id: HumanActionId,
+        input: ::serde_json::Value,
+    ) -> impl ::std::future::Future<Output = ActionResult<::serde_json::Value>> + Send;
+}
+/// The typed client of the human API: one method per action, over any [`HumanTransport`].
+pub struct HumanClient<T>(pub T);
+impl<T: HumanTransport> HumanClient<T> {
+    /// `agent_list`: The workspace's agents: each one's public profile, and which of them the person owns.
+    pub async fn agent_list(
+        &self,
+        input: &types::HumanAgentListInput,
+    ) -> ActionResult<types::HumanAgentListOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::AgentList, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!("the server's answer to `agent_list` is not its contract: {e}"),
+            ))
+    }
+    /// `approval_decide`: Approves or rejects a pending approval the person answers for, once; recorded with the person.
+    pub async fn approval_decide(
+        &self,
+        input: &types::HumanApprovalDecideInput,
+    ) -> ActionResult<types::HumanApprovalDecideOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::ApprovalDecide, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!(
+                    "the server's answer to `approval_decide` is not its contract: {e}"
+                ),
+            ))
+    }
+    /// `approval_list`: The approvals the person answers for: those their agents asked for, newest change first.
+    pub async fn approval_list(
+        &self,
+        input: &types::HumanApprovalListInput,
+    ) -> ActionResult<types::HumanApprovalListOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::ApprovalList, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!(
+                    "the server's answer to `approval_list` is not its contract: {e}"
+                ),
+            ))
+    }
+    /// `attachment_download`: An attachment's bytes, on a message the person can read.
+    pub async fn attachment_download(
+        &self,
+        input: &types::HumanAttachmentDownloadInput,
+    ) -> ActionResult<types::HumanAttachmentDownloadOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::AttachmentDownload, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!(
+                    "the server's answer to `attachment_download` is not its contract: {e}"
+                ),
+            ))
+    }
+    /// `audit_list`: The audit records of the person's agents and devices, newest first: who did what, when, with what outcome; never a value.
+    pub async fn audit_list(
+        &self,
+        input: &types::HumanAuditListInput,
+    ) -> ActionResult<types::HumanAuditListOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::AuditList, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!("the server's answer to `audit_list` is not its contract: {e}"),
+            ))
+    }
+    /// `conversation_list`: The channels and direct conversations the person belongs to, with unread counts.
+    pub async fn conversation_list(
+        &self,
+        input: &types::HumanConversationListInput,
+    ) -> ActionResult<types::HumanConversationListOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::ConversationList, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!(
+                    "the server's answer to `conversation_list` is not its contract: {e}"
+                ),
+            ))
+    }
+    /// `history_read`: A page of a conversation's messages, newest first, with reactions and attachments; or the page around one message.
+    pub async fn history_read(
+        &self,
+        input: &types::HumanHistoryReadInput,
+    ) -> ActionResult<types::HumanHistoryReadOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::HistoryRead, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!("the server's answer to `history_read` is not its contract: {e}"),
+            ))
+    }
+    /// `me`: Who the caller is: the person the device credential belongs to, and their workspace.
+    pub async fn me(
+        &self,
+        input: &types::HumanMeInput,
+    ) -> ActionResult<types::HumanMeOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::Me, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!("the server's answer to `me` is not its contract: {e}"),
+            ))
+    }
+    /// `message_post`: Posts a message as the person in a conversation they belong to; a thread's target replies in the thread.
+    pub async fn message_post(
+        &self,
+        input: &types::HumanMessagePostInput,
+    ) -> ActionResult<types::HumanMessagePostOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::MessagePost, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!("the server's answer to `message_post` is not its contract: {e}"),
+            ))
+    }
+    /// `project_list`: The workspace's projects.
+    pub async fn project_list(
+        &self,
+        input: &types::ProjectListInput,
+    ) -> ActionResult<types::ProjectListOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::ProjectList, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!("the server's answer to `project_list` is not its contract: {e}"),
+            ))
+    }
+    /// `reaction_add`: Adds the person's reaction to a message they can read.
+    pub async fn reaction_add(
+        &self,
+        input: &types::HumanReactionAddInput,
+    ) -> ActionResult<types::HumanReactionAddOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::ReactionAdd, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!("the server's answer to `reaction_add` is not its contract: {e}"),
+            ))
+    }
+    /// `reaction_remove`: Removes the person's reaction from a message.
+    pub async fn reaction_remove(
+        &self,
+        input: &types::HumanReactionRemoveInput,
+    ) -> ActionResult<types::HumanReactionRemoveOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::ReactionRemove, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!(
+                    "the server's answer to `reaction_remove` is not its contract: {e}"
+                ),
+            ))
+    }
+    /// `read_mark`: Marks a conversation read up to a message: the unread count counts what is newer.
+    pub async fn read_mark(
+        &self,
+        input: &types::HumanReadMarkInput,
+    ) -> ActionResult<types::HumanReadMarkOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::ReadMark, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!("the server's answer to `read_mark` is not its contract: {e}"),
+            ))
+    }
+    /// `review_list`: The reviews of a thread the person belongs to.
+    pub async fn review_list(
+        &self,
+        input: &types::ReviewListInput,
+    ) -> ActionResult<types::ReviewListOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::ReviewList, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!("the server's answer to `review_list` is not its contract: {e}"),
+            ))
+    }
+    /// `scheduled_message_list`: The scheduled messages of a thread or channel the person belongs to.
+    pub async fn scheduled_message_list(
+        &self,
+        input: &types::ScheduledMessageListInput,
+    ) -> ActionResult<types::ScheduledMessageListOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::ScheduledMessageList, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!(
+                    "the server's answer to `scheduled_message_list` is not its contract: {e}"
+                ),
+            ))
+    }
+    /// `task_get`: One task, in a conversation the person belongs to.
+    pub async fn task_get(
+        &self,
+        input: &types::TaskGetInput,
+    ) -> ActionResult<types::TaskGetOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::TaskGet, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!("the server's answer to `task_get` is not its contract: {e}"),
+            ))
+    }
+    /// `task_list`: The tasks of a thread or channel the person belongs to, newest change first.
+    pub async fn task_list(
+        &self,
+        input: &types::TaskListInput,
+    ) -> ActionResult<types::TaskListOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::TaskList, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!("the server's answer to `task_list` is not its contract: {e}"),
+            ))
+    }
+    /// `thread_list`: The threads of a channel or direct conversation the person belongs to, newest first, with unread counts.
+    pub async fn thread_list(
+        &self,
+        input: &types::HumanThreadListInput,
+    ) -> ActionResult<types::HumanThreadListOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::ThreadList, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!("the server's answer to `thread_list` is not its contract: {e}"),
+            ))
+    }
+}

@@ -764,6 +764,78 @@ impl<'de> ::serde::Deserialize<'de> for BaseUrl {
             })
     }
 }
+///A conversation a person belongs to, as their list shows it.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ConversationSummary {
+    ///When its newest message was posted; absent while it has none.
+    #[serde(
+        rename = "lastMessageAt",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub last_message_at: ::std::option::Option<super::timestamp::Timestamp>,
+    ///A channel's name, a thread's title, or for a direct conversation the other member's handle.
+    pub name: ConversationSummaryName,
+    pub target: ConversationTarget,
+    pub unread: UnreadCount,
+}
+///A channel's name, a thread's title, or for a direct conversation the other member's handle.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct ConversationSummaryName(::std::string::String);
+impl ::std::ops::Deref for ConversationSummaryName {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<ConversationSummaryName> for ::std::string::String {
+    fn from(value: ConversationSummaryName) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for ConversationSummaryName {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 200usize {
+            return Err("longer than 200 characters".into());
+        }
+        if value.chars().count() < 1usize {
+            return Err("shorter than 1 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for ConversationSummaryName {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for ConversationSummaryName {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for ConversationSummaryName {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
 ///The exact target of a conversation, copied from a delivered message: `channel:chn_…`, `dm:dm_…` or `thread:thr_…`.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
 #[serde(transparent)]
@@ -1585,6 +1657,769 @@ impl<'de> ::serde::Deserialize<'de> for HeaderName {
                 <D::Error as ::serde::de::Error>::custom(e.to_string())
             })
     }
+}
+///An agent as a person sees it: its public profile, and whether the person owns it. An owner also reads its agents' audit, approvals and workflow runs; of another person's agent, only this profile.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanAgentListAgent {
+    ///The person owns this agent: it acts for them, and they answer its approvals.
+    pub owned: bool,
+    pub profile: PublicProfile,
+}
+///`HumanAgentListInput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanAgentListInput {
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub cursor: ::std::option::Option<Cursor>,
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub limit: ::std::option::Option<PageLimit>,
+    ///Only the agents the person owns.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub owned: ::std::option::Option<bool>,
+}
+///`HumanAgentListOutput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanAgentListOutput {
+    ///Agents by handle.
+    pub agents: ::std::vec::Vec<HumanAgentListAgent>,
+    ///Present when more remain: pass it as `cursor` with the same input.
+    #[serde(
+        rename = "nextCursor",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub next_cursor: ::std::option::Option<Cursor>,
+}
+///`HumanApprovalDecideInput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanApprovalDecideInput {
+    #[serde(rename = "approvalId")]
+    pub approval_id: ApprovalId,
+    ///Why, shown to the agent with the decision.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub comment: ::std::option::Option<LongText>,
+    ///`approve` or `reject`.
+    pub decision: HumanApprovalDecideInputDecision,
+    #[serde(
+        rename = "requestId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub request_id: ::std::option::Option<RequestId>,
+}
+///`approve` or `reject`.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd
+)]
+pub enum HumanApprovalDecideInputDecision {
+    #[serde(rename = "approve")]
+    Approve,
+    #[serde(rename = "reject")]
+    Reject,
+}
+impl ::std::fmt::Display for HumanApprovalDecideInputDecision {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Approve => f.write_str("approve"),
+            Self::Reject => f.write_str("reject"),
+        }
+    }
+}
+impl ::std::str::FromStr for HumanApprovalDecideInputDecision {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "approve" => Ok(Self::Approve),
+            "reject" => Ok(Self::Reject),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for HumanApprovalDecideInputDecision {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String>
+for HumanApprovalDecideInputDecision {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+///`HumanApprovalDecideOutput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanApprovalDecideOutput {
+    pub approval: Approval,
+}
+///`HumanApprovalListInput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanApprovalListInput {
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub cursor: ::std::option::Option<Cursor>,
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub limit: ::std::option::Option<PageLimit>,
+    ///Only approvals in this state.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub status: ::std::option::Option<ApprovalStatus>,
+}
+///`HumanApprovalListOutput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanApprovalListOutput {
+    ///Approvals, newest change first.
+    pub approvals: ::std::vec::Vec<Approval>,
+    ///Present when more remain: pass it as `cursor` with the same input.
+    #[serde(
+        rename = "nextCursor",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub next_cursor: ::std::option::Option<Cursor>,
+}
+///`HumanAttachmentDownloadInput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanAttachmentDownloadInput {
+    #[serde(rename = "attachmentId")]
+    pub attachment_id: AttachmentId,
+}
+///`HumanAttachmentDownloadOutput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanAttachmentDownloadOutput {
+    pub attachment: AttachmentInfo,
+    ///The whole attachment (at most 1 MiB), base64.
+    #[serde(rename = "contentBase64")]
+    pub content_base64: HumanAttachmentDownloadOutputContentBase64,
+}
+///The whole attachment (at most 1 MiB), base64.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct HumanAttachmentDownloadOutputContentBase64(::std::string::String);
+impl ::std::ops::Deref for HumanAttachmentDownloadOutputContentBase64 {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<HumanAttachmentDownloadOutputContentBase64>
+for ::std::string::String {
+    fn from(value: HumanAttachmentDownloadOutputContentBase64) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for HumanAttachmentDownloadOutputContentBase64 {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 1398104usize {
+            return Err("longer than 1398104 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for HumanAttachmentDownloadOutputContentBase64 {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String>
+for HumanAttachmentDownloadOutputContentBase64 {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for HumanAttachmentDownloadOutputContentBase64 {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///`HumanAuditListInput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanAuditListInput {
+    ///Only this agent's records (one the person owns).
+    #[serde(rename = "agentId", skip_serializing_if = "::std::option::Option::is_none")]
+    pub agent_id: ::std::option::Option<AgentId>,
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub cursor: ::std::option::Option<Cursor>,
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub limit: ::std::option::Option<PageLimit>,
+}
+///`HumanAuditListOutput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanAuditListOutput {
+    ///Present when more remain: pass it as `cursor` with the same input.
+    #[serde(
+        rename = "nextCursor",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub next_cursor: ::std::option::Option<Cursor>,
+    ///Records, newest first.
+    pub records: ::std::vec::Vec<HumanAuditListRecord>,
+}
+///One request to the server: who made it, what it asked, its outcome and how long it took.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanAuditListRecord {
+    ///What was asked (ids replaced by `{id}`).
+    pub action: HumanAuditListRecordAction,
+    #[serde(rename = "agentId", skip_serializing_if = "::std::option::Option::is_none")]
+    pub agent_id: ::std::option::Option<AgentId>,
+    pub at: super::timestamp::Timestamp,
+    ///The device credential the request came with.
+    #[serde(rename = "deviceId", skip_serializing_if = "::std::option::Option::is_none")]
+    pub device_id: ::std::option::Option<HumanAuditListRecordDeviceId>,
+    #[serde(rename = "durationUs")]
+    pub duration_us: u64,
+    ///`actions`, `tools`, `extensions`, `human` or `operator`.
+    pub family: HumanAuditListRecordFamily,
+    pub id: HumanAuditListRecordId,
+    ///`ok`, or the error code of the answer.
+    pub outcome: HumanAuditListRecordOutcome,
+}
+///What was asked (ids replaced by `{id}`).
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct HumanAuditListRecordAction(::std::string::String);
+impl ::std::ops::Deref for HumanAuditListRecordAction {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<HumanAuditListRecordAction> for ::std::string::String {
+    fn from(value: HumanAuditListRecordAction) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for HumanAuditListRecordAction {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 256usize {
+            return Err("longer than 256 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for HumanAuditListRecordAction {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for HumanAuditListRecordAction {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for HumanAuditListRecordAction {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///The device credential the request came with.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct HumanAuditListRecordDeviceId(::std::string::String);
+impl ::std::ops::Deref for HumanAuditListRecordDeviceId {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<HumanAuditListRecordDeviceId> for ::std::string::String {
+    fn from(value: HumanAuditListRecordDeviceId) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for HumanAuditListRecordDeviceId {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 68usize {
+            return Err("longer than 68 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for HumanAuditListRecordDeviceId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for HumanAuditListRecordDeviceId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for HumanAuditListRecordDeviceId {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///`actions`, `tools`, `extensions`, `human` or `operator`.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct HumanAuditListRecordFamily(::std::string::String);
+impl ::std::ops::Deref for HumanAuditListRecordFamily {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<HumanAuditListRecordFamily> for ::std::string::String {
+    fn from(value: HumanAuditListRecordFamily) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for HumanAuditListRecordFamily {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 32usize {
+            return Err("longer than 32 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for HumanAuditListRecordFamily {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for HumanAuditListRecordFamily {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for HumanAuditListRecordFamily {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///`HumanAuditListRecordId`
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct HumanAuditListRecordId(::std::string::String);
+impl ::std::ops::Deref for HumanAuditListRecordId {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<HumanAuditListRecordId> for ::std::string::String {
+    fn from(value: HumanAuditListRecordId) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for HumanAuditListRecordId {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 80usize {
+            return Err("longer than 80 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for HumanAuditListRecordId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for HumanAuditListRecordId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for HumanAuditListRecordId {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///`ok`, or the error code of the answer.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct HumanAuditListRecordOutcome(::std::string::String);
+impl ::std::ops::Deref for HumanAuditListRecordOutcome {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<HumanAuditListRecordOutcome> for ::std::string::String {
+    fn from(value: HumanAuditListRecordOutcome) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for HumanAuditListRecordOutcome {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 64usize {
+            return Err("longer than 64 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for HumanAuditListRecordOutcome {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for HumanAuditListRecordOutcome {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for HumanAuditListRecordOutcome {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///`HumanConversationListInput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanConversationListInput {
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub cursor: ::std::option::Option<Cursor>,
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub limit: ::std::option::Option<PageLimit>,
+}
+///`HumanConversationListOutput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanConversationListOutput {
+    ///Channels first, then direct conversations, each by name.
+    pub conversations: ::std::vec::Vec<ConversationSummary>,
+    ///Present when more remain: pass it as `cursor` with the same input.
+    #[serde(
+        rename = "nextCursor",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub next_cursor: ::std::option::Option<Cursor>,
+}
+///`HumanHistoryReadInput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanHistoryReadInput {
+    ///Read the page around this message: up to half the page newer than it, the message, and older ones. Not with `cursor`.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub around: ::std::option::Option<MessageId>,
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub cursor: ::std::option::Option<Cursor>,
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub limit: ::std::option::Option<PageLimit>,
+    ///`channel:chn_…`, `dm:dm_…` or `thread:thr_…`; a channel's history holds its top-level messages.
+    pub target: ConversationTarget,
+}
+///`HumanHistoryReadOutput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanHistoryReadOutput {
+    ///Messages, newest first.
+    pub messages: ::std::vec::Vec<Message>,
+    ///With `around`: newer messages remain past this page (read them with `around` on the newest one shown).
+    #[serde(
+        rename = "newerRemain",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub newer_remain: ::std::option::Option<bool>,
+    ///Present when older messages remain: pass it as `cursor` with the same `target`.
+    #[serde(
+        rename = "nextCursor",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub next_cursor: ::std::option::Option<Cursor>,
+    pub target: ConversationTarget,
+}
+///`HumanMeInput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanMeInput {}
+///`HumanMeOutput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanMeOutput {
+    #[serde(rename = "displayName")]
+    pub display_name: Name,
+    pub handle: Handle,
+    #[serde(rename = "humanId")]
+    pub human_id: HumanId,
+    ///The person's workspace.
+    #[serde(rename = "workspaceId")]
+    pub workspace_id: HumanMeOutputWorkspaceId,
+}
+///The person's workspace.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct HumanMeOutputWorkspaceId(::std::string::String);
+impl ::std::ops::Deref for HumanMeOutputWorkspaceId {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<HumanMeOutputWorkspaceId> for ::std::string::String {
+    fn from(value: HumanMeOutputWorkspaceId) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for HumanMeOutputWorkspaceId {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 68usize {
+            return Err("longer than 68 characters".into());
+        }
+        static PATTERN: ::std::sync::LazyLock<::regress::Regex> = ::std::sync::LazyLock::new(||
+        { ::regress::Regex::new("^wsp_[0-9A-Za-z]{8,64}$").unwrap() });
+        if PATTERN.find(value).is_none() {
+            return Err("doesn't match pattern \"^wsp_[0-9A-Za-z]{8,64}$\"".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for HumanMeOutputWorkspaceId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for HumanMeOutputWorkspaceId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for HumanMeOutputWorkspaceId {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///`HumanMessagePostInput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanMessagePostInput {
+    pub content: MessageContent,
+    #[serde(
+        rename = "requestId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub request_id: ::std::option::Option<RequestId>,
+    pub target: ConversationTarget,
+}
+///`HumanMessagePostOutput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanMessagePostOutput {
+    pub message: Message,
+}
+///`HumanReactionAddInput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanReactionAddInput {
+    pub emoji: Emoji,
+    #[serde(rename = "messageId")]
+    pub message_id: MessageId,
+    #[serde(
+        rename = "requestId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub request_id: ::std::option::Option<RequestId>,
+}
+///`HumanReactionAddOutput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanReactionAddOutput {
+    #[serde(rename = "messageId")]
+    pub message_id: MessageId,
+    ///The message's reactions after the change.
+    pub reactions: ::std::vec::Vec<Reaction>,
+}
+///`HumanReactionRemoveInput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanReactionRemoveInput {
+    pub emoji: Emoji,
+    #[serde(rename = "messageId")]
+    pub message_id: MessageId,
+    #[serde(
+        rename = "requestId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub request_id: ::std::option::Option<RequestId>,
+}
+///`HumanReactionRemoveOutput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanReactionRemoveOutput {
+    #[serde(rename = "messageId")]
+    pub message_id: MessageId,
+    ///The message's reactions after the change.
+    pub reactions: ::std::vec::Vec<Reaction>,
+}
+///`HumanReadMarkInput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanReadMarkInput {
+    ///The newest message read, in `target`.
+    #[serde(rename = "messageId")]
+    pub message_id: MessageId,
+    #[serde(
+        rename = "requestId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub request_id: ::std::option::Option<RequestId>,
+    pub target: ConversationTarget,
+}
+///`HumanReadMarkOutput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanReadMarkOutput {
+    pub target: ConversationTarget,
+    pub unread: UnreadCount,
+}
+///`HumanThreadListInput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanThreadListInput {
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub cursor: ::std::option::Option<Cursor>,
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub limit: ::std::option::Option<PageLimit>,
+    ///The channel or direct conversation: `channel:chn_…` or `dm:dm_…`.
+    pub target: ConversationTarget,
+}
+///`HumanThreadListOutput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanThreadListOutput {
+    ///Present when more remain: pass it as `cursor` with the same input.
+    #[serde(
+        rename = "nextCursor",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub next_cursor: ::std::option::Option<Cursor>,
+    ///Threads, newest first.
+    pub threads: ::std::vec::Vec<ConversationSummary>,
 }
 ///`KbFetchInput`
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
@@ -5061,6 +5896,49 @@ impl ::std::convert::TryFrom<::std::string::String> for TriggerStatus {
     fn try_from(
         value: ::std::string::String,
     ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+///Messages newer than the person's read mark, counted up to 1000: 1000 means at least that many.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(transparent)]
+pub struct UnreadCount(pub i64);
+impl ::std::ops::Deref for UnreadCount {
+    type Target = i64;
+    fn deref(&self) -> &i64 {
+        &self.0
+    }
+}
+impl ::std::convert::From<UnreadCount> for i64 {
+    fn from(value: UnreadCount) -> Self {
+        value.0
+    }
+}
+impl ::std::convert::From<i64> for UnreadCount {
+    fn from(value: i64) -> Self {
+        Self(value)
+    }
+}
+impl ::std::fmt::Display for UnreadCount {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+impl ::std::str::FromStr for UnreadCount {
+    type Err = <i64 as ::std::str::FromStr>::Err;
+    fn from_str(value: &str) -> ::std::result::Result<Self, Self::Err> {
+        Ok(Self(value.parse()?))
+    }
+}
+impl ::std::convert::TryFrom<&str> for UnreadCount {
+    type Error = <i64 as ::std::str::FromStr>::Err;
+    fn try_from(value: &str) -> ::std::result::Result<Self, Self::Error> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<String> for UnreadCount {
+    type Error = <i64 as ::std::str::FromStr>::Err;
+    fn try_from(value: String) -> ::std::result::Result<Self, Self::Error> {
         value.parse()
     }
 }

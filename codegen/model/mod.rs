@@ -12,11 +12,13 @@
 //! - `inventory`: the Exec action inventory joined with its schema pairs;
 //! - `operations`: the closed operation matrix of the operation-union actions, and its checks;
 //! - `tools`: the MCP tool files and the result budget;
-//! - `extensions`: the seed extension definitions the server's extension host serves.
+//! - `extensions`: the seed extension definitions the server's extension host serves;
+//! - `human`: the actions of the server's human API (a person's, not a runtime's).
 //!
 //! The rules every action and tool obey alike (names, the read/mutation result policy) live here.
 
 pub mod extensions;
+mod human;
 mod inventory;
 mod loader;
 pub mod operations;
@@ -44,6 +46,8 @@ pub const MCP_BUDGET_FILE: &str = "mcp/result-budget.json";
 /// The longest raw MCP tool name: its longest model-visible form (`mcp__agentteam__<tool>`) must
 /// stay within 64 characters.
 pub const MAX_TOOL_NAME: usize = max_raw_tool_name();
+/// The human API's actions, one file each.
+pub const HUMAN_DIR: &str = "human";
 pub const DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
 /// One MCP tool of the `agentteam` namespace, from `schema/mcp/<name>.json`.
 #[derive(Debug, Clone)]
@@ -67,6 +71,29 @@ pub struct McpTool {
 
 impl McpTool {
     /// `MessageSend`: the stem of every Rust name of this tool.
+    pub fn rust_stem(&self) -> String {
+        pascal_case(&self.name)
+    }
+}
+
+/// One action of the server's human API, from `schema/human/<name>.json`.
+#[derive(Debug, Clone)]
+pub struct HumanAction {
+    /// `conversation_list`: the route's last segment and the handler method's name.
+    pub name: String,
+    /// One line, no trailing period.
+    pub summary: String,
+    /// Whether it changes anything (then its input takes `requestId`).
+    pub write: bool,
+    /// The Exec read whose schema pair it shares, e.g. `task.list`.
+    pub same_as: Option<String>,
+    /// Global definition name of the input, e.g. `HumanMessagePostInput` or `TaskListInput`.
+    pub input_type: String,
+    pub output_type: String,
+}
+
+impl HumanAction {
+    /// `ConversationList`: the stem of its Rust names.
     pub fn rust_stem(&self) -> String {
         pascal_case(&self.name)
     }
@@ -168,6 +195,8 @@ pub struct Model {
     pub mcp_budget: McpBudget,
     /// The seed extension definitions, sorted by name.
     pub extensions: Vec<extensions::Extension>,
+    /// The human API's actions, sorted by name.
+    pub human_actions: Vec<HumanAction>,
 }
 
 impl Model {
@@ -199,6 +228,11 @@ impl Model {
             .filter_map(|stem| tools::load(&mut loader, stem))
             .collect();
         let budget = tools::load_budget(&mut loader);
+        let human_names = human::scan(&mut loader);
+        let mut human_actions: Vec<HumanAction> = human_names
+            .iter()
+            .filter_map(|stem| human::load(&mut loader, stem, &actions))
+            .collect();
         let seeds = extensions::load(&mut loader, &domains, &tools);
         let defs = std::mem::take(&mut loader.defs);
         loader.check_refs(&defs);
@@ -209,6 +243,7 @@ impl Model {
         domains.sort_by(|a, b| a.name.cmp(&b.name));
         actions.sort_by(|a, b| (&a.domain, &a.action).cmp(&(&b.domain, &b.action)));
         tools.sort_by(|a, b| a.name.cmp(&b.name));
+        human_actions.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(Model {
             domains,
             actions,
@@ -217,6 +252,7 @@ impl Model {
             mcp_tools: tools,
             mcp_budget: budget.expect("no diagnostics means the budget loaded"),
             extensions: seeds,
+            human_actions,
         })
     }
 

@@ -164,7 +164,40 @@ pub struct ToolDescriptor {
     pub output_schema: &'static str,
 }
 
+/// One action of the server's human API, as `schema/human/<name>.json` describes it.
+#[derive(Debug)]
+pub struct HumanActionDescriptor {
+    pub id: HumanActionId,
+    /// `message_post`: the route's last segment.
+    pub name: &'static str,
+    /// One line, no trailing period.
+    pub summary: &'static str,
+    /// Whether it changes anything (then its input takes `requestId`).
+    pub write: bool,
+    /// The Exec read whose schema pair it shares, e.g. `task.list`.
+    pub same_as: Option<&'static str>,
+    /// Self-contained JSON Schema 2020-12 of the input.
+    pub input_schema: &'static str,
+    /// Self-contained JSON Schema 2020-12 of the output.
+    pub output_schema: &'static str,
+}
+
 include!(concat!(env!("OUT_DIR"), "/catalog.rs"));
+
+impl HumanActionId {
+    /// The descriptor of this action.
+    pub fn descriptor(self) -> &'static HumanActionDescriptor {
+        &HUMAN_ACTIONS[self as usize]
+    }
+}
+
+/// The human action called `name` (exact).
+pub fn find_human(name: &str) -> Option<&'static HumanActionDescriptor> {
+    HUMAN_ACTIONS.iter().find(|a| a.name == name)
+}
+
+/// The OpenAPI 3.1 document of the server's human API.
+pub const HUMAN_OPENAPI: &str = include_str!(concat!(env!("OUT_DIR"), "/human_openapi.json"));
 
 /// The `tools` array of every `tools/list` result, in order.
 pub const MCP_TOOLS_JSON: &str = include_str!(concat!(env!("OUT_DIR"), "/mcp_tools.json"));

@@ -5,8 +5,8 @@
 //! of one that the owner wrote directly (a page of messages written from its rows, without the
 //! typed values in between).
 
-use super::catalog::{ActionId, ToolId};
-use super::error::{ActionResult, DispatchError};
+use super::catalog::{ActionId, HumanActionId, ToolId};
+use super::error::{ActionError, ActionResult, DispatchError, ErrorCode};
 use super::types;
 
 include!(concat!(env!("OUT_DIR"), "/handlers.rs"));

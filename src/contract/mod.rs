@@ -25,12 +25,13 @@ pub mod validate;
 
 pub use catalog::{
     ACTIONS, ActionDescriptor, ActionId, DOMAINS, DomainDescriptor, DomainOwner, Effective,
-    OperationDescriptor, ResultPolicy, Retrieval, Risk, TOOLS, ToolDescriptor, ToolId, ToolOwner,
+    HUMAN_ACTIONS, HumanActionDescriptor, HumanActionId, OperationDescriptor, ResultPolicy,
+    Retrieval, Risk, TOOLS, ToolDescriptor, ToolId, ToolOwner,
 };
 pub use error::{ActionError, ActionResult, DispatchError};
 pub use handlers::{
-    ActionHandler, DaemonActionHandler, ServerToolHandler, Written, dispatch, dispatch_daemon,
-    dispatch_tool,
+    ActionHandler, DaemonActionHandler, HumanClient, HumanHandler, HumanTransport,
+    ServerToolHandler, Written, dispatch, dispatch_daemon, dispatch_human, dispatch_tool,
 };
 pub use runtime_catalog::RuntimeCatalog;
 pub use validate::{ValidationDetail, Validators};

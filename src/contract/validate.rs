@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 use serde_json::Value;
 
 use super::borrowed::{Borrowed, BorrowedJson};
-use super::catalog::{ACTIONS, ActionId, TOOLS, ToolId};
+use super::catalog::{ACTIONS, ActionId, HUMAN_ACTIONS, HumanActionId, TOOLS, ToolId};
 use super::error::{ActionError, ErrorCode, ErrorDetail};
 use super::shape::Shape;
 
@@ -67,6 +67,7 @@ impl Output {
 pub struct Validators {
     inputs: Vec<OnceLock<jsonschema::Validator>>,
     tool_inputs: Vec<OnceLock<jsonschema::Validator>>,
+    human_inputs: Vec<OnceLock<jsonschema::Validator>>,
     /// By [`Output::index`].
     outputs: Vec<Compiled>,
 }
@@ -105,6 +106,11 @@ impl Validators {
             let index = tool.id as usize;
             let _ = catalog.tool_inputs[index].set(compile(tool.name, "input", tool.input_schema)?);
         }
+        for human in HUMAN_ACTIONS {
+            let index = human.id as usize;
+            let _ =
+                catalog.human_inputs[index].set(compile(human.name, "input", human.input_schema)?);
+        }
         for output in Output::all() {
             let compiled = &catalog.outputs[output.index()];
             let name = output.name();
@@ -124,6 +130,7 @@ impl Validators {
         Validators {
             inputs: ACTIONS.iter().map(|_| OnceLock::new()).collect(),
             tool_inputs: TOOLS.iter().map(|_| OnceLock::new()).collect(),
+            human_inputs: HUMAN_ACTIONS.iter().map(|_| OnceLock::new()).collect(),
             outputs: Output::all().map(|_| Compiled::default()).collect(),
         }
     }
@@ -167,6 +174,29 @@ impl Validators {
             collect(self.tool_input(id), input),
             Invalid::Arguments(name),
             || format!("fix the arguments to match the `inputSchema` of `{name}` in tools/list"),
+        )
+    }
+
+    /// Checks the input of a human API action; the error names every offending path.
+    pub fn validate_human_input(
+        &self,
+        id: HumanActionId,
+        input: &Value,
+    ) -> Result<(), ActionError> {
+        let human = id.descriptor();
+        let validator = self.human_inputs[id as usize].get_or_init(|| {
+            compile(human.name, "input", human.input_schema)
+                .expect("human schemas compile (a tested invariant)")
+        });
+        refuse_input(
+            collect(validator, input),
+            Invalid::Input(human.name),
+            || {
+                format!(
+                    "fix the input to match `{}` in the human API's OpenAPI document",
+                    human.name
+                )
+            },
         )
     }
 

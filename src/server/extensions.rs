@@ -33,6 +33,7 @@ use super::actions::{Caller, page};
 use super::extension_rules::{GET, LIST, UNWATCH, WATCH};
 use super::provider::{ProviderClient, ProviderFailure};
 use super::state::AppState;
+use super::store::Principal;
 use super::store::StoreError;
 use super::store::{AppAccess, WatchRecord};
 use super::{failure, runtime_call};
@@ -146,7 +147,8 @@ async fn run(
     let key = action_key(name, action);
     runtime_call::once(
         state,
-        &caller,
+        Principal::Agent(&caller.agent_id),
+        caller.now_ms,
         &key,
         declared.risk.is_mutation(),
         selector,

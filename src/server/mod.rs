@@ -35,6 +35,7 @@ mod extension_rules;
 mod extensions;
 mod failure;
 mod front;
+mod human_api;
 pub mod knowledge;
 mod lifecycle;
 pub mod provider;

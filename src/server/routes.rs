@@ -1,5 +1,5 @@
 //! Every route of the server, in one table: the runtime action and tool routes, the extension
-//! routes, the knowledge route and the operator API, `GET /health`, and the `not_found` fallback,
+//! routes, the knowledge route, the human API and the operator API, `GET /health`, and the `not_found` fallback,
 //! all behind the front middleware.
 
 use axum::Router;
@@ -7,7 +7,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::state::AppState;
-use super::{admin_api, extensions, front, knowledge, runtime_api};
+use super::{admin_api, extensions, front, human_api, knowledge, runtime_api};
 use crate::contract::ActionError;
 use crate::contract::error::ErrorCode;
 
@@ -18,6 +18,7 @@ pub fn router(state: AppState) -> Router {
         .merge(extensions::routes())
         .merge(knowledge::routes())
         .merge(admin_api::routes())
+        .merge(human_api::routes())
         .route("/health", axum::routing::get(health))
         .fallback(not_found)
         .layer(axum::middleware::from_fn_with_state(

@@ -16,6 +16,7 @@ use axum::routing::post;
 
 use super::actions::{Caller, ServerActions};
 use super::state::AppState;
+use super::store::Principal;
 use super::{failure, runtime_call, snake_case_aliases};
 use crate::contract::catalog::ACTIONS;
 use crate::contract::{
@@ -156,7 +157,8 @@ async fn run(
     };
     runtime_call::once(
         state,
-        &caller,
+        Principal::Agent(&caller.agent_id),
+        caller.now_ms,
         &op.key(),
         mutation,
         selector,

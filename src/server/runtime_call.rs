@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 
 use super::actions::Caller;
 use super::state::AppState;
-use super::store::Claim;
+use super::store::{Claim, DeviceIdentity, Principal};
 use super::{audit, auth, failure};
 use crate::contract::ActionError;
 use crate::telemetry::request;
@@ -47,6 +47,19 @@ pub async fn authenticate_workspace(
     server_id: &str,
     headers: &HeaderMap,
 ) -> Result<(), ActionError> {
+    verify_device(state, server_id, None, headers)
+        .await
+        .map(|_| ())
+}
+
+/// The person behind a human API request: the device credential authenticated and bound to the
+/// path's workspace; its human is who the request acts as, whatever the body says. The same
+/// uniform 403.
+pub async fn authenticate_person(
+    state: &AppState,
+    server_id: &str,
+    headers: &HeaderMap,
+) -> Result<DeviceIdentity, ActionError> {
     verify_device(state, server_id, None, headers).await
 }
 
@@ -58,7 +71,7 @@ async fn verify_device(
     server_id: &str,
     agent_id: Option<&str>,
     headers: &HeaderMap,
-) -> Result<(), ActionError> {
+) -> Result<DeviceIdentity, ActionError> {
     let credential = wire::bearer(headers).ok_or_else(ActionError::forbidden)?;
     let (device, owns_agent) =
         auth::authenticate_device(&state.store, credential, agent_id.unwrap_or(""))
@@ -80,7 +93,7 @@ async fn verify_device(
             request::set([KeyValue::new("agentteam.agent_id", agent_id.to_string())]);
         }
     }
-    Ok(())
+    Ok(device)
 }
 
 /// How a request's idempotency receipt is kept with its effects.
@@ -96,7 +109,8 @@ pub enum Receipt {
 }
 
 /// Runs `execute` and answers with its envelope, written by `render`; with an idempotency
-/// `selector`, at most once per `(agent, action, selector)`: a repeat replays the first answer,
+/// `selector`, at most once per `(principal, action, selector)` (an agent's, or a person's on the
+/// human API), the request's time `now_ms`: a repeat replays the first answer,
 /// another payload is `idempotency_key_reused`, a repeat while the first runs is
 /// `idempotency_in_progress`. `receipt` says how the answer is kept with the effects. A
 /// `mutation` whose effects are the store's ([`Receipt::Atomic`]) commits them with its audit
@@ -104,7 +118,8 @@ pub enum Receipt {
 #[allow(clippy::too_many_arguments)]
 pub async fn once<F, Fut, T>(
     state: &AppState,
-    caller: &Caller,
+    principal: Principal<'_>,
+    now_ms: i64,
     action: &str,
     mutation: bool,
     selector: Option<String>,
@@ -132,7 +147,7 @@ where
     // Boxed: the claim's transaction is a large future, and a call without a selector (every
     // read) would otherwise carry it in its own and move it with every request.
     Box::pin(keyed(
-        state, caller, action, key, input, receipt, render, execute,
+        state, principal, now_ms, action, key, input, receipt, render, execute,
     ))
     .await
 }
@@ -141,7 +156,8 @@ where
 #[allow(clippy::too_many_arguments)]
 async fn keyed<F, Fut, T>(
     state: &AppState,
-    caller: &Caller,
+    principal: Principal<'_>,
+    now_ms: i64,
     action: &str,
     key: String,
     input: &serde_json::Value,
@@ -153,17 +169,17 @@ where
     F: FnOnce() -> Fut,
     Fut: Future<Output = Result<T, ActionError>>,
 {
-    // The selector is scoped by agent and action; the fingerprint is the canonical input.
+    // The selector is scoped by principal and action; the fingerprint is the canonical input.
     let fingerprint = Sha256::digest(serde_json::to_vec(input).expect("a Value always serializes"));
     let store = &state.store;
     let claim = || {
         store.claim_idempotent(
-            &caller.agent_id,
+            principal,
             action,
             &key,
             &fingerprint,
-            caller.now_ms,
-            caller.now_ms - IDEMPOTENCY_RETENTION_MS,
+            now_ms,
+            now_ms - IDEMPOTENCY_RETENTION_MS,
         )
     };
     let answered = match receipt {
@@ -177,13 +193,7 @@ where
                             let applied = (200..300).contains(&status);
                             if applied {
                                 store
-                                    .finish_idempotent(
-                                        &caller.agent_id,
-                                        action,
-                                        &key,
-                                        status,
-                                        &body,
-                                    )
+                                    .finish_idempotent(principal, action, &key, status, &body)
                                     .await?;
                                 audit::write_in_transaction(store).await?;
                             }
@@ -208,7 +218,7 @@ where
                 #[cfg(debug_assertions)]
                 fault::after_commit(action);
                 store
-                    .finish_idempotent(&caller.agent_id, action, &key, status, &body)
+                    .finish_idempotent(principal, action, &key, status, &body)
                     .await
                     .map_err(failure::store)?;
                 Ok((status, body))

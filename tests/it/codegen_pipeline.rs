@@ -493,3 +493,86 @@ fn a_daemon_domain_stays_out_of_the_servers_handler_trait() {
         assert!(server_trait.contains(&format!("fn {}(", action.method_name())));
     }
 }
+
+fn edit_human(schema: &Path, action: &str, edit: impl FnOnce(&mut Value)) {
+    let path = schema.join(format!("human/{action}.json"));
+    let mut value: Value = serde_json::from_str(&fs::read_to_string(&path).unwrap()).unwrap();
+    edit(&mut value);
+    write_json(&path, value);
+}
+
+#[test]
+fn a_new_human_action_joins_the_handler_the_client_and_the_openapi_document() {
+    let (_dir, schema) = schema_copy();
+    let mut action: Value =
+        serde_json::from_str(&fs::read_to_string(schema.join("human/message_post.json")).unwrap())
+            .unwrap();
+    action["name"] = json!("note_post");
+    write_json(&schema.join("human/note_post.json"), action);
+    let (model, artifacts) =
+        codegen::generate(&schema).unwrap_or_else(|d| panic!("{}", render(&d)));
+    assert!(model.human_actions.iter().any(|a| a.name == "note_post"));
+    let artifact = |name: &str| &artifacts.iter().find(|a| a.name == name).unwrap().contents;
+    let handlers = artifact("handlers.rs");
+    assert!(
+        handlers
+            .contains("fn note_post(&self, ctx: &Self::Context, input: types::HumanNotePostInput)")
+    );
+    assert!(handlers.contains("pub async fn note_post(&self, input: &types::HumanNotePostInput)"));
+    assert!(artifact("catalog.rs").contains("HumanActionId::NotePost"));
+    let openapi: Value = serde_json::from_str(artifact("human_openapi.json")).unwrap();
+    assert!(openapi["paths"]["/human/servers/{serverId}/actions/note_post"]["post"].is_object());
+}
+
+#[test]
+fn a_human_write_takes_a_request_id_and_a_read_none() {
+    let (_dir, schema) = schema_copy();
+    edit_human(&schema, "message_post", |action| {
+        action["inputSchema"]["properties"]
+            .as_object_mut()
+            .unwrap()
+            .remove("requestId");
+    });
+    check_refused(
+        &schema,
+        "schema/human/message_post.json",
+        "a human write takes `requestId`",
+    );
+    let (_dir, schema) = schema_copy();
+    edit_human(&schema, "me", |action| {
+        action["inputSchema"]["properties"]["requestId"] =
+            json!({"$ref": "../common.json#/$defs/RequestId"});
+    });
+    check_refused(
+        &schema,
+        "schema/human/me.json",
+        "a read takes no `requestId`",
+    );
+}
+
+#[test]
+fn a_human_action_shares_only_an_exec_read_of_the_server() {
+    let (_dir, schema) = schema_copy();
+    edit_human(&schema, "task_list", |action| {
+        action["sameAs"] = json!("task.create");
+    });
+    check_refused(
+        &schema,
+        "schema/human/task_list.json",
+        "must be a read of a server-owned domain",
+    );
+    let (_dir, schema) = schema_copy();
+    edit_human(&schema, "task_list", |action| {
+        action["sameAs"] = json!("agent.list");
+    });
+    check_refused(
+        &schema,
+        "schema/human/task_list.json",
+        "must be a read of a server-owned domain",
+    );
+    let (_dir, schema) = schema_copy();
+    edit_human(&schema, "task_list", |action| {
+        action["sameAs"] = json!("task.nothing");
+    });
+    check_refused(&schema, "schema/human/task_list.json", "is no Exec action");
+}

@@ -41,6 +41,7 @@ mod server_client;
 mod server_domains;
 mod server_durability;
 mod server_extensions;
+mod server_human;
 mod server_idempotency;
 mod server_knowledge;
 mod server_pagination;

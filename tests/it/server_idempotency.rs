@@ -133,7 +133,7 @@ async fn a_duplicate_while_the_first_is_running_is_a_conflict() {
         .state
         .store()
         .claim_idempotent(
-            &w.agent_id,
+            agentteam::server::store::Principal::Agent(&w.agent_id),
             "task.create",
             "req-inflight-01",
             &fingerprint,
@@ -159,7 +159,7 @@ async fn a_claim_abandoned_past_its_lease_is_taken_over_once() {
     let store = server.state.store();
     let claim = |now: i64| {
         store.claim_idempotent(
-            &w.agent_id,
+            agentteam::server::store::Principal::Agent(&w.agent_id),
             "task.create",
             "req-orphan-0001",
             &fingerprint,
@@ -194,7 +194,7 @@ async fn the_scheduler_pass_prunes_expired_keys_in_bounded_batches() {
     for i in 0..max + 5 {
         let claim = store
             .claim_idempotent(
-                &w.agent_id,
+                agentteam::server::store::Principal::Agent(&w.agent_id),
                 "task.create",
                 &format!("req-old-{i:06}"),
                 b"f",

@@ -2,8 +2,8 @@
 //! Every locator in a request is resolved against the caller's workspace and membership here; a
 //! locator the agent cannot see is `not_found`, whether it exists elsewhere or not.
 
-mod approval;
-mod messages;
+pub(crate) mod approval;
+pub(crate) mod messages;
 pub(crate) mod page;
 mod profile;
 mod project;

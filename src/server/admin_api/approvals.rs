@@ -5,11 +5,9 @@ use serde::Deserialize;
 use serde_json::json;
 
 use super::{Answer, Human, Noun, OperatorJson, missing, operator};
-use crate::contract::error::ErrorCode;
 use crate::contract::types as t;
-use crate::contract::{ActionError, ActionId};
-use crate::server::actions::{page, read_name};
-use crate::server::failure;
+use crate::server::actions::approval::{self, Undecided};
+use crate::server::actions::page;
 use crate::server::state::AppState;
 use crate::wire::Data;
 
@@ -80,52 +78,20 @@ pub(super) async fn decide_approval(
     }): OperatorJson<ApprovalDecision>,
 ) -> Answer {
     let comment = comment.as_deref().map(String::as_str);
-    let fields = [("/comment".to_string(), comment)];
-    let decided = state
-        .store
-        .decide_approval(
-            &workspace_id,
-            &approval_id,
-            &human_id,
-            decision == Decision::Approve,
-            comment,
-            state.clock.now_ms(),
-            // The comment lands on the approval and on the step that waited for it: nothing is
-            // written unless both can still be read back.
-            |approval, run| {
-                crate::contract::budget::readable(
-                    &read_name(ActionId::ApprovalGet, None),
-                    &crate::contract::types::ApprovalGetOutput(
-                        crate::contract::types::ApprovalResult {
-                            approval: approval.clone(),
-                        },
-                    ),
-                    &fields,
-                )?;
-                let waiting = run.and_then(|run| {
-                    run.steps
-                        .iter()
-                        .find(|step| step.approval_id.as_deref() == Some(approval_id.as_str()))
-                });
-                match waiting {
-                    Some(step) => crate::server::actions::step_readable(step, &fields),
-                    None => Ok(()),
-                }
-            },
-        )
-        .await
-        .map_err(failure::store)?
-        .ok_or_else(|| missing("approval", &approval_id))?;
-    match decided {
+    let approve = decision == Decision::Approve;
+    match approval::decide(
+        &state,
+        &workspace_id,
+        &approval_id,
+        &human_id,
+        approve,
+        comment,
+    )
+    .await
+    {
         Ok(approval) => Ok(Data(json!({ "approval": approval }))),
-        Err(crate::server::store::DecideRefusal::Decided(status)) => Err(ActionError::new(
-            ErrorCode::InvalidState,
-            format!("approval `{approval_id}` was already decided: {status}"),
-        )
-        .into()),
-        Err(crate::server::store::DecideRefusal::UnknownHuman) => {
-            Err(Human::missing(&human_id).into())
-        }
-        Err(crate::server::store::DecideRefusal::Refused(error)) => Err(error.into()),
+        Err(Undecided::Missing) => Err(missing("approval", &approval_id).into()),
+        Err(Undecided::UnknownHuman) => Err(Human::missing(&human_id).into()),
+        Err(Undecided::Refused(error)) => Err(error.into()),
     }
 }

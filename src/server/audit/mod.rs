@@ -318,6 +318,7 @@ fn family_of(segments: &[&str]) -> Option<&'static str> {
         ["runtime", "servers", _, "agents", _, "ext", ..]
         | ["runtime", "servers", _, "extensions"] => Some("extensions"),
         ["admin", ..] => Some("operator"),
+        ["human", "servers", _, "actions", ..] => Some("human"),
         _ => None,
     }
 }
@@ -352,6 +353,7 @@ fn classify_segments(
             format!("{method} /{}", route.join("/"))
         }
         (_, [.., "extensions"]) => "definitions".into(),
+        ("human", [_, _, _, _, name]) => clip(name),
         (_, [_, _, _, _, _, _, name]) => clip(name),
         (_, [_, _, _, _, _, _, first, second, ..]) => format!("{} {}", clip(first), clip(second)),
         _ => clip(path),
@@ -380,9 +382,9 @@ fn claimed_ids_of(segments: &[&str]) -> (Option<String>, Option<String>) {
     let id = |s: &&str| is_id(s).then(|| s.to_string());
     match segments {
         ["runtime", "servers", workspace, "agents", agent, ..] => (id(workspace), id(agent)),
-        ["runtime", "servers", workspace, ..] | ["admin", "workspaces", workspace, ..] => {
-            (id(workspace), None)
-        }
+        ["runtime", "servers", workspace, ..]
+        | ["admin", "workspaces", workspace, ..]
+        | ["human", "servers", workspace, ..] => (id(workspace), None),
         _ => (None, None),
     }
 }
@@ -449,6 +451,17 @@ mod tests {
                 "operator",
                 "POST /admin/workspaces/{id}/channels/{id}/members".into()
             ))
+        );
+        assert_eq!(
+            classify(
+                &post,
+                "/human/servers/wsp_01ABCDEFGH/actions/approval_decide"
+            ),
+            Some(("human", "approval_decide".into()))
+        );
+        assert_eq!(
+            claimed_ids("/human/servers/wsp_01ABCDEFGH/actions/me"),
+            (Some("wsp_01ABCDEFGH".into()), None)
         );
         assert_eq!(classify(&post, "/elsewhere"), None);
         assert_eq!(

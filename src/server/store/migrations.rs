@@ -487,6 +487,31 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE audit_records_by_at RENAME TO audit_records;
     CREATE INDEX audit_records_by_workspace ON audit_records (workspace_id, at DESC, id DESC);
     "#,
+    // 11: the human API: a person's idempotency records (as an agent's, keyed by the human), and
+    // each member's read mark per conversation, from which unread counts are counted.
+    r#"
+    CREATE TABLE human_idempotency_keys (
+        human_id TEXT NOT NULL REFERENCES humans(id),
+        action TEXT NOT NULL,
+        idempotency_key TEXT NOT NULL,
+        fingerprint BLOB NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('running', 'done')),
+        status_code BIGINT,
+        response TEXT,
+        created_at BIGINT NOT NULL,
+        PRIMARY KEY (human_id, action, idempotency_key)
+    );
+    CREATE INDEX human_idempotency_by_age ON human_idempotency_keys (created_at);
+    CREATE TABLE read_marks (
+        member_id TEXT NOT NULL,
+        conversation TEXT NOT NULL,
+        read_at BIGINT NOT NULL,
+        message_id TEXT NOT NULL,
+        PRIMARY KEY (member_id, conversation)
+    );
+    CREATE INDEX channel_members_by_member ON channel_members (member_id, channel_id);
+    CREATE INDEX threads_by_channel ON threads (channel_id, created_at DESC, id DESC);
+    "#,
 ];
 
 /// The same migrations for PostgreSQL, entry for entry (their versions are the same): `BLOB` is
@@ -978,6 +1003,30 @@ pub const PG_MIGRATIONS: &[&str] = &[
     ALTER TABLE audit_records DROP CONSTRAINT audit_records_pkey;
     ALTER TABLE audit_records ADD PRIMARY KEY (at, id);
     DROP INDEX audit_records_by_time;
+    "#,
+    // 11: the human API's idempotency records and read marks, as on SQLite.
+    r#"
+    CREATE TABLE human_idempotency_keys (
+        human_id TEXT COLLATE "C" NOT NULL REFERENCES humans(id),
+        action TEXT COLLATE "C" NOT NULL,
+        idempotency_key TEXT COLLATE "C" NOT NULL,
+        fingerprint BYTEA NOT NULL,
+        state TEXT COLLATE "C" NOT NULL CHECK (state IN ('running', 'done')),
+        status_code BIGINT,
+        response TEXT COLLATE "C",
+        created_at BIGINT NOT NULL,
+        PRIMARY KEY (human_id, action, idempotency_key)
+    );
+    CREATE INDEX human_idempotency_by_age ON human_idempotency_keys (created_at);
+    CREATE TABLE read_marks (
+        member_id TEXT COLLATE "C" NOT NULL,
+        conversation TEXT COLLATE "C" NOT NULL,
+        read_at BIGINT NOT NULL,
+        message_id TEXT COLLATE "C" NOT NULL,
+        PRIMARY KEY (member_id, conversation)
+    );
+    CREATE INDEX channel_members_by_member ON channel_members (member_id, channel_id);
+    CREATE INDEX threads_by_channel ON threads (channel_id, created_at DESC, id DESC);
     "#,
 ];
 

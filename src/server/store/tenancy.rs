@@ -553,7 +553,7 @@ macro_rules! profile_columns {
     };
 }
 
-fn profile_row(
+pub(super) fn profile_row(
     row: &impl super::Columns,
 ) -> Result<crate::contract::types::PublicProfile, StoreError> {
     let mut value = serde_json::json!({

@@ -328,7 +328,14 @@ mod tests {
 
     async fn claim(store: &Store, agent: &str, key: &str) -> Claim {
         store
-            .claim_idempotent(agent, "task.create", key, b"f", 1_000, 0)
+            .claim_idempotent(
+                super::super::Principal::Agent(agent),
+                "task.create",
+                key,
+                b"f",
+                1_000,
+                0,
+            )
             .await
             .unwrap()
     }
@@ -354,7 +361,13 @@ mod tests {
                     Claim::Acquired
                 );
                 store
-                    .finish_idempotent(&agent, "task.create", "req-committed", 200, "{}")
+                    .finish_idempotent(
+                        super::super::Principal::Agent(&agent),
+                        "task.create",
+                        "req-committed",
+                        200,
+                        "{}",
+                    )
                     .await?;
                 Ok(((), true))
             })

@@ -332,6 +332,80 @@ impl Store {
     }
 
     /// A page of messages from up to `limit + 1` rows of `message_columns!`.
+    /// The page of `at` around its message `message_id`: up to `limit / 2` newer messages, the
+    /// message, and older ones up to `limit` in all, newest first; the page's `next` continues
+    /// with older ones, and the flag says newer ones remain past it. `None` when the message is
+    /// not in `at`.
+    pub async fn history_around(
+        &self,
+        at: &Membership,
+        member_id: &str,
+        message_id: &str,
+        limit: usize,
+    ) -> Result<Option<(Page<Message>, bool)>, StoreError> {
+        let newer_wanted = limit / 2;
+        let read = on_backend!(self, |writer, reader, pg| {
+            let found: Option<(i64,)> = sqlx::query_as(
+                "SELECT created_at FROM messages WHERE id = $1 AND channel_id = $2                  AND ((thread_id IS NULL AND $3 IS NULL) OR thread_id = $3)",
+            )
+            .bind(message_id)
+            .bind(&at.channel_id)
+            .bind(&at.thread_id)
+            .fetch_optional(reader)
+            .await?;
+            let Some((created_at,)) = found else {
+                return Ok(None);
+            };
+            let newer = sqlx::query(concat!(
+                "SELECT ",
+                message_columns!(),
+                " FROM messages g JOIN channels c ON c.id = g.channel_id \
+                  WHERE g.channel_id = $1 AND ((g.thread_id IS NULL AND $2 IS NULL) OR g.thread_id = $2) \
+                  AND (g.created_at, g.id) > ($3, $4) ORDER BY g.created_at ASC, g.id ASC LIMIT $5"
+            ))
+            .bind(&at.channel_id)
+            .bind(&at.thread_id)
+            .bind(created_at)
+            .bind(message_id)
+            .bind((newer_wanted + 1) as i64)
+            .fetch_all(reader)
+            .await?;
+            let mut newer = newer
+                .iter()
+                .map(message_row)
+                .collect::<Result<Vec<_>, _>>()?;
+            let newer_remain = newer.len() > newer_wanted;
+            newer.truncate(newer_wanted);
+            newer.reverse();
+            let older_wanted = limit - newer.len();
+            let older = sqlx::query(concat!(
+                "SELECT ",
+                message_columns!(),
+                " FROM messages g JOIN channels c ON c.id = g.channel_id \
+                  WHERE g.channel_id = $1 AND ((g.thread_id IS NULL AND $2 IS NULL) OR g.thread_id = $2) \
+                  AND (g.created_at, g.id) <= ($3, $4) ORDER BY g.created_at DESC, g.id DESC LIMIT $5"
+            ))
+            .bind(&at.channel_id)
+            .bind(&at.thread_id)
+            .bind(created_at)
+            .bind(message_id)
+            .bind((older_wanted + 1) as i64)
+            .fetch_all(reader)
+            .await?;
+            let older = older
+                .iter()
+                .map(message_row)
+                .collect::<Result<Vec<_>, _>>()?;
+            Ok::<_, StoreError>(Some((newer, older, newer_remain)))
+        })?;
+        let Some((mut rows, older, newer_remain)) = read else {
+            return Ok(None);
+        };
+        rows.extend(older);
+        let page = self.page_of(rows, member_id, limit).await?;
+        Ok(Some((page, newer_remain)))
+    }
+
     async fn page_of(
         &self,
         rows: Vec<MessageRow>,

@@ -1,0 +1,765 @@
+//! The server's human API over real HTTP: what a person reads and answers, decided by their
+//! memberships and the agents they own; pages and cursors at their bounds; writes at most once
+//! per `requestId`. Each test runs on SQLite and, in the PostgreSQL pass, on PostgreSQL.
+
+use serde_json::{Value, json};
+
+use crate::support::{TestServer, Workspace};
+
+/// `POST` the human action `action` with `credential` on `workspace`'s path.
+async fn human(
+    server: &TestServer,
+    workspace_id: &str,
+    credential: &str,
+    action: &str,
+    input: Value,
+) -> (u16, Value) {
+    let path = format!("/human/servers/{workspace_id}/actions/{action}");
+    server.post(&path, Some(credential), &input).await
+}
+
+/// Ada's request (the workspace helper's person) that must succeed; its `data`.
+async fn ada(server: &TestServer, w: &Workspace, action: &str, input: Value) -> Value {
+    let (status, body) = human(server, &w.workspace_id, &w.device_credential, action, input).await;
+    assert_eq!(status, 200, "{action} failed: {body}");
+    body["data"].clone()
+}
+
+#[track_caller]
+fn refused(response: (u16, Value), status: u16, code: &str) -> Value {
+    assert_eq!(
+        (response.0, response.1["error"]["code"].as_str()),
+        (status, Some(code)),
+        "{}",
+        response.1
+    );
+    response.1
+}
+
+/// The agent `agent_id` posts `content` to `target` through its MCP tool route.
+async fn agent_posts(
+    server: &TestServer,
+    w: &Workspace,
+    agent_id: &str,
+    target: &str,
+    content: &str,
+) -> String {
+    let path = format!(
+        "/runtime/servers/{}/agents/{agent_id}/tools/message_send",
+        w.workspace_id
+    );
+    let (status, body) = server
+        .post(
+            &path,
+            Some(&w.device_credential),
+            &json!({"target": target, "content": content}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    body["data"]["message"]["id"].as_str().unwrap().to_string()
+}
+
+/// A second person of `w`'s workspace, with a device and an agent of their own in `general`.
+struct Bob {
+    device: String,
+    agent_id: String,
+}
+
+async fn bob(server: &TestServer, w: &Workspace) -> Bob {
+    let base = format!("/admin/workspaces/{}", w.workspace_id);
+    let human = server
+        .admin(
+            &format!("{base}/humans"),
+            json!({"handle": "bob", "displayName": "Bob"}),
+        )
+        .await["humanId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let agent_id = server
+        .admin(
+            &format!("{base}/agents"),
+            json!({"ownerHumanId": human, "handle": "scout", "displayName": "Scout"}),
+        )
+        .await["agentId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let device = server
+        .admin(&format!("{base}/devices"), json!({"humanId": human}))
+        .await["credential"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    Bob { device, agent_id }
+}
+
+#[tokio::test]
+async fn server_human_a_person_reads_and_answers_what_an_agent_posted() {
+    let server = TestServer::start().await;
+    let w = server.workspace("acme").await;
+    let thread = format!("thread:{}", w.thread_id);
+    let asked = agent_posts(&server, &w, &w.agent_id, &thread, "ready to ship?").await;
+
+    let me = ada(&server, &w, "me", json!({})).await;
+    assert_eq!(
+        (me["handle"].as_str(), me["humanId"].as_str()),
+        (Some("ada"), Some(w.human_id.as_str()))
+    );
+
+    // The channel is listed; its thread carries the agent's message as unread.
+    let list = ada(&server, &w, "conversation_list", json!({})).await;
+    let names: Vec<&str> = list["conversations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["general"], "only what ada belongs to: {list}");
+    let threads = ada(
+        &server,
+        &w,
+        "thread_list",
+        json!({"target": format!("channel:{}", w.channel_id)}),
+    )
+    .await;
+    assert_eq!(threads["threads"][0]["target"], json!(thread));
+    assert_eq!(threads["threads"][0]["name"], json!("release"));
+    assert_eq!(threads["threads"][0]["unread"], json!(1));
+    let history = ada(&server, &w, "history_read", json!({"target": thread})).await;
+    assert_eq!(history["messages"][0]["content"], json!("ready to ship?"));
+    assert_eq!(history["messages"][0]["authorId"], json!(w.agent_id));
+
+    // Ada answers in the thread, once per requestId.
+    let answer = json!({"target": thread, "content": "yes, ship it", "requestId": "reply-0000001"});
+    let first = ada(&server, &w, "message_post", answer.clone()).await;
+    assert_eq!(first["message"]["authorId"], json!(w.human_id));
+    let again = ada(&server, &w, "message_post", answer.clone()).await;
+    assert_eq!(again, first, "a repeat replays the first answer");
+    let mut other = answer.clone();
+    other["content"] = json!("no, wait");
+    refused(
+        human(
+            &server,
+            &w.workspace_id,
+            &w.device_credential,
+            "message_post",
+            other,
+        )
+        .await,
+        422,
+        "idempotency_key_reused",
+    );
+    // The agent reads the answer where it asked; the person's own message is not unread to her.
+    let (status, seen) = server
+        .post(
+            &format!(
+                "/runtime/servers/{}/agents/{}/tools/message_history_read",
+                w.workspace_id, w.agent_id
+            ),
+            Some(&w.device_credential),
+            &json!({"target": thread}),
+        )
+        .await;
+    assert_eq!(status, 200, "{seen}");
+    let contents: Vec<&str> = seen["data"]["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(contents, ["yes, ship it", "ready to ship?"], "posted once");
+
+    // Reactions, and the read mark that clears the unread count.
+    let reacted = ada(
+        &server,
+        &w,
+        "reaction_add",
+        json!({"messageId": asked, "emoji": "👍"}),
+    )
+    .await;
+    assert_eq!(
+        reacted["reactions"],
+        json!([{"emoji": "👍", "count": 1, "mine": true}])
+    );
+    let marked = ada(
+        &server,
+        &w,
+        "read_mark",
+        json!({"target": thread, "messageId": asked}),
+    )
+    .await;
+    assert_eq!(marked["unread"], json!(0));
+    let threads = ada(
+        &server,
+        &w,
+        "thread_list",
+        json!({"target": format!("channel:{}", w.channel_id)}),
+    )
+    .await;
+    assert_eq!(threads["threads"][0]["unread"], json!(0));
+    agent_posts(&server, &w, &w.other_agent_id, &thread, "shipped").await;
+    let threads = ada(
+        &server,
+        &w,
+        "thread_list",
+        json!({"target": format!("channel:{}", w.channel_id)}),
+    )
+    .await;
+    assert_eq!(
+        threads["threads"][0]["unread"],
+        json!(1),
+        "newer than the mark"
+    );
+    // A mark never moves back.
+    ada(
+        &server,
+        &w,
+        "read_mark",
+        json!({"target": thread, "messageId": asked}),
+    )
+    .await;
+    let removed = ada(
+        &server,
+        &w,
+        "reaction_remove",
+        json!({"messageId": asked, "emoji": "👍"}),
+    )
+    .await;
+    assert_eq!(removed["reactions"], json!([]));
+    // A message of another conversation is not this one's to mark.
+    let channel_message = agent_posts(
+        &server,
+        &w,
+        &w.agent_id,
+        &format!("channel:{}", w.channel_id),
+        "top level",
+    )
+    .await;
+    refused(
+        human(
+            &server,
+            &w.workspace_id,
+            &w.device_credential,
+            "read_mark",
+            json!({"target": thread, "messageId": channel_message}),
+        )
+        .await,
+        404,
+        "not_found",
+    );
+}
+
+#[tokio::test]
+async fn server_human_membership_decides_what_a_person_sees() {
+    let server = TestServer::start().await;
+    let w = server.workspace("acme").await;
+    let elsewhere = server.workspace("globex").await;
+    // Ada is no member of `builders`: its channel, its thread, its messages are missing to her,
+    // exactly as another workspace's.
+    let private = format!("channel:{}", w.private_channel_id);
+    let hidden = agent_posts(&server, &w, &w.agent_id, &private, "between agents").await;
+    let foreign = format!("channel:{}", elsewhere.channel_id);
+    for target in [
+        &private,
+        &format!("thread:{}", w.private_thread_id),
+        &foreign,
+    ] {
+        let body = refused(
+            human(
+                &server,
+                &w.workspace_id,
+                &w.device_credential,
+                "history_read",
+                json!({"target": target}),
+            )
+            .await,
+            404,
+            "not_found",
+        );
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("visible to you"),
+            "{body}"
+        );
+        refused(
+            human(
+                &server,
+                &w.workspace_id,
+                &w.device_credential,
+                "message_post",
+                json!({"target": target, "content": "hi"}),
+            )
+            .await,
+            404,
+            "not_found",
+        );
+    }
+    refused(
+        human(
+            &server,
+            &w.workspace_id,
+            &w.device_credential,
+            "reaction_add",
+            json!({"messageId": hidden, "emoji": "👍"}),
+        )
+        .await,
+        404,
+        "not_found",
+    );
+    refused(
+        human(
+            &server,
+            &w.workspace_id,
+            &w.device_credential,
+            "task_list",
+            json!({"location": {"kind": "thread", "threadId": w.private_thread_id}}),
+        )
+        .await,
+        404,
+        "not_found",
+    );
+    refused(
+        human(
+            &server,
+            &w.workspace_id,
+            &w.device_credential,
+            "thread_list",
+            json!({"target": private}),
+        )
+        .await,
+        404,
+        "not_found",
+    );
+    // A credential of another workspace, none, or a runtime's workspace path: one uniform 403.
+    refused(
+        human(
+            &server,
+            &w.workspace_id,
+            &elsewhere.device_credential,
+            "me",
+            json!({}),
+        )
+        .await,
+        403,
+        "forbidden",
+    );
+    let (status, body) = server
+        .post(
+            &format!("/human/servers/{}/actions/me", w.workspace_id),
+            None,
+            &json!({}),
+        )
+        .await;
+    refused((status, body), 403, "forbidden");
+    refused(
+        human(
+            &server,
+            &w.workspace_id,
+            "dev_0123456789.not-the-secret",
+            "me",
+            json!({}),
+        )
+        .await,
+        403,
+        "forbidden",
+    );
+    // What the body says never picks the person: an unknown field is refused.
+    refused(
+        human(
+            &server,
+            &w.workspace_id,
+            &w.device_credential,
+            "me",
+            json!({"humanId": elsewhere.human_id}),
+        )
+        .await,
+        400,
+        "validation_failed",
+    );
+    refused(
+        human(
+            &server,
+            &w.workspace_id,
+            &w.device_credential,
+            "no_such_action",
+            json!({}),
+        )
+        .await,
+        404,
+        "unknown_action",
+    );
+    // The shared reads answer as they answer an agent, on the conversations she belongs to.
+    let tasks = ada(
+        &server,
+        &w,
+        "task_list",
+        json!({"location": {"kind": "thread", "threadId": w.thread_id}}),
+    )
+    .await;
+    assert_eq!(tasks["tasks"], json!([]));
+    let projects = ada(&server, &w, "project_list", json!({})).await;
+    assert_eq!(projects["projects"], json!([]));
+    // Agents: the workspace's, with which are hers.
+    let bob = bob(&server, &w).await;
+    let agents = ada(&server, &w, "agent_list", json!({})).await;
+    let seen: Vec<(String, bool)> = agents["agents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| {
+            (
+                a["profile"]["handle"].as_str().unwrap().to_string(),
+                a["owned"].as_bool().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("builder".to_string(), true),
+            ("reviewer".to_string(), true),
+            ("scout".to_string(), false)
+        ]
+    );
+    let owned = ada(
+        &server,
+        &w,
+        "agent_list",
+        json!({"owned": true, "limit": 1}),
+    )
+    .await;
+    assert_eq!(owned["agents"][0]["profile"]["handle"], json!("builder"));
+    let rest = ada(
+        &server,
+        &w,
+        "agent_list",
+        json!({"owned": true, "cursor": owned["nextCursor"]}),
+    )
+    .await;
+    assert_eq!(rest["agents"].as_array().unwrap().len(), 1);
+    assert!(rest.get("nextCursor").is_none(), "{rest}");
+    // Bob's device reads as Bob: not a member of `general`.
+    refused(
+        human(
+            &server,
+            &w.workspace_id,
+            &bob.device,
+            "history_read",
+            json!({"target": format!("channel:{}", w.channel_id)}),
+        )
+        .await,
+        404,
+        "not_found",
+    );
+    let _ = bob.agent_id;
+}
+
+#[tokio::test]
+async fn server_human_a_person_decides_the_approvals_of_their_agents_once() {
+    let server = TestServer::start().await;
+    let w = server.workspace("acme").await;
+    let bob = bob(&server, &w).await;
+    let request = |agent: String, credential: String, title: &'static str| {
+        let server = &server;
+        let w = &w;
+        async move {
+            let path = format!(
+                "/runtime/servers/{}/agents/{agent}/actions/approval/request",
+                w.workspace_id
+            );
+            let (status, body) = server
+                .post(&path, Some(&credential), &json!({"title": title}))
+                .await;
+            assert_eq!(status, 200, "{body}");
+            body["data"]["approval"]["id"].as_str().unwrap().to_string()
+        }
+    };
+    let mine = request(
+        w.agent_id.clone(),
+        w.device_credential.clone(),
+        "deploy to prod",
+    )
+    .await;
+    let theirs = request(
+        bob.agent_id.clone(),
+        bob.device.clone(),
+        "delete the bucket",
+    )
+    .await;
+
+    let listed = ada(&server, &w, "approval_list", json!({"status": "pending"})).await;
+    let ids: Vec<&str> = listed["approvals"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, [mine.as_str()], "only what her agents asked");
+    refused(
+        human(
+            &server,
+            &w.workspace_id,
+            &w.device_credential,
+            "approval_decide",
+            json!({"approvalId": theirs, "decision": "approve"}),
+        )
+        .await,
+        404,
+        "not_found",
+    );
+    let decide = json!({"approvalId": mine, "decision": "approve", "comment": "go", "requestId": "decide-000001"});
+    let decided = ada(&server, &w, "approval_decide", decide.clone()).await;
+    assert_eq!(decided["approval"]["status"], json!("approved"));
+    assert_eq!(decided["approval"]["decidedByHumanId"], json!(w.human_id));
+    assert_eq!(
+        ada(&server, &w, "approval_decide", decide).await,
+        decided,
+        "replayed, not decided twice"
+    );
+    refused(
+        human(
+            &server,
+            &w.workspace_id,
+            &w.device_credential,
+            "approval_decide",
+            json!({"approvalId": mine, "decision": "reject"}),
+        )
+        .await,
+        409,
+        "invalid_state",
+    );
+    // The agent reads the decision.
+    let (status, got) = server
+        .action(
+            &w,
+            &w.agent_id,
+            "approval",
+            "get",
+            json!({"approvalId": mine}),
+        )
+        .await;
+    assert_eq!(status, 200, "{got}");
+    assert_eq!(got["data"]["approval"]["comment"], json!("go"));
+    // Bob's approval is still his to decide.
+    let (status, body) = human(
+        &server,
+        &w.workspace_id,
+        &bob.device,
+        "approval_decide",
+        json!({"approvalId": theirs, "decision": "reject"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+
+    // The audit: her agents' and her devices' records, never Bob's agent's.
+    let mut records = Vec::new();
+    let mut cursor: Option<Value> = None;
+    loop {
+        let mut input = json!({"limit": 2});
+        if let Some(cursor) = &cursor {
+            input["cursor"] = cursor.clone();
+        }
+        let page = ada(&server, &w, "audit_list", input).await;
+        records.extend(page["records"].as_array().unwrap().iter().cloned());
+        match page.get("nextCursor") {
+            Some(next) => cursor = Some(next.clone()),
+            None => break,
+        }
+    }
+    assert!(
+        records
+            .iter()
+            .any(|r| r["agentId"] == json!(w.agent_id) && r["action"] == json!("approval request")),
+        "{records:?}"
+    );
+    assert!(
+        records
+            .iter()
+            .any(|r| r["family"] == json!("human") && r["action"] == json!("approval_decide")),
+        "{records:?}"
+    );
+    assert!(
+        records.iter().all(|r| r["agentId"] != json!(bob.agent_id)),
+        "{records:?}"
+    );
+    let only_bobs = ada(&server, &w, "audit_list", json!({"agentId": bob.agent_id})).await;
+    assert_eq!(only_bobs["records"], json!([]));
+}
+
+#[tokio::test]
+async fn server_human_pages_cursors_and_unread_counts_hold_at_their_bounds() {
+    let server = TestServer::start().await;
+    let w = server.workspace("acme").await;
+    let thread = format!("thread:{}", w.thread_id);
+    let mut ids = Vec::new();
+    for n in 0..45 {
+        ids.push(agent_posts(&server, &w, &w.agent_id, &thread, &format!("m{n}")).await);
+    }
+    let mut seen = Vec::new();
+    let mut input = json!({"target": thread, "limit": 20});
+    let mut pages = 0;
+    loop {
+        let page = ada(&server, &w, "history_read", input.clone()).await;
+        pages += 1;
+        seen.extend(
+            page["messages"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|m| m["content"].as_str().unwrap().to_string()),
+        );
+        match page.get("nextCursor") {
+            Some(next) => input["cursor"] = next.clone(),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    let expected: Vec<String> = (0..45).rev().map(|n| format!("m{n}")).collect();
+    assert_eq!(seen, expected, "every message once, newest first");
+    // A cursor is bound to its target; limits are bounded at both ends.
+    let first = ada(
+        &server,
+        &w,
+        "history_read",
+        json!({"target": thread, "limit": 1}),
+    )
+    .await;
+    refused(
+        human(
+            &server,
+            &w.workspace_id,
+            &w.device_credential,
+            "history_read",
+            json!({"target": format!("channel:{}", w.channel_id), "cursor": first["nextCursor"]}),
+        )
+        .await,
+        400,
+        "validation_failed",
+    );
+    for limit in [0, 101] {
+        refused(
+            human(
+                &server,
+                &w.workspace_id,
+                &w.device_credential,
+                "history_read",
+                json!({"target": thread, "limit": limit}),
+            )
+            .await,
+            400,
+            "validation_failed",
+        );
+    }
+    ada(
+        &server,
+        &w,
+        "history_read",
+        json!({"target": thread, "limit": 100}),
+    )
+    .await;
+    // Around a message: half the page newer, the message, the rest older.
+    let around = ada(
+        &server,
+        &w,
+        "history_read",
+        json!({"target": thread, "around": ids[10], "limit": 10}),
+    )
+    .await;
+    let contents: Vec<&str> = around["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        contents,
+        [
+            "m15", "m14", "m13", "m12", "m11", "m10", "m9", "m8", "m7", "m6"
+        ]
+    );
+    assert_eq!(around["newerRemain"], json!(true));
+    let older = ada(
+        &server,
+        &w,
+        "history_read",
+        json!({"target": thread, "cursor": around["nextCursor"], "limit": 3}),
+    )
+    .await;
+    let contents: Vec<&str> = older["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        contents,
+        ["m5", "m4", "m3"],
+        "the around page's cursor continues older"
+    );
+    let newest = ada(
+        &server,
+        &w,
+        "history_read",
+        json!({"target": thread, "around": ids[44], "limit": 4}),
+    )
+    .await;
+    assert_eq!(newest["newerRemain"], json!(false));
+    assert_eq!(newest["messages"][0]["content"], json!("m44"));
+    refused(
+        human(
+            &server,
+            &w.workspace_id,
+            &w.device_credential,
+            "history_read",
+            json!({"target": thread, "around": ids[0], "cursor": first["nextCursor"]}),
+        )
+        .await,
+        400,
+        "validation_failed",
+    );
+
+    // The unread count stops at its bound.
+    let store = server.state.store();
+    let at = agentteam::server::store::Membership {
+        channel_id: w.channel_id.clone(),
+        thread_id: None,
+    };
+    let cap = agentteam::server::store::MAX_UNREAD;
+    for n in 0..cap {
+        store
+            .post_message(
+                &w.workspace_id,
+                &at,
+                &w.agent_id,
+                &format!("c{n}"),
+                &[],
+                1_000 + n,
+            )
+            .await
+            .unwrap();
+    }
+    let unread = |list: &Value| list["conversations"][0]["unread"].as_i64().unwrap();
+    assert_eq!(
+        unread(&ada(&server, &w, "conversation_list", json!({})).await),
+        cap
+    );
+    store
+        .post_message(
+            &w.workspace_id,
+            &at,
+            &w.agent_id,
+            "one more",
+            &[],
+            1_000 + cap,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        unread(&ada(&server, &w, "conversation_list", json!({})).await),
+        cap,
+        "at least 1000"
+    );
+}
