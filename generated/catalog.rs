@@ -11928,6 +11928,8 @@ pub enum HumanActionId {
     AuditList,
     /// `conversation_list`: The channels and direct conversations the person belongs to, with unread counts.
     ConversationList,
+    /// `dm_open`: Opens the direct conversation between the person and an agent or person of their workspace, by handle (the existing one when there is one).
+    DmOpen,
     /// `history_read`: A page of a conversation's messages, newest first, with reactions and attachments; or the page around one message.
     HistoryRead,
     /// `me`: Who the caller is: the person the device credential belongs to, and their workspace.
@@ -12858,6 +12860,81 @@ pub static HUMAN_ACTIONS: &[HumanActionDescriptor] = &[
     "conversations"
   ],
   "title": "HumanConversationListOutput",
+  "type": "object"
+}
+"##,
+    },
+    HumanActionDescriptor {
+        id: HumanActionId::DmOpen,
+        name: r#"dm_open"#,
+        summary: r#"Opens the direct conversation between the person and an agent or person of their workspace, by handle (the existing one when there is one)"#,
+        write: true,
+        same_as: None,
+        input_schema: r##"{
+  "$defs": {
+    "Handle": {
+      "description": "A short lowercase handle.",
+      "maxLength": 32,
+      "pattern": "^[a-z][a-z0-9-]{0,31}$",
+      "type": "string"
+    },
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "handle": {
+      "$ref": "#/$defs/Handle",
+      "description": "The other member's handle: an agent's, or else a person's, of the workspace."
+    },
+    "requestId": {
+      "$ref": "#/$defs/RequestId"
+    }
+  },
+  "required": [
+    "handle"
+  ],
+  "title": "HumanDmOpenInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "ConversationTarget": {
+      "description": "The exact target of a conversation, copied from a delivered message: `channel:chn_…`, `dm:dm_…` or `thread:thr_…`.",
+      "maxLength": 160,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Handle": {
+      "description": "A short lowercase handle.",
+      "maxLength": 32,
+      "pattern": "^[a-z][a-z0-9-]{0,31}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "name": {
+      "$ref": "#/$defs/Handle",
+      "description": "The other member's handle."
+    },
+    "target": {
+      "$ref": "#/$defs/ConversationTarget",
+      "description": "The direct conversation: `dm:dm_…`."
+    }
+  },
+  "required": [
+    "target",
+    "name"
+  ],
+  "title": "HumanDmOpenOutput",
   "type": "object"
 }
 "##,

@@ -1061,6 +1061,14 @@ pub trait HumanHandler: Send + Sync {
     ) -> impl ::std::future::Future<
         Output = ActionResult<types::HumanConversationListOutput>,
     > + Send;
+    /// `dm_open`: Opens the direct conversation between the person and an agent or person of their workspace, by handle (the existing one when there is one).
+    fn dm_open(
+        &self,
+        ctx: &Self::Context,
+        input: types::HumanDmOpenInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::HumanDmOpenOutput>,
+    > + Send;
     /// `history_read`: A page of a conversation's messages, newest first, with reactions and attachments; or the page around one message.
     fn history_read(
         &self,
@@ -1239,6 +1247,18 @@ pub async fn dispatch_human<H: HumanHandler>(
                         .map_err(DispatchError::Decode)?;
                     let output = handler
                         .conversation_list(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
+        HumanActionId::DmOpen => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::HumanDmOpenInput = ::serde_json::from_value(input)
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .dm_open(ctx, input)
                         .await
                         .map_err(DispatchError::Action)?;
                     ::serde_json::to_string(&output).map_err(DispatchError::Encode)
@@ -1507,6 +1527,20 @@ impl<T: HumanTransport> HumanClient<T> {
                 format!(
                     "the server's answer to `conversation_list` is not its contract: {e}"
                 ),
+            ))
+    }
+    /// `dm_open`: Opens the direct conversation between the person and an agent or person of their workspace, by handle (the existing one when there is one).
+    pub async fn dm_open(
+        &self,
+        input: &types::HumanDmOpenInput,
+    ) -> ActionResult<types::HumanDmOpenOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::DmOpen, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!("the server's answer to `dm_open` is not its contract: {e}"),
             ))
     }
     /// `history_read`: A page of a conversation's messages, newest first, with reactions and attachments; or the page around one message.

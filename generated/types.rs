@@ -2204,6 +2204,27 @@ pub struct HumanConversationListOutput {
     )]
     pub next_cursor: ::std::option::Option<Cursor>,
 }
+///`HumanDmOpenInput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanDmOpenInput {
+    ///The other member's handle: an agent's, or else a person's, of the workspace.
+    pub handle: Handle,
+    #[serde(
+        rename = "requestId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub request_id: ::std::option::Option<RequestId>,
+}
+///`HumanDmOpenOutput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanDmOpenOutput {
+    ///The other member's handle.
+    pub name: Handle,
+    ///The direct conversation: `dm:dm_…`.
+    pub target: ConversationTarget,
+}
 ///`HumanHistoryReadInput`
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]

@@ -16,6 +16,7 @@ mod local;
 mod mcp;
 mod operator;
 mod output;
+mod reader;
 mod runtime_url;
 mod server;
 mod service;
@@ -35,6 +36,13 @@ pub use output::Exit;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+}
+
+/// A person's decision on an approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Decision {
+    Approve,
+    Reject,
 }
 
 #[derive(Debug, Subcommand)]
@@ -97,6 +105,65 @@ enum Command {
         #[arg(long)]
         reload: bool,
         /// Print the report as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Read a conversation as your person: `#general`, `#general/<thread title>`, `@builder`, or
+    /// an exact `channel:…`, `dm:…`, `thread:…`; marks it read
+    Read {
+        #[command(flatten)]
+        state: daemon::StateDir,
+        /// The conversation (with --list: a channel, to list its threads)
+        #[arg(required_unless_present = "list")]
+        target: Option<String>,
+        /// List your conversations with their unread counts (or a channel's threads)
+        #[arg(long)]
+        list: bool,
+        /// Messages to show (default 20, at most 100)
+        #[arg(long, value_parser = clap::value_parser!(u8).range(1..=100), conflicts_with = "list")]
+        limit: Option<u8>,
+        /// Show the messages around this one (its id)
+        #[arg(long, value_name = "MESSAGE_ID", conflicts_with = "list")]
+        around: Option<String>,
+        /// Print the page as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Post a message as your person (a thread's target replies in the thread)
+    Post {
+        #[command(flatten)]
+        state: daemon::StateDir,
+        /// Where: `#general`, `#general/<thread title>`, `@builder`, or an exact target
+        target: String,
+        /// The message text
+        text: String,
+        /// Print the posted message as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// List the approvals your agents asked you for (pending ones unless --all)
+    Approvals {
+        #[command(flatten)]
+        state: daemon::StateDir,
+        /// Every approval, decided ones too
+        #[arg(long)]
+        all: bool,
+        /// Print the approvals as JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Approve or reject an approval one of your agents asked for
+    Decide {
+        #[command(flatten)]
+        state: daemon::StateDir,
+        /// The approval (its id, from `agentteam approvals`)
+        approval: String,
+        #[arg(value_enum)]
+        decision: Decision,
+        /// Why, shown to the agent with the decision
+        #[arg(long)]
+        comment: Option<String>,
+        /// Print the decided approval as JSON
         #[arg(long)]
         json: bool,
     },
@@ -273,6 +340,47 @@ pub fn main() -> ExitCode {
             daemon::daemon_command(command, scrubbed)
         }
         Command::Agent { state, command } => agent::run(state, command),
+        Command::Read {
+            state,
+            target,
+            list: true,
+            json,
+            ..
+        } => reader::list(state, target.as_deref(), json),
+        Command::Read {
+            state,
+            target,
+            limit,
+            around,
+            json,
+            ..
+        } => reader::read(
+            state,
+            target.as_deref().unwrap_or_default(),
+            limit,
+            around,
+            json,
+        ),
+        Command::Post {
+            state,
+            target,
+            text,
+            json,
+        } => reader::post(state, &target, &text, json),
+        Command::Approvals { state, all, json } => reader::approvals(state, all, json),
+        Command::Decide {
+            state,
+            approval,
+            decision,
+            comment,
+            json,
+        } => reader::decide(
+            state,
+            &approval,
+            decision == Decision::Approve,
+            comment,
+            json,
+        ),
         Command::Status {
             state,
             metrics: true,

@@ -209,6 +209,36 @@ impl ServerClient {
         self.send(&ctx, request).await
     }
 
+    /// One action of the server's human API in workspace `server_id`, as the person this device
+    /// belongs to (`POST /human/servers/{serverId}/actions/{action}`): its `data`, or the
+    /// server's refusal. A write's `requestId` travels in its input.
+    pub async fn human(
+        &self,
+        server_id: &str,
+        action: crate::contract::HumanActionId,
+        input: &Value,
+    ) -> ActionResult<Value> {
+        let ctx = CallContext {
+            server_id: server_id.to_string(),
+            agent_id: String::new(),
+            idempotency_key: None,
+        };
+        let body = serde_json::to_vec(input).expect("a Value always serializes");
+        let request = Outgoing {
+            method: reqwest::Method::POST,
+            path: format!(
+                "/human/servers/{server_id}/actions/{}",
+                action.descriptor().name
+            ),
+            headers: vec![(
+                header::CONTENT_TYPE,
+                HeaderValue::from_static("application/json"),
+            )],
+            body: Some(axum::body::Bytes::from(body)),
+        };
+        self.send(&ctx, request).await
+    }
+
     /// Whether the server answers its unauthenticated `GET /health` (no credential is sent).
     pub async fn health(&self) -> ActionResult<()> {
         let request = Outgoing {

@@ -206,6 +206,28 @@ pub async fn person(_: Person) -> Answer {
     Ok(Data(json!({ "person": true })))
 }
 
+/// `POST /api/admin/human/{action}`: one action of the server's human API, as this daemon's
+/// person (the device credential the daemon holds for them, never sent to the caller). Reads
+/// too are the person's: a runtime's process is refused every one ([`Person`]), so an agent
+/// cannot read what its person may and it may not.
+pub async fn human(
+    State(state): State<DaemonState>,
+    Path(action): Path<String>,
+    PersonJson(input): PersonJson<Value>,
+) -> Answer {
+    let Some(descriptor) = crate::contract::catalog::find_human(&action) else {
+        return Err(ActionError::unknown_action("human", &action).into());
+    };
+    state
+        .validators
+        .validate_human_input(descriptor.id, &input)?;
+    let data = state
+        .server_client
+        .human(&state.identity.workspace_id, descriptor.id, &input)
+        .await?;
+    Ok(Data(data))
+}
+
 /// `POST /api/admin/extensions/reload`: fetches, verifies and pins the installed extension
 /// definitions again; the next launches bind them (running runtimes keep theirs).
 pub async fn reload_extensions(State(state): State<DaemonState>, _: Person) -> Answer {

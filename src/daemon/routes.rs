@@ -59,6 +59,7 @@ pub fn router(state: DaemonState) -> Router {
             put(admin::set_turn).delete(admin::clear_turn),
         )
         .route("/api/admin/runs/{runId}/stdin", post(admin::relay_stdin))
+        .route("/api/admin/human/{action}", post(admin::human))
         .fallback(|| async {
             wire::error_response(&ActionError::new(ErrorCode::NotFound, "no such route"))
         })

@@ -446,6 +446,41 @@ impl HumanHandler for HumanActions<'_> {
         )
     }
 
+    async fn dm_open(
+        &self,
+        person: &Person,
+        input: t::HumanDmOpenInput,
+    ) -> ActionResult<t::HumanDmOpenOutput> {
+        let store = &self.state.store;
+        let member = found(
+            store
+                .member_by_handle(&person.workspace_id, &input.handle)
+                .await,
+            "member with handle",
+            &input.handle,
+        )?;
+        if member == person.human_id {
+            return Err(ActionError::new(
+                ErrorCode::ValidationFailed,
+                "a direct conversation is with someone else",
+            )
+            .with_next("name an agent's or another person's handle"));
+        }
+        let dm = store
+            .open_dm(
+                &person.workspace_id,
+                &person.human_id,
+                &member,
+                person.now_ms,
+            )
+            .await
+            .map_err(failure::store)?;
+        typed(
+            serde_json::json!({ "target": format!("dm:{dm}"), "name": *input.handle }),
+            "direct conversation",
+        )
+    }
+
     async fn message_post(
         &self,
         person: &Person,

@@ -28,6 +28,7 @@ mod person;
 mod pg_replicas;
 mod provider_stub;
 mod proxies;
+mod reader;
 mod readme;
 mod runtime_boundary;
 mod runtime_drivers;

@@ -12,7 +12,7 @@ const REFUSED: &str = "a runtime may not act as its person or as the operator";
 
 /// The output of `agentteam run … -- sh -c SCRIPT` (stdout and stderr of the script together),
 /// once the runtime ended.
-async fn run_script(
+pub(crate) async fn run_script(
     daemon: &TestDaemon,
     agent: &str,
     script: &str,
@@ -41,7 +41,7 @@ async fn run_script(
 }
 
 /// The text between `BEGIN name` and `END name` lines of `output`.
-fn section<'a>(output: &'a str, name: &str) -> &'a str {
+pub(crate) fn section<'a>(output: &'a str, name: &str) -> &'a str {
     let begin = format!("BEGIN {name}\n");
     let end = format!("END {name}");
     let start = output

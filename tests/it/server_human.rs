@@ -441,6 +441,38 @@ async fn server_human_membership_decides_what_a_person_sees() {
     .await;
     assert_eq!(rest["agents"].as_array().unwrap().len(), 1);
     assert!(rest.get("nextCursor").is_none(), "{rest}");
+    // A direct conversation by handle: with an agent (the same one each time), never oneself,
+    // never a handle the workspace does not have.
+    let dm = ada(&server, &w, "dm_open", json!({"handle": "scout"})).await;
+    assert!(dm["target"].as_str().unwrap().starts_with("dm:dm_"), "{dm}");
+    assert_eq!(
+        ada(&server, &w, "dm_open", json!({"handle": "scout"})).await,
+        dm
+    );
+    refused(
+        human(
+            &server,
+            &w.workspace_id,
+            &w.device_credential,
+            "dm_open",
+            json!({"handle": "ada"}),
+        )
+        .await,
+        400,
+        "validation_failed",
+    );
+    refused(
+        human(
+            &server,
+            &w.workspace_id,
+            &w.device_credential,
+            "dm_open",
+            json!({"handle": "nobody"}),
+        )
+        .await,
+        404,
+        "not_found",
+    );
     // Bob's device reads as Bob: not a member of `general`.
     refused(
         human(

@@ -118,6 +118,26 @@ impl Store {
         })
     }
 
+    /// The member of `workspace_id` with `handle`: an agent's id, or else a human's.
+    pub async fn member_by_handle(
+        &self,
+        workspace_id: &str,
+        handle: &str,
+    ) -> Result<Option<String>, StoreError> {
+        on_backend!(self, |writer, reader, pg| {
+            let found: Option<(String,)> = sqlx::query_as(
+                "SELECT id FROM (SELECT id, 0 AS pick FROM agents WHERE workspace_id = $1 AND handle = $2 \
+                 UNION ALL SELECT id, 1 AS pick FROM humans WHERE workspace_id = $1 AND handle = $2) m \
+                 ORDER BY pick LIMIT 1",
+            )
+            .bind(workspace_id)
+            .bind(handle)
+            .fetch_optional(reader)
+            .await?;
+            Ok(found.map(|(id,)| id))
+        })
+    }
+
     /// A page of the workspace's agents by handle, each with whether `human_id` owns it; only
     /// theirs when `owned_only`.
     pub async fn agents_for_human(
