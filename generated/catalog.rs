@@ -11930,6 +11930,8 @@ pub enum HumanActionId {
     ConversationList,
     /// `dm_open`: Opens the direct conversation between the person and an agent or person of their workspace, by handle (the existing one when there is one).
     DmOpen,
+    /// `events_read`: The changes the person may see since a cursor, waiting for the next one up to a bound: messages, reactions, task and approval changes.
+    EventsRead,
     /// `history_read`: A page of a conversation's messages, newest first, with reactions and attachments; or the page around one message.
     HistoryRead,
     /// `me`: Who the caller is: the person the device credential belongs to, and their workspace.
@@ -12935,6 +12937,371 @@ pub static HUMAN_ACTIONS: &[HumanActionDescriptor] = &[
     "name"
   ],
   "title": "HumanDmOpenOutput",
+  "type": "object"
+}
+"##,
+    },
+    HumanActionDescriptor {
+        id: HumanActionId::EventsRead,
+        name: r#"events_read"#,
+        summary: r#"The changes the person may see since a cursor, waiting for the next one up to a bound: messages, reactions, task and approval changes"#,
+        write: false,
+        same_as: None,
+        input_schema: r#"{
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "after": {
+      "description": "The `cursor` of the last read; absent to start from now (no backlog).",
+      "minimum": 0,
+      "type": "integer"
+    },
+    "limit": {
+      "description": "Events at most (default 100).",
+      "maximum": 100,
+      "minimum": 1,
+      "type": "integer"
+    },
+    "waitMs": {
+      "description": "How long to wait for a change when there is none yet (default 0, at most 25000).",
+      "maximum": 25000,
+      "minimum": 0,
+      "type": "integer"
+    }
+  },
+  "title": "HumanEventsReadInput",
+  "type": "object"
+}
+"#,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Approval": {
+      "additionalProperties": false,
+      "description": "A request for a human's decision.",
+      "properties": {
+        "comment": {
+          "$ref": "#/$defs/LongText",
+          "description": "The decider's comment."
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "decidedAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "decidedByHumanId": {
+          "$ref": "#/$defs/HumanId"
+        },
+        "details": {
+          "$ref": "#/$defs/LongText"
+        },
+        "id": {
+          "$ref": "#/$defs/ApprovalId"
+        },
+        "requestedByAgentId": {
+          "$ref": "#/$defs/AgentId"
+        },
+        "revision": {
+          "description": "Monotonic revision, incremented by every change.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "runId": {
+          "$ref": "#/$defs/WorkflowRunId",
+          "description": "The run whose step waits on it."
+        },
+        "status": {
+          "$ref": "#/$defs/ApprovalStatus"
+        },
+        "stepId": {
+          "$ref": "#/$defs/WorkflowStepId",
+          "description": "The step that waits on it."
+        },
+        "title": {
+          "$ref": "#/$defs/Name"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "title",
+        "status",
+        "revision",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "ApprovalId": {
+      "description": "Opaque approval identifier.",
+      "maxLength": 68,
+      "pattern": "^apr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ApprovalStatus": {
+      "description": "`pending` until a human decides; `approved` and `rejected` are final.",
+      "enum": [
+        "pending",
+        "approved",
+        "rejected"
+      ],
+      "type": "string"
+    },
+    "AttachmentId": {
+      "description": "Opaque attachment identifier, as listed on a message.",
+      "maxLength": 68,
+      "pattern": "^att_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "AttachmentInfo": {
+      "additionalProperties": false,
+      "description": "An attachment's metadata; its bytes are read with `attachment_read`.",
+      "properties": {
+        "id": {
+          "$ref": "#/$defs/AttachmentId"
+        },
+        "mediaType": {
+          "description": "The attachment's media type, e.g. `text/plain`.",
+          "maxLength": 128,
+          "minLength": 1,
+          "type": "string"
+        },
+        "name": {
+          "$ref": "#/$defs/Name"
+        },
+        "size": {
+          "description": "Size in bytes.",
+          "minimum": 0,
+          "type": "integer"
+        }
+      },
+      "required": [
+        "id",
+        "name",
+        "mediaType",
+        "size"
+      ],
+      "type": "object"
+    },
+    "ConversationTarget": {
+      "description": "The exact target of a conversation, copied from a delivered message: `channel:chn_…`, `dm:dm_…` or `thread:thr_…`.",
+      "maxLength": 160,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Emoji": {
+      "description": "A reaction: one emoji or a `:shortcode:`, without spaces.",
+      "maxLength": 32,
+      "minLength": 1,
+      "pattern": "^[^\\s]+$",
+      "type": "string"
+    },
+    "HumanEventsReadEvent": {
+      "additionalProperties": false,
+      "description": "One change, in the order the workspace recorded it.",
+      "properties": {
+        "approval": {
+          "$ref": "#/$defs/Approval"
+        },
+        "at": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "kind": {
+          "description": "`message`: a message was posted (it is here); `reaction`: a message's reactions changed (the message as it is now); `task`: a task was created or changed; `approval`: an approval of the person's agents was asked for or decided (as it is now).",
+          "enum": [
+            "message",
+            "reaction",
+            "task",
+            "approval"
+          ],
+          "type": "string"
+        },
+        "message": {
+          "$ref": "#/$defs/Message"
+        },
+        "seq": {
+          "description": "Its place in the workspace's feed; a cursor.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "target": {
+          "$ref": "#/$defs/ConversationTarget",
+          "description": "The conversation it happened in (not for an approval)."
+        },
+        "taskId": {
+          "$ref": "#/$defs/TaskId"
+        }
+      },
+      "required": [
+        "seq",
+        "at",
+        "kind"
+      ],
+      "type": "object"
+    },
+    "HumanId": {
+      "description": "Opaque human identifier.",
+      "maxLength": 68,
+      "pattern": "^hum_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "Message": {
+      "additionalProperties": false,
+      "description": "A message in a channel, direct conversation or thread.",
+      "properties": {
+        "attachments": {
+          "description": "Attached files, in the order they were attached.",
+          "items": {
+            "$ref": "#/$defs/AttachmentInfo"
+          },
+          "maxItems": 10,
+          "type": "array"
+        },
+        "authorId": {
+          "description": "The human (`hum_…`) or agent (`agt_…`) who wrote it.",
+          "maxLength": 69,
+          "minLength": 1,
+          "type": "string"
+        },
+        "content": {
+          "$ref": "#/$defs/MessageContent",
+          "description": "The message text."
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "id": {
+          "$ref": "#/$defs/MessageId"
+        },
+        "reactions": {
+          "description": "Reactions, most used first.",
+          "items": {
+            "$ref": "#/$defs/Reaction"
+          },
+          "maxItems": 64,
+          "type": "array"
+        },
+        "target": {
+          "$ref": "#/$defs/ConversationTarget",
+          "description": "The exact target the message lives in; reply with it."
+        }
+      },
+      "required": [
+        "id",
+        "target",
+        "authorId",
+        "content",
+        "createdAt",
+        "reactions",
+        "attachments"
+      ],
+      "type": "object"
+    },
+    "MessageContent": {
+      "description": "Message text of 1 to 4000 characters.",
+      "maxLength": 4000,
+      "minLength": 1,
+      "type": "string"
+    },
+    "MessageId": {
+      "description": "Opaque message identifier.",
+      "maxLength": 68,
+      "pattern": "^msg_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Name": {
+      "description": "A display name of 1 to 200 characters.",
+      "maxLength": 200,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Reaction": {
+      "additionalProperties": false,
+      "description": "One reaction on a message, with how many members left it.",
+      "properties": {
+        "count": {
+          "description": "How many members reacted with it.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "emoji": {
+          "$ref": "#/$defs/Emoji"
+        },
+        "mine": {
+          "description": "Whether the calling agent is one of them.",
+          "type": "boolean"
+        }
+      },
+      "required": [
+        "emoji",
+        "count",
+        "mine"
+      ],
+      "type": "object"
+    },
+    "TaskId": {
+      "description": "Opaque task identifier, as returned by `task create` or `task list`.",
+      "maxLength": 69,
+      "pattern": "^task_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    },
+    "WorkflowRunId": {
+      "description": "Opaque workflow run identifier.",
+      "maxLength": 68,
+      "pattern": "^wfr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "WorkflowStepId": {
+      "description": "Opaque workflow run step identifier.",
+      "maxLength": 68,
+      "pattern": "^wfs_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "cursor": {
+      "description": "Pass it as `after` next: nothing is missed and nothing repeats while the events are kept (7 days).",
+      "minimum": 0,
+      "type": "integer"
+    },
+    "events": {
+      "items": {
+        "$ref": "#/$defs/HumanEventsReadEvent"
+      },
+      "maxItems": 100,
+      "type": "array"
+    },
+    "resync": {
+      "description": "`after` was older than the events kept: changes were missed; read your views again, then continue from `cursor`.",
+      "type": "boolean"
+    }
+  },
+  "required": [
+    "events",
+    "cursor",
+    "resync"
+  ],
+  "title": "HumanEventsReadOutput",
   "type": "object"
 }
 "##,

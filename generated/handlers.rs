@@ -1069,6 +1069,14 @@ pub trait HumanHandler: Send + Sync {
     ) -> impl ::std::future::Future<
         Output = ActionResult<types::HumanDmOpenOutput>,
     > + Send;
+    /// `events_read`: The changes the person may see since a cursor, waiting for the next one up to a bound: messages, reactions, task and approval changes.
+    fn events_read(
+        &self,
+        ctx: &Self::Context,
+        input: types::HumanEventsReadInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::HumanEventsReadOutput>,
+    > + Send;
     /// `history_read`: A page of a conversation's messages, newest first, with reactions and attachments; or the page around one message.
     fn history_read(
         &self,
@@ -1259,6 +1267,20 @@ pub async fn dispatch_human<H: HumanHandler>(
                         .map_err(DispatchError::Decode)?;
                     let output = handler
                         .dm_open(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
+        HumanActionId::EventsRead => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::HumanEventsReadInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .events_read(ctx, input)
                         .await
                         .map_err(DispatchError::Action)?;
                     ::serde_json::to_string(&output).map_err(DispatchError::Encode)
@@ -1541,6 +1563,20 @@ impl<T: HumanTransport> HumanClient<T> {
             .map_err(|e| ActionError::new(
                 ErrorCode::InternalError,
                 format!("the server's answer to `dm_open` is not its contract: {e}"),
+            ))
+    }
+    /// `events_read`: The changes the person may see since a cursor, waiting for the next one up to a bound: messages, reactions, task and approval changes.
+    pub async fn events_read(
+        &self,
+        input: &types::HumanEventsReadInput,
+    ) -> ActionResult<types::HumanEventsReadOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::EventsRead, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!("the server's answer to `events_read` is not its contract: {e}"),
             ))
     }
     /// `history_read`: A page of a conversation's messages, newest first, with reactions and attachments; or the page around one message.

@@ -2225,6 +2225,112 @@ pub struct HumanDmOpenOutput {
     ///The direct conversation: `dm:dm_…`.
     pub target: ConversationTarget,
 }
+///One change, in the order the workspace recorded it.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanEventsReadEvent {
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub approval: ::std::option::Option<Approval>,
+    pub at: super::timestamp::Timestamp,
+    ///`message`: a message was posted (it is here); `reaction`: a message's reactions changed (the message as it is now); `task`: a task was created or changed; `approval`: an approval of the person's agents was asked for or decided (as it is now).
+    pub kind: HumanEventsReadEventKind,
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub message: ::std::option::Option<Message>,
+    ///Its place in the workspace's feed; a cursor.
+    pub seq: ::std::num::NonZeroU64,
+    ///The conversation it happened in (not for an approval).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub target: ::std::option::Option<ConversationTarget>,
+    #[serde(rename = "taskId", skip_serializing_if = "::std::option::Option::is_none")]
+    pub task_id: ::std::option::Option<TaskId>,
+}
+///`message`: a message was posted (it is here); `reaction`: a message's reactions changed (the message as it is now); `task`: a task was created or changed; `approval`: an approval of the person's agents was asked for or decided (as it is now).
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd
+)]
+pub enum HumanEventsReadEventKind {
+    #[serde(rename = "message")]
+    Message,
+    #[serde(rename = "reaction")]
+    Reaction,
+    #[serde(rename = "task")]
+    Task,
+    #[serde(rename = "approval")]
+    Approval,
+}
+impl ::std::fmt::Display for HumanEventsReadEventKind {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Message => f.write_str("message"),
+            Self::Reaction => f.write_str("reaction"),
+            Self::Task => f.write_str("task"),
+            Self::Approval => f.write_str("approval"),
+        }
+    }
+}
+impl ::std::str::FromStr for HumanEventsReadEventKind {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "message" => Ok(Self::Message),
+            "reaction" => Ok(Self::Reaction),
+            "task" => Ok(Self::Task),
+            "approval" => Ok(Self::Approval),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for HumanEventsReadEventKind {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for HumanEventsReadEventKind {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+///`HumanEventsReadInput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanEventsReadInput {
+    ///The `cursor` of the last read; absent to start from now (no backlog).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub after: ::std::option::Option<u64>,
+    ///Events at most (default 100).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub limit: ::std::option::Option<::std::num::NonZeroU64>,
+    ///How long to wait for a change when there is none yet (default 0, at most 25000).
+    #[serde(rename = "waitMs", skip_serializing_if = "::std::option::Option::is_none")]
+    pub wait_ms: ::std::option::Option<i64>,
+}
+///`HumanEventsReadOutput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanEventsReadOutput {
+    ///Pass it as `after` next: nothing is missed and nothing repeats while the events are kept (7 days).
+    pub cursor: u64,
+    pub events: ::std::vec::Vec<HumanEventsReadEvent>,
+    ///`after` was older than the events kept: changes were missed; read your views again, then continue from `cursor`.
+    pub resync: bool,
+}
 ///`HumanHistoryReadInput`
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]

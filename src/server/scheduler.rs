@@ -1,10 +1,10 @@
 //! The scheduler: one pass a [`SCHEDULER_TICK`] over the work that comes due without a request
 //! (scheduled messages, scheduled workflow triggers, stale pull request watches, expired
-//! idempotency records), and the audit trail's retention once a minute. A failed pass is logged
+//! idempotency records), and the audit trail's and the event feed's retention once a minute. A failed pass is logged
 //! and retried on the next tick; pending work survives in the store.
 
 use super::state::AppState;
-use super::store::{PassReport, StoreError};
+use super::store::{EVENT_RETENTION_MS, PassReport, StoreError};
 use super::{audit, extensions, runtime_call};
 
 /// How often the server's scheduler looks for due scheduled messages.
@@ -33,6 +33,12 @@ impl AppState {
         let before = self.clock.now_ms() - audit::RETENTION.as_millis() as i64;
         self.store.prune_audit(before, audit::MAX_RECORDS).await
     }
+
+    /// Applies the event feed's retention (age, then count); returns how many events went.
+    pub async fn prune_events(&self) -> Result<u64, StoreError> {
+        let before = self.clock.now_ms() - EVENT_RETENTION_MS;
+        self.store.prune_events(before).await
+    }
 }
 
 /// Runs scheduler passes every [`SCHEDULER_TICK`] until `stop` is cancelled. A failed pass is
@@ -53,6 +59,13 @@ pub async fn run_scheduler(state: AppState, stop: tokio_util::sync::Cancellation
                 Ok(pruned) => tracing::info!(pruned, "audit records past their retention removed"),
                 Err(error) => {
                     tracing::warn!(%error, "cannot prune the audit trail; retrying later")
+                }
+            }
+            match state.prune_events().await {
+                Ok(0) => {}
+                Ok(pruned) => tracing::info!(pruned, "feed events past their retention removed"),
+                Err(error) => {
+                    tracing::warn!(%error, "cannot prune the event feed; retrying later")
                 }
             }
         }

@@ -795,3 +795,354 @@ async fn server_human_pages_cursors_and_unread_counts_hold_at_their_bounds() {
         "at least 1000"
     );
 }
+
+/// Ada's `events_read` from `after`.
+async fn feed(server: &TestServer, w: &Workspace, input: Value) -> Value {
+    ada(server, w, "events_read", input).await
+}
+
+fn kinds(page: &Value) -> Vec<String> {
+    page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["kind"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[tokio::test]
+async fn server_human_the_feed_shows_what_the_person_may_see_once_and_in_order() {
+    let server = TestServer::start().await;
+    let w = server.workspace("acme").await;
+    let bob = bob(&server, &w).await;
+    let start = feed(&server, &w, json!({})).await;
+    assert_eq!(
+        (start["events"].clone(), start["resync"].clone()),
+        (json!([]), json!(false)),
+        "no backlog: {start}"
+    );
+    let thread = format!("thread:{}", w.thread_id);
+
+    agent_posts(&server, &w, &w.agent_id, &thread, "in the thread").await;
+    agent_posts(
+        &server,
+        &w,
+        &w.agent_id,
+        &format!("channel:{}", w.private_channel_id),
+        "not for ada",
+    )
+    .await;
+    let (status, _) = server
+        .action(
+            &w,
+            &w.agent_id,
+            "approval",
+            "request",
+            json!({"title": "mine"}),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let path = format!(
+        "/runtime/servers/{}/agents/{}/actions/approval/request",
+        w.workspace_id, bob.agent_id
+    );
+    let (status, _) = server
+        .post(&path, Some(&bob.device), &json!({"title": "bob's"}))
+        .await;
+    assert_eq!(status, 200);
+    let (status, task) = server
+        .action(
+            &w,
+            &w.agent_id,
+            "task",
+            "create",
+            json!({"location": {"kind": "thread", "threadId": w.thread_id}, "title": "ship"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{task}");
+
+    let page = feed(&server, &w, json!({"after": start["cursor"]})).await;
+    assert_eq!(kinds(&page), ["message", "approval", "task"], "{page}");
+    let events = page["events"].as_array().unwrap();
+    assert_eq!(events[0]["target"], json!(thread));
+    assert_eq!(events[0]["message"]["content"], json!("in the thread"));
+    assert_eq!(events[1]["approval"]["title"], json!("mine"));
+    assert_eq!(events[2]["taskId"], task["data"]["task"]["id"]);
+    let seqs: Vec<i64> = events.iter().map(|e| e["seq"].as_i64().unwrap()).collect();
+    assert!(seqs.windows(2).all(|w| w[0] < w[1]), "{seqs:?}");
+    // Nothing repeats past the cursor, though the events ada may not see came after hers.
+    let again = feed(&server, &w, json!({"after": page["cursor"]})).await;
+    assert_eq!(again["events"], json!([]));
+    assert_eq!(again["cursor"], page["cursor"]);
+
+    // A reaction and a decision are changes too; a page stops at its limit and the next goes on.
+    let message = events[0]["message"]["id"].as_str().unwrap();
+    ada(
+        &server,
+        &w,
+        "reaction_add",
+        json!({"messageId": message, "emoji": "🚀"}),
+    )
+    .await;
+    let approval = events[1]["approval"]["id"].as_str().unwrap();
+    ada(
+        &server,
+        &w,
+        "approval_decide",
+        json!({"approvalId": approval, "decision": "approve"}),
+    )
+    .await;
+    agent_posts(&server, &w, &w.agent_id, &thread, "third").await;
+    let first = feed(&server, &w, json!({"after": page["cursor"], "limit": 2})).await;
+    assert_eq!(kinds(&first), ["reaction", "approval"]);
+    assert_eq!(
+        first["events"][0]["message"]["reactions"][0]["emoji"],
+        json!("🚀")
+    );
+    assert_eq!(first["events"][1]["approval"]["status"], json!("approved"));
+    let rest = feed(&server, &w, json!({"after": first["cursor"], "limit": 2})).await;
+    assert_eq!(kinds(&rest), ["message"]);
+
+    // A waiting read answers with the next change, whichever comes first.
+    let waiting = {
+        let (base, credential, workspace) = (
+            server.base_url.clone(),
+            w.device_credential.clone(),
+            w.workspace_id.clone(),
+        );
+        let client = server.client.clone();
+        let after = rest["cursor"].clone();
+        tokio::spawn(async move {
+            client
+                .post(format!(
+                    "{base}/human/servers/{workspace}/actions/events_read"
+                ))
+                .bearer_auth(credential)
+                .json(&json!({"after": after, "waitMs": 20000}))
+                .send()
+                .await
+                .unwrap()
+                .json::<Value>()
+                .await
+                .unwrap()
+        })
+    };
+    agent_posts(&server, &w, &w.other_agent_id, &thread, "live").await;
+    let woke = waiting.await.unwrap();
+    assert_eq!(
+        woke["data"]["events"][0]["message"]["content"],
+        json!("live"),
+        "{woke}"
+    );
+
+    // Past the retention: resync, from the head.
+    let head = woke["data"]["cursor"].clone();
+    let pruned = server.state.store().prune_events(i64::MAX).await.unwrap();
+    assert!(pruned >= 8, "{pruned}");
+    agent_posts(&server, &w, &w.agent_id, &thread, "after the prune").await;
+    let lost = feed(&server, &w, json!({"after": start["cursor"]})).await;
+    assert_eq!(
+        (lost["resync"].clone(), lost["events"].clone()),
+        (json!(true), json!([])),
+        "{lost}"
+    );
+    assert!(lost["cursor"].as_i64().unwrap() > head.as_i64().unwrap());
+    let kept = feed(&server, &w, json!({"after": head})).await;
+    assert_eq!(
+        kinds(&kept),
+        ["message"],
+        "the event after the head is kept: {kept}"
+    );
+    let future = feed(&server, &w, json!({"after": 1_000_000})).await;
+    assert_eq!(
+        future["resync"],
+        json!(true),
+        "a cursor past the head is another feed's"
+    );
+    refused(
+        human(
+            &server,
+            &w.workspace_id,
+            &w.device_credential,
+            "events_read",
+            json!({"waitMs": 25001}),
+        )
+        .await,
+        400,
+        "validation_failed",
+    );
+}
+
+#[tokio::test]
+async fn server_human_the_feed_resumes_across_a_server_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut process, base, operator) = crate::support::spawn_server(dir.path()).await;
+    let client = crate::support::http_client();
+    let call = |base: String, bearer: String, path: String, body: Value| {
+        let client = client.clone();
+        async move {
+            let response = client
+                .post(format!("{base}{path}"))
+                .bearer_auth(bearer)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(response.status(), 200);
+            response.json::<Value>().await.unwrap()["data"].clone()
+        }
+    };
+    let workspace = call(
+        base.clone(),
+        operator.clone(),
+        "/admin/workspaces".into(),
+        json!({"name": "acme"}),
+    )
+    .await["workspaceId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let admin = format!("/admin/workspaces/{workspace}");
+    let human_id = call(
+        base.clone(),
+        operator.clone(),
+        format!("{admin}/humans"),
+        json!({"handle": "ada", "displayName": "Ada"}),
+    )
+    .await["humanId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let agent = call(
+        base.clone(),
+        operator.clone(),
+        format!("{admin}/agents"),
+        json!({"ownerHumanId": human_id, "handle": "builder", "displayName": "B"}),
+    )
+    .await["agentId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let device = call(
+        base.clone(),
+        operator.clone(),
+        format!("{admin}/devices"),
+        json!({"humanId": human_id}),
+    )
+    .await["credential"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let channel = call(
+        base.clone(),
+        operator.clone(),
+        format!("{admin}/channels"),
+        json!({"name": "general", "members": [human_id, agent]}),
+    )
+    .await["channelId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let events = format!("/human/servers/{workspace}/actions/events_read");
+    let send = format!("/runtime/servers/{workspace}/agents/{agent}/tools/message_send");
+    let target = format!("channel:{channel}");
+
+    let cursor =
+        call(base.clone(), device.clone(), events.clone(), json!({})).await["cursor"].clone();
+    call(
+        base.clone(),
+        device.clone(),
+        send.clone(),
+        json!({"target": target, "content": "before"}),
+    )
+    .await;
+    process.start_kill().unwrap();
+    process.wait().await.unwrap();
+
+    let (_process, base, _) = crate::support::spawn_server(dir.path()).await;
+    call(
+        base.clone(),
+        device.clone(),
+        send.clone(),
+        json!({"target": target, "content": "after"}),
+    )
+    .await;
+    let page = call(
+        base.clone(),
+        device.clone(),
+        events.clone(),
+        json!({"after": cursor}),
+    )
+    .await;
+    let contents: Vec<&str> = page["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["message"]["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        contents,
+        ["before", "after"],
+        "the cursor resumes across the restart: {page}"
+    );
+    let again = call(base, device, events, json!({"after": page["cursor"]})).await;
+    assert_eq!(again["events"], json!([]));
+}
+
+/// Writers racing (on PostgreSQL, transactions committing in any order) while a reader follows
+/// the feed: the reader sees every message exactly once.
+#[tokio::test]
+async fn server_human_a_reader_following_racing_writers_misses_nothing_and_repeats_nothing() {
+    let server = std::sync::Arc::new(TestServer::start().await);
+    let w = std::sync::Arc::new(server.workspace("acme").await);
+    let start = feed(&server, &w, json!({})).await["cursor"].clone();
+    const WRITERS: usize = 8;
+    const EACH: usize = 25;
+    let mut writers = Vec::new();
+    for writer in 0..WRITERS {
+        let (server, w) = (server.clone(), w.clone());
+        writers.push(tokio::spawn(async move {
+            let thread = format!("thread:{}", w.thread_id);
+            for n in 0..EACH {
+                agent_posts(&server, &w, &w.agent_id, &thread, &format!("w{writer}-{n}")).await;
+            }
+        }));
+    }
+    let mut seen = Vec::new();
+    let mut cursor = start;
+    let mut writers_done = false;
+    while seen.len() < WRITERS * EACH {
+        let page = feed(&server, &w, json!({"after": cursor, "waitMs": 2000})).await;
+        assert_eq!(page["resync"], json!(false));
+        for event in page["events"].as_array().unwrap() {
+            seen.push(event["message"]["content"].as_str().unwrap().to_string());
+        }
+        cursor = page["cursor"].clone();
+        if !writers_done && writers.iter().all(|w| w.is_finished()) {
+            writers_done = true;
+        } else if writers_done && page["events"].as_array().unwrap().is_empty() {
+            break;
+        }
+    }
+    for writer in writers {
+        writer.await.unwrap();
+    }
+    let distinct: std::collections::BTreeSet<&String> = seen.iter().collect();
+    assert_eq!(
+        (seen.len(), distinct.len()),
+        (WRITERS * EACH, WRITERS * EACH),
+        "every message once"
+    );
+    for writer in 0..WRITERS {
+        let mine: Vec<&String> = seen
+            .iter()
+            .filter(|s| s.starts_with(&format!("w{writer}-")))
+            .collect();
+        let expected: Vec<String> = (0..EACH).map(|n| format!("w{writer}-{n}")).collect();
+        assert_eq!(
+            mine,
+            expected.iter().collect::<Vec<_>>(),
+            "each writer's in its order"
+        );
+    }
+}

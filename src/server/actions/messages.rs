@@ -170,7 +170,12 @@ pub async fn unreact(
     readable_message(state, caller, &input.message_id).await?;
     state
         .store
-        .remove_reaction(&input.message_id, &caller.agent_id, &input.emoji)
+        .remove_reaction(
+            &input.message_id,
+            &caller.agent_id,
+            &input.emoji,
+            caller.now_ms,
+        )
         .await
         .map_err(failure::store)?;
     let reactions = state

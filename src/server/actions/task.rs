@@ -37,6 +37,7 @@ pub async fn create(
         )
         .await
         .map_err(failure::store)?;
+    announce(state, caller, &task).await?;
     Ok(TaskCreateOutput(TaskResult { task }))
 }
 
@@ -138,6 +139,7 @@ pub async fn update(
         Ok(changed)
     })
     .await?;
+    announce(state, caller, &task).await?;
     Ok(TaskUpdateOutput(TaskResult { task }))
 }
 
@@ -166,6 +168,7 @@ pub async fn claim(
         Ok(changed)
     })
     .await?;
+    announce(state, caller, &task).await?;
     Ok(TaskClaimOutput(TaskResult { task }))
 }
 
@@ -199,6 +202,7 @@ pub async fn complete(
         Ok(changed)
     })
     .await?;
+    announce(state, caller, &task).await?;
     Ok(TaskCompleteOutput(TaskResult { task }))
 }
 
@@ -221,6 +225,7 @@ pub async fn cancel(
         Ok(changed)
     })
     .await?;
+    announce(state, caller, &task).await?;
     Ok(TaskCancelOutput(TaskResult { task }))
 }
 
@@ -279,4 +284,17 @@ fn invalid_state(task: &Task, why: &str) -> ActionError {
         ErrorCode::InvalidState,
         format!("task `{}` {why}", task.id.as_str()),
     )
+}
+
+/// Records the change of `task` on the event feed, in the request's transaction.
+async fn announce(
+    state: &AppState,
+    caller: &Caller,
+    task: &crate::contract::types::Task,
+) -> ActionResult<()> {
+    state
+        .store
+        .record_task_event(&caller.workspace_id, caller.now_ms, &task.id)
+        .await
+        .map_err(failure::store)
 }

@@ -5,7 +5,9 @@
 use serde_json::{Value, json};
 
 use super::shape::{Query, Resource};
-use super::{Columns, Page, Position, Store, StoreError, here, new_id, rfc3339};
+use super::{
+    Columns, EventKind, NewEvent, Page, Position, Store, StoreError, here, new_id, rfc3339,
+};
 use crate::contract::types::Approval;
 
 impl Resource for Approval {
@@ -80,7 +82,16 @@ impl Store {
         );
         let insert = insert.bind(&id).bind(workspace_id).bind(title);
         let insert = insert.bind(details).bind(agent_id).bind(now_ms);
-        self.insert(here!(), insert, &id).await
+        let approval = self.insert(here!(), insert, &id).await?;
+        let event = NewEvent {
+            kind: EventKind::Approval,
+            channel_id: None,
+            thread_id: None,
+            agent_id: Some(agent_id),
+            subject: &id,
+        };
+        self.record_event(workspace_id, now_ms, &event).await?;
+        Ok(approval)
     }
 
     /// The workspace's approval `approval_id`.

@@ -512,6 +512,26 @@ pub const MIGRATIONS: &[&str] = &[
     CREATE INDEX channel_members_by_member ON channel_members (member_id, channel_id);
     CREATE INDEX threads_by_channel ON threads (channel_id, created_at DESC, id DESC);
     "#,
+    // 12: the event feed: each workspace's changes a person may be shown live, numbered by
+    // `event_heads.seq` in the transaction of the change.
+    r#"
+    CREATE TABLE event_heads (
+        workspace_id TEXT PRIMARY KEY REFERENCES workspaces(id),
+        seq BIGINT NOT NULL
+    );
+    CREATE TABLE events (
+        workspace_id TEXT NOT NULL REFERENCES workspaces(id),
+        seq BIGINT NOT NULL,
+        at BIGINT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('message', 'reaction', 'task', 'approval')),
+        channel_id TEXT,
+        thread_id TEXT,
+        agent_id TEXT,
+        subject TEXT NOT NULL,
+        PRIMARY KEY (workspace_id, seq)
+    );
+    CREATE INDEX events_by_age ON events (at, seq);
+    "#,
 ];
 
 /// The same migrations for PostgreSQL, entry for entry (their versions are the same): `BLOB` is
@@ -1027,6 +1047,25 @@ pub const PG_MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX channel_members_by_member ON channel_members (member_id, channel_id);
     CREATE INDEX threads_by_channel ON threads (channel_id, created_at DESC, id DESC);
+    "#,
+    // 12: the event feed, as on SQLite.
+    r#"
+    CREATE TABLE event_heads (
+        workspace_id TEXT COLLATE "C" PRIMARY KEY REFERENCES workspaces(id),
+        seq BIGINT NOT NULL
+    );
+    CREATE TABLE events (
+        workspace_id TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id),
+        seq BIGINT NOT NULL,
+        at BIGINT NOT NULL,
+        kind TEXT COLLATE "C" NOT NULL CHECK (kind IN ('message', 'reaction', 'task', 'approval')),
+        channel_id TEXT COLLATE "C",
+        thread_id TEXT COLLATE "C",
+        agent_id TEXT COLLATE "C",
+        subject TEXT COLLATE "C" NOT NULL,
+        PRIMARY KEY (workspace_id, seq)
+    );
+    CREATE INDEX events_by_age ON events (at, seq);
     "#,
 ];
 

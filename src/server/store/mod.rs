@@ -7,6 +7,7 @@
 mod approvals;
 mod audit;
 mod db;
+mod events;
 mod extensions;
 mod idempotency;
 mod kb;
@@ -32,6 +33,8 @@ pub use crate::clock::Clock;
 pub use audit::{AuditRecord, shown as shown_audit};
 pub use db::is_postgres;
 pub(crate) use db::{Columns, here, on_backend};
+pub(crate) use events::record_event;
+pub use events::{EVENT_RETENTION_MS, Event, EventKind, EventPage, MAX_EVENTS, NewEvent};
 pub use extensions::{AppAccess, MAX_REFRESH_CLAIM, PullState, WatchRecord};
 pub use idempotency::{Claim, MAX_PRUNED_PER_PASS, Principal, RUNNING_LEASE_MS};
 pub use kb::{Document, Hit, ScopeRefusal, source_token};

@@ -14,7 +14,10 @@ mod reactions;
 
 pub use attachments::{MAX_ATTACHMENTS, NewAttachment};
 
-use super::{Columns, Membership, Store, StoreError, instant, new_id, on_backend};
+use super::{
+    Columns, EventKind, Membership, NewEvent, Store, StoreError, instant, new_id, on_backend,
+    record_event,
+};
 use crate::contract::target::{Target, TargetKind};
 use crate::contract::types::{
     AttachmentInfo, ConversationTarget, Message, MessageAuthorId, Reaction,
@@ -203,6 +206,14 @@ impl Store {
                     .await?;
                 attachment_ids.push(attachment_id);
             }
+            let event = NewEvent {
+                kind: EventKind::Message,
+                channel_id: Some(&at.channel_id),
+                thread_id: at.thread_id.as_deref(),
+                agent_id: None,
+                subject: &id,
+            };
+            record_event!(tx, workspace_id, now_ms, &event);
             tx.commit().await?;
             Ok((id, attachment_ids))
         })

@@ -6,7 +6,7 @@ use sqlx::Row;
 use super::parse;
 use crate::contract::types::Reaction;
 use crate::server::store::shape::{Query, bound};
-use crate::server::store::{Store, StoreError, on_backend};
+use crate::server::store::{EventKind, NewEvent, Store, StoreError, on_backend, record_event};
 
 /// Distinct reactions one message can carry (the `Message.reactions` bound).
 pub const MAX_REACTIONS: usize = 64;
@@ -21,6 +21,27 @@ macro_rules! lock_message {
             bound!(&lock).execute(&mut *$tx).await?;
         }
     };
+}
+
+/// Records a change of the reactions of message `$message_id` on the event feed, in `$tx`.
+macro_rules! announce {
+    ($tx:ident, $message_id:expr, $now_ms:expr) => {{
+        let (workspace_id, channel_id, thread_id): (String, String, Option<String>) =
+            sqlx::query_as(
+                "SELECT workspace_id, channel_id, thread_id FROM messages WHERE id = $1",
+            )
+            .bind($message_id)
+            .fetch_one(&mut *$tx)
+            .await?;
+        let event = NewEvent {
+            kind: EventKind::Reaction,
+            channel_id: Some(&channel_id),
+            thread_id: thread_id.as_deref(),
+            agent_id: None,
+            subject: $message_id,
+        };
+        record_event!($tx, &workspace_id, $now_ms, &event);
+    }};
 }
 
 impl Store {
@@ -102,24 +123,28 @@ impl Store {
             if known == 0 && distinct as usize >= MAX_REACTIONS {
                 return Ok(false);
             }
-            sqlx::query("INSERT INTO reactions (message_id, emoji, member_id, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING")
+            let added = sqlx::query("INSERT INTO reactions (message_id, emoji, member_id, created_at) VALUES ($1, $2, $3, $4) ON CONFLICT DO NOTHING")
                 .bind(message_id)
                 .bind(emoji)
                 .bind(member_id)
                 .bind(now_ms)
                 .execute(&mut *tx)
                 .await?;
+            if added.rows_affected() > 0 {
+                announce!(tx, message_id, now_ms);
+            }
             tx.commit().await?;
             Ok(true)
         })
     }
 
-    /// Removes `member_id`'s `emoji` from a message (no-op when absent).
+    /// Removes `member_id`'s `emoji` from a message (no-op when absent) at `now_ms`.
     pub async fn remove_reaction(
         &self,
         message_id: &str,
         member_id: &str,
         emoji: &str,
+        now_ms: i64,
     ) -> Result<(), StoreError> {
         on_backend!(self, |writer, reader, pg| {
             let mut tx = writer.begin().await?;
@@ -127,7 +152,7 @@ impl Store {
             // the delete, and a remove taking the reaction's row before the message's could
             // deadlock with an add of the same reaction.
             lock_message!(tx, pg, message_id);
-            sqlx::query(
+            let removed = sqlx::query(
                 "DELETE FROM reactions WHERE message_id = $1 AND emoji = $2 AND member_id = $3",
             )
             .bind(message_id)
@@ -135,6 +160,9 @@ impl Store {
             .bind(member_id)
             .execute(&mut *tx)
             .await?;
+            if removed.rows_affected() > 0 {
+                announce!(tx, message_id, now_ms);
+            }
             tx.commit().await?;
             Ok(())
         })

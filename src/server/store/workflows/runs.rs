@@ -463,6 +463,22 @@ impl Store {
             .bind(now_ms)
             .execute(&mut *tx)
             .await?;
+            // The agent whose person answers for it: the one that asked, or the run's starter.
+            let (owner_agent,): (Option<String>,) = sqlx::query_as(
+                "SELECT COALESCE(a.requested_by_agent_id, w.started_by_agent_id) FROM approvals a \
+                 LEFT JOIN workflow_runs w ON w.id = a.run_id WHERE a.id = $1",
+            )
+            .bind(approval_id)
+            .fetch_one(&mut *tx)
+            .await?;
+            let event = crate::server::store::NewEvent {
+                kind: crate::server::store::EventKind::Approval,
+                channel_id: None,
+                thread_id: None,
+                agent_id: owner_agent.as_deref(),
+                subject: approval_id,
+            };
+            crate::server::store::record_event!(tx, workspace_id, now_ms, &event);
             let mut run = None;
             if let Some(run_id) = current.run_id.as_ref().map(|id| id.to_string())
                 && let Some(mut state) = load_run!(tx, pg, workspace_id, &run_id, now_ms)?
