@@ -60,7 +60,8 @@ e = json.load(sys.stdin); assert e["ok"], e
 d = e["data"]; a = d["audit"]
 print(json.dumps({"dropped": d["auditDropped"], "recorded": a.get("recorded"), "refused": a["refused"],
                   "waited": a["waited"], "waitedMs": a["waitedMs"], "queued": a["queued"],
-                  "maxLagMs": a.get("maxLagMs"), "reads": int(sys.argv[1])}))' "$(wc -l < "$work/audit.reads")"
+                  "maxLagMs": a.get("maxLagMs"), "human": d.get("humanRequests", 0),
+                  "reads": int(sys.argv[1])}))' "$(wc -l < "$work/audit.reads")"
 }
 
 # audit_dropped: how many audit records the daemon's server has lost so far, plus the requests it

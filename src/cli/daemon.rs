@@ -422,7 +422,7 @@ pub fn run_daemon(args: DaemonArgs, scrubbed: Vec<String>) -> Exit {
 
 /// The daemon's base URL and admin token from its state directory (a daemon started first when
 /// none runs, unless `--no-start`).
-fn connect(state: &StateDir) -> Result<(String, String), Exit> {
+pub fn connect(state: &StateDir) -> Result<(String, String), Exit> {
     let daemon = super::local::daemon(&state.state_dir, state.no_start)?;
     Ok((
         daemon.base_url,

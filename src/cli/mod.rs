@@ -125,6 +125,9 @@ enum Command {
         /// Show the messages around this one (its id)
         #[arg(long, value_name = "MESSAGE_ID", conflicts_with = "list")]
         around: Option<String>,
+        /// Then show each new message as it is posted, until interrupted
+        #[arg(long, conflicts_with_all = ["list", "around"])]
+        follow: bool,
         /// Print the page as JSON
         #[arg(long)]
         json: bool,
@@ -347,6 +350,14 @@ pub fn main() -> ExitCode {
             json,
             ..
         } => reader::list(state, target.as_deref(), json),
+        Command::Read {
+            state,
+            target,
+            limit,
+            follow: true,
+            json,
+            ..
+        } => reader::follow(state, target.as_deref().unwrap_or_default(), limit, json),
         Command::Read {
             state,
             target,

@@ -223,6 +223,179 @@ pub fn read(
     result.unwrap_or_else(|exit| exit)
 }
 
+/// How long one wait of `--follow` lasts (the daemon's feed answers at the first change).
+const FOLLOW_WAIT_MS: u64 = 25_000;
+/// Message ids `--follow` remembers having shown (it forgets the oldest past this).
+const MAX_SHOWN: usize = 10_000;
+/// How long `--follow` tries to reach a daemon that stopped answering before it gives up.
+const RECONNECT_TRIES: u32 = 30;
+
+/// Writes `text` to stdout; `false` once the reader closed it (`| head`), or it failed.
+fn emit(text: &str) -> bool {
+    use std::io::Write;
+    let mut stdout = std::io::stdout().lock();
+    stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+        .is_ok()
+}
+
+/// `agentteam read TARGET --follow [--limit N] [--json]`: the newest page, then each new
+/// message of the conversation as it is posted, until interrupted; with `--json` one JSON object
+/// per line (the page, then each event of the conversation). Follows the daemon's shared feed by
+/// its cursor: when the daemon restarts, the reader reconnects and goes on from its cursor,
+/// missing nothing and repeating nothing.
+pub fn follow(state: StateDir, target: &str, limit: Option<u8>, json: bool) -> Exit {
+    let result = (|| {
+        let target = resolve(&state, target)?;
+        // The cursor first, then the page: a message posted in between is in both, and shown once.
+        let mut cursor = human_feed(&state, json!({}))?["cursor"].clone();
+        let names = if json { HashMap::new() } else { names(&state)? };
+        let mut shown: std::collections::VecDeque<String> = std::collections::VecDeque::new();
+        let page = page_of(&state, &target, limit)?;
+        if json {
+            if !emit(&format!("{page}\n")) {
+                return Ok(Exit::Success);
+            }
+        } else if !emit(&format!("{target} (following; interrupt to stop)\n")) {
+            return Ok(Exit::Success);
+        }
+        let messages = page["messages"].as_array().cloned().unwrap_or_default();
+        for message in messages.iter().rev() {
+            remember(&mut shown, message);
+            if !json && !emit(&message_text(message, &names)) {
+                return Ok(Exit::Success);
+            }
+        }
+        loop {
+            let page = follow_feed(&state, &cursor)?;
+            if page["resync"].as_bool() == Some(true) {
+                // Changes were missed past the feed's retention: the newest page again, its
+                // unseen messages shown.
+                let again = page_of(&state, &target, limit)?;
+                for message in again["messages"].as_array().into_iter().flatten().rev() {
+                    if !seen(&shown, message) {
+                        remember(&mut shown, message);
+                        let text = if json {
+                            format!("{message}\n")
+                        } else {
+                            message_text(message, &names)
+                        };
+                        if !emit(&text) {
+                            return Ok(Exit::Success);
+                        }
+                    }
+                }
+            }
+            for event in page["events"].as_array().into_iter().flatten() {
+                if event["target"].as_str() != Some(target.as_str()) {
+                    continue;
+                }
+                let message = &event["message"];
+                let text = match event["kind"].as_str() {
+                    Some("message") if !seen(&shown, message) => {
+                        remember(&mut shown, message);
+                        if let Some(id) = message["id"].as_str() {
+                            human(
+                                &state,
+                                "read_mark",
+                                json!({ "target": target, "messageId": id }),
+                            )?;
+                        }
+                        if json {
+                            format!("{event}\n")
+                        } else {
+                            message_text(message, &names)
+                        }
+                    }
+                    Some("reaction") | Some("task") if json => format!("{event}\n"),
+                    _ => continue,
+                };
+                if !emit(&text) {
+                    return Ok(Exit::Success);
+                }
+            }
+            cursor = page["cursor"].clone();
+        }
+    })();
+    result.unwrap_or_else(|exit| exit)
+}
+
+/// The newest page of `target`, marked read.
+fn page_of(state: &StateDir, target: &str, limit: Option<u8>) -> Result<Value, Exit> {
+    let mut input = json!({ "target": target });
+    if let Some(limit) = limit {
+        input["limit"] = json!(limit);
+    }
+    let page = human(state, "history_read", input)?;
+    if let Some(newest) = page["messages"][0]["id"].as_str() {
+        human(
+            state,
+            "read_mark",
+            json!({ "target": target, "messageId": newest }),
+        )?;
+    }
+    Ok(page)
+}
+
+fn seen(shown: &std::collections::VecDeque<String>, message: &Value) -> bool {
+    message["id"]
+        .as_str()
+        .is_some_and(|id| shown.iter().any(|s| s == id))
+}
+
+fn remember(shown: &mut std::collections::VecDeque<String>, message: &Value) {
+    if let Some(id) = message["id"].as_str() {
+        if shown.len() == MAX_SHOWN {
+            shown.pop_front();
+        }
+        shown.push_back(id.to_string());
+    }
+}
+
+/// One read of the daemon's feed.
+fn human_feed(state: &StateDir, input: Value) -> Result<Value, Exit> {
+    admin_call(state, reqwest::Method::POST, "/api/admin/feed", Some(input))
+}
+
+/// The next page of the feed after `cursor`, waiting for a change; a daemon that stopped
+/// answering (restarting) is tried again, a second apart, before the reader gives up.
+fn follow_feed(state: &StateDir, cursor: &Value) -> Result<Value, Exit> {
+    let input = json!({ "after": cursor, "waitMs": FOLLOW_WAIT_MS });
+    let mut tries = 0;
+    loop {
+        let (base_url, token) = match super::daemon::connect(&StateDir {
+            state_dir: state.state_dir.clone(),
+            no_start: true,
+        }) {
+            Ok(found) => found,
+            Err(exit) if tries < RECONNECT_TRIES => {
+                let _ = exit;
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_secs(1));
+                continue;
+            }
+            Err(exit) => return Err(exit),
+        };
+        match super::http::call(
+            super::http::Peer::Daemon,
+            reqwest::Method::POST,
+            &format!("{base_url}/api/admin/feed"),
+            &token,
+            Some(&input),
+        ) {
+            Ok(page) => return Ok(page),
+            Err(exit) if tries < RECONNECT_TRIES => {
+                let _ = exit;
+                tries += 1;
+                eprintln!("the daemon does not answer; trying again");
+                std::thread::sleep(std::time::Duration::from_secs(1));
+            }
+            Err(exit) => return Err(exit),
+        }
+    }
+}
+
 /// `agentteam read --list [#channel] [--json]`: the person's conversations with unread counts, or
 /// a channel's threads.
 pub fn list(state: StateDir, channel: Option<&str>, json: bool) -> Exit {

@@ -228,6 +228,26 @@ pub async fn human(
     Ok(Data(data))
 }
 
+/// `POST /api/admin/feed`: the person's events after a cursor, as the server's `events_read`
+/// answers them, from the daemon's one shared subscription ([`super::feed`]); the person's alone.
+pub async fn feed(
+    State(state): State<DaemonState>,
+    PersonJson(input): PersonJson<Value>,
+) -> Answer {
+    state
+        .validators
+        .validate_human_input(crate::contract::HumanActionId::EventsRead, &input)?;
+    let input: t::HumanEventsReadInput =
+        serde_json::from_value(input).map_err(|_| ActionError::unrepresentable_input())?;
+    let wait = std::time::Duration::from_millis(input.wait_ms.unwrap_or(0).max(0) as u64);
+    let limit = input.limit.map_or(100, |l| l.get() as usize);
+    let page = state
+        .feed
+        .read(input.after.map(|a| a as i64), wait, limit)
+        .await?;
+    Ok(Data(page))
+}
+
 /// `POST /api/admin/extensions/reload`: fetches, verifies and pins the installed extension
 /// definitions again; the next launches bind them (running runtimes keep theirs).
 pub async fn reload_extensions(State(state): State<DaemonState>, _: Person) -> Answer {

@@ -288,6 +288,9 @@ pub async fn run(
     }
     let memory_stop = tokio_util::sync::CancellationToken::new();
     let maintenance = tokio::spawn(memory.clone().maintain(memory_stop.clone()));
+    let feed = super::feed::Feed::new(server_client.clone(), identity.workspace_id.clone());
+    let feed_stop = tokio_util::sync::CancellationToken::new();
+    let following = tokio::spawn(feed.clone().follow(feed_stop.clone()));
     let state = DaemonState::new(super::state::Shared {
         dispatcher: dispatcher.clone(),
         authorizations: store,
@@ -298,6 +301,7 @@ pub async fn run(
         operator,
         admin_hash: Sha256::digest(admin_token.as_bytes()).into(),
         server_client,
+        feed,
         extensions,
         memory,
         validators: Arc::new(
@@ -341,6 +345,8 @@ pub async fn run(
     };
     crate::serve::serve(listener, routes::router(state), shutdown).await;
     dispatcher.shutdown().await;
+    feed_stop.cancel();
+    let _ = following.await;
     // The memory indexes' last changes go to their snapshots.
     memory_stop.cancel();
     let _ = maintenance.await;

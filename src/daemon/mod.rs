@@ -28,6 +28,7 @@ pub mod call;
 pub mod error;
 pub mod exec;
 pub mod extensions;
+pub mod feed;
 pub mod identity;
 pub mod mcp;
 pub mod memory;

@@ -48,6 +48,8 @@ pub struct Shared {
     pub admin_hash: [u8; 32],
     /// The typed client of the server's runtime action API, acting as this daemon's device.
     pub server_client: Arc<ServerClient>,
+    /// The one subscription to the person's event feed, shared by local readers.
+    pub feed: Arc<super::feed::Feed>,
     /// The verified, pinned extension definitions new launches bind.
     pub extensions: Arc<super::extensions::Extensions>,
     /// The agents' memory directories and their indexes (`memory_search`).

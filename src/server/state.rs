@@ -54,6 +54,8 @@ pub struct Shared {
     pub(crate) clock: Arc<Clock>,
     /// Runtime action requests that passed authentication and reached a handler.
     pub(crate) dispatched: Arc<std::sync::atomic::AtomicU64>,
+    /// Human API requests that passed authentication (a daemon's event feed is most of them).
+    pub(crate) human_requests: Arc<std::sync::atomic::AtomicU64>,
     pub(crate) provider: ProviderClient,
     pub(crate) provider_config: Arc<ProviderConfig>,
     /// Verified extension definitions by digest (bounded: cleared when full).
@@ -123,6 +125,7 @@ impl AppState {
             operator: Arc::new(operator),
             clock: Arc::new(Clock::default()),
             dispatched: Arc::new(std::sync::atomic::AtomicU64::new(0)),
+            human_requests: Arc::default(),
             provider: ProviderClient::new(&config.provider),
             provider_config: Arc::new(config.provider.clone()),
             pinned: Arc::default(),

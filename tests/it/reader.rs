@@ -226,3 +226,83 @@ done
     .await;
     assert_eq!(history["messages"], json!([]), "nothing was posted");
 }
+
+/// `agentteam read --follow` prints each new message of the conversation once, in order, and
+/// goes on from its cursor across a restart of the daemon (and its embedded server).
+#[tokio::test]
+async fn the_reader_follows_a_conversation_live_across_a_daemon_restart() {
+    let root = tempfile::tempdir().unwrap();
+    let mut daemon = TestDaemon::start_in(root.path(), &[]).await;
+    let builder = daemon.add_agent("builder").await;
+    let general = format!(
+        "channel:{}",
+        identity(&daemon)["channelId"].as_str().unwrap()
+    );
+    post(&daemon, &builder, &general, "one").await;
+    let mut follower = Launched::spawn(daemon.cli(&["read", "#general", "--follow", "--json"]));
+    let page: Value = serde_json::from_str(&follower.line().await).unwrap();
+    assert_eq!(page["messages"][0]["content"], json!("one"), "{page}");
+
+    post(&daemon, &builder, &general, "two").await;
+    let event: Value = serde_json::from_str(&follower.line().await).unwrap();
+    assert_eq!(
+        (event["kind"].as_str(), event["message"]["content"].as_str()),
+        (Some("message"), Some("two")),
+        "{event}"
+    );
+    // A message elsewhere is not this conversation's.
+    let (code, _, err) = cli(&daemon, &["post", "@builder", "elsewhere"]).await;
+    assert_eq!(code, 0, "{err}");
+    post(&daemon, &builder, &general, "three").await;
+    let event: Value = serde_json::from_str(&follower.line().await).unwrap();
+    assert_eq!(event["message"]["content"], json!("three"), "{event}");
+
+    assert_eq!(daemon.stop().await, 0);
+    let daemon = TestDaemon::start_in(root.path(), &[]).await;
+    post(&daemon, &builder, &general, "four").await;
+    post(&daemon, &builder, &general, "five").await;
+    for expected in ["four", "five"] {
+        let event: Value = serde_json::from_str(&follower.line().await).unwrap();
+        assert_eq!(
+            event["message"]["content"],
+            json!(expected),
+            "nothing missed, nothing repeated: {event}"
+        );
+    }
+    follower.child.kill().await.unwrap();
+
+    // The daemon's feed answers a cursor from before it started from the server itself.
+    let token = std::fs::read_to_string(daemon.state_dir.join("admin.token")).unwrap();
+    let old: Value = daemon
+        .client
+        .post(format!("{}/api/admin/feed", daemon.base_url))
+        .bearer_auth(token.trim())
+        .json(&json!({"after": 0}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let contents: Vec<&str> = old["data"]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|e| e["message"]["content"].as_str())
+        .collect();
+    assert_eq!(
+        contents,
+        ["one", "two", "elsewhere", "three", "four", "five"],
+        "{old}"
+    );
+}
+
+async fn post(daemon: &TestDaemon, agent: &str, target: &str, content: &str) -> Value {
+    as_agent(
+        daemon,
+        agent,
+        "tools/message_send",
+        json!({"target": target, "content": content}),
+    )
+    .await
+}

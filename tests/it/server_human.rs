@@ -902,6 +902,26 @@ async fn server_human_the_feed_shows_what_the_person_may_see_once_and_in_order()
     assert_eq!(first["events"][1]["approval"]["status"], json!("approved"));
     let rest = feed(&server, &w, json!({"after": first["cursor"], "limit": 2})).await;
     assert_eq!(kinds(&rest), ["message"]);
+    // A scheduled message, posted by the scheduler, is a message like any other.
+    let now = chrono::DateTime::from_timestamp_millis(server.state.clock().now_ms()).unwrap();
+    let (status, body) = server
+        .action(
+            &w,
+            &w.agent_id,
+            "scheduled-message",
+            "create",
+            json!({"target": {"kind": "thread", "threadId": w.thread_id}, "content": "on schedule", "sendAt": now.to_rfc3339_opts(chrono::SecondsFormat::Millis, true)}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(server.state.run_scheduler_pass().await.unwrap().sent, 1);
+    let scheduled = feed(&server, &w, json!({"after": rest["cursor"]})).await;
+    assert_eq!(
+        scheduled["events"][0]["message"]["content"],
+        json!("on schedule"),
+        "{scheduled}"
+    );
+    let rest = scheduled;
 
     // A waiting read answers with the next change, whichever comes first.
     let waiting = {

@@ -441,13 +441,15 @@ fn bash(script: &str) -> (i32, String) {
 fn an_invalid_benchmark_load_fails_the_script() {
     // `before` and `after`: the audit figures (`recorded`, `refused`, `dropped`, `reads`) the
     // server reports before the load and once it settled after it.
-    let check = |wrk: &str,
-                 before: (i64, i64, i64, i64),
-                 after: (i64, i64, i64, i64),
-                 compete: bool| {
-        let stats = |(recorded, refused, dropped, reads): (i64, i64, i64, i64)| {
+    // `human`: the human API requests (the daemon's event feed reads) before and after.
+    let check_fed = |wrk: &str,
+                     before: (i64, i64, i64, i64),
+                     after: (i64, i64, i64, i64),
+                     compete: bool,
+                     human: (i64, i64)| {
+        let stats = |(recorded, refused, dropped, reads): (i64, i64, i64, i64), human: i64| {
             format!(
-                r#"{{"dropped": {dropped}, "recorded": {recorded}, "refused": {refused}, "waited": 0, "waitedMs": 0, "queued": 0, "maxLagMs": 5, "reads": {reads}}}"#
+                r#"{{"dropped": {dropped}, "recorded": {recorded}, "refused": {refused}, "waited": 0, "waitedMs": 0, "queued": 0, "maxLagMs": 5, "human": {human}, "reads": {reads}}}"#
             )
         };
         bash(&format!(
@@ -457,11 +459,12 @@ fn an_invalid_benchmark_load_fails_the_script() {
             {compete}
             printf '%s\n' '{wrk}' > "$work/x.wrk"
             load_valid x '{before}'"#,
-            after = stats(after),
-            before = stats(before),
+            after = stats(after, human.1),
+            before = stats(before, human.0),
             compete = if compete { "COMPETE=1" } else { "" },
         ))
     };
+    let check = |wrk: &str, before, after, compete| check_fed(wrk, before, after, compete, (0, 0));
     let answers = "  1000 requests in 10.00s, 1.00MB read\nRequests/sec:  100.00";
     let valid = |wrk: &str, before, after, compete| {
         let (code, output) = check(wrk, before, after, compete);
@@ -475,6 +478,14 @@ fn an_invalid_benchmark_load_fails_the_script() {
     // Beside a competing load, a refusal for want of audit room is counted, not invalid.
     let refused = "  1000 requests in 10.00s, 1.00MB read\n  Non-2xx or 3xx responses: 3";
     valid(refused, (0, 0, 0, 1), (997, 3, 0, 2), true);
+    // The daemon's event feed reads are requests of their own, each recorded: 40 of them allow 40
+    // records more, and no more than that.
+    let fed = (1000 + 16 + 2 + 40, 0, 0, 2);
+    let (code, output) = check_fed(answers, (0, 0, 0, 1), fed, false, (10, 50));
+    assert_eq!(code, 0, "{output}");
+    let (code, output) = check_fed(answers, (0, 0, 0, 1), fed, false, (10, 49));
+    assert_eq!(code, 1, "{output}");
+    assert!(output.contains("1058 records for 1000 answers"), "{output}");
     for (wrk, before, after, compete, said) in [
         (
             "  Socket errors: connect 0, read 2, write 0, timeout 0",

@@ -346,6 +346,7 @@ async fn stats(State(state): State<AppState>, _: OperatorAuth) -> Answer {
     let spans = state.telemetry.counts();
     Ok(Data(json!({
         "runtimeRequests": state.dispatched(),
+        "humanRequests": state.human_requests.load(std::sync::atomic::Ordering::Relaxed),
         "auditDropped": state.audit.dropped(),
         "audit": state.audit.stats(),
         "traceSpans": {

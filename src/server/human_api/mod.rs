@@ -115,6 +115,9 @@ async fn run(
     id: HumanActionId,
 ) -> Result<Response, ActionError> {
     let device = runtime_call::authenticate_person(state, server_id, headers).await?;
+    state
+        .human_requests
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let person = Person {
         workspace_id: device.workspace_id,
         human_id: device.human_id,

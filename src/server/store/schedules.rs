@@ -271,16 +271,27 @@ impl Store {
                 }
                 let message_id = new_id("msg", now_ms);
                 let author: String = run.try_get(4)?;
+                let workspace_id: String = run.try_get(0)?;
+                let channel_id: String = run.try_get(1)?;
+                let thread_id: Option<String> = run.try_get(2)?;
                 sqlx::query("INSERT INTO messages (id, workspace_id, channel_id, thread_id, author_id, content, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)")
                     .bind(&message_id)
-                    .bind(run.try_get::<String, _>(0)?)
-                    .bind(run.try_get::<String, _>(1)?)
-                    .bind(run.try_get::<Option<String>, _>(2)?)
+                    .bind(&workspace_id)
+                    .bind(&channel_id)
+                    .bind(&thread_id)
                     .bind(&author)
                     .bind(run.try_get::<String, _>(3)?)
                     .bind(now_ms)
                     .execute(&mut *tx)
                     .await?;
+                let event = super::NewEvent {
+                    kind: super::EventKind::Message,
+                    channel_id: Some(&channel_id),
+                    thread_id: thread_id.as_deref(),
+                    agent_id: None,
+                    subject: &message_id,
+                };
+                super::record_event!(tx, &workspace_id, now_ms, &event);
                 let marked = sqlx::query("UPDATE scheduled_runs SET status = 'sent', attempted_at = $2, message_id = $3 WHERE id = $1 AND status = 'pending'")
                     .bind(&run_id)
                     .bind(now_ms)
