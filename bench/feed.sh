@@ -39,7 +39,7 @@ import json, sys, urllib.request
 identity = json.load(open(sys.argv[1]))
 request = urllib.request.Request(sys.argv[2] + "/api/admin/agents/bench", headers={"Authorization": "Bearer " + open(sys.argv[3]).read().strip()})
 agent = json.load(urllib.request.urlopen(request))["data"]["agent"]
-print(identity["workspaceId"], identity["channelId"], agent["agentId"])' "$work/state/identity.json" "$daemon_url" "$work/state/admin.token")
+print(identity["workspaceId"], identity["channelId"], agent["id"])' "$work/state/identity.json" "$daemon_url" "$work/state/admin.token")
 # The device credential reaches the poster through a file, never argv.
 python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["deviceCredential"])' "$work/state/identity.json" > "$work/credential"
 chmod 600 "$work/credential"

@@ -11,12 +11,16 @@ use crate::server::store::{
 };
 
 /// What follows the columns in the statement of a channel's or a dm's history page, with the
-/// caller's membership checked inside it: `$1` the conversation, `$2`/`$3` the position read
+/// caller's membership checked inside it. `CROSS JOIN` keeps the messages the outer loop on
+/// SQLite, whatever its statistics say: with the channels table the outer one (it has few rows,
+/// and once `ANALYZE` ran the planner prefers it), the page's order is no longer the index's and
+/// every message of the conversation is sorted for one page. PostgreSQL plans it as the inner
+/// join it is. The statement's parameters: `$1` the conversation, `$2`/`$3` the position read
 /// after, `$4` the rows wanted, `$5` the workspace, `$6` the conversation's kind, `$7` the member.
 macro_rules! channel_page {
     () => {
-        " FROM messages g JOIN channels c ON c.id = g.channel_id \
-          WHERE g.channel_id = $1 AND g.thread_id IS NULL AND (g.created_at, g.id) < ($2, $3) \
+        " FROM messages g CROSS JOIN channels c \
+          WHERE c.id = g.channel_id AND g.channel_id = $1 AND g.thread_id IS NULL AND (g.created_at, g.id) < ($2, $3) \
           AND c.workspace_id = $5 AND c.kind = $6 \
           AND EXISTS (SELECT 1 FROM channel_members m WHERE m.channel_id = $1 AND m.member_id = $7) \
           ORDER BY g.thread_id, g.created_at DESC, g.id DESC LIMIT $4"
@@ -144,15 +148,15 @@ impl Store {
                 Some(_) => concat!(
                     "SELECT ",
                     message_columns!(),
-                    " FROM messages g JOIN channels c ON c.id = g.channel_id \
-                      WHERE g.channel_id = $1 AND g.thread_id = $2 AND (g.created_at, g.id) < ($3, $4) \
+                    " FROM messages g CROSS JOIN channels c \
+                      WHERE c.id = g.channel_id AND g.channel_id = $1 AND g.thread_id = $2 AND (g.created_at, g.id) < ($3, $4) \
                       ORDER BY g.created_at DESC, g.id DESC LIMIT $5"
                 ),
                 None => concat!(
                     "SELECT ",
                     message_columns!(),
-                    " FROM messages g JOIN channels c ON c.id = g.channel_id \
-                      WHERE g.channel_id = $1 AND g.thread_id IS NULL AND $2 IS NULL AND (g.created_at, g.id) < ($3, $4) \
+                    " FROM messages g CROSS JOIN channels c \
+                      WHERE c.id = g.channel_id AND g.channel_id = $1 AND g.thread_id IS NULL AND $2 IS NULL AND (g.created_at, g.id) < ($3, $4) \
                       ORDER BY g.thread_id, g.created_at DESC, g.id DESC LIMIT $5"
                 ),
             };
@@ -359,8 +363,8 @@ impl Store {
             let newer = sqlx::query(concat!(
                 "SELECT ",
                 message_columns!(),
-                " FROM messages g JOIN channels c ON c.id = g.channel_id \
-                  WHERE g.channel_id = $1 AND ((g.thread_id IS NULL AND $2 IS NULL) OR g.thread_id = $2) \
+                " FROM messages g CROSS JOIN channels c \
+                  WHERE c.id = g.channel_id AND g.channel_id = $1 AND ((g.thread_id IS NULL AND $2 IS NULL) OR g.thread_id = $2) \
                   AND (g.created_at, g.id) > ($3, $4) ORDER BY g.created_at ASC, g.id ASC LIMIT $5"
             ))
             .bind(&at.channel_id)
@@ -381,8 +385,8 @@ impl Store {
             let older = sqlx::query(concat!(
                 "SELECT ",
                 message_columns!(),
-                " FROM messages g JOIN channels c ON c.id = g.channel_id \
-                  WHERE g.channel_id = $1 AND ((g.thread_id IS NULL AND $2 IS NULL) OR g.thread_id = $2) \
+                " FROM messages g CROSS JOIN channels c \
+                  WHERE c.id = g.channel_id AND g.channel_id = $1 AND ((g.thread_id IS NULL AND $2 IS NULL) OR g.thread_id = $2) \
                   AND (g.created_at, g.id) <= ($3, $4) ORDER BY g.created_at DESC, g.id DESC LIMIT $5"
             ))
             .bind(&at.channel_id)
@@ -432,6 +436,55 @@ mod tests {
     use super::*;
     use crate::contract::types::MessageContent;
     use crate::server::store::NewAttachment;
+
+    /// Every history page walks its index in order on SQLite, also once `ANALYZE` found a
+    /// conversation of 100,000 messages in a workspace of one channel (the statistics that made
+    /// the planner take the channels first and sort every message for one page).
+    #[tokio::test]
+    async fn a_page_reads_its_index_in_order_whatever_the_statistics_say() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, ..) = crate::server::store::tests::people(dir.path()).await;
+        let crate::server::store::db::Db::Sqlite { writer, .. } = &store.db else {
+            unreachable!("the test store is SQLite")
+        };
+        sqlx::raw_sql(
+            "ANALYZE; DELETE FROM sqlite_stat1 WHERE tbl IN ('messages', 'channels'); \
+             INSERT INTO sqlite_stat1 VALUES ('messages', 'messages_by_location', '100000 100000 100000 1 1'), \
+             ('messages', 'sqlite_autoindex_messages_1', '100000 1'), \
+             ('channels', 'sqlite_autoindex_channels_1', '1 1'), ('channels', 'sqlite_autoindex_channels_2', '1 1 1'); \
+             ANALYZE sqlite_schema;",
+        )
+        .execute(writer)
+        .await
+        .unwrap();
+        let statements = [
+            concat!("SELECT ", message_columns!(), channel_page!()),
+            concat!(
+                "SELECT g.id, g.author_id, g.content, g.created_at, g.reaction_count > 0, g.attachment_count > 0",
+                channel_page!()
+            ),
+        ];
+        for sql in statements {
+            let mut plan = sqlx::query_as::<_, (i64, i64, i64, String)>(sqlx::AssertSqlSafe(
+                format!("EXPLAIN QUERY PLAN {sql}"),
+            ));
+            for _ in 0..4 {
+                plan = plan.bind("x");
+            }
+            let plan = plan
+                .bind("channel")
+                .bind("x")
+                .bind("x")
+                .fetch_all(writer)
+                .await
+                .unwrap();
+            let steps: Vec<&str> = plan.iter().map(|step| step.3.as_str()).collect();
+            assert!(
+                !steps.iter().any(|step| step.contains("TEMP B-TREE")),
+                "{sql}: {steps:?}"
+            );
+        }
+    }
 
     /// The written page's content check is `MessageContent`'s, at both edges and with characters
     /// of every width.
