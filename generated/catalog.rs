@@ -11956,6 +11956,8 @@ pub enum HumanActionId {
     TaskList,
     /// `thread_list`: The threads of a channel or direct conversation the person belongs to, newest first, with unread counts.
     ThreadList,
+    /// `workflow_run_list`: The workflow runs the person's agents started, newest change first.
+    WorkflowRunList,
 }
 /// Every human action, sorted by name.
 pub static HUMAN_ACTIONS: &[HumanActionDescriptor] = &[
@@ -15373,6 +15375,202 @@ pub static HUMAN_ACTIONS: &[HumanActionDescriptor] = &[
     "threads"
   ],
   "title": "HumanThreadListOutput",
+  "type": "object"
+}
+"##,
+    },
+    HumanActionDescriptor {
+        id: HumanActionId::WorkflowRunList,
+        name: r#"workflow_run_list"#,
+        summary: r#"The workflow runs the person's agents started, newest change first"#,
+        write: false,
+        same_as: None,
+        input_schema: r##"{
+  "$defs": {
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "PageLimit": {
+      "description": "Maximum number of items on one page (default 20, at most 100).",
+      "maximum": 100,
+      "minimum": 1,
+      "type": "integer"
+    },
+    "WorkflowRunStatus": {
+      "description": "`running` while its current step can progress; `waiting` while that step waits on an approval or is parked; `completed`, `failed` and `cancelled` are final.",
+      "enum": [
+        "running",
+        "waiting",
+        "completed",
+        "failed",
+        "cancelled"
+      ],
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "cursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "limit": {
+      "$ref": "#/$defs/PageLimit"
+    },
+    "status": {
+      "$ref": "#/$defs/WorkflowRunStatus",
+      "description": "Only runs in this state."
+    }
+  },
+  "title": "HumanWorkflowRunListInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "LongText": {
+      "description": "Free text of at most 8000 characters.",
+      "maxLength": 8000,
+      "type": "string"
+    },
+    "StepKey": {
+      "description": "A step's key, unique within its plan version: lowercase letters, digits and hyphens.",
+      "maxLength": 40,
+      "pattern": "^[a-z][a-z0-9-]{0,39}$",
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    },
+    "WorkflowPlanId": {
+      "description": "Opaque workflow plan identifier.",
+      "maxLength": 68,
+      "pattern": "^wfp_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "WorkflowRun": {
+      "additionalProperties": false,
+      "description": "One execution of a published plan version.",
+      "properties": {
+        "cancelReason": {
+          "$ref": "#/$defs/LongText"
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "currentStepKey": {
+          "$ref": "#/$defs/StepKey",
+          "description": "The step the run is at; absent once it ended."
+        },
+        "finishedAt": {
+          "$ref": "#/$defs/Timestamp",
+          "description": "When it completed, failed or was cancelled."
+        },
+        "id": {
+          "$ref": "#/$defs/WorkflowRunId"
+        },
+        "planId": {
+          "$ref": "#/$defs/WorkflowPlanId"
+        },
+        "planVersion": {
+          "description": "The published version the run executes.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "revision": {
+          "description": "Monotonic revision, incremented by every change.",
+          "minimum": 1,
+          "type": "integer"
+        },
+        "startedByAgentId": {
+          "$ref": "#/$defs/AgentId",
+          "description": "The agent that started it; absent when its trigger's schedule did."
+        },
+        "status": {
+          "$ref": "#/$defs/WorkflowRunStatus"
+        },
+        "triggerId": {
+          "$ref": "#/$defs/WorkflowTriggerId"
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "planId",
+        "planVersion",
+        "triggerId",
+        "status",
+        "revision",
+        "createdAt",
+        "updatedAt"
+      ],
+      "type": "object"
+    },
+    "WorkflowRunId": {
+      "description": "Opaque workflow run identifier.",
+      "maxLength": 68,
+      "pattern": "^wfr_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "WorkflowRunStatus": {
+      "description": "`running` while its current step can progress; `waiting` while that step waits on an approval or is parked; `completed`, `failed` and `cancelled` are final.",
+      "enum": [
+        "running",
+        "waiting",
+        "completed",
+        "failed",
+        "cancelled"
+      ],
+      "type": "string"
+    },
+    "WorkflowTriggerId": {
+      "description": "Opaque workflow trigger identifier.",
+      "maxLength": 68,
+      "pattern": "^wft_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "nextCursor": {
+      "$ref": "#/$defs/Cursor",
+      "description": "Present when more remain: pass it as `cursor` with the same input."
+    },
+    "runs": {
+      "description": "Runs, newest change first.",
+      "items": {
+        "$ref": "#/$defs/WorkflowRun"
+      },
+      "maxItems": 100,
+      "type": "array"
+    }
+  },
+  "required": [
+    "runs"
+  ],
+  "title": "HumanWorkflowRunListOutput",
   "type": "object"
 }
 "##,

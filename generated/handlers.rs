@@ -1167,6 +1167,14 @@ pub trait HumanHandler: Send + Sync {
     ) -> impl ::std::future::Future<
         Output = ActionResult<types::HumanThreadListOutput>,
     > + Send;
+    /// `workflow_run_list`: The workflow runs the person's agents started, newest change first.
+    fn workflow_run_list(
+        &self,
+        ctx: &Self::Context,
+        input: types::HumanWorkflowRunListInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::HumanWorkflowRunListOutput>,
+    > + Send;
 }
 /// Decodes validated JSON into the action's typed input, calls its `HumanHandler` method and
 /// encodes the typed output to JSON text. Each action's future is boxed on its own.
@@ -1439,6 +1447,20 @@ pub async fn dispatch_human<H: HumanHandler>(
                         .map_err(DispatchError::Decode)?;
                     let output = handler
                         .thread_list(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
+        HumanActionId::WorkflowRunList => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::HumanWorkflowRunListInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .workflow_run_list(ctx, input)
                         .await
                         .map_err(DispatchError::Action)?;
                     ::serde_json::to_string(&output).map_err(DispatchError::Encode)
@@ -1749,6 +1771,22 @@ impl<T: HumanTransport> HumanClient<T> {
             .map_err(|e| ActionError::new(
                 ErrorCode::InternalError,
                 format!("the server's answer to `thread_list` is not its contract: {e}"),
+            ))
+    }
+    /// `workflow_run_list`: The workflow runs the person's agents started, newest change first.
+    pub async fn workflow_run_list(
+        &self,
+        input: &types::HumanWorkflowRunListInput,
+    ) -> ActionResult<types::HumanWorkflowRunListOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::WorkflowRunList, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!(
+                    "the server's answer to `workflow_run_list` is not its contract: {e}"
+                ),
             ))
     }
 }

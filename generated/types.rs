@@ -2548,6 +2548,31 @@ pub struct HumanThreadListOutput {
     ///Threads, newest first.
     pub threads: ::std::vec::Vec<ConversationSummary>,
 }
+///`HumanWorkflowRunListInput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanWorkflowRunListInput {
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub cursor: ::std::option::Option<Cursor>,
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub limit: ::std::option::Option<PageLimit>,
+    ///Only runs in this state.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub status: ::std::option::Option<WorkflowRunStatus>,
+}
+///`HumanWorkflowRunListOutput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanWorkflowRunListOutput {
+    ///Present when more remain: pass it as `cursor` with the same input.
+    #[serde(
+        rename = "nextCursor",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub next_cursor: ::std::option::Option<Cursor>,
+    ///Runs, newest change first.
+    pub runs: ::std::vec::Vec<WorkflowRun>,
+}
 ///`KbFetchInput`
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]

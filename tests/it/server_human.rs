@@ -1166,3 +1166,86 @@ async fn server_human_a_reader_following_racing_writers_misses_nothing_and_repea
         );
     }
 }
+
+/// A published one-step plan with a manual trigger, started by `agent` (with `credential`): the
+/// run's id.
+async fn run_started_by(
+    server: &TestServer,
+    w: &Workspace,
+    agent: &str,
+    credential: &str,
+) -> String {
+    let call = |action: &'static str, input: Value| {
+        let path = format!(
+            "/runtime/servers/{}/agents/{agent}/actions/workflow/{action}",
+            w.workspace_id
+        );
+        async move {
+            let (status, body) = server.post(&path, Some(credential), &input).await;
+            assert_eq!(status, 200, "{body}");
+            body["data"].clone()
+        }
+    };
+    let plan = call("plan", json!({"operation": "create", "name": "Release", "steps": [{"key": "build", "title": "Build", "kind": "task"}]})).await;
+    let plan_id = plan["plan"]["id"].clone();
+    call("plan", json!({"operation": "publish", "planId": plan_id})).await;
+    let trigger = call(
+        "trigger",
+        json!({"operation": "create", "planId": plan_id, "name": "manual", "kind": "manual"}),
+    )
+    .await;
+    let run = call(
+        "run",
+        json!({"operation": "start", "triggerId": trigger["trigger"]["id"]}),
+    )
+    .await;
+    run["run"]["id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn server_human_a_person_reads_the_workflow_runs_their_agents_started() {
+    let server = TestServer::start().await;
+    let w = server.workspace("acme").await;
+    let bob = bob(&server, &w).await;
+    let mine = run_started_by(&server, &w, &w.agent_id, &w.device_credential).await;
+    let also_mine = run_started_by(&server, &w, &w.other_agent_id, &w.device_credential).await;
+    run_started_by(&server, &w, &bob.agent_id, &bob.device).await;
+    let first = ada(&server, &w, "workflow_run_list", json!({"limit": 1})).await;
+    let rest = ada(
+        &server,
+        &w,
+        "workflow_run_list",
+        json!({"limit": 1, "cursor": first["nextCursor"]}),
+    )
+    .await;
+    assert!(rest.get("nextCursor").is_none(), "{rest}");
+    let mut ids = vec![
+        first["runs"][0]["id"].as_str().unwrap(),
+        rest["runs"][0]["id"].as_str().unwrap(),
+    ];
+    ids.sort();
+    let mut expected = vec![mine.as_str(), also_mine.as_str()];
+    expected.sort();
+    assert_eq!(ids, expected, "her agents' runs, not Bob's");
+    let done = ada(
+        &server,
+        &w,
+        "workflow_run_list",
+        json!({"status": "completed"}),
+    )
+    .await;
+    assert_eq!(done["runs"], json!([]));
+    // The cursor is bound to its filter.
+    refused(
+        human(
+            &server,
+            &w.workspace_id,
+            &w.device_credential,
+            "workflow_run_list",
+            json!({"status": "running", "cursor": first["nextCursor"]}),
+        )
+        .await,
+        400,
+        "validation_failed",
+    );
+}

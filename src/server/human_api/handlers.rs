@@ -416,6 +416,43 @@ impl HumanHandler for HumanActions<'_> {
             .map_err(as_person)
     }
 
+    async fn workflow_run_list(
+        &self,
+        person: &Person,
+        input: t::HumanWorkflowRunListInput,
+    ) -> ActionResult<t::HumanWorkflowRunListOutput> {
+        let filter = page::Filter::new(&person.member(), "human.workflow_run_list")
+            .with("status", input.status);
+        let status = input.status.map(|s| s.to_string());
+        let listed = page::list(
+            self.state,
+            &filter,
+            input.cursor.as_ref(),
+            page::limit(input.limit),
+            async |after, limit| {
+                self.state
+                    .store
+                    .runs_for_owner(
+                        &person.workspace_id,
+                        &person.human_id,
+                        status.as_deref(),
+                        after.as_ref(),
+                        limit,
+                    )
+                    .await
+            },
+        )
+        .await?;
+        Ok(t::HumanWorkflowRunListOutput {
+            runs: listed
+                .items
+                .iter()
+                .map(|run| crate::server::store::run_contract(run).map_err(failure::store))
+                .collect::<ActionResult<_>>()?,
+            next_cursor: listed.next_cursor,
+        })
+    }
+
     async fn approval_list(
         &self,
         person: &Person,

@@ -9,6 +9,7 @@ use super::{
     AuditRecord, Columns, Membership, Page, Position, Store, StoreError, here, on_backend,
 };
 use crate::contract::types::{Approval, ConversationSummary, PublicProfile};
+use crate::server::workflow::RunRecord;
 
 /// Messages a read mark's unread count counts at most (the `UnreadCount` bound).
 pub const MAX_UNREAD: i64 = 1000;
@@ -328,6 +329,28 @@ impl Store {
         .bind(human_id)
         .and_some("r.agent_id", agent_id)
         .page(order, after, limit);
+        self.page(here!(), query, limit).await
+    }
+}
+
+impl Store {
+    /// The workflow runs the agents of `human_id` started in `workspace_id`, newest change
+    /// first, optionally in one status.
+    pub async fn runs_for_owner(
+        &self,
+        workspace_id: &str,
+        human_id: &str,
+        status: Option<&str>,
+        after: Option<&Position>,
+        limit: usize,
+    ) -> Result<Page<RunRecord>, StoreError> {
+        let query = Query::select::<RunRecord>(&format!(
+            "WHERE r.workspace_id = $1 AND r.started_by_agent_id IN ({OWNED_AGENTS})"
+        ))
+        .bind(workspace_id)
+        .bind(human_id)
+        .and_some("r.status", status)
+        .newest::<RunRecord>(after, limit);
         self.page(here!(), query, limit).await
     }
 }
