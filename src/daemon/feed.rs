@@ -113,10 +113,12 @@ impl Feed {
         let mut followed = self.followed.lock().expect("not poisoned");
         if followed.since.is_none() || page["resync"].as_bool() == Some(true) {
             // A first read, or the server no longer has what followed our cursor: readers
-            // older than this point are answered by the server (which says resync).
+            // older than this point are answered by the server (which says resync). The head
+            // starts over there too (a server whose feed began again is behind the old one).
             followed.events.clear();
             followed.since = Some(cursor);
             followed.evicted = 0;
+            followed.head = cursor;
         }
         for event in page["events"].as_array().into_iter().flatten() {
             if let Some(seq) = event["seq"].as_i64() {
@@ -149,26 +151,34 @@ impl Feed {
         let mut changes = self.changed.subscribe();
         let deadline = tokio::time::Instant::now() + wait;
         loop {
-            match self.buffered(after, limit) {
+            let ahead = match self.buffered(after, limit) {
                 Some(Buffered::Page(page)) => return Ok(page),
-                Some(Buffered::Nothing) => {}
+                Some(Buffered::Nothing) => false,
+                // The reader got its cursor from the server, past what the daemon has followed
+                // yet: the daemon catches up before it answers, rather than sending the reader
+                // to the server again at once.
+                Some(Buffered::Ahead) => true,
                 None => return self.ask_server(Some(after), limit).await,
-            }
+            };
             // Nothing after the cursor yet: wait for the next change, or the deadline.
             match tokio::time::timeout_at(deadline, changes.changed()).await {
                 Ok(Ok(())) => continue,
+                _ if ahead => return self.ask_server(Some(after), limit).await,
                 _ => return Ok(json!({ "events": [], "cursor": after, "resync": false })),
             }
         }
     }
 
-    /// What the buffer answers for `after`: a page, nothing yet, or `None` when the cursor is
-    /// outside what the buffer holds.
+    /// What the buffer answers for `after`: a page, nothing yet, a cursor past the daemon's head,
+    /// or `None` when the cursor is before what the buffer holds.
     fn buffered(&self, after: i64, limit: usize) -> Option<Buffered> {
         let followed = self.followed.lock().expect("not poisoned");
         let since = followed.since?;
-        if after < since || after < followed.evicted || after > followed.head {
+        if after < since || after < followed.evicted {
             return None;
+        }
+        if after > followed.head {
+            return Some(Buffered::Ahead);
         }
         let events: Vec<Value> = followed
             .events
@@ -213,4 +223,83 @@ impl Feed {
 enum Buffered {
     Page(Value),
     Nothing,
+    Ahead,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn feed() -> Arc<Feed> {
+        // Never called: these tests read and fill the buffer only.
+        let client = ServerClient::new("http://127.0.0.1:9", "dev_x.y".into(), None);
+        Feed::new(Arc::new(client), "wsp_1".into())
+    }
+
+    fn page(seqs: &[i64], cursor: i64) -> Value {
+        let events: Vec<Value> = seqs
+            .iter()
+            .map(|seq| json!({ "seq": seq, "kind": "message" }))
+            .collect();
+        json!({ "events": events, "cursor": cursor, "resync": false })
+    }
+
+    fn seqs(answer: Option<Buffered>) -> Option<(Vec<i64>, i64)> {
+        match answer {
+            Some(Buffered::Page(page)) => Some((
+                page["events"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|e| e["seq"].as_i64().unwrap())
+                    .collect(),
+                page["cursor"].as_i64().unwrap(),
+            )),
+            _ => None,
+        }
+    }
+
+    #[test]
+    fn the_buffer_answers_what_follows_a_cursor_it_covers_and_no_other() {
+        let feed = feed();
+        assert!(
+            feed.buffered(0, 100).is_none(),
+            "nothing followed yet: the server answers"
+        );
+        feed.take(page(&[], 5));
+        assert!(matches!(feed.buffered(5, 100), Some(Buffered::Nothing)));
+        assert!(
+            feed.buffered(4, 100).is_none(),
+            "before the daemon followed: the server"
+        );
+        assert!(matches!(feed.buffered(7, 100), Some(Buffered::Ahead)));
+        // Events 7 and 9 were this person's not to see: the cursor passes them.
+        feed.take(page(&[6, 8], 9));
+        assert_eq!(seqs(feed.buffered(5, 100)), Some((vec![6, 8], 9)));
+        assert_eq!(
+            seqs(feed.buffered(5, 1)),
+            Some((vec![6], 6)),
+            "a full page stops at its last"
+        );
+        assert_eq!(seqs(feed.buffered(8, 100)), Some((vec![], 9)));
+        assert!(matches!(feed.buffered(9, 100), Some(Buffered::Nothing)));
+    }
+
+    #[test]
+    fn an_evicted_cursor_and_a_resync_send_the_reader_to_the_server() {
+        let feed = feed();
+        feed.take(page(&[], 0));
+        let all: Vec<i64> = (1..=BUFFER as i64 + 2).collect();
+        feed.take(page(&all, BUFFER as i64 + 2));
+        assert!(
+            feed.buffered(1, 100).is_none(),
+            "events 1 and 2 were let go"
+        );
+        assert_eq!(seqs(feed.buffered(2, 1)), Some((vec![3], 3)));
+        // The server's feed began again: its head is behind the old one.
+        feed.take(json!({ "events": [], "cursor": 2, "resync": true }));
+        assert!(feed.buffered(1, 100).is_none());
+        assert!(matches!(feed.buffered(2, 100), Some(Buffered::Nothing)));
+        assert!(matches!(feed.buffered(50, 100), Some(Buffered::Ahead)));
+    }
 }
