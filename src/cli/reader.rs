@@ -186,23 +186,7 @@ pub fn read(
 ) -> Exit {
     let result = (|| {
         let target = resolve(&state, target)?;
-        let mut input = json!({ "target": target });
-        if let Some(limit) = limit {
-            input["limit"] = json!(limit);
-        }
-        if let Some(around) = &around {
-            input["around"] = json!(around);
-        }
-        let page = human(&state, "history_read", input)?;
-        if let Some(newest) = page["messages"][0]["id"].as_str()
-            && around.is_none()
-        {
-            human(
-                &state,
-                "read_mark",
-                json!({ "target": target, "messageId": newest }),
-            )?;
-        }
+        let page = page_of(&state, &target, limit, around.as_deref())?;
         if json {
             return Ok(print(&format!("{page}\n")));
         }
@@ -252,7 +236,7 @@ pub fn follow(state: StateDir, target: &str, limit: Option<u8>, json: bool) -> E
         let mut cursor = human_feed(&state, json!({}))?["cursor"].clone();
         let names = if json { HashMap::new() } else { names(&state)? };
         let mut shown: std::collections::VecDeque<String> = std::collections::VecDeque::new();
-        let page = page_of(&state, &target, limit)?;
+        let page = page_of(&state, &target, limit, None)?;
         if json {
             if !emit(&format!("{page}\n")) {
                 return Ok(Exit::Success);
@@ -272,7 +256,7 @@ pub fn follow(state: StateDir, target: &str, limit: Option<u8>, json: bool) -> E
             if page["resync"].as_bool() == Some(true) {
                 // Changes were missed past the feed's retention: the newest page again, its
                 // unseen messages shown.
-                let again = page_of(&state, &target, limit)?;
+                let again = page_of(&state, &target, limit, None)?;
                 for message in again["messages"].as_array().into_iter().flatten().rev() {
                     if !seen(&shown, message) {
                         remember(&mut shown, message);
@@ -321,14 +305,24 @@ pub fn follow(state: StateDir, target: &str, limit: Option<u8>, json: bool) -> E
     result.unwrap_or_else(|exit| exit)
 }
 
-/// The newest page of `target`, marked read.
-fn page_of(state: &StateDir, target: &str, limit: Option<u8>) -> Result<Value, Exit> {
+/// The newest page of `target`, marked read; or the page around a message, left unmarked.
+fn page_of(
+    state: &StateDir,
+    target: &str,
+    limit: Option<u8>,
+    around: Option<&str>,
+) -> Result<Value, Exit> {
     let mut input = json!({ "target": target });
     if let Some(limit) = limit {
         input["limit"] = json!(limit);
     }
+    if let Some(around) = around {
+        input["around"] = json!(around);
+    }
     let page = human(state, "history_read", input)?;
-    if let Some(newest) = page["messages"][0]["id"].as_str() {
+    if let Some(newest) = page["messages"][0]["id"].as_str()
+        && around.is_none()
+    {
         human(
             state,
             "read_mark",
