@@ -153,6 +153,8 @@ mod tests {
             pid,
             started_at_ms: 0,
             turn: None,
+            runtime: crate::daemon::runtime::driver::Family::Generic,
+            program: "sh".into(),
         }
     }
 

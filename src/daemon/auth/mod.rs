@@ -383,6 +383,24 @@ impl RuntimeAuthorizationStore {
             .min()
     }
 
+    /// The authorization of live run `run_id`: when its newest credential expires (epoch ms)
+    /// and how many of its requests are in flight.
+    pub fn of_run(&self, run_id: &str) -> Option<(Option<i64>, usize)> {
+        let records = self.records.lock().expect("not poisoned");
+        let authorization = records
+            .values()
+            .find(|a| a.binding.run_id == run_id && !a.is_revoked())?;
+        let expires = authorization
+            .state
+            .lock()
+            .expect("not poisoned")
+            .live
+            .iter()
+            .map(|live| live.expires_at_ms)
+            .max();
+        Some((expires, authorization.acquired()))
+    }
+
     /// Authorizations still registered (active or revoked-but-undrained).
     pub fn registered(&self) -> usize {
         self.records.lock().expect("not poisoned").len()

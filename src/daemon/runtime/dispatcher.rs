@@ -32,7 +32,7 @@ enum Session {
     /// A launch of this session is being prepared (or is replacing the previous process).
     Launching,
     /// The session's process runs under this lease.
-    Live(Live),
+    Live(Box<Live>),
 }
 
 /// A session whose process runs: what its launch started.
@@ -201,6 +201,20 @@ impl Dispatcher {
         Ok((stdin, live.ended.clone()))
     }
 
+    /// Asks live run `run_id` to end (its person stopped it): its process is stopped and its
+    /// authorization revoked as at any end of a lease. The receiver turns `true` once it has
+    /// ended; `None` when no live run has that id.
+    pub fn stop(&self, run_id: &str) -> Option<watch::Receiver<bool>> {
+        let sessions = self.sessions.lock().expect("not poisoned");
+        sessions.values().find_map(|session| match session {
+            Session::Live(live) if live.info.run_id == run_id => {
+                live.stop.cancel();
+                Some(live.ended.clone())
+            }
+            _ => None,
+        })
+    }
+
     /// Binds `turn` (or none) as the current turn of live run `run_id`; its next knowledge call
     /// uses it. `None` when no live run has that id.
     pub fn set_turn(&self, run_id: &str, turn: Option<Turn>) -> Option<RunInfo> {
@@ -258,7 +272,7 @@ impl Dispatcher {
                 self.sessions
                     .lock()
                     .expect("not poisoned")
-                    .insert(key, Session::Live(live));
+                    .insert(key, Session::Live(Box::new(live)));
                 Ok(receiver)
             }
             Err(error) => {
@@ -500,6 +514,10 @@ impl Dispatcher {
             pid,
             started_at_ms: self.clock.now_ms(),
             turn: None,
+            runtime: family,
+            program: std::path::Path::new(&program)
+                .file_name()
+                .map_or_else(|| program.clone(), |n| n.to_string_lossy().into_owned()),
         };
         let stop = CancellationToken::new();
         let (ended_sender, ended) = watch::channel(false);

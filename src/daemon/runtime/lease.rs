@@ -24,7 +24,7 @@ use crate::platform::process::Pid;
 pub(super) struct Ends {
     /// The caller of `agentteam run` went away.
     pub(super) client_gone: CancellationToken,
-    /// A launch replaces this session's process.
+    /// A launch replaces this session's process, or its person stops it.
     pub(super) replaced: CancellationToken,
 }
 
@@ -75,7 +75,7 @@ impl Lease {
                     break None;
                 }
                 () = ends.replaced.cancelled() => {
-                    tracing::info!(authorization = %self.authorization.id, "runtime replaced; stopping it");
+                    tracing::info!(authorization = %self.authorization.id, "runtime replaced, or stopped by its person; stopping it");
                     break None;
                 }
                 () = dispatcher.shutdown.cancelled() => break None,

@@ -203,4 +203,8 @@ pub struct RunInfo {
     pub started_at_ms: i64,
     /// The turn the runtime answers now, if one is bound.
     pub turn: Option<Turn>,
+    /// The family whose driver wired the launch.
+    pub runtime: driver::Family,
+    /// The program the launch ran (its name, no directory).
+    pub program: String,
 }
