@@ -170,6 +170,21 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Open the console in your browser, signed in as your person (a one-time login page)
+    ///
+    /// The daemon writes an owner-only page into its state directory that signs one browser in,
+    /// once, within two minutes; this opens it with `$BROWSER`, else `xdg-open` (`open` on
+    /// macOS), and prints its path to open by hand. No secret is put in any command's arguments.
+    Open {
+        #[command(flatten)]
+        state: daemon::StateDir,
+        /// Only print where the console and its login page are
+        #[arg(long)]
+        no_browser: bool,
+        /// Print them as JSON
+        #[arg(long)]
+        json: bool,
+    },
     /// Manage the local daemon's agent profiles
     Agent {
         #[command(flatten)]
@@ -379,6 +394,11 @@ pub fn main() -> ExitCode {
             json,
         } => reader::post(state, &target, &text, json),
         Command::Approvals { state, all, json } => reader::approvals(state, all, json),
+        Command::Open {
+            state,
+            no_browser,
+            json,
+        } => reader::open(state, no_browser, json),
         Command::Decide {
             state,
             approval,

@@ -535,3 +535,71 @@ pub fn decide(
         decided["approval"]["status"].as_str().unwrap_or("?"),
     ))
 }
+
+/// `agentteam open [--no-browser] [--json]`: a one-time login page for the console (owner-only,
+/// in the state directory), opened in the person's browser; its path and the console's address
+/// printed either way. The page holds the code; no command line ever does.
+pub fn open(state: StateDir, no_browser: bool, json: bool) -> Exit {
+    let opened = match admin_call(
+        &state,
+        reqwest::Method::POST,
+        "/api/admin/console/login",
+        Some(json!({})),
+    ) {
+        Ok(opened) => opened,
+        Err(exit) => return exit,
+    };
+    let file = opened["loginFile"].as_str().unwrap_or_default();
+    let url = opened["url"].as_str().unwrap_or_default();
+    let launched = if no_browser {
+        None
+    } else {
+        Some(launch_browser(std::path::Path::new(file)))
+    };
+    if json {
+        let mut shown = opened.clone();
+        if let Some(launched) = &launched {
+            shown["browser"] = json!(launched.as_ref().ok());
+        }
+        return print(&format!("{shown}\n"));
+    }
+    let minutes = opened["expiresInSeconds"].as_u64().unwrap_or(120) / 60;
+    let mut out = format!(
+        "The console: {url}\nTo sign in, open this page in your browser (it works once, within \
+         {minutes} minutes):\n  file://{file}\n"
+    );
+    match launched {
+        Some(Ok(program)) => out.push_str(&format!("Opened it with {program}.\n")),
+        Some(Err(why)) => out.push_str(&format!("Could not open a browser ({why}).\n")),
+        None => {}
+    }
+    print(&out)
+}
+
+/// Opens `page` with `$BROWSER` (its first command that starts), else the desktop's opener.
+/// Returns the program that took it.
+fn launch_browser(page: &std::path::Path) -> Result<String, String> {
+    let mut programs: Vec<String> = std::env::var("BROWSER")
+        .unwrap_or_default()
+        .split(':')
+        .filter(|p| !p.trim().is_empty())
+        .map(str::to_string)
+        .collect();
+    programs.push(if cfg!(target_os = "macos") {
+        "open".into()
+    } else {
+        "xdg-open".into()
+    });
+    for program in &programs {
+        let started = std::process::Command::new(program)
+            .arg(page)
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn();
+        if started.is_ok() {
+            return Ok(program.clone());
+        }
+    }
+    Err(format!("none of {} could start", programs.join(", ")))
+}

@@ -248,6 +248,19 @@ pub async fn feed(
     Ok(Data(page))
 }
 
+/// `POST /api/admin/console/login`: a new one-time login for the console, written into an
+/// owner-only page in the state directory; the answer names the page, never the code. The
+/// person's alone: a runtime's process is refused ([`Person`]).
+pub async fn console_login(State(state): State<DaemonState>, _: Person) -> Answer {
+    let opened = super::console::opened(&state).map_err(|error| {
+        ActionError::new(
+            ErrorCode::InternalError,
+            format!("cannot write the console's login page: {error}"),
+        )
+    })?;
+    Ok(Data(opened))
+}
+
 /// `POST /api/admin/extensions/reload`: fetches, verifies and pins the installed extension
 /// definitions again; the next launches bind them (running runtimes keep theirs).
 pub async fn reload_extensions(State(state): State<DaemonState>, _: Person) -> Answer {

@@ -288,6 +288,11 @@ pub async fn run(
     }
     let memory_stop = tokio_util::sync::CancellationToken::new();
     let maintenance = tokio::spawn(memory.clone().maintain(memory_stop.clone()));
+    // The console's own listener and origin: its name is kept in the state directory.
+    let (console_listener, console) = super::console::bind(&config.state_dir, clock.clone())
+        .await
+        .map_err(|e| state_err("cannot start the console", e))?;
+    let console = Arc::new(console);
     let feed = super::feed::Feed::new(server_client.clone(), identity.workspace_id.clone());
     let feed_stop = tokio_util::sync::CancellationToken::new();
     let following = tokio::spawn(feed.clone().follow(feed_stop.clone()));
@@ -302,6 +307,7 @@ pub async fn run(
         admin_hash: Sha256::digest(admin_token.as_bytes()).into(),
         server_client,
         feed,
+        console: console.clone(),
         extensions,
         memory,
         validators: Arc::new(
@@ -324,6 +330,7 @@ pub async fn run(
         "serverUrl": server_url,
         "serverHop": server_hop,
         "serverEmbedded": embedded.is_some(),
+        "consoleUrl": super::console::url(&console),
     });
     crate::private_file::replace(
         &config.state_dir.join(ARGS_FILE),
@@ -343,7 +350,26 @@ pub async fn run(
         tracing::info!("daemon stopping: revoking credentials and stopping runtimes");
         revoking.begin_shutdown();
     };
+    tracing::info!(
+        console = %super::console::describe(
+            console_listener.local_addr().expect("bound"),
+            &console
+        ),
+        "console listening (open it with `agentteam open`)"
+    );
+    let console_stop = console.stop.clone();
+    let console_serving = tokio::spawn(crate::serve::serve(
+        console_listener,
+        super::console::router(state.clone()),
+        async move { console_stop.cancelled().await },
+    ));
+    let ending = console.stop.clone();
+    let shutdown = async move {
+        shutdown.await;
+        ending.cancel();
+    };
     crate::serve::serve(listener, routes::router(state), shutdown).await;
+    let _ = console_serving.await;
     dispatcher.shutdown().await;
     feed_stop.cancel();
     let _ = following.await;

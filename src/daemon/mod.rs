@@ -18,6 +18,8 @@
 //! - [`memory`]: the agents' memory directories and the index behind `memory_search`;
 //!   [`extensions`]: the pinned extension definitions.
 //! - [`person`]: who may act as the person or the operator (no process of a runtime).
+//! - [`feed`]: the person's event feed, followed once; [`console`]: the person's pages, on a
+//!   loopback listener and origin of their own.
 
 pub mod access;
 pub mod admin;
@@ -25,6 +27,7 @@ pub mod agents;
 pub mod app;
 pub mod auth;
 pub mod call;
+pub mod console;
 pub mod error;
 pub mod exec;
 pub mod extensions;

@@ -61,6 +61,7 @@ pub fn router(state: DaemonState) -> Router {
         .route("/api/admin/runs/{runId}/stdin", post(admin::relay_stdin))
         .route("/api/admin/human/{action}", post(admin::human))
         .route("/api/admin/feed", post(admin::feed))
+        .route("/api/admin/console/login", post(admin::console_login))
         .fallback(|| async {
             wire::error_response(&ActionError::new(ErrorCode::NotFound, "no such route"))
         })

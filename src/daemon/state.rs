@@ -50,6 +50,8 @@ pub struct Shared {
     pub server_client: Arc<ServerClient>,
     /// The one subscription to the person's event feed, shared by local readers.
     pub feed: Arc<super::feed::Feed>,
+    /// The console's name, login codes and sessions.
+    pub console: Arc<super::console::site::Console>,
     /// The verified, pinned extension definitions new launches bind.
     pub extensions: Arc<super::extensions::Extensions>,
     /// The agents' memory directories and their indexes (`memory_search`).

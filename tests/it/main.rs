@@ -8,6 +8,7 @@ mod catalog_invariants;
 mod cli_surfaces;
 mod codegen_pipeline;
 mod completions;
+mod console;
 mod daemon_credentials;
 mod daemon_external;
 mod daemon_lifecycle;

@@ -10,13 +10,13 @@ use super::support::*;
 const REFUSED: &str = "a runtime may not act as its person or as the operator";
 
 /// The daemon's identity: workspace, human, general channel, device credential.
-fn identity(daemon: &TestDaemon) -> Value {
+pub(crate) fn identity(daemon: &TestDaemon) -> Value {
     serde_json::from_slice(&std::fs::read(daemon.state_dir.join("identity.json")).unwrap()).unwrap()
 }
 
 /// The agent `agent` calls `route` (`tools/message_send`, `actions/approval/request`) on the
 /// server as a runtime does, with the daemon's device credential; the answer's `data`.
-async fn as_agent(daemon: &TestDaemon, agent: &str, route: &str, input: Value) -> Value {
+pub(crate) async fn as_agent(daemon: &TestDaemon, agent: &str, route: &str, input: Value) -> Value {
     let id = identity(daemon);
     let url = format!(
         "{}/runtime/servers/{}/agents/{agent}/{route}",

@@ -2,8 +2,8 @@
 //! with the test build of `agentteam`, in a fresh home (so every default path is the test's own).
 //! Only what a reader must replace is replaced: the placeholders `wsp_…`, `chn_…` and `kbs_…` with
 //! the ids the earlier commands printed, `claude ...` with a shell command standing in for the
-//! runtime, and `cargo run --release --` with the built binary. If the README and the code part,
-//! this fails.
+//! runtime, the browser `agentteam open` starts with `true`, and `cargo run --release --` with
+//! the built binary. If the README and the code part, this fails.
 
 use std::path::Path;
 use std::process::Stdio;
@@ -55,6 +55,8 @@ async fn the_readme_quick_start_runs_as_written() {
             .env("PATH", path)
             .env("XDG_STATE_HOME", home.path().join("state"))
             .env("XDG_RUNTIME_DIR", home.path().join("run"))
+            // `agentteam open`'s browser: one that takes the page and shows nothing.
+            .env("BROWSER", "true")
             .current_dir(home.path())
             .stdin(Stdio::null())
             .kill_on_drop(true);
