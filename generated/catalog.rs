@@ -11916,6 +11916,8 @@ pub const MCP_RESULT_BUDGET_BYTES: usize = 65536;
 /// Every action of the server's human API; `HUMAN_ACTIONS[id as usize]` is its descriptor.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum HumanActionId {
+    /// `agent_host`: Makes the calling device the one that hosts an agent the person owns: its daemon starts the agent's deliveries, and no other device's can.
+    AgentHost,
     /// `agent_list`: The workspace's agents: each one's public profile, and which of them the person owns.
     AgentList,
     /// `approval_decide`: Approves or rejects a pending approval the person answers for, once; recorded with the person.
@@ -11928,6 +11930,14 @@ pub enum HumanActionId {
     AuditList,
     /// `conversation_list`: The channels and direct conversations the person belongs to, with unread counts.
     ConversationList,
+    /// `delivery_finish`: Records how a started delivery's run ended without an answer: `ended`, `interrupted` or `failed`, with why; an answered one stays answered.
+    DeliveryFinish,
+    /// `delivery_list`: The deliveries of the person's agents, newest first: which message woke which agent, and what became of it.
+    DeliveryList,
+    /// `delivery_retry`: Asks again for a delivery that was interrupted, failed or expired: it is pending again, for the agent's hosting daemon to start.
+    DeliveryRetry,
+    /// `delivery_start`: Marks a pending delivery started by the device that hosts its agent, once: a delivery is started at most once.
+    DeliveryStart,
     /// `dm_open`: Opens the direct conversation between the person and an agent or person of their workspace, by handle (the existing one when there is one).
     DmOpen,
     /// `events_read`: The changes the person may see since a cursor, waiting for the next one up to a bound: messages, reactions, task and approval changes.
@@ -11961,6 +11971,74 @@ pub enum HumanActionId {
 }
 /// Every human action, sorted by name.
 pub static HUMAN_ACTIONS: &[HumanActionDescriptor] = &[
+    HumanActionDescriptor {
+        id: HumanActionId::AgentHost,
+        name: r#"agent_host"#,
+        summary: r#"Makes the calling device the one that hosts an agent the person owns: its daemon starts the agent's deliveries, and no other device's can"#,
+        write: true,
+        same_as: None,
+        input_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "agentId": {
+      "$ref": "#/$defs/AgentId"
+    },
+    "requestId": {
+      "$ref": "#/$defs/RequestId"
+    }
+  },
+  "required": [
+    "agentId"
+  ],
+  "title": "HumanAgentHostInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "agentId": {
+      "$ref": "#/$defs/AgentId"
+    },
+    "fence": {
+      "description": "This device's hosting fence: every start and finish of a delivery carries it.",
+      "minimum": 1,
+      "type": "integer"
+    }
+  },
+  "required": [
+    "agentId",
+    "fence"
+  ],
+  "title": "HumanAgentHostOutput",
+  "type": "object"
+}
+"##,
+    },
     HumanActionDescriptor {
         id: HumanActionId::AgentList,
         name: r#"agent_list"#,
@@ -12869,6 +12947,715 @@ pub static HUMAN_ACTIONS: &[HumanActionDescriptor] = &[
 "##,
     },
     HumanActionDescriptor {
+        id: HumanActionId::DeliveryFinish,
+        name: r#"delivery_finish"#,
+        summary: r#"Records how a started delivery's run ended without an answer: `ended`, `interrupted` or `failed`, with why; an answered one stays answered"#,
+        write: true,
+        same_as: None,
+        input_schema: r##"{
+  "$defs": {
+    "DeliveryId": {
+      "description": "Opaque delivery identifier: one person's message to one agent.",
+      "maxLength": 68,
+      "pattern": "^dlv_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "deliveryId": {
+      "$ref": "#/$defs/DeliveryId"
+    },
+    "fence": {
+      "description": "The hosting fence `agent_host` gave this device: a stale one (another device took the agent over since) is refused.",
+      "minimum": 1,
+      "type": "integer"
+    },
+    "reason": {
+      "description": "Why, in words.",
+      "maxLength": 500,
+      "minLength": 1,
+      "type": "string"
+    },
+    "requestId": {
+      "$ref": "#/$defs/RequestId"
+    },
+    "state": {
+      "description": "`ended`: the run ended without a reply; `interrupted`: its daemon stopped first; `failed`: it could not run.",
+      "enum": [
+        "ended",
+        "interrupted",
+        "failed"
+      ],
+      "type": "string"
+    }
+  },
+  "required": [
+    "deliveryId",
+    "fence",
+    "state"
+  ],
+  "title": "HumanDeliveryFinishInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ConversationTarget": {
+      "description": "The exact target of a conversation, copied from a delivered message: `channel:chn_…`, `dm:dm_…` or `thread:thr_…`.",
+      "maxLength": 160,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Delivery": {
+      "additionalProperties": false,
+      "description": "A person's message to one agent, and what became of it.",
+      "properties": {
+        "agentId": {
+          "$ref": "#/$defs/AgentId",
+          "description": "The agent it wakes."
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "expiresAt": {
+          "$ref": "#/$defs/Timestamp",
+          "description": "When a `pending` delivery no daemon took becomes `expired`."
+        },
+        "id": {
+          "$ref": "#/$defs/DeliveryId"
+        },
+        "messageId": {
+          "$ref": "#/$defs/MessageId",
+          "description": "The person's message."
+        },
+        "reason": {
+          "description": "Why it failed or was interrupted, in words.",
+          "maxLength": 500,
+          "type": "string"
+        },
+        "replyId": {
+          "$ref": "#/$defs/MessageId",
+          "description": "The agent's reply, once `answered`."
+        },
+        "runId": {
+          "description": "The run its daemon started for it.",
+          "maxLength": 80,
+          "minLength": 1,
+          "type": "string"
+        },
+        "state": {
+          "$ref": "#/$defs/DeliveryState"
+        },
+        "target": {
+          "$ref": "#/$defs/ConversationTarget",
+          "description": "The exact target the agent answers on: the thread when the message is in one."
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "messageId",
+        "agentId",
+        "target",
+        "state",
+        "createdAt",
+        "updatedAt",
+        "expiresAt"
+      ],
+      "type": "object"
+    },
+    "DeliveryId": {
+      "description": "Opaque delivery identifier: one person's message to one agent.",
+      "maxLength": 68,
+      "pattern": "^dlv_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "DeliveryState": {
+      "description": "`pending` until the agent's hosting daemon starts a run; `started` while it runs; then `answered` (the agent replied where it was asked), `ended` (the run ended without a reply), `interrupted` (its daemon stopped before the run ended), `failed` (the run could not start or the daemon refused it; the reason says why) or `expired` (no daemon took it in time). Only `pending` and `started` change.",
+      "enum": [
+        "pending",
+        "started",
+        "answered",
+        "ended",
+        "interrupted",
+        "failed",
+        "expired"
+      ],
+      "type": "string"
+    },
+    "MessageId": {
+      "description": "Opaque message identifier.",
+      "maxLength": 68,
+      "pattern": "^msg_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "delivery": {
+      "$ref": "#/$defs/Delivery"
+    }
+  },
+  "required": [
+    "delivery"
+  ],
+  "title": "HumanDeliveryFinishOutput",
+  "type": "object"
+}
+"##,
+    },
+    HumanActionDescriptor {
+        id: HumanActionId::DeliveryList,
+        name: r#"delivery_list"#,
+        summary: r#"The deliveries of the person's agents, newest first: which message woke which agent, and what became of it"#,
+        write: false,
+        same_as: None,
+        input_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "DeliveryState": {
+      "description": "`pending` until the agent's hosting daemon starts a run; `started` while it runs; then `answered` (the agent replied where it was asked), `ended` (the run ended without a reply), `interrupted` (its daemon stopped before the run ended), `failed` (the run could not start or the daemon refused it; the reason says why) or `expired` (no daemon took it in time). Only `pending` and `started` change.",
+      "enum": [
+        "pending",
+        "started",
+        "answered",
+        "ended",
+        "interrupted",
+        "failed",
+        "expired"
+      ],
+      "type": "string"
+    },
+    "PageLimit": {
+      "description": "Maximum number of items on one page (default 20, at most 100).",
+      "maximum": 100,
+      "minimum": 1,
+      "type": "integer"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "agentId": {
+      "$ref": "#/$defs/AgentId",
+      "description": "Only this agent's (one the person owns)."
+    },
+    "cursor": {
+      "$ref": "#/$defs/Cursor"
+    },
+    "limit": {
+      "$ref": "#/$defs/PageLimit"
+    },
+    "state": {
+      "$ref": "#/$defs/DeliveryState",
+      "description": "Only deliveries in this state."
+    }
+  },
+  "required": [],
+  "title": "HumanDeliveryListInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ConversationTarget": {
+      "description": "The exact target of a conversation, copied from a delivered message: `channel:chn_…`, `dm:dm_…` or `thread:thr_…`.",
+      "maxLength": 160,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Cursor": {
+      "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
+      "maxLength": 2048,
+      "minLength": 1,
+      "pattern": "^[A-Za-z0-9_-]+$",
+      "type": "string"
+    },
+    "Delivery": {
+      "additionalProperties": false,
+      "description": "A person's message to one agent, and what became of it.",
+      "properties": {
+        "agentId": {
+          "$ref": "#/$defs/AgentId",
+          "description": "The agent it wakes."
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "expiresAt": {
+          "$ref": "#/$defs/Timestamp",
+          "description": "When a `pending` delivery no daemon took becomes `expired`."
+        },
+        "id": {
+          "$ref": "#/$defs/DeliveryId"
+        },
+        "messageId": {
+          "$ref": "#/$defs/MessageId",
+          "description": "The person's message."
+        },
+        "reason": {
+          "description": "Why it failed or was interrupted, in words.",
+          "maxLength": 500,
+          "type": "string"
+        },
+        "replyId": {
+          "$ref": "#/$defs/MessageId",
+          "description": "The agent's reply, once `answered`."
+        },
+        "runId": {
+          "description": "The run its daemon started for it.",
+          "maxLength": 80,
+          "minLength": 1,
+          "type": "string"
+        },
+        "state": {
+          "$ref": "#/$defs/DeliveryState"
+        },
+        "target": {
+          "$ref": "#/$defs/ConversationTarget",
+          "description": "The exact target the agent answers on: the thread when the message is in one."
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "messageId",
+        "agentId",
+        "target",
+        "state",
+        "createdAt",
+        "updatedAt",
+        "expiresAt"
+      ],
+      "type": "object"
+    },
+    "DeliveryId": {
+      "description": "Opaque delivery identifier: one person's message to one agent.",
+      "maxLength": 68,
+      "pattern": "^dlv_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "DeliveryState": {
+      "description": "`pending` until the agent's hosting daemon starts a run; `started` while it runs; then `answered` (the agent replied where it was asked), `ended` (the run ended without a reply), `interrupted` (its daemon stopped before the run ended), `failed` (the run could not start or the daemon refused it; the reason says why) or `expired` (no daemon took it in time). Only `pending` and `started` change.",
+      "enum": [
+        "pending",
+        "started",
+        "answered",
+        "ended",
+        "interrupted",
+        "failed",
+        "expired"
+      ],
+      "type": "string"
+    },
+    "MessageId": {
+      "description": "Opaque message identifier.",
+      "maxLength": 68,
+      "pattern": "^msg_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "deliveries": {
+      "description": "Deliveries, newest first.",
+      "items": {
+        "$ref": "#/$defs/Delivery"
+      },
+      "maxItems": 100,
+      "type": "array"
+    },
+    "nextCursor": {
+      "$ref": "#/$defs/Cursor",
+      "description": "Present when more remain: pass it as `cursor` with the same input."
+    }
+  },
+  "required": [
+    "deliveries"
+  ],
+  "title": "HumanDeliveryListOutput",
+  "type": "object"
+}
+"##,
+    },
+    HumanActionDescriptor {
+        id: HumanActionId::DeliveryRetry,
+        name: r#"delivery_retry"#,
+        summary: r#"Asks again for a delivery that was interrupted, failed or expired: it is pending again, for the agent's hosting daemon to start"#,
+        write: true,
+        same_as: None,
+        input_schema: r##"{
+  "$defs": {
+    "DeliveryId": {
+      "description": "Opaque delivery identifier: one person's message to one agent.",
+      "maxLength": 68,
+      "pattern": "^dlv_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "deliveryId": {
+      "$ref": "#/$defs/DeliveryId"
+    },
+    "requestId": {
+      "$ref": "#/$defs/RequestId"
+    }
+  },
+  "required": [
+    "deliveryId"
+  ],
+  "title": "HumanDeliveryRetryInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ConversationTarget": {
+      "description": "The exact target of a conversation, copied from a delivered message: `channel:chn_…`, `dm:dm_…` or `thread:thr_…`.",
+      "maxLength": 160,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Delivery": {
+      "additionalProperties": false,
+      "description": "A person's message to one agent, and what became of it.",
+      "properties": {
+        "agentId": {
+          "$ref": "#/$defs/AgentId",
+          "description": "The agent it wakes."
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "expiresAt": {
+          "$ref": "#/$defs/Timestamp",
+          "description": "When a `pending` delivery no daemon took becomes `expired`."
+        },
+        "id": {
+          "$ref": "#/$defs/DeliveryId"
+        },
+        "messageId": {
+          "$ref": "#/$defs/MessageId",
+          "description": "The person's message."
+        },
+        "reason": {
+          "description": "Why it failed or was interrupted, in words.",
+          "maxLength": 500,
+          "type": "string"
+        },
+        "replyId": {
+          "$ref": "#/$defs/MessageId",
+          "description": "The agent's reply, once `answered`."
+        },
+        "runId": {
+          "description": "The run its daemon started for it.",
+          "maxLength": 80,
+          "minLength": 1,
+          "type": "string"
+        },
+        "state": {
+          "$ref": "#/$defs/DeliveryState"
+        },
+        "target": {
+          "$ref": "#/$defs/ConversationTarget",
+          "description": "The exact target the agent answers on: the thread when the message is in one."
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "messageId",
+        "agentId",
+        "target",
+        "state",
+        "createdAt",
+        "updatedAt",
+        "expiresAt"
+      ],
+      "type": "object"
+    },
+    "DeliveryId": {
+      "description": "Opaque delivery identifier: one person's message to one agent.",
+      "maxLength": 68,
+      "pattern": "^dlv_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "DeliveryState": {
+      "description": "`pending` until the agent's hosting daemon starts a run; `started` while it runs; then `answered` (the agent replied where it was asked), `ended` (the run ended without a reply), `interrupted` (its daemon stopped before the run ended), `failed` (the run could not start or the daemon refused it; the reason says why) or `expired` (no daemon took it in time). Only `pending` and `started` change.",
+      "enum": [
+        "pending",
+        "started",
+        "answered",
+        "ended",
+        "interrupted",
+        "failed",
+        "expired"
+      ],
+      "type": "string"
+    },
+    "MessageId": {
+      "description": "Opaque message identifier.",
+      "maxLength": 68,
+      "pattern": "^msg_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "delivery": {
+      "$ref": "#/$defs/Delivery"
+    }
+  },
+  "required": [
+    "delivery"
+  ],
+  "title": "HumanDeliveryRetryOutput",
+  "type": "object"
+}
+"##,
+    },
+    HumanActionDescriptor {
+        id: HumanActionId::DeliveryStart,
+        name: r#"delivery_start"#,
+        summary: r#"Marks a pending delivery started by the device that hosts its agent, once: a delivery is started at most once"#,
+        write: true,
+        same_as: None,
+        input_schema: r##"{
+  "$defs": {
+    "DeliveryId": {
+      "description": "Opaque delivery identifier: one person's message to one agent.",
+      "maxLength": 68,
+      "pattern": "^dlv_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "deliveryId": {
+      "$ref": "#/$defs/DeliveryId"
+    },
+    "fence": {
+      "description": "The hosting fence `agent_host` gave this device: a stale one (another device took the agent over since) is refused.",
+      "minimum": 1,
+      "type": "integer"
+    },
+    "requestId": {
+      "$ref": "#/$defs/RequestId"
+    },
+    "runId": {
+      "description": "The run the daemon starts for it.",
+      "maxLength": 80,
+      "minLength": 1,
+      "type": "string"
+    }
+  },
+  "required": [
+    "deliveryId",
+    "fence",
+    "runId"
+  ],
+  "title": "HumanDeliveryStartInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "ConversationTarget": {
+      "description": "The exact target of a conversation, copied from a delivered message: `channel:chn_…`, `dm:dm_…` or `thread:thr_…`.",
+      "maxLength": 160,
+      "minLength": 1,
+      "type": "string"
+    },
+    "Delivery": {
+      "additionalProperties": false,
+      "description": "A person's message to one agent, and what became of it.",
+      "properties": {
+        "agentId": {
+          "$ref": "#/$defs/AgentId",
+          "description": "The agent it wakes."
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "expiresAt": {
+          "$ref": "#/$defs/Timestamp",
+          "description": "When a `pending` delivery no daemon took becomes `expired`."
+        },
+        "id": {
+          "$ref": "#/$defs/DeliveryId"
+        },
+        "messageId": {
+          "$ref": "#/$defs/MessageId",
+          "description": "The person's message."
+        },
+        "reason": {
+          "description": "Why it failed or was interrupted, in words.",
+          "maxLength": 500,
+          "type": "string"
+        },
+        "replyId": {
+          "$ref": "#/$defs/MessageId",
+          "description": "The agent's reply, once `answered`."
+        },
+        "runId": {
+          "description": "The run its daemon started for it.",
+          "maxLength": 80,
+          "minLength": 1,
+          "type": "string"
+        },
+        "state": {
+          "$ref": "#/$defs/DeliveryState"
+        },
+        "target": {
+          "$ref": "#/$defs/ConversationTarget",
+          "description": "The exact target the agent answers on: the thread when the message is in one."
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "messageId",
+        "agentId",
+        "target",
+        "state",
+        "createdAt",
+        "updatedAt",
+        "expiresAt"
+      ],
+      "type": "object"
+    },
+    "DeliveryId": {
+      "description": "Opaque delivery identifier: one person's message to one agent.",
+      "maxLength": 68,
+      "pattern": "^dlv_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "DeliveryState": {
+      "description": "`pending` until the agent's hosting daemon starts a run; `started` while it runs; then `answered` (the agent replied where it was asked), `ended` (the run ended without a reply), `interrupted` (its daemon stopped before the run ended), `failed` (the run could not start or the daemon refused it; the reason says why) or `expired` (no daemon took it in time). Only `pending` and `started` change.",
+      "enum": [
+        "pending",
+        "started",
+        "answered",
+        "ended",
+        "interrupted",
+        "failed",
+        "expired"
+      ],
+      "type": "string"
+    },
+    "MessageId": {
+      "description": "Opaque message identifier.",
+      "maxLength": 68,
+      "pattern": "^msg_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Timestamp": {
+      "description": "RFC 3339 UTC timestamp.",
+      "format": "date-time",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "delivery": {
+      "$ref": "#/$defs/Delivery"
+    }
+  },
+  "required": [
+    "delivery"
+  ],
+  "title": "HumanDeliveryStartOutput",
+  "type": "object"
+}
+"##,
+    },
+    HumanActionDescriptor {
         id: HumanActionId::DmOpen,
         name: r#"dm_open"#,
         summary: r#"Opens the direct conversation between the person and an agent or person of their workspace, by handle (the existing one when there is one)"#,
@@ -13099,6 +13886,85 @@ pub static HUMAN_ACTIONS: &[HumanActionDescriptor] = &[
       "minLength": 1,
       "type": "string"
     },
+    "Delivery": {
+      "additionalProperties": false,
+      "description": "A person's message to one agent, and what became of it.",
+      "properties": {
+        "agentId": {
+          "$ref": "#/$defs/AgentId",
+          "description": "The agent it wakes."
+        },
+        "createdAt": {
+          "$ref": "#/$defs/Timestamp"
+        },
+        "expiresAt": {
+          "$ref": "#/$defs/Timestamp",
+          "description": "When a `pending` delivery no daemon took becomes `expired`."
+        },
+        "id": {
+          "$ref": "#/$defs/DeliveryId"
+        },
+        "messageId": {
+          "$ref": "#/$defs/MessageId",
+          "description": "The person's message."
+        },
+        "reason": {
+          "description": "Why it failed or was interrupted, in words.",
+          "maxLength": 500,
+          "type": "string"
+        },
+        "replyId": {
+          "$ref": "#/$defs/MessageId",
+          "description": "The agent's reply, once `answered`."
+        },
+        "runId": {
+          "description": "The run its daemon started for it.",
+          "maxLength": 80,
+          "minLength": 1,
+          "type": "string"
+        },
+        "state": {
+          "$ref": "#/$defs/DeliveryState"
+        },
+        "target": {
+          "$ref": "#/$defs/ConversationTarget",
+          "description": "The exact target the agent answers on: the thread when the message is in one."
+        },
+        "updatedAt": {
+          "$ref": "#/$defs/Timestamp"
+        }
+      },
+      "required": [
+        "id",
+        "messageId",
+        "agentId",
+        "target",
+        "state",
+        "createdAt",
+        "updatedAt",
+        "expiresAt"
+      ],
+      "type": "object"
+    },
+    "DeliveryId": {
+      "description": "Opaque delivery identifier: one person's message to one agent.",
+      "maxLength": 68,
+      "pattern": "^dlv_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "DeliveryState": {
+      "description": "`pending` until the agent's hosting daemon starts a run; `started` while it runs; then `answered` (the agent replied where it was asked), `ended` (the run ended without a reply), `interrupted` (its daemon stopped before the run ended), `failed` (the run could not start or the daemon refused it; the reason says why) or `expired` (no daemon took it in time). Only `pending` and `started` change.",
+      "enum": [
+        "pending",
+        "started",
+        "answered",
+        "ended",
+        "interrupted",
+        "failed",
+        "expired"
+      ],
+      "type": "string"
+    },
     "Emoji": {
       "description": "A reaction: one emoji or a `:shortcode:`, without spaces.",
       "maxLength": 32,
@@ -13116,13 +13982,17 @@ pub static HUMAN_ACTIONS: &[HumanActionDescriptor] = &[
         "at": {
           "$ref": "#/$defs/Timestamp"
         },
+        "delivery": {
+          "$ref": "#/$defs/Delivery"
+        },
         "kind": {
-          "description": "`message`: a message was posted (it is here); `reaction`: a message's reactions changed (the message as it is now); `task`: a task was created or changed; `approval`: an approval of the person's agents was asked for or decided (as it is now).",
+          "description": "`message`: a message was posted (it is here); `reaction`: a message's reactions changed (the message as it is now); `task`: a task was created or changed; `approval`: an approval of the person's agents was asked for or decided (as it is now); `delivery`: a delivery to one of the person's agents was made or changed (as it is now).",
           "enum": [
             "message",
             "reaction",
             "task",
-            "approval"
+            "approval",
+            "delivery"
           ],
           "type": "string"
         },
@@ -13136,7 +14006,7 @@ pub static HUMAN_ACTIONS: &[HumanActionDescriptor] = &[
         },
         "target": {
           "$ref": "#/$defs/ConversationTarget",
-          "description": "The conversation it happened in (not for an approval)."
+          "description": "The conversation it happened in (not for an approval or a delivery)."
         },
         "taskId": {
           "$ref": "#/$defs/TaskId"

@@ -1013,6 +1013,14 @@ pub async fn dispatch_tool<H: ServerToolHandler>(
 pub trait HumanHandler: Send + Sync {
     /// What the transport hands to every call: the authorized person.
     type Context: Send + Sync;
+    /// `agent_host`: Makes the calling device the one that hosts an agent the person owns: its daemon starts the agent's deliveries, and no other device's can.
+    fn agent_host(
+        &self,
+        ctx: &Self::Context,
+        input: types::HumanAgentHostInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::HumanAgentHostOutput>,
+    > + Send;
     /// `agent_list`: The workspace's agents: each one's public profile, and which of them the person owns.
     fn agent_list(
         &self,
@@ -1060,6 +1068,38 @@ pub trait HumanHandler: Send + Sync {
         input: types::HumanConversationListInput,
     ) -> impl ::std::future::Future<
         Output = ActionResult<types::HumanConversationListOutput>,
+    > + Send;
+    /// `delivery_finish`: Records how a started delivery's run ended without an answer: `ended`, `interrupted` or `failed`, with why; an answered one stays answered.
+    fn delivery_finish(
+        &self,
+        ctx: &Self::Context,
+        input: types::HumanDeliveryFinishInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::HumanDeliveryFinishOutput>,
+    > + Send;
+    /// `delivery_list`: The deliveries of the person's agents, newest first: which message woke which agent, and what became of it.
+    fn delivery_list(
+        &self,
+        ctx: &Self::Context,
+        input: types::HumanDeliveryListInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::HumanDeliveryListOutput>,
+    > + Send;
+    /// `delivery_retry`: Asks again for a delivery that was interrupted, failed or expired: it is pending again, for the agent's hosting daemon to start.
+    fn delivery_retry(
+        &self,
+        ctx: &Self::Context,
+        input: types::HumanDeliveryRetryInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::HumanDeliveryRetryOutput>,
+    > + Send;
+    /// `delivery_start`: Marks a pending delivery started by the device that hosts its agent, once: a delivery is started at most once.
+    fn delivery_start(
+        &self,
+        ctx: &Self::Context,
+        input: types::HumanDeliveryStartInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::HumanDeliveryStartOutput>,
     > + Send;
     /// `dm_open`: Opens the direct conversation between the person and an agent or person of their workspace, by handle (the existing one when there is one).
     fn dm_open(
@@ -1185,6 +1225,20 @@ pub async fn dispatch_human<H: HumanHandler>(
     input: ::serde_json::Value,
 ) -> Result<String, DispatchError> {
     match id {
+        HumanActionId::AgentHost => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::HumanAgentHostInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .agent_host(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
         HumanActionId::AgentList => {
             ::std::boxed::Box::pin(async {
                     let input: types::HumanAgentListInput = ::serde_json::from_value(
@@ -1263,6 +1317,62 @@ pub async fn dispatch_human<H: HumanHandler>(
                         .map_err(DispatchError::Decode)?;
                     let output = handler
                         .conversation_list(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
+        HumanActionId::DeliveryFinish => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::HumanDeliveryFinishInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .delivery_finish(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
+        HumanActionId::DeliveryList => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::HumanDeliveryListInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .delivery_list(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
+        HumanActionId::DeliveryRetry => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::HumanDeliveryRetryInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .delivery_retry(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
+        HumanActionId::DeliveryStart => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::HumanDeliveryStartInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .delivery_start(ctx, input)
                         .await
                         .map_err(DispatchError::Action)?;
                     ::serde_json::to_string(&output).map_err(DispatchError::Encode)
@@ -1481,6 +1591,20 @@ pub trait HumanTransport: Send + Sync {
 /// The typed client of the human API: one method per action, over any [`HumanTransport`].
 pub struct HumanClient<T>(pub T);
 impl<T: HumanTransport> HumanClient<T> {
+    /// `agent_host`: Makes the calling device the one that hosts an agent the person owns: its daemon starts the agent's deliveries, and no other device's can.
+    pub async fn agent_host(
+        &self,
+        input: &types::HumanAgentHostInput,
+    ) -> ActionResult<types::HumanAgentHostOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::AgentHost, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!("the server's answer to `agent_host` is not its contract: {e}"),
+            ))
+    }
     /// `agent_list`: The workspace's agents: each one's public profile, and which of them the person owns.
     pub async fn agent_list(
         &self,
@@ -1570,6 +1694,70 @@ impl<T: HumanTransport> HumanClient<T> {
                 ErrorCode::InternalError,
                 format!(
                     "the server's answer to `conversation_list` is not its contract: {e}"
+                ),
+            ))
+    }
+    /// `delivery_finish`: Records how a started delivery's run ended without an answer: `ended`, `interrupted` or `failed`, with why; an answered one stays answered.
+    pub async fn delivery_finish(
+        &self,
+        input: &types::HumanDeliveryFinishInput,
+    ) -> ActionResult<types::HumanDeliveryFinishOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::DeliveryFinish, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!(
+                    "the server's answer to `delivery_finish` is not its contract: {e}"
+                ),
+            ))
+    }
+    /// `delivery_list`: The deliveries of the person's agents, newest first: which message woke which agent, and what became of it.
+    pub async fn delivery_list(
+        &self,
+        input: &types::HumanDeliveryListInput,
+    ) -> ActionResult<types::HumanDeliveryListOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::DeliveryList, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!(
+                    "the server's answer to `delivery_list` is not its contract: {e}"
+                ),
+            ))
+    }
+    /// `delivery_retry`: Asks again for a delivery that was interrupted, failed or expired: it is pending again, for the agent's hosting daemon to start.
+    pub async fn delivery_retry(
+        &self,
+        input: &types::HumanDeliveryRetryInput,
+    ) -> ActionResult<types::HumanDeliveryRetryOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::DeliveryRetry, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!(
+                    "the server's answer to `delivery_retry` is not its contract: {e}"
+                ),
+            ))
+    }
+    /// `delivery_start`: Marks a pending delivery started by the device that hosts its agent, once: a delivery is started at most once.
+    pub async fn delivery_start(
+        &self,
+        input: &types::HumanDeliveryStartInput,
+    ) -> ActionResult<types::HumanDeliveryStartOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::DeliveryStart, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!(
+                    "the server's answer to `delivery_start` is not its contract: {e}"
                 ),
             ))
     }

@@ -955,6 +955,223 @@ impl<'de> ::serde::Deserialize<'de> for Cursor {
             })
     }
 }
+///A person's message to one agent, and what became of it.
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Delivery {
+    ///The agent it wakes.
+    #[serde(rename = "agentId")]
+    pub agent_id: AgentId,
+    #[serde(rename = "createdAt")]
+    pub created_at: super::timestamp::Timestamp,
+    ///When a `pending` delivery no daemon took becomes `expired`.
+    #[serde(rename = "expiresAt")]
+    pub expires_at: super::timestamp::Timestamp,
+    pub id: DeliveryId,
+    ///The person's message.
+    #[serde(rename = "messageId")]
+    pub message_id: MessageId,
+    ///Why it failed or was interrupted, in words.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub reason: ::std::option::Option<DeliveryReason>,
+    ///The agent's reply, once `answered`.
+    #[serde(rename = "replyId", skip_serializing_if = "::std::option::Option::is_none")]
+    pub reply_id: ::std::option::Option<MessageId>,
+    ///The run its daemon started for it.
+    #[serde(rename = "runId", skip_serializing_if = "::std::option::Option::is_none")]
+    pub run_id: ::std::option::Option<DeliveryRunId>,
+    pub state: DeliveryState,
+    ///The exact target the agent answers on: the thread when the message is in one.
+    pub target: ConversationTarget,
+    #[serde(rename = "updatedAt")]
+    pub updated_at: super::timestamp::Timestamp,
+}
+///Why it failed or was interrupted, in words.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct DeliveryReason(::std::string::String);
+impl ::std::ops::Deref for DeliveryReason {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<DeliveryReason> for ::std::string::String {
+    fn from(value: DeliveryReason) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for DeliveryReason {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 500usize {
+            return Err("longer than 500 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for DeliveryReason {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for DeliveryReason {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for DeliveryReason {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///The run its daemon started for it.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct DeliveryRunId(::std::string::String);
+impl ::std::ops::Deref for DeliveryRunId {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<DeliveryRunId> for ::std::string::String {
+    fn from(value: DeliveryRunId) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for DeliveryRunId {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 80usize {
+            return Err("longer than 80 characters".into());
+        }
+        if value.chars().count() < 1usize {
+            return Err("shorter than 1 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for DeliveryRunId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for DeliveryRunId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for DeliveryRunId {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///`pending` until the agent's hosting daemon starts a run; `started` while it runs; then `answered` (the agent replied where it was asked), `ended` (the run ended without a reply), `interrupted` (its daemon stopped before the run ended), `failed` (the run could not start or the daemon refused it; the reason says why) or `expired` (no daemon took it in time). Only `pending` and `started` change.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd
+)]
+pub enum DeliveryState {
+    #[serde(rename = "pending")]
+    Pending,
+    #[serde(rename = "started")]
+    Started,
+    #[serde(rename = "answered")]
+    Answered,
+    #[serde(rename = "ended")]
+    Ended,
+    #[serde(rename = "interrupted")]
+    Interrupted,
+    #[serde(rename = "failed")]
+    Failed,
+    #[serde(rename = "expired")]
+    Expired,
+}
+impl ::std::fmt::Display for DeliveryState {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Pending => f.write_str("pending"),
+            Self::Started => f.write_str("started"),
+            Self::Answered => f.write_str("answered"),
+            Self::Ended => f.write_str("ended"),
+            Self::Interrupted => f.write_str("interrupted"),
+            Self::Failed => f.write_str("failed"),
+            Self::Expired => f.write_str("expired"),
+        }
+    }
+}
+impl ::std::str::FromStr for DeliveryState {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "pending" => Ok(Self::Pending),
+            "started" => Ok(Self::Started),
+            "answered" => Ok(Self::Answered),
+            "ended" => Ok(Self::Ended),
+            "interrupted" => Ok(Self::Interrupted),
+            "failed" => Ok(Self::Failed),
+            "expired" => Ok(Self::Expired),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for DeliveryState {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for DeliveryState {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
 ///A reaction: one emoji or a `:shortcode:`, without spaces.
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
 #[serde(transparent)]
@@ -1658,6 +1875,27 @@ impl<'de> ::serde::Deserialize<'de> for HeaderName {
             })
     }
 }
+///`HumanAgentHostInput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanAgentHostInput {
+    #[serde(rename = "agentId")]
+    pub agent_id: AgentId,
+    #[serde(
+        rename = "requestId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub request_id: ::std::option::Option<RequestId>,
+}
+///`HumanAgentHostOutput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanAgentHostOutput {
+    #[serde(rename = "agentId")]
+    pub agent_id: AgentId,
+    ///This device's hosting fence: every start and finish of a delivery carries it.
+    pub fence: ::std::num::NonZeroU64,
+}
 ///An agent as a person sees it: its public profile, and whether the person owns it. An owner also reads its agents' audit, approvals and workflow runs; of another person's agent, only this profile.
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -2204,6 +2442,273 @@ pub struct HumanConversationListOutput {
     )]
     pub next_cursor: ::std::option::Option<Cursor>,
 }
+///`HumanDeliveryFinishInput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanDeliveryFinishInput {
+    #[serde(rename = "deliveryId")]
+    pub delivery_id: DeliveryId,
+    ///The hosting fence `agent_host` gave this device: a stale one (another device took the agent over since) is refused.
+    pub fence: ::std::num::NonZeroU64,
+    ///Why, in words.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub reason: ::std::option::Option<HumanDeliveryFinishInputReason>,
+    #[serde(
+        rename = "requestId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub request_id: ::std::option::Option<RequestId>,
+    ///`ended`: the run ended without a reply; `interrupted`: its daemon stopped first; `failed`: it could not run.
+    pub state: HumanDeliveryFinishInputState,
+}
+///Why, in words.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct HumanDeliveryFinishInputReason(::std::string::String);
+impl ::std::ops::Deref for HumanDeliveryFinishInputReason {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<HumanDeliveryFinishInputReason> for ::std::string::String {
+    fn from(value: HumanDeliveryFinishInputReason) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for HumanDeliveryFinishInputReason {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 500usize {
+            return Err("longer than 500 characters".into());
+        }
+        if value.chars().count() < 1usize {
+            return Err("shorter than 1 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for HumanDeliveryFinishInputReason {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for HumanDeliveryFinishInputReason {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for HumanDeliveryFinishInputReason {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///`ended`: the run ended without a reply; `interrupted`: its daemon stopped first; `failed`: it could not run.
+#[derive(
+    ::serde::Deserialize,
+    ::serde::Serialize,
+    Clone,
+    Copy,
+    Debug,
+    Eq,
+    Hash,
+    Ord,
+    PartialEq,
+    PartialOrd
+)]
+pub enum HumanDeliveryFinishInputState {
+    #[serde(rename = "ended")]
+    Ended,
+    #[serde(rename = "interrupted")]
+    Interrupted,
+    #[serde(rename = "failed")]
+    Failed,
+}
+impl ::std::fmt::Display for HumanDeliveryFinishInputState {
+    fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+        match *self {
+            Self::Ended => f.write_str("ended"),
+            Self::Interrupted => f.write_str("interrupted"),
+            Self::Failed => f.write_str("failed"),
+        }
+    }
+}
+impl ::std::str::FromStr for HumanDeliveryFinishInputState {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        match value {
+            "ended" => Ok(Self::Ended),
+            "interrupted" => Ok(Self::Interrupted),
+            "failed" => Ok(Self::Failed),
+            _ => Err("invalid value".into()),
+        }
+    }
+}
+impl ::std::convert::TryFrom<&str> for HumanDeliveryFinishInputState {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for HumanDeliveryFinishInputState {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+///`HumanDeliveryFinishOutput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanDeliveryFinishOutput {
+    pub delivery: Delivery,
+}
+///`HumanDeliveryListInput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, Default, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanDeliveryListInput {
+    ///Only this agent's (one the person owns).
+    #[serde(rename = "agentId", skip_serializing_if = "::std::option::Option::is_none")]
+    pub agent_id: ::std::option::Option<AgentId>,
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub cursor: ::std::option::Option<Cursor>,
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub limit: ::std::option::Option<PageLimit>,
+    ///Only deliveries in this state.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub state: ::std::option::Option<DeliveryState>,
+}
+///`HumanDeliveryListOutput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanDeliveryListOutput {
+    ///Deliveries, newest first.
+    pub deliveries: ::std::vec::Vec<Delivery>,
+    ///Present when more remain: pass it as `cursor` with the same input.
+    #[serde(
+        rename = "nextCursor",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub next_cursor: ::std::option::Option<Cursor>,
+}
+///`HumanDeliveryRetryInput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanDeliveryRetryInput {
+    #[serde(rename = "deliveryId")]
+    pub delivery_id: DeliveryId,
+    #[serde(
+        rename = "requestId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub request_id: ::std::option::Option<RequestId>,
+}
+///`HumanDeliveryRetryOutput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanDeliveryRetryOutput {
+    pub delivery: Delivery,
+}
+///`HumanDeliveryStartInput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanDeliveryStartInput {
+    #[serde(rename = "deliveryId")]
+    pub delivery_id: DeliveryId,
+    ///The hosting fence `agent_host` gave this device: a stale one (another device took the agent over since) is refused.
+    pub fence: ::std::num::NonZeroU64,
+    #[serde(
+        rename = "requestId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub request_id: ::std::option::Option<RequestId>,
+    ///The run the daemon starts for it.
+    #[serde(rename = "runId")]
+    pub run_id: HumanDeliveryStartInputRunId,
+}
+///The run the daemon starts for it.
+#[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
+#[serde(transparent)]
+pub struct HumanDeliveryStartInputRunId(::std::string::String);
+impl ::std::ops::Deref for HumanDeliveryStartInputRunId {
+    type Target = ::std::string::String;
+    fn deref(&self) -> &::std::string::String {
+        &self.0
+    }
+}
+impl ::std::convert::From<HumanDeliveryStartInputRunId> for ::std::string::String {
+    fn from(value: HumanDeliveryStartInputRunId) -> Self {
+        value.0
+    }
+}
+impl ::std::str::FromStr for HumanDeliveryStartInputRunId {
+    type Err = self::error::ConversionError;
+    fn from_str(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        if value.chars().count() > 80usize {
+            return Err("longer than 80 characters".into());
+        }
+        if value.chars().count() < 1usize {
+            return Err("shorter than 1 characters".into());
+        }
+        Ok(Self(value.to_string()))
+    }
+}
+impl ::std::convert::TryFrom<&str> for HumanDeliveryStartInputRunId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: &str,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl ::std::convert::TryFrom<::std::string::String> for HumanDeliveryStartInputRunId {
+    type Error = self::error::ConversionError;
+    fn try_from(
+        value: ::std::string::String,
+    ) -> ::std::result::Result<Self, self::error::ConversionError> {
+        value.parse()
+    }
+}
+impl<'de> ::serde::Deserialize<'de> for HumanDeliveryStartInputRunId {
+    fn deserialize<D>(deserializer: D) -> ::std::result::Result<Self, D::Error>
+    where
+        D: ::serde::Deserializer<'de>,
+    {
+        ::std::string::String::deserialize(deserializer)?
+            .parse()
+            .map_err(|e: self::error::ConversionError| {
+                <D::Error as ::serde::de::Error>::custom(e.to_string())
+            })
+    }
+}
+///`HumanDeliveryStartOutput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanDeliveryStartOutput {
+    pub delivery: Delivery,
+}
 ///`HumanDmOpenInput`
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -2232,19 +2737,21 @@ pub struct HumanEventsReadEvent {
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub approval: ::std::option::Option<Approval>,
     pub at: super::timestamp::Timestamp,
-    ///`message`: a message was posted (it is here); `reaction`: a message's reactions changed (the message as it is now); `task`: a task was created or changed; `approval`: an approval of the person's agents was asked for or decided (as it is now).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub delivery: ::std::option::Option<Delivery>,
+    ///`message`: a message was posted (it is here); `reaction`: a message's reactions changed (the message as it is now); `task`: a task was created or changed; `approval`: an approval of the person's agents was asked for or decided (as it is now); `delivery`: a delivery to one of the person's agents was made or changed (as it is now).
     pub kind: HumanEventsReadEventKind,
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub message: ::std::option::Option<Message>,
     ///Its place in the workspace's feed; a cursor.
     pub seq: ::std::num::NonZeroU64,
-    ///The conversation it happened in (not for an approval).
+    ///The conversation it happened in (not for an approval or a delivery).
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub target: ::std::option::Option<ConversationTarget>,
     #[serde(rename = "taskId", skip_serializing_if = "::std::option::Option::is_none")]
     pub task_id: ::std::option::Option<TaskId>,
 }
-///`message`: a message was posted (it is here); `reaction`: a message's reactions changed (the message as it is now); `task`: a task was created or changed; `approval`: an approval of the person's agents was asked for or decided (as it is now).
+///`message`: a message was posted (it is here); `reaction`: a message's reactions changed (the message as it is now); `task`: a task was created or changed; `approval`: an approval of the person's agents was asked for or decided (as it is now); `delivery`: a delivery to one of the person's agents was made or changed (as it is now).
 #[derive(
     ::serde::Deserialize,
     ::serde::Serialize,
@@ -2266,6 +2773,8 @@ pub enum HumanEventsReadEventKind {
     Task,
     #[serde(rename = "approval")]
     Approval,
+    #[serde(rename = "delivery")]
+    Delivery,
 }
 impl ::std::fmt::Display for HumanEventsReadEventKind {
     fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
@@ -2274,6 +2783,7 @@ impl ::std::fmt::Display for HumanEventsReadEventKind {
             Self::Reaction => f.write_str("reaction"),
             Self::Task => f.write_str("task"),
             Self::Approval => f.write_str("approval"),
+            Self::Delivery => f.write_str("delivery"),
         }
     }
 }
@@ -2287,6 +2797,7 @@ impl ::std::str::FromStr for HumanEventsReadEventKind {
             "reaction" => Ok(Self::Reaction),
             "task" => Ok(Self::Task),
             "approval" => Ok(Self::Approval),
+            "delivery" => Ok(Self::Delivery),
             _ => Err("invalid value".into()),
         }
     }
@@ -7399,8 +7910,10 @@ super::ids::id_types! {
     8, 64, 68, r#"Opaque attachment identifier, as listed on a message."#); ChannelId =
     (r#"chn_"#, 8, 64, 68,
     r#"Opaque channel identifier, copied from the exact target of a delivered message."#);
-    DmId = (r#"dm_"#, 8, 64, 67, r#"Opaque direct-message conversation identifier."#);
-    HumanId = (r#"hum_"#, 8, 64, 68, r#"Opaque human identifier."#); KnowledgeSourceId =
+    DeliveryId = (r#"dlv_"#, 8, 64, 68,
+    r#"Opaque delivery identifier: one person's message to one agent."#); DmId =
+    (r#"dm_"#, 8, 64, 67, r#"Opaque direct-message conversation identifier."#); HumanId =
+    (r#"hum_"#, 8, 64, 68, r#"Opaque human identifier."#); KnowledgeSourceId =
     (r#"kbs_"#, 8, 64, 68, r#"Opaque knowledge source identifier."#); MessageId =
     (r#"msg_"#, 8, 64, 68, r#"Opaque message identifier."#); ProjectId = (r#"prj_"#, 8,
     64, 68, r#"Opaque project identifier."#); ReviewId = (r#"rev_"#, 8, 64, 68,

@@ -39,6 +39,11 @@ pub struct ServerArgs {
     /// PEM certificates a provider's TLS chain may end in, beside the platform's roots
     #[arg(long, value_name = "PATH")]
     provider_ca_file: Option<PathBuf>,
+    /// How long a person's message to an agent waits for the daemon hosting the agent to start
+    /// it before it expires, in seconds
+    #[arg(long, value_name = "SECS", default_value_t = (crate::server::store::DEFAULT_DELIVERY_TTL_MS / 1000) as u64,
+          value_parser = clap::value_parser!(u64).range(1..=7 * 24 * 3600))]
+    delivery_ttl_secs: u64,
 }
 
 /// Starts the server, prints `listening on http://ADDR` on stdout once it accepts connections,
@@ -53,6 +58,7 @@ pub fn run(args: ServerArgs) -> Exit {
         provider_proxy,
         provider_proxy_credential_file,
         provider_ca_file,
+        delivery_ttl_secs,
     } = args;
     super::init_tracing();
     let open_files = crate::serve::raise_open_file_limit();
@@ -108,6 +114,7 @@ pub fn run(args: ServerArgs) -> Exit {
             operator_token_file,
             provider,
             telemetry,
+            delivery_ttl: std::time::Duration::from_secs(delivery_ttl_secs),
         };
         let state = match AppState::open(&config).await {
             Ok(state) => state,

@@ -167,6 +167,9 @@ pub async fn run(
                 operator_token_file: config.state_dir.join(EMBEDDED_OPERATOR_TOKEN_FILE),
                 provider: crate::server::provider::ProviderConfig::default(),
                 telemetry: config.telemetry.clone(),
+                delivery_ttl: std::time::Duration::from_millis(
+                    crate::server::store::DEFAULT_DELIVERY_TTL_MS as u64,
+                ),
             };
             let state = crate::server::AppState::open(&server_config)
                 .await

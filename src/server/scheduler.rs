@@ -21,6 +21,7 @@ impl AppState {
         let mut report = self.store.run_due_schedules(now_ms).await?;
         report.runs_started = self.store.fire_due_triggers(now_ms).await?;
         report.watches_refreshed = extensions::refresh_stale(self, now_ms).await?;
+        report.deliveries_expired = self.store.expire_deliveries(now_ms).await?;
         report.keys_pruned = self
             .store
             .prune_idempotency(now_ms - runtime_call::IDEMPOTENCY_RETENTION_MS)
@@ -77,6 +78,7 @@ pub async fn run_scheduler(state: AppState, stop: tokio_util::sync::Cancellation
                     + report.failed
                     + report.runs_started
                     + report.watches_refreshed
+                    + report.deliveries_expired as usize
                     > 0
                     || report.keys_pruned > 0 =>
             {
@@ -87,6 +89,7 @@ pub async fn run_scheduler(state: AppState, stop: tokio_util::sync::Cancellation
                     keys_pruned = report.keys_pruned,
                     workflow_runs_started = report.runs_started,
                     watches_refreshed = report.watches_refreshed,
+                    deliveries_expired = report.deliveries_expired,
                     "scheduler pass"
                 );
             }

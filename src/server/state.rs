@@ -29,6 +29,8 @@ pub struct ServerConfig {
     pub provider: ProviderConfig,
     /// Where the server's spans go (`None`: tracing off).
     pub telemetry: Option<crate::telemetry::Settings>,
+    /// How long a delivery waits for the daemon hosting its agent before it expires.
+    pub delivery_ttl: std::time::Duration,
 }
 
 /// Everything a request handler needs: one `Arc`, so each extractor's and middleware layer's
@@ -104,6 +106,7 @@ impl AppState {
     /// starts the audit writer and records the seed extension definitions.
     pub async fn open(config: &ServerConfig) -> Result<AppState, ServerError> {
         let store = Store::open(&config.database_url).await?;
+        store.set_delivery_ttl(config.delivery_ttl);
         let catalog = Arc::new(Validators::new()?);
         let cursors = CursorCodec::new(store.secret("cursor").await?);
         let operator = if store.is_postgres() {

@@ -40,6 +40,7 @@ mod server_actions;
 mod server_audit;
 mod server_cli;
 mod server_client;
+mod server_deliveries;
 mod server_domains;
 mod server_durability;
 mod server_extensions;

@@ -203,6 +203,7 @@ impl TestServer {
             operator_token_file: dir.path().join("operator.token"),
             provider: agentteam::server::provider::ProviderConfig::default(),
             telemetry: None,
+            delivery_ttl: std::time::Duration::from_secs(15 * 60),
         };
         let state = agentteam::server::AppState::open(&config).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

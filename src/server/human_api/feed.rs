@@ -11,7 +11,7 @@ const MAX_EVENTS_PER_READ: usize = 100;
 /// How often a waiting `events_read` looks for changes.
 const FEED_POLL: std::time::Duration = std::time::Duration::from_millis(50);
 
-/// An event as the person is shown it: with the message or approval as it is now.
+/// An event as the person is shown it: with the message, approval or delivery as it is now.
 async fn shown(
     actions: &HumanActions<'_>,
     person: &Person,
@@ -54,6 +54,15 @@ async fn shown(
                 .map_err(failure::store)?;
             if let Some(approval) = approval {
                 value["approval"] = serde_json::to_value(approval).expect("an approval serializes");
+            }
+        }
+        EventKind::Delivery => {
+            let delivery = store
+                .delivery(&person.workspace_id, &event.subject)
+                .await
+                .map_err(failure::store)?;
+            if let Some(delivery) = delivery {
+                value["delivery"] = serde_json::to_value(delivery).expect("a delivery serializes");
             }
         }
     }

@@ -519,6 +519,143 @@ impl HumanHandler for HumanActions<'_> {
         }
     }
 
+    async fn delivery_list(
+        &self,
+        person: &Person,
+        input: t::HumanDeliveryListInput,
+    ) -> ActionResult<t::HumanDeliveryListOutput> {
+        let filter = page::Filter::new(&person.member(), "human.delivery_list")
+            .with("agentId", &input.agent_id)
+            .with("state", input.state);
+        let agent = input.agent_id.as_ref().map(|a| a.to_string());
+        let state = input.state.map(|s| s.to_string());
+        let listed = page::list(
+            self.state,
+            &filter,
+            input.cursor.as_ref(),
+            page::limit(input.limit),
+            async |after, limit| {
+                self.state
+                    .store
+                    .deliveries_for_owner(
+                        &person.workspace_id,
+                        &person.human_id,
+                        agent.as_deref(),
+                        state.as_deref(),
+                        after.as_ref(),
+                        limit,
+                    )
+                    .await
+            },
+        )
+        .await?;
+        Ok(t::HumanDeliveryListOutput {
+            deliveries: listed.items,
+            next_cursor: listed.next_cursor,
+        })
+    }
+
+    async fn agent_host(
+        &self,
+        person: &Person,
+        input: t::HumanAgentHostInput,
+    ) -> ActionResult<t::HumanAgentHostOutput> {
+        let fence = found(
+            self.state
+                .store
+                .host_agent(
+                    &person.workspace_id,
+                    &person.human_id,
+                    &person.device_id,
+                    &input.agent_id,
+                    person.now_ms,
+                )
+                .await,
+            "agent",
+            &input.agent_id,
+        )?;
+        Ok(t::HumanAgentHostOutput {
+            agent_id: input.agent_id,
+            fence: u64::try_from(fence)
+                .ok()
+                .and_then(std::num::NonZeroU64::new)
+                .ok_or_else(|| {
+                    failure::internal(format_args!("a stored hosting fence is not positive"))
+                })?,
+        })
+    }
+
+    async fn delivery_start(
+        &self,
+        person: &Person,
+        input: t::HumanDeliveryStartInput,
+    ) -> ActionResult<t::HumanDeliveryStartOutput> {
+        let started = self
+            .state
+            .store
+            .start_delivery(
+                &person.workspace_id,
+                &person.human_id,
+                crate::server::store::Host {
+                    device_id: &person.device_id,
+                    fence: input.fence.get() as i64,
+                },
+                &input.delivery_id,
+                &input.run_id,
+                person.now_ms,
+            )
+            .await;
+        Ok(t::HumanDeliveryStartOutput {
+            delivery: delivered(started, &input.delivery_id, "start")?,
+        })
+    }
+
+    async fn delivery_finish(
+        &self,
+        person: &Person,
+        input: t::HumanDeliveryFinishInput,
+    ) -> ActionResult<t::HumanDeliveryFinishOutput> {
+        let state = input.state.to_string();
+        let finished = self
+            .state
+            .store
+            .finish_delivery(
+                &person.workspace_id,
+                &person.human_id,
+                crate::server::store::Host {
+                    device_id: &person.device_id,
+                    fence: input.fence.get() as i64,
+                },
+                &input.delivery_id,
+                (&state, input.reason.as_deref().map(String::as_str)),
+                person.now_ms,
+            )
+            .await;
+        Ok(t::HumanDeliveryFinishOutput {
+            delivery: delivered(finished, &input.delivery_id, "finish")?,
+        })
+    }
+
+    async fn delivery_retry(
+        &self,
+        person: &Person,
+        input: t::HumanDeliveryRetryInput,
+    ) -> ActionResult<t::HumanDeliveryRetryOutput> {
+        let retried = self
+            .state
+            .store
+            .retry_delivery(
+                &person.workspace_id,
+                &person.human_id,
+                &input.delivery_id,
+                person.now_ms,
+            )
+            .await;
+        Ok(t::HumanDeliveryRetryOutput {
+            delivery: delivered(retried, &input.delivery_id, "retry")?,
+        })
+    }
+
     async fn events_read(
         &self,
         person: &Person,
@@ -579,5 +716,37 @@ impl HumanHandler for HumanActions<'_> {
             records,
             next_cursor: listed.next_cursor,
         })
+    }
+}
+
+/// A delivery change's answer as a person reads it.
+fn delivered(
+    changed: Result<
+        Option<Result<t::Delivery, crate::server::store::DeliveryRefusal>>,
+        crate::server::store::StoreError,
+    >,
+    id: &str,
+    what: &str,
+) -> ActionResult<t::Delivery> {
+    use crate::server::store::DeliveryRefusal;
+    match found(changed, "delivery", id)? {
+        Ok(delivery) => Ok(delivery),
+        Err(DeliveryRefusal::NotHost) => Err(ActionError::new(
+            ErrorCode::InvalidState,
+            format!(
+                "this device does not host the agent of delivery `{id}` with that fence: another \
+                 device (or this one, since) claimed it with `agent_host`"
+            ),
+        )),
+        Err(DeliveryRefusal::State(state)) => Err(ActionError::new(
+            ErrorCode::InvalidState,
+            format!("delivery `{id}` is {state}: there is nothing to {what}"),
+        )),
+        Err(DeliveryRefusal::Expired) => Err(ActionError::new(
+            ErrorCode::InvalidState,
+            format!(
+                "delivery `{id}` waited past its expiry: ask for it again with `delivery_retry`"
+            ),
+        )),
     }
 }

@@ -45,6 +45,8 @@ pub fn action_path(action: &str) -> String {
 pub struct Person {
     pub workspace_id: String,
     pub human_id: String,
+    /// The device credential the request came with (the device that hosts agents).
+    pub device_id: String,
     /// The request's time, read once.
     pub now_ms: i64,
 }
@@ -121,6 +123,7 @@ async fn run(
     let person = Person {
         workspace_id: device.workspace_id,
         human_id: device.human_id,
+        device_id: device.device_id,
         now_ms: state.clock.now_ms(),
     };
     let input = wire::body::read_json(headers, body, None)

@@ -26,6 +26,7 @@ pub enum EventKind {
     Reaction,
     Task,
     Approval,
+    Delivery,
 }
 
 impl EventKind {
@@ -35,6 +36,7 @@ impl EventKind {
             EventKind::Reaction => "reaction",
             EventKind::Task => "task",
             EventKind::Approval => "approval",
+            EventKind::Delivery => "delivery",
         }
     }
 
@@ -44,6 +46,7 @@ impl EventKind {
             "reaction" => EventKind::Reaction,
             "task" => EventKind::Task,
             "approval" => EventKind::Approval,
+            "delivery" => EventKind::Delivery,
             _ => {
                 return Err(StoreError::Corrupt {
                     column: "events.kind",

@@ -532,6 +532,51 @@ pub const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX events_by_age ON events (at, seq);
     "#,
+    // 13: deliveries (a person's message to an agent it wakes, decided in the message's
+    // transaction; one per message and agent) and which device hosts an agent (its fence); the
+    // event feed's kinds take `delivery` (SQLite changes a CHECK by rebuilding the table).
+    r#"
+    CREATE TABLE deliveries (
+        id TEXT PRIMARY KEY,
+        workspace_id TEXT NOT NULL REFERENCES workspaces(id),
+        message_id TEXT NOT NULL REFERENCES messages(id),
+        agent_id TEXT NOT NULL REFERENCES agents(id),
+        target TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('pending', 'started', 'answered', 'ended', 'interrupted', 'failed', 'expired')),
+        run_id TEXT,
+        device_id TEXT,
+        reply_id TEXT,
+        reason TEXT,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        expires_at BIGINT NOT NULL,
+        UNIQUE (message_id, agent_id)
+    );
+    CREATE INDEX deliveries_by_agent ON deliveries (agent_id, updated_at DESC, id DESC);
+    CREATE INDEX deliveries_by_state ON deliveries (state, expires_at);
+    CREATE INDEX deliveries_by_target ON deliveries (agent_id, target, state);
+    CREATE TABLE agent_hosts (
+        agent_id TEXT PRIMARY KEY REFERENCES agents(id),
+        device_id TEXT NOT NULL,
+        fence BIGINT NOT NULL,
+        claimed_at BIGINT NOT NULL
+    );
+    CREATE TABLE events_with_deliveries (
+        workspace_id TEXT NOT NULL REFERENCES workspaces(id),
+        seq BIGINT NOT NULL,
+        at BIGINT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('message', 'reaction', 'task', 'approval', 'delivery')),
+        channel_id TEXT,
+        thread_id TEXT,
+        agent_id TEXT,
+        subject TEXT NOT NULL,
+        PRIMARY KEY (workspace_id, seq)
+    );
+    INSERT INTO events_with_deliveries SELECT workspace_id, seq, at, kind, channel_id, thread_id, agent_id, subject FROM events;
+    DROP TABLE events;
+    ALTER TABLE events_with_deliveries RENAME TO events;
+    CREATE INDEX events_by_age ON events (at, seq);
+    "#,
 ];
 
 /// The same migrations for PostgreSQL, entry for entry (their versions are the same): `BLOB` is
@@ -1066,6 +1111,37 @@ pub const PG_MIGRATIONS: &[&str] = &[
         PRIMARY KEY (workspace_id, seq)
     );
     CREATE INDEX events_by_age ON events (at, seq);
+    "#,
+    // 13: deliveries and agent hosts; the event feed's kinds take `delivery`.
+    r#"
+    CREATE TABLE deliveries (
+        id TEXT COLLATE "C" PRIMARY KEY,
+        workspace_id TEXT COLLATE "C" NOT NULL REFERENCES workspaces(id),
+        message_id TEXT COLLATE "C" NOT NULL REFERENCES messages(id),
+        agent_id TEXT COLLATE "C" NOT NULL REFERENCES agents(id),
+        target TEXT COLLATE "C" NOT NULL,
+        state TEXT COLLATE "C" NOT NULL CHECK (state IN ('pending', 'started', 'answered', 'ended', 'interrupted', 'failed', 'expired')),
+        run_id TEXT COLLATE "C",
+        device_id TEXT COLLATE "C",
+        reply_id TEXT COLLATE "C",
+        reason TEXT,
+        created_at BIGINT NOT NULL,
+        updated_at BIGINT NOT NULL,
+        expires_at BIGINT NOT NULL,
+        UNIQUE (message_id, agent_id)
+    );
+    CREATE INDEX deliveries_by_agent ON deliveries (agent_id, updated_at DESC, id DESC);
+    CREATE INDEX deliveries_by_state ON deliveries (state, expires_at);
+    CREATE INDEX deliveries_by_target ON deliveries (agent_id, target, state);
+    CREATE TABLE agent_hosts (
+        agent_id TEXT COLLATE "C" PRIMARY KEY REFERENCES agents(id),
+        device_id TEXT COLLATE "C" NOT NULL,
+        fence BIGINT NOT NULL,
+        claimed_at BIGINT NOT NULL
+    );
+    ALTER TABLE events DROP CONSTRAINT events_kind_check;
+    ALTER TABLE events ADD CONSTRAINT events_kind_check
+        CHECK (kind IN ('message', 'reaction', 'task', 'approval', 'delivery'));
     "#,
 ];
 

@@ -7,6 +7,7 @@
 mod approvals;
 mod audit;
 mod db;
+mod deliveries;
 mod events;
 mod extensions;
 mod idempotency;
@@ -33,6 +34,10 @@ pub use crate::clock::Clock;
 pub use audit::{AuditRecord, shown as shown_audit};
 pub use db::is_postgres;
 pub(crate) use db::{Columns, here, on_backend};
+pub use deliveries::{
+    DEFAULT_DELIVERY_TTL_MS, DeliveryRefusal, END_THREAD, Host, mentions as deliveries_mentions,
+};
+pub(crate) use deliveries::{answered, deliver};
 pub(crate) use events::record_event;
 pub use events::{EVENT_RETENTION_MS, Event, EventKind, EventPage, MAX_EVENTS, NewEvent};
 pub use extensions::{AppAccess, MAX_REFRESH_CLAIM, PullState, WatchRecord};
@@ -55,6 +60,8 @@ pub struct Store {
     db: db::Db,
     /// On SQLite only (see `db::DatabaseLock`).
     devices: Option<std::sync::Arc<tenancy::DeviceCache>>,
+    /// How long a delivery waits for a daemon to start it (ms), shared by the store's clones.
+    delivery_ttl: std::sync::Arc<std::sync::atomic::AtomicI64>,
 }
 
 /// What can go wrong below the product rules.
@@ -85,7 +92,13 @@ impl Store {
     pub async fn open(url: &str) -> Result<Store, StoreError> {
         let db = db::Db::open(url).await?;
         let devices = matches!(db, db::Db::Sqlite { .. }).then(std::sync::Arc::default);
-        Ok(Store { db, devices })
+        Ok(Store {
+            db,
+            devices,
+            delivery_ttl: std::sync::Arc::new(std::sync::atomic::AtomicI64::new(
+                DEFAULT_DELIVERY_TTL_MS,
+            )),
+        })
     }
 
     /// The caller-thread SQLite readers, on SQLite with a database file.

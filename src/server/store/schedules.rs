@@ -69,6 +69,8 @@ pub struct PassReport {
     pub runs_started: usize,
     /// Pull request watches read again from their provider (filled in by the server's pass).
     pub watches_refreshed: usize,
+    /// Pending deliveries that waited past their expiry (filled in by the server's pass).
+    pub deliveries_expired: u64,
 }
 
 impl Store {
@@ -179,6 +181,7 @@ impl Store {
             keys_pruned: 0,
             runs_started: 0,
             watches_refreshed: 0,
+            deliveries_expired: 0,
         })
     }
 

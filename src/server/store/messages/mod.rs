@@ -15,8 +15,8 @@ mod reactions;
 pub use attachments::{MAX_ATTACHMENTS, NewAttachment};
 
 use super::{
-    Columns, EventKind, Membership, NewEvent, Store, StoreError, instant, new_id, on_backend,
-    record_event,
+    Columns, EventKind, Membership, NewEvent, Store, StoreError, answered, deliver, instant,
+    new_id, on_backend, record_event,
 };
 use crate::contract::target::{Target, TargetKind};
 use crate::contract::types::{
@@ -214,6 +214,20 @@ impl Store {
                 subject: &id,
             };
             record_event!(tx, workspace_id, now_ms, &event);
+            // Who the message wakes, or which of its author's runs it answers.
+            let ttl = self.delivery_ttl_ms();
+            deliver!(tx, workspace_id, now_ms, ttl, &id, at, author_id, content);
+            if author_id.starts_with("agt_") {
+                // The target's kind is not at hand: a channel's id is `channel:` or `dm:` it.
+                let targets = match &at.thread_id {
+                    Some(thread_id) => [format!("thread:{thread_id}"), String::new()],
+                    None => [
+                        format!("channel:{}", at.channel_id),
+                        format!("dm:{}", at.channel_id),
+                    ],
+                };
+                answered!(tx, workspace_id, now_ms, &id, author_id, &targets);
+            }
             tx.commit().await?;
             Ok((id, attachment_ids))
         })

@@ -1,0 +1,512 @@
+//! Deliveries: a person's message to an agent it wakes, decided in the transaction that posts
+//! the message (one per message and agent), and what became of it; and which device hosts an
+//! agent, with the fence that keeps two daemons from both starting one delivery.
+//!
+//! What wakes an agent (`deliver!`): a message of the agent's owner (no agent's: no agent wakes
+//! another, nor itself) in a direct conversation with the agent, or mentioning `@handle` in a
+//! channel or thread the agent belongs to, or in a thread the agent answered in since the owner
+//! last wrote `/end` there (a message that is `/end` alone wakes nobody). A delivery waits
+//! `pending` until the hosting daemon starts it (`started`, once: the start carries the host's
+//! fence), and ends `answered` (the agent posted in its target while it ran, decided in that
+//! post's transaction: `answered!`), `ended`, `interrupted`, `failed`, or `expired` (no daemon
+//! started it within the store's delivery TTL; `expire_deliveries`).
+
+use serde_json::{Value, json};
+
+use super::shape::{Query, Resource};
+use super::{
+    Columns, EventKind, NewEvent, Page, Position, Store, StoreError, here, on_backend,
+    record_event, rfc3339,
+};
+use crate::contract::types::Delivery;
+
+/// How long a delivery no daemon started waits before it expires, unless the server says.
+pub const DEFAULT_DELIVERY_TTL_MS: i64 = 15 * 60 * 1000;
+
+/// The text that ends a thread's continuation with the agents that answered in it.
+pub const END_THREAD: &str = "/end";
+
+impl Resource for Delivery {
+    const TABLE: &'static str = "deliveries";
+    const ALIAS: &'static str = "d";
+    const COLUMNS: &'static str = "d.id, d.message_id, d.agent_id, d.target, d.state, d.run_id, d.reply_id, d.reason, d.created_at, d.updated_at, d.expires_at";
+
+    fn read(row: &impl Columns) -> Result<(Self, Position), StoreError> {
+        let id: String = row.column(0)?;
+        let updated_at: i64 = row.column(9)?;
+        let mut value = json!({
+            "id": id,
+            "messageId": row.column::<String>(1)?,
+            "agentId": row.column::<String>(2)?,
+            "target": row.column::<String>(3)?,
+            "state": row.column::<String>(4)?,
+            "createdAt": rfc3339(row.column(8)?),
+            "updatedAt": rfc3339(updated_at),
+            "expiresAt": rfc3339(row.column(10)?),
+        });
+        for (key, index) in [("runId", 5), ("replyId", 6), ("reason", 7)] {
+            if let Some(text) = row.column::<Option<String>>(index)? {
+                value[key] = Value::from(text);
+            }
+        }
+        let delivery = serde_json::from_value(value).map_err(|_| StoreError::Corrupt {
+            column: "deliveries",
+        })?;
+        Ok((
+            delivery,
+            Position {
+                at_ms: updated_at,
+                id,
+            },
+        ))
+    }
+}
+
+/// Whether `content` mentions `@handle` as a word of its own (not `a@handle` or `@handles`).
+pub fn mentions(content: &str, handle: &str) -> bool {
+    let is_handle_byte = |b: u8| b.is_ascii_alphanumeric() || b == b'-';
+    let needle = format!("@{handle}");
+    let bytes = content.as_bytes();
+    content.match_indices(&needle).any(|(at, _)| {
+        let before_ok = at == 0 || !is_handle_byte(bytes[at - 1]) && bytes[at - 1] != b'@';
+        let end = at + needle.len();
+        let after_ok = end == bytes.len() || !is_handle_byte(bytes[end]);
+        before_ok && after_ok
+    })
+}
+
+/// Inside the transaction `$tx` that posted message `$message` by `$author` in `$at`: one
+/// pending delivery for each agent the message wakes, each with its event (seen by the agent's
+/// owner). A message by an agent wakes nobody.
+macro_rules! deliver {
+    ($tx:expr, $workspace:expr, $now:expr, $ttl:expr, $message:expr, $at:expr, $author:expr, $content:expr) => {{
+        let author: &str = $author;
+        let content: &str = $content;
+        let at: &$crate::server::store::Membership = $at;
+        if author.starts_with("hum_") && content.trim() != $crate::server::store::END_THREAD {
+            // The owner's agents in the conversation, and what kind of conversation it is.
+            let candidates: Vec<(String, String, String)> = sqlx::query_as(
+                "SELECT a.id, a.handle, c.kind FROM channel_members m \
+                 JOIN agents a ON a.id = m.member_id JOIN channels c ON c.id = m.channel_id \
+                 WHERE m.channel_id = $1 AND a.owner_human_id = $2 ORDER BY a.id",
+            )
+            .bind(&at.channel_id)
+            .bind(author)
+            .fetch_all(&mut *$tx)
+            .await?;
+            for (agent_id, handle, kind) in candidates {
+                let mut wakes = kind == "dm"
+                    || $crate::server::store::deliveries_mentions(content, &handle);
+                if !wakes && let Some(thread_id) = &at.thread_id {
+                    // The agent answered in this thread since the owner last ended it.
+                    let answered: Option<(i64,)> = sqlx::query_as(
+                        "SELECT created_at FROM messages WHERE thread_id = $1 AND author_id = $2 AND created_at >= \
+                         COALESCE((SELECT MAX(created_at) FROM messages WHERE thread_id = $1 AND author_id = $3 AND content = $4), -1) \
+                         LIMIT 1",
+                    )
+                    .bind(thread_id)
+                    .bind(&agent_id)
+                    .bind(author)
+                    .bind($crate::server::store::END_THREAD)
+                    .fetch_optional(&mut *$tx)
+                    .await?;
+                    wakes = answered.is_some();
+                }
+                if !wakes {
+                    continue;
+                }
+                let target = match (&at.thread_id, kind.as_str()) {
+                    (Some(thread_id), _) => format!("thread:{thread_id}"),
+                    (None, "dm") => format!("dm:{}", at.channel_id),
+                    (None, _) => format!("channel:{}", at.channel_id),
+                };
+                let id = $crate::server::store::new_id("dlv", $now);
+                sqlx::query(
+                    "INSERT INTO deliveries (id, workspace_id, message_id, agent_id, target, state, created_at, updated_at, expires_at) \
+                     VALUES ($1, $2, $3, $4, $5, 'pending', $6, $6, $7) ON CONFLICT (message_id, agent_id) DO NOTHING",
+                )
+                .bind(&id)
+                .bind($workspace)
+                .bind($message)
+                .bind(&agent_id)
+                .bind(&target)
+                .bind($now)
+                .bind($now + $ttl)
+                .execute(&mut *$tx)
+                .await?;
+                let event = $crate::server::store::NewEvent {
+                    kind: $crate::server::store::EventKind::Delivery,
+                    channel_id: None,
+                    thread_id: None,
+                    agent_id: Some(&agent_id),
+                    subject: &id,
+                };
+                record_event!($tx, $workspace, $now, &event);
+            }
+        }
+    }};
+}
+pub(crate) use deliver;
+
+/// Inside the transaction `$tx` that posted message `$message` by `$author` in one of
+/// `$targets` (the conversation's target, spelled each way it may be): the author's started
+/// deliveries on it are answered by it.
+macro_rules! answered {
+    ($tx:expr, $workspace:expr, $now:expr, $message:expr, $author:expr, $targets:expr) => {{
+        let author: &str = $author;
+        let targets: &[String; 2] = $targets;
+        {
+            let answered: Vec<(String,)> = sqlx::query_as(
+                "UPDATE deliveries SET state = 'answered', reply_id = $1, updated_at = $2 \
+                 WHERE agent_id = $3 AND target IN ($4, $5) AND state = 'started' RETURNING id",
+            )
+            .bind($message)
+            .bind($now)
+            .bind(author)
+            .bind(&targets[0])
+            .bind(&targets[1])
+            .fetch_all(&mut *$tx)
+            .await?;
+            for (id,) in answered {
+                let event = $crate::server::store::NewEvent {
+                    kind: $crate::server::store::EventKind::Delivery,
+                    channel_id: None,
+                    thread_id: None,
+                    agent_id: Some(author),
+                    subject: &id,
+                };
+                record_event!($tx, $workspace, $now, &event);
+            }
+        }
+    }};
+}
+pub(crate) use answered;
+
+/// Why a delivery could not be changed as asked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DeliveryRefusal {
+    /// Another device hosts the agent now, or this one claimed it again since (a newer fence).
+    NotHost,
+    /// The delivery is in a state the change does not start from.
+    State(String),
+    /// It waited past its expiry.
+    Expired,
+}
+
+/// The device a change comes from, and the hosting fence it holds.
+#[derive(Debug, Clone, Copy)]
+pub struct Host<'a> {
+    pub device_id: &'a str,
+    pub fence: i64,
+}
+
+/// The person's delivery `id` (of an agent they own).
+fn owned<'a>(workspace_id: &'a str, human_id: &'a str, id: &'a str) -> Query<'a> {
+    Query::select::<Delivery>(
+        "WHERE d.id = $1 AND d.workspace_id = $2 \
+         AND d.agent_id IN (SELECT o.id FROM agents o WHERE o.owner_human_id = $3)",
+    )
+    .bind(id)
+    .bind(workspace_id)
+    .bind(human_id)
+}
+
+impl Store {
+    /// The person's deliveries (of the agents they own), newest change first.
+    pub async fn deliveries_for_owner(
+        &self,
+        workspace_id: &str,
+        human_id: &str,
+        agent_id: Option<&str>,
+        state: Option<&str>,
+        after: Option<&Position>,
+        limit: usize,
+    ) -> Result<Page<Delivery>, StoreError> {
+        let query = Query::select::<Delivery>(
+            "WHERE d.workspace_id = $1 \
+             AND d.agent_id IN (SELECT o.id FROM agents o WHERE o.owner_human_id = $2)",
+        )
+        .bind(workspace_id)
+        .bind(human_id)
+        .and_some("d.agent_id", agent_id)
+        .and_some("d.state", state)
+        .newest::<Delivery>(after, limit);
+        self.page(here!(), query, limit).await
+    }
+
+    /// The person's delivery `id`, if it is of an agent they own.
+    pub async fn delivery_for_owner(
+        &self,
+        workspace_id: &str,
+        human_id: &str,
+        id: &str,
+    ) -> Result<Option<Delivery>, StoreError> {
+        self.one(here!(), owned(workspace_id, human_id, id)).await
+    }
+
+    /// Makes `device_id` the host of `agent_id`, an agent `human_id` owns: a new fence, so a
+    /// start or finish carrying an older one (another device's, or this device's before) is
+    /// refused. `None` when the person owns no such agent.
+    pub async fn host_agent(
+        &self,
+        workspace_id: &str,
+        human_id: &str,
+        device_id: &str,
+        agent_id: &str,
+        now_ms: i64,
+    ) -> Result<Option<i64>, StoreError> {
+        on_backend!(self, |writer, reader, pg| {
+            let mut tx = writer.begin().await?;
+            let owned: Option<(String,)> = sqlx::query_as(
+                "SELECT id FROM agents WHERE id = $1 AND workspace_id = $2 AND owner_human_id = $3",
+            )
+            .bind(agent_id)
+            .bind(workspace_id)
+            .bind(human_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if owned.is_none() {
+                return Ok(None);
+            }
+            let (fence,): (i64,) = sqlx::query_as(
+                "INSERT INTO agent_hosts (agent_id, device_id, fence, claimed_at) VALUES ($1, $2, 1, $3) \
+                 ON CONFLICT (agent_id) DO UPDATE SET device_id = excluded.device_id, \
+                 fence = agent_hosts.fence + 1, claimed_at = excluded.claimed_at RETURNING fence",
+            )
+            .bind(agent_id)
+            .bind(device_id)
+            .bind(now_ms)
+            .fetch_one(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(Some(fence))
+        })
+    }
+
+    /// Moves the person's delivery `id` as `change` says, when `device_id` holds the agent's
+    /// current fence. `Ok(None)` when the person has no such delivery.
+    async fn change_hosted(
+        &self,
+        workspace_id: &str,
+        human_id: &str,
+        host: Host<'_>,
+        id: &str,
+        decide: impl FnOnce(&Delivery) -> Result<Delivery, DeliveryRefusal>,
+        write: impl for<'r> FnOnce(&'r Delivery, &'r str) -> Query<'r>,
+    ) -> Result<Option<Result<Delivery, DeliveryRefusal>>, StoreError> {
+        let hosted = owned(workspace_id, human_id, id)
+            .push(
+                " AND EXISTS (SELECT 1 FROM agent_hosts h WHERE h.agent_id = d.agent_id \
+                 AND h.device_id = $4 AND h.fence = $5)",
+            )
+            .bind(host.device_id)
+            .bind(host.fence);
+        let changed = self.change(here!(), hosted, decide, write).await?;
+        if changed.is_some() {
+            return Ok(changed);
+        }
+        // Not changed: no such delivery, or not this device's to change.
+        Ok(self
+            .delivery_for_owner(workspace_id, human_id, id)
+            .await?
+            .map(|_| Err(DeliveryRefusal::NotHost)))
+    }
+
+    /// Starts the person's pending delivery `id` as run `run_id` of `host`'s device, when it
+    /// holds the agent's current fence: at most once.
+    pub async fn start_delivery(
+        &self,
+        workspace_id: &str,
+        human_id: &str,
+        host: Host<'_>,
+        id: &str,
+        run_id: &str,
+        now_ms: i64,
+    ) -> Result<Option<Result<Delivery, DeliveryRefusal>>, StoreError> {
+        let decide = |current: &Delivery| {
+            let state = current.state.to_string();
+            if state != "pending" {
+                return Err(DeliveryRefusal::State(state));
+            }
+            if now_ms >= current.expires_at.timestamp_millis() {
+                return Err(DeliveryRefusal::Expired);
+            }
+            Ok(current.clone())
+        };
+        let (run, device) = (run_id.to_string(), host.device_id.to_string());
+        let started = self
+            .change_hosted(workspace_id, human_id, host, id, decide, move |_, id| {
+                Query::new(
+                    "UPDATE deliveries SET state = 'started', run_id = $1, device_id = $2, \
+                         updated_at = $3 WHERE id = $4",
+                )
+                .bind(run)
+                .bind(device)
+                .bind(now_ms)
+                .bind(id)
+            })
+            .await?;
+        self.announce_delivery(workspace_id, now_ms, &started)
+            .await?;
+        Ok(started)
+    }
+
+    /// Records how the person's started delivery `id` ended without an answer: `ended` is the
+    /// state (`ended`, `interrupted` or `failed`) and why. An answered one stays answered.
+    pub async fn finish_delivery(
+        &self,
+        workspace_id: &str,
+        human_id: &str,
+        host: Host<'_>,
+        id: &str,
+        ended: (&str, Option<&str>),
+        now_ms: i64,
+    ) -> Result<Option<Result<Delivery, DeliveryRefusal>>, StoreError> {
+        let decide = |current: &Delivery| match current.state.to_string().as_str() {
+            "started" | "answered" => Ok(current.clone()),
+            other => Err(DeliveryRefusal::State(other.to_string())),
+        };
+        // No reason is bound as '' (a reason is never empty).
+        let (ended, why) = (ended.0.to_string(), ended.1.unwrap_or_default().to_string());
+        let finished = self
+            .change_hosted(workspace_id, human_id, host, id, decide, move |_, id| {
+                Query::new(
+                    "UPDATE deliveries SET state = CASE WHEN state = 'answered' THEN state ELSE $1 END, \
+                     reason = CASE WHEN state = 'answered' THEN reason ELSE NULLIF($2, '') END, updated_at = $3 \
+                     WHERE id = $4",
+                )
+                .bind(ended)
+                .bind(why)
+                .bind(now_ms)
+                .bind(id)
+            })
+            .await?;
+        self.announce_delivery(workspace_id, now_ms, &finished)
+            .await?;
+        Ok(finished)
+    }
+
+    /// Makes the person's interrupted, failed or expired delivery `id` pending again, with a new
+    /// expiry (the person asked for it).
+    pub async fn retry_delivery(
+        &self,
+        workspace_id: &str,
+        human_id: &str,
+        id: &str,
+        now_ms: i64,
+    ) -> Result<Option<Result<Delivery, DeliveryRefusal>>, StoreError> {
+        let expires = now_ms + self.delivery_ttl_ms();
+        let decide = |current: &Delivery| match current.state.to_string().as_str() {
+            "interrupted" | "failed" | "expired" => Ok(current.clone()),
+            other => Err(DeliveryRefusal::State(other.to_string())),
+        };
+        let retried = self
+            .change(
+                here!(),
+                owned(workspace_id, human_id, id),
+                decide,
+                |_, id| {
+                    Query::new(
+                        "UPDATE deliveries SET state = 'pending', run_id = NULL, device_id = NULL, \
+                     reason = NULL, updated_at = $1, expires_at = $2 WHERE id = $3",
+                    )
+                    .bind(now_ms)
+                    .bind(expires)
+                    .bind(id)
+                },
+            )
+            .await?;
+        self.announce_delivery(workspace_id, now_ms, &retried)
+            .await?;
+        Ok(retried)
+    }
+
+    /// The event of a delivery that changed.
+    async fn announce_delivery(
+        &self,
+        workspace_id: &str,
+        now_ms: i64,
+        changed: &Option<Result<Delivery, DeliveryRefusal>>,
+    ) -> Result<(), StoreError> {
+        if let Some(Ok(delivery)) = changed {
+            let event = NewEvent {
+                kind: EventKind::Delivery,
+                channel_id: None,
+                thread_id: None,
+                agent_id: Some(delivery.agent_id.as_str()),
+                subject: delivery.id.as_str(),
+            };
+            self.record_event(workspace_id, now_ms, &event).await?;
+        }
+        Ok(())
+    }
+
+    /// Expires every pending delivery past its expiry, each with its event; returns how many.
+    pub async fn expire_deliveries(&self, now_ms: i64) -> Result<u64, StoreError> {
+        on_backend!(self, |writer, reader, pg| {
+            let mut tx = writer.begin().await?;
+            let expired: Vec<(String, String, String)> = sqlx::query_as(
+                "UPDATE deliveries SET state = 'expired', reason = 'no daemon started it in time', \
+                 updated_at = $1 WHERE state = 'pending' AND expires_at <= $1 \
+                 RETURNING id, workspace_id, agent_id",
+            )
+            .bind(now_ms)
+            .fetch_all(&mut *tx)
+            .await?;
+            for (id, workspace_id, agent_id) in &expired {
+                let event = NewEvent {
+                    kind: EventKind::Delivery,
+                    channel_id: None,
+                    thread_id: None,
+                    agent_id: Some(agent_id),
+                    subject: id,
+                };
+                record_event!(tx, workspace_id, now_ms, &event);
+            }
+            tx.commit().await?;
+            Ok(expired.len() as u64)
+        })
+    }
+
+    /// The workspace's delivery `id`, as an event shows it.
+    pub async fn delivery(
+        &self,
+        workspace_id: &str,
+        id: &str,
+    ) -> Result<Option<Delivery>, StoreError> {
+        let query = Query::select::<Delivery>("WHERE d.id = $1 AND d.workspace_id = $2")
+            .bind(id)
+            .bind(workspace_id);
+        self.one(here!(), query).await
+    }
+
+    /// How long a delivery waits for a daemon (ms).
+    pub fn delivery_ttl_ms(&self) -> i64 {
+        self.delivery_ttl.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Sets how long a delivery waits for a daemon (the server's configuration).
+    pub fn set_delivery_ttl(&self, ttl: std::time::Duration) {
+        self.delivery_ttl.store(
+            ttl.as_millis().min(i64::MAX as u128) as i64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mentions;
+
+    #[test]
+    fn a_mention_is_a_word_of_its_own() {
+        assert!(mentions("@builder ship it", "builder"));
+        assert!(mentions("ship it, @builder.", "builder"));
+        assert!(mentions("(@builder)", "builder"));
+        assert!(!mentions("@builders ship it", "builder"));
+        assert!(!mentions("@builder-two ship it", "builder"));
+        assert!(!mentions("mail me@builder", "builder"));
+        assert!(!mentions("@@builder", "builder"));
+        assert!(!mentions("builder", "builder"));
+    }
+}
