@@ -71,6 +71,37 @@ pub enum AgentCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Set, show or clear the agent's launch recipe: what this daemon runs when a person's
+    /// message wakes the agent (by id or handle)
+    ///
+    /// `agentteam agent recipe builder -- claude -p` runs Claude Code in the current directory;
+    /// the person's message and the target to answer on come on its stdin. `PATH`, `HOME` and
+    /// each variable named with `--env` are copied from this shell now and kept owner-only in
+    /// the state directory; only their names are ever shown.
+    Recipe {
+        agent: String,
+        /// The runtime family whose driver wires the launch (default: from the program's name)
+        #[arg(long, value_enum, default_value = "auto")]
+        runtime: crate::daemon::runtime::driver::Family,
+        /// The runtime's working directory (default: the current one)
+        #[arg(long, value_name = "DIR")]
+        workdir: Option<PathBuf>,
+        /// Also copy this variable of this shell into the runtime's environment (repeatable)
+        #[arg(long = "env", value_name = "NAME")]
+        env: Vec<String>,
+        /// Show the recipe instead of setting it
+        #[arg(long, conflicts_with_all = ["clear", "command"])]
+        show: bool,
+        /// Remove the recipe: deliveries to the agent are no longer started here
+        #[arg(long, conflicts_with = "command")]
+        clear: bool,
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+        /// The program and its arguments
+        #[arg(last = true, value_name = "COMMAND")]
+        command: Vec<String>,
+    },
     /// Reload the profiles from disk and drop those the server no longer knows
     Reload {
         /// Print JSON
@@ -201,6 +232,53 @@ pub fn run(state: StateDir, command: AgentCommand) -> Exit {
                     data["removed"]["handle"].as_str().unwrap_or("?"),
                     data["removed"]["id"].as_str().unwrap_or("?"),
                 )
+            },
+        ),
+        AgentCommand::Recipe {
+            agent,
+            runtime,
+            workdir,
+            env,
+            show,
+            clear,
+            json,
+            command,
+        } => (
+            recipe(
+                &state,
+                &agent,
+                runtime,
+                workdir,
+                &env,
+                (show, clear),
+                command,
+            ),
+            json,
+            |data| match data.get("removed") {
+                Some(removed) if removed == &json!(true) => "recipe removed\n".to_string(),
+                Some(_) => "there was no recipe\n".to_string(),
+                None => match &data["recipe"] {
+                    Value::Null => "no recipe: a message to this agent starts nothing\n".into(),
+                    recipe => format!(
+                        "runtime   {}\nworkdir   {}\ncommand   {}\nenv       {}\n",
+                        recipe["runtime"].as_str().unwrap_or("auto"),
+                        recipe["workdir"].as_str().unwrap_or("?"),
+                        recipe["argv"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(Value::as_str)
+                            .collect::<Vec<_>>()
+                            .join(" "),
+                        recipe["envNames"]
+                            .as_array()
+                            .into_iter()
+                            .flatten()
+                            .filter_map(Value::as_str)
+                            .collect::<Vec<_>>()
+                            .join(" "),
+                    ),
+                },
             },
         ),
         AgentCommand::Reload { json } => (
@@ -478,4 +556,61 @@ fn path_segment(text: &str) -> String {
             }
         })
         .collect()
+}
+
+/// `agent recipe AGENT [--show | --clear | -- COMMAND…]`.
+fn recipe(
+    state: &StateDir,
+    agent: &str,
+    runtime: crate::daemon::runtime::driver::Family,
+    workdir: Option<PathBuf>,
+    names: &[String],
+    (show, clear): (bool, bool),
+    command: Vec<String>,
+) -> Result<Value, Exit> {
+    let path = format!("/api/admin/agents/{}/recipe", path_segment(agent));
+    if show {
+        return admin_call(state, reqwest::Method::GET, &path, None);
+    }
+    if clear {
+        return admin_call(state, reqwest::Method::DELETE, &path, None);
+    }
+    if command.is_empty() {
+        return Err(usage_error(
+            "give the program to run after `--`, or `--show` or `--clear`",
+            &["agentteam agent recipe builder -- claude -p".to_string()],
+        ));
+    }
+    let workdir = match workdir {
+        Some(dir) => std::path::absolute(dir),
+        None => std::env::current_dir(),
+    }
+    .map_err(|e| usage_error(&format!("cannot tell the working directory: {e}"), &[]))?;
+    let mut env = Vec::new();
+    for name in ["PATH", "HOME"]
+        .iter()
+        .map(|n| n.to_string())
+        .chain(names.iter().cloned())
+    {
+        if env.iter().any(|(n, _): &(String, String)| *n == name) {
+            continue;
+        }
+        match std::env::var(&name) {
+            Ok(value) => env.push((name, value)),
+            Err(_) if names.contains(&name) => {
+                return Err(usage_error(
+                    &format!("`{name}` is not set in this shell"),
+                    &[],
+                ));
+            }
+            Err(_) => {}
+        }
+    }
+    let body = json!({
+        "runtime": runtime,
+        "workdir": workdir,
+        "argv": command,
+        "env": env,
+    });
+    admin_call(state, reqwest::Method::PUT, &path, Some(body))
 }

@@ -19,9 +19,7 @@ use tokio_stream::StreamExt;
 use tokio_stream::wrappers::ReceiverStream;
 
 use super::agents::owner::HumanSettings;
-use super::runtime::driver::{self, Family};
-use super::runtime::env::ChildEnv;
-use super::runtime::{LaunchError, LaunchOptions, LaunchRequest};
+use super::runtime::LaunchOptions;
 use super::state::DaemonState;
 use crate::contract::error::ErrorCode;
 use crate::contract::types as t;
@@ -261,6 +259,96 @@ pub async fn console_login(State(state): State<DaemonState>, _: Person) -> Answe
     Ok(Data(opened))
 }
 
+/// `PUT /api/admin/agents/{agent}/recipe`: the agent's launch recipe, which a delivery to it
+/// runs; the person's alone ([`Person`]: never a runtime, never Exec). Answers what may be shown
+/// (the environment's names, not its values).
+pub async fn set_recipe(
+    State(state): State<DaemonState>,
+    Path(agent): Path<String>,
+    PersonJson(recipe): PersonJson<super::deliver::Recipe>,
+) -> Answer {
+    let stored = local_agent(&state, &agent)?;
+    recipe.check().map_err(super::deliver::refused)?;
+    if !recipe.workdir.is_dir() {
+        return Err(super::deliver::refused(format!(
+            "workdir `{}` is not a directory",
+            recipe.workdir.display()
+        ))
+        .into());
+    }
+    state
+        .deliverer
+        .set_recipe(&stored.profile.agent_id, &recipe)
+        .map_err(|error| {
+            ActionError::new(
+                ErrorCode::InternalError,
+                format!("cannot keep the recipe: {error}"),
+            )
+        })?;
+    Ok(Data(
+        json!({ "agentId": stored.profile.agent_id, "recipe": recipe.shown() }),
+    ))
+}
+
+/// `GET /api/admin/agents/{agent}/recipe`: the agent's recipe as it may be shown, or `null`.
+pub async fn get_recipe(
+    State(state): State<DaemonState>,
+    Path(agent): Path<String>,
+    _: Person,
+) -> Answer {
+    let stored = local_agent(&state, &agent)?;
+    let recipe = state
+        .deliverer
+        .recipe(&stored.profile.agent_id)
+        .map_err(|error| {
+            ActionError::new(
+                ErrorCode::InternalError,
+                format!("cannot read the recipe: {error}"),
+            )
+        })?;
+    Ok(Data(json!({
+        "agentId": stored.profile.agent_id,
+        "recipe": recipe.map(|r| r.shown()),
+    })))
+}
+
+/// `DELETE /api/admin/agents/{agent}/recipe`: no run is started for the agent's deliveries any
+/// more.
+pub async fn clear_recipe(
+    State(state): State<DaemonState>,
+    Path(agent): Path<String>,
+    _: Person,
+) -> Answer {
+    let stored = local_agent(&state, &agent)?;
+    let removed = state
+        .deliverer
+        .clear_recipe(&stored.profile.agent_id)
+        .map_err(|error| {
+            ActionError::new(
+                ErrorCode::InternalError,
+                format!("cannot remove the recipe: {error}"),
+            )
+        })?;
+    Ok(Data(
+        json!({ "agentId": stored.profile.agent_id, "removed": removed }),
+    ))
+}
+
+/// The local agent `agent` (id or handle) names.
+fn local_agent(state: &DaemonState, agent: &str) -> Result<super::agents::store::Stored, Refusal> {
+    state.agents.store.find(agent).ok_or_else(|| {
+        ActionError::new(
+            ErrorCode::NotFound,
+            format!(
+                "no local agent `{}`",
+                agent.chars().take(64).collect::<String>()
+            ),
+        )
+        .with_next("add it with `agentteam agent add <handle>`")
+        .into()
+    })
+}
+
 /// `POST /api/admin/extensions/reload`: fetches, verifies and pins the installed extension
 /// definitions again; the next launches bind them (running runtimes keep theirs).
 pub async fn reload_extensions(State(state): State<DaemonState>, _: Person) -> Answer {
@@ -482,30 +570,9 @@ pub async fn launch(
     State(state): State<DaemonState>,
     AdminJson(options): AdminJson<LaunchOptions>,
 ) -> Response {
-    let request = match resolve_launch(&state, options) {
-        Ok(request) => request,
-        Err(error) => return wire::error_response(&error),
-    };
-    if request.options.runtime == Family::Kimi {
-        let program = request
-            .options
-            .argv
-            .first()
-            .map(String::as_str)
-            .unwrap_or("");
-        let checked = crate::daemon::runtime::driver::check_kimi(
-            program,
-            &request.env,
-            &request.options.workdir,
-        )
-        .await;
-        if let Err(message) = checked {
-            return wire::error_response(&ActionError::new(ErrorCode::ValidationFailed, message));
-        }
-    }
-    let outputs = match state.dispatcher.launch(request).await {
+    let outputs = match super::launch::start(&state, options).await {
         Ok(outputs) => outputs,
-        Err(error) => return wire::error_response(&launch_refusal(&error)),
+        Err(error) => return wire::error_response(&error),
     };
     let frames = ReceiverStream::new(outputs)
         .map(|output| Ok::<Bytes, std::convert::Infallible>(Bytes::from(frame::encode(&output))));
@@ -515,77 +582,4 @@ pub async fn launch(
         Body::from_stream(frames),
     )
         .into_response()
-}
-
-/// The launch's own checks, its agent and its working directory.
-fn resolve_launch(state: &DaemonState, options: LaunchOptions) -> ActionResult<LaunchRequest> {
-    options
-        .check()
-        .map_err(|message| ActionError::new(ErrorCode::ValidationFailed, message))?;
-    let profile = state.agents.store.find(&options.agent).ok_or_else(|| {
-        ActionError::new(
-            ErrorCode::NotFound,
-            format!(
-                "no local agent `{}`",
-                options.agent.chars().take(64).collect::<String>()
-            ),
-        )
-        .with_next("add it with `agentteam agent add <handle>`")
-    })?;
-    if !options.workdir.is_dir() {
-        return Err(ActionError::new(
-            ErrorCode::ValidationFailed,
-            format!("workdir `{}` is not a directory", options.workdir.display()),
-        ));
-    }
-    let mut options = options;
-    // Stripped once, here: nothing the daemon starts for this launch (a version probe, the
-    // driver's reading of the user's setup, the runtime) sees the launcher's daemon-owned
-    // variables, such as a parent runtime's credential paths.
-    let env = ChildEnv::inherit(std::mem::take(&mut options.env));
-    let mut notices = Vec::new();
-    let program = options.argv.first().map(String::as_str).unwrap_or("");
-    let (family, how) = options
-        .runtime
-        .resolve(program, &profile.profile.runtime_family);
-    if options.runtime == Family::Auto {
-        notices.push(format!("runtime driver: {} ({how})", family.as_str()));
-    }
-    options.runtime = family;
-    if family == Family::Codex && driver::codex_app_server(&options.argv[1..]) && !options.stdin {
-        // Its protocol comes on stdin: an empty one would end it at once.
-        options.stdin = true;
-        notices.push("codex app-server: this command's stdin is relayed to it".into());
-    }
-    Ok(LaunchRequest {
-        server_id: state.identity.workspace_id.clone(),
-        agent_id: profile.profile.agent_id,
-        options,
-        env,
-        notices,
-    })
-}
-
-fn launch_refusal(error: &LaunchError) -> ActionError {
-    let code = match error {
-        LaunchError::TooManyRuntimes => ErrorCode::AdmissionLimited,
-        LaunchError::SessionRunning(_) | LaunchError::SessionBusy(_) => ErrorCode::InvalidState,
-        LaunchError::Spawn { .. } => ErrorCode::ValidationFailed,
-        LaunchError::Credential(_) | LaunchError::Memory(_) | LaunchError::ShuttingDown => {
-            ErrorCode::InternalError
-        }
-    };
-    if let LaunchError::Credential(_) | LaunchError::Memory(_) = error {
-        tracing::error!(incident_id = wire::observe::incident_id().unwrap_or_default(), %error, cause = ?std::error::Error::source(error), "launch aborted");
-    }
-    // The cause says which file or directory and why (a full disk, a loosened mode); an I/O
-    // error holds no file contents.
-    let message = match error {
-        LaunchError::Spawn { program, source } => format!("cannot start `{program}`: {source}"),
-        LaunchError::Credential(source) | LaunchError::Memory(source) => {
-            format!("{error}: {source}")
-        }
-        other => other.to_string(),
-    };
-    ActionError::new(code, message)
 }

@@ -311,6 +311,7 @@ pub async fn run(
         server_client,
         feed,
         console: console.clone(),
+        deliverer: Arc::new(super::deliver::Deliverer::new(&config.state_dir)),
         extensions,
         memory,
         validators: Arc::new(
@@ -353,6 +354,8 @@ pub async fn run(
         tracing::info!("daemon stopping: revoking credentials and stopping runtimes");
         revoking.begin_shutdown();
     };
+    let deliver_stop = tokio_util::sync::CancellationToken::new();
+    let delivering = tokio::spawn(super::deliver::run(state.clone(), deliver_stop.clone()));
     tracing::info!(
         console = %super::console::describe(
             console_listener.local_addr().expect("bound"),
@@ -373,6 +376,8 @@ pub async fn run(
     };
     crate::serve::serve(listener, routes::router(state), shutdown).await;
     let _ = console_serving.await;
+    deliver_stop.cancel();
+    let _ = delivering.await;
     dispatcher.shutdown().await;
     feed_stop.cancel();
     let _ = following.await;

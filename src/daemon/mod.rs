@@ -12,14 +12,16 @@
 //!   call core both runtime bridges hand a call to (validation, selector, owner, output check).
 //! - [`state`]: what every handler shares; [`access`]: verify, bind and admit a runtime request.
 //! - [`auth`]: the runtime authorization store, tokens and credential files.
-//! - [`runtime`]: launches, sessions, rotation and end of life.
+//! - [`runtime`]: launches, sessions, rotation and end of life; [`launch`]: a launch's checks and
+//!   driver, the one path of `agentteam run` and of a delivered run.
 //! - [`agents`]: local agent profiles (the daemon-owned `agent` domain); [`identity`]: the
 //!   daemon's identity on its server.
 //! - [`memory`]: the agents' memory directories and the index behind `memory_search`;
 //!   [`extensions`]: the pinned extension definitions.
 //! - [`person`]: who may act as the person or the operator (no process of a runtime).
 //! - [`feed`]: the person's event feed, followed once; [`console`]: the person's pages, on a
-//!   loopback listener and origin of their own.
+//!   loopback listener and origin of their own; [`deliver`]: agents' launch recipes and a run
+//!   started for each delivery of a hosted agent.
 
 pub mod access;
 pub mod admin;
@@ -28,11 +30,13 @@ pub mod app;
 pub mod auth;
 pub mod call;
 pub mod console;
+pub mod deliver;
 pub mod error;
 pub mod exec;
 pub mod extensions;
 pub mod feed;
 pub mod identity;
+pub mod launch;
 pub mod mcp;
 pub mod memory;
 pub mod metrics;

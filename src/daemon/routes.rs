@@ -48,6 +48,12 @@ pub fn router(state: DaemonState) -> Router {
         )
         .route("/api/admin/agents/reload", post(admin::reload_agents))
         .route(
+            "/api/admin/agents/{agent}/recipe",
+            get(admin::get_recipe)
+                .put(admin::set_recipe)
+                .delete(admin::clear_recipe),
+        )
+        .route(
             "/api/admin/agents/{agent}",
             get(admin::get_agent)
                 .patch(admin::update_agent)

@@ -50,6 +50,8 @@ pub struct Shared {
     pub server_client: Arc<ServerClient>,
     /// The one subscription to the person's event feed, shared by local readers.
     pub feed: Arc<super::feed::Feed>,
+    /// The agents' launch recipes and the deliveries this daemon runs.
+    pub deliverer: Arc<super::deliver::recipe::Deliverer>,
     /// The console's name, login codes and sessions.
     pub console: Arc<super::console::site::Console>,
     /// The verified, pinned extension definitions new launches bind.

@@ -12,6 +12,7 @@ mod console;
 mod daemon_credentials;
 mod daemon_external;
 mod daemon_lifecycle;
+mod deliveries;
 mod exactly_once;
 mod exec_transport;
 mod fault_proxy;

@@ -1,0 +1,335 @@
+//! Deliveries on the daemon's side: an agent's launch recipe, the daemon hosting the agents that
+//! have one, and a run started for each of their pending deliveries.
+//!
+//! A recipe (which runtime family, the program and its arguments, the working directory, the
+//! environment the runtime needs) is the person's alone: set through the person-checked admin
+//! API (`agentteam agent recipe`), kept owner-only in `<state dir>/recipes/<agent id>.json`
+//! (its environment may hold provider keys), never in an Exec projection.
+//!
+//! The deliverer claims each agent with a recipe on the server (`agent_host`, a new fence), marks
+//! the deliveries it finds `started` from before as `interrupted` (the daemon that started them
+//! stopped, and with it their runs), and starts each pending delivery of a hosted agent: first
+//! `delivery_start` on the server (at most once), then the launch, exactly as `agentteam run`
+//! launches (`launch::start`), with the turn bound to the delivery's
+//! target and message, and the person's message and the target to answer on written to the
+//! runtime's stdin, never its arguments. When the run ends, `delivery_finish` records how, unless
+//! the agent's reply already made it `answered` on the server. One run at a time per agent and
+//! target: a delivery for a busy conversation waits for the next pass.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+use tokio_util::sync::CancellationToken;
+
+use super::runtime::{LaunchOptions, Output};
+use super::state::DaemonState;
+
+pub mod recipe;
+use crate::contract::ActionResult;
+use crate::contract::HumanActionId as H;
+use crate::wire::turn::Turn;
+pub use recipe::{Deliverer, RECIPES_DIR, Recipe, refused};
+
+/// How long one delivered run may take before it is stopped.
+pub const RUN_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// How often the deliverer looks for pending deliveries when nothing told it to.
+const IDLE_PASS: Duration = Duration::from_secs(30);
+
+/// One human API action as the daemon's person.
+async fn human(state: &DaemonState, action: H, input: Value) -> ActionResult<Value> {
+    state
+        .server_client
+        .human(&state.identity.workspace_id, action, &input)
+        .await
+}
+
+/// Runs the deliverer until `stop`: a pass at start, after each delivery change in the person's
+/// feed, when woken, and at least every [`IDLE_PASS`].
+pub async fn run(state: DaemonState, stop: CancellationToken) {
+    let mut swept = false;
+    let mut cursor: Option<i64> = None;
+    loop {
+        if let Err(error) = pass(&state, &mut swept).await {
+            tracing::warn!(error = %error.message, "delivery pass failed; retrying later");
+        }
+        let deliverer = &state.deliverer;
+        // Until a delivery changes in the person's feed, or a while passed.
+        let feed = async {
+            loop {
+                let Ok(page) = state.feed.read(cursor, IDLE_PASS, 100).await else {
+                    tokio::time::sleep(IDLE_PASS).await;
+                    return;
+                };
+                let first = cursor.is_none();
+                cursor = page["cursor"].as_i64().or(cursor);
+                let events = page["events"].as_array().map_or(&[][..], Vec::as_slice);
+                let delivered = events.iter().any(|e| e["kind"] == json!("delivery"));
+                if first || delivered || events.is_empty() || page["resync"] == json!(true) {
+                    return;
+                }
+            }
+        };
+        tokio::select! {
+            () = feed => {}
+            () = deliverer.wake.notified() => {}
+            () = stop.cancelled() => return,
+        }
+    }
+}
+
+/// Hosts every agent with a recipe, sweeps what an earlier daemon left started (once), and
+/// starts the pending deliveries of hosted agents whose conversation has no live run.
+async fn pass(state: &DaemonState, swept: &mut bool) -> ActionResult<()> {
+    let deliverer = &state.deliverer;
+    let mut hosted = Vec::new();
+    for agent_id in state.agents.store.ids() {
+        let recipe = match deliverer.recipe(&agent_id) {
+            Ok(Some(recipe)) => recipe,
+            Ok(None) => continue,
+            Err(error) => {
+                tracing::warn!(agent = %agent_id, %error, "cannot read the agent's recipe");
+                continue;
+            }
+        };
+        let known = deliverer
+            .fences
+            .lock()
+            .expect("not poisoned")
+            .get(&agent_id)
+            .copied();
+        let fence = match known {
+            Some(fence) => fence,
+            None => {
+                let claimed = human(state, H::AgentHost, json!({ "agentId": agent_id })).await?;
+                let fence = claimed["fence"].as_i64().unwrap_or(0);
+                tracing::info!(agent = %agent_id, fence, "this daemon hosts the agent's deliveries");
+                deliverer
+                    .fences
+                    .lock()
+                    .expect("not poisoned")
+                    .insert(agent_id.clone(), fence);
+                fence
+            }
+        };
+        hosted.push((agent_id, recipe, fence));
+    }
+    if !*swept {
+        for (agent_id, _, fence) in &hosted {
+            let started = human(
+                state,
+                H::DeliveryList,
+                json!({ "agentId": agent_id, "state": "started", "limit": 100 }),
+            )
+            .await?;
+            for delivery in started["deliveries"].as_array().into_iter().flatten() {
+                let id = delivery["id"].as_str().unwrap_or_default();
+                finish(
+                    state,
+                    id,
+                    *fence,
+                    "interrupted",
+                    "the daemon that started it stopped",
+                )
+                .await;
+            }
+        }
+        *swept = true;
+    }
+    if hosted.is_empty() {
+        return Ok(());
+    }
+    let pending = human(
+        state,
+        H::DeliveryList,
+        json!({ "state": "pending", "limit": 100 }),
+    )
+    .await?;
+    // Oldest first: the list is newest first.
+    let mut pending: Vec<Value> = pending["deliveries"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    pending.reverse();
+    for delivery in pending {
+        let agent_id = delivery["agentId"].as_str().unwrap_or_default().to_string();
+        let target = delivery["target"].as_str().unwrap_or_default().to_string();
+        let Some((_, recipe, fence)) = hosted.iter().find(|(id, _, _)| *id == agent_id) else {
+            continue;
+        };
+        let key = (agent_id.clone(), target.clone());
+        if !deliverer
+            .busy
+            .lock()
+            .expect("not poisoned")
+            .insert(key.clone())
+        {
+            continue;
+        }
+        let (state, recipe, fence) = (state.clone(), recipe.clone(), *fence);
+        tokio::spawn(async move {
+            deliver(&state, &delivery, recipe, fence).await;
+            state
+                .deliverer
+                .busy
+                .lock()
+                .expect("not poisoned")
+                .remove(&key);
+            state.deliverer.wake.notify_one();
+        });
+    }
+    Ok(())
+}
+
+/// Records how a started delivery ended (best effort: a refusal is logged, and an answered
+/// delivery stays answered on the server).
+async fn finish(state: &DaemonState, id: &str, fence: i64, ended: &str, reason: &str) {
+    let input = json!({
+        "deliveryId": id,
+        "fence": fence,
+        "state": ended,
+        "reason": reason,
+        "requestId": format!("dlv-finish-{id}"),
+    });
+    if let Err(error) = human(state, H::DeliveryFinish, input).await {
+        tracing::warn!(delivery = %id, error = %error.message, "cannot record how a delivery ended");
+    }
+}
+
+/// The session a conversation's deliveries run in: one per agent and target.
+fn session_of(target: &str) -> String {
+    format!(
+        "dlv-{}",
+        &hex::encode(Sha256::digest(target.as_bytes()))[..24]
+    )
+}
+
+/// Starts one pending delivery: on the server first (at most once), then the runtime.
+async fn deliver(state: &DaemonState, delivery: &Value, recipe: Recipe, fence: i64) {
+    let id = delivery["id"].as_str().unwrap_or_default();
+    let target = delivery["target"].as_str().unwrap_or_default();
+    let message_id = delivery["messageId"].as_str().unwrap_or_default();
+    let agent_id = delivery["agentId"].as_str().unwrap_or_default();
+    let session = session_of(target);
+    let start = json!({
+        "deliveryId": id,
+        "fence": fence,
+        "runId": session,
+        "requestId": format!("dlv-start-{id}"),
+    });
+    if let Err(error) = human(state, H::DeliveryStart, start).await {
+        // Another daemon's, started already, or expired: not this daemon's to run.
+        tracing::info!(delivery = %id, error = %error.message, "delivery not started here");
+        return;
+    }
+    match launch(state, &recipe, agent_id, target, message_id, &session).await {
+        Ok(0) => finish(state, id, fence, "ended", "the run ended without a reply").await,
+        Ok(code) => {
+            finish(
+                state,
+                id,
+                fence,
+                "failed",
+                &format!("the run exited with status {code}"),
+            )
+            .await
+        }
+        Err(why) => finish(state, id, fence, "failed", &why).await,
+    }
+}
+
+/// The person's message, as the runtime is handed it on stdin.
+async fn prompt(state: &DaemonState, target: &str, message_id: &str) -> Result<String, String> {
+    let page = human(
+        state,
+        H::HistoryRead,
+        json!({ "target": target, "around": message_id, "limit": 1 }),
+    )
+    .await
+    .map_err(|error| format!("cannot read the message: {}", error.message))?;
+    let message = page["messages"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|m| m["id"] == json!(message_id))
+        .ok_or_else(|| "the message is no longer readable".to_string())?;
+    Ok(format!(
+        "A person wrote to you in AgentTeam.\nTarget: {target}\nMessage: {message_id}\n\n{}\n\n\
+         Answer with the message_send tool on exactly this target: {target}\n",
+        message["content"].as_str().unwrap_or_default()
+    ))
+}
+
+/// Launches the recipe for one delivery and waits for its end (bounded by [`RUN_TIMEOUT`]);
+/// its exit code, or why it could not run.
+async fn launch(
+    state: &DaemonState,
+    recipe: &Recipe,
+    agent_id: &str,
+    target: &str,
+    message_id: &str,
+    session: &str,
+) -> Result<i32, String> {
+    let text = prompt(state, target, message_id).await?;
+    let options = LaunchOptions {
+        agent: agent_id.to_string(),
+        workdir: recipe.workdir.clone(),
+        argv: recipe.argv.clone(),
+        env: recipe.env.clone(),
+        session: Some(session.to_string()),
+        replace: false,
+        turn: Some(Turn {
+            target: target.to_string(),
+            message_id: message_id.to_string(),
+        }),
+        primary_thread: None,
+        runtime: recipe.runtime,
+        sandbox_network: false,
+        stdin: true,
+    };
+    let mut output = super::launch::start(state, options)
+        .await
+        .map_err(|error| error.message)?;
+    let ran = async {
+        while let Some(frame) = output.recv().await {
+            match frame {
+                Output::StdinRun(run_id) => {
+                    if let Ok((mut stdin, _)) = state.dispatcher.take_stdin(&run_id) {
+                        use tokio::io::AsyncWriteExt;
+                        let _ = stdin.write_all(text.as_bytes()).await;
+                        let _ = stdin.shutdown().await;
+                    }
+                }
+                Output::Exited(code) => return Ok(code),
+                Output::Stdout(_) | Output::Stderr(_) => {}
+            }
+        }
+        Err("the run ended without an exit status".to_string())
+    };
+    match tokio::time::timeout(RUN_TIMEOUT, ran).await {
+        Ok(ended) => ended,
+        Err(_) => {
+            // Dropping the output stream ends the lease: the runtime is stopped.
+            Err(format!(
+                "the run took longer than {} minutes and was stopped",
+                RUN_TIMEOUT.as_secs() / 60
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_conversation_has_a_session_of_its_own() {
+        let sessions = [session_of("channel:chn_a"), session_of("thread:thr_a")];
+        assert_ne!(sessions[0], sessions[1]);
+        assert!(
+            sessions
+                .iter()
+                .all(|s| s.len() <= 64 && s.starts_with("dlv-"))
+        );
+    }
+}
