@@ -13140,6 +13140,12 @@ pub static HUMAN_ACTIONS: &[HumanActionDescriptor] = &[
       "pattern": "^agt_[0-9A-Za-z]{8,64}$",
       "type": "string"
     },
+    "ConversationTarget": {
+      "description": "The exact target of a conversation, copied from a delivered message: `channel:chn_…`, `dm:dm_…` or `thread:thr_…`.",
+      "maxLength": 160,
+      "minLength": 1,
+      "type": "string"
+    },
     "Cursor": {
       "description": "Opaque continuation token from a previous page's `nextCursor`; valid only with the same filters.",
       "maxLength": 2048,
@@ -13183,6 +13189,10 @@ pub static HUMAN_ACTIONS: &[HumanActionDescriptor] = &[
     "state": {
       "$ref": "#/$defs/DeliveryState",
       "description": "Only deliveries in this state."
+    },
+    "target": {
+      "$ref": "#/$defs/ConversationTarget",
+      "description": "Only deliveries answered on this exact target (a thread's are on the thread)."
     }
   },
   "required": [],

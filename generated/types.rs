@@ -2597,6 +2597,9 @@ pub struct HumanDeliveryListInput {
     ///Only deliveries in this state.
     #[serde(skip_serializing_if = "::std::option::Option::is_none")]
     pub state: ::std::option::Option<DeliveryState>,
+    ///Only deliveries answered on this exact target (a thread's are on the thread).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub target: ::std::option::Option<ConversationTarget>,
 }
 ///`HumanDeliveryListOutput`
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]

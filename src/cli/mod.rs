@@ -140,7 +140,11 @@ enum Command {
         target: String,
         /// The message text
         text: String,
-        /// Print the posted message as JSON
+        /// Then follow the agents it wakes until each answered (printing the reply) or ended:
+        /// exit 0 when every one answered
+        #[arg(long)]
+        wait: bool,
+        /// Print the posted message as JSON (with --wait, one JSON object per line)
         #[arg(long)]
         json: bool,
     },
@@ -391,8 +395,9 @@ pub fn main() -> ExitCode {
             state,
             target,
             text,
+            wait,
             json,
-        } => reader::post(state, &target, &text, json),
+        } => reader::post(state, &target, &text, wait, json),
         Command::Approvals { state, all, json } => reader::approvals(state, all, json),
         Command::Open {
             state,

@@ -175,6 +175,26 @@ fn message_text(message: &Value, names: &HashMap<String, String>) -> String {
     out
 }
 
+/// What became of a person's message to an agent, as a person reads it under that message.
+fn delivery_text(delivery: &Value, names: &HashMap<String, String>) -> String {
+    let agent = delivery["agentId"].as_str().unwrap_or("?");
+    let agent = names.get(agent).map_or(agent, String::as_str);
+    format!(
+        "    -> {}\n",
+        printable(&crate::contract::delivery::said(delivery, agent))
+    )
+}
+
+/// The deliveries answered on `target` (of the person's agents), newest first: one page.
+fn deliveries_on(state: &StateDir, target: &str) -> Result<Vec<Value>, Exit> {
+    let listed = human(
+        state,
+        "delivery_list",
+        json!({ "target": target, "limit": 100 }),
+    )?;
+    Ok(listed["deliveries"].as_array().cloned().unwrap_or_default())
+}
+
 /// `agentteam read TARGET [--limit N] [--around MESSAGE] [--json]`: the newest page of a
 /// conversation, oldest first as a chat reads, marked read up to its newest message.
 pub fn read(
@@ -186,13 +206,19 @@ pub fn read(
 ) -> Exit {
     let result = (|| {
         let target = resolve(&state, target)?;
-        let page = page_of(&state, &target, limit, around.as_deref())?;
+        let mut page = page_of(&state, &target, limit, around.as_deref())?;
+        let messages = page["messages"].as_array().cloned().unwrap_or_default();
+        // What became of the page's messages to agents, under each message.
+        let deliveries: Vec<Value> = deliveries_on(&state, &target)?
+            .into_iter()
+            .filter(|d| messages.iter().any(|m| m["id"] == d["messageId"]))
+            .collect();
         if json {
+            page["deliveries"] = json!(deliveries);
             return Ok(print(&format!("{page}\n")));
         }
         let names = names(&state)?;
         let mut out = format!("{target}\n");
-        let messages = page["messages"].as_array().cloned().unwrap_or_default();
         if messages.is_empty() {
             out.push_str("(no messages)\n");
         }
@@ -201,6 +227,11 @@ pub fn read(
         }
         for message in messages.iter().rev() {
             out.push_str(&message_text(message, &names));
+            for delivery in deliveries.iter().rev() {
+                if delivery["messageId"] == message["id"] {
+                    out.push_str(&delivery_text(delivery, &names));
+                }
+            }
         }
         Ok(print(&out))
     })();
@@ -292,6 +323,8 @@ pub fn follow(state: StateDir, target: &str, limit: Option<u8>, json: bool) -> E
                             message_text(message, &names)
                         }
                     }
+                    Some("delivery") if json => format!("{event}\n"),
+                    Some("delivery") => delivery_text(&event["delivery"], &names),
                     Some("reaction") | Some("task") if json => format!("{event}\n"),
                     _ => continue,
                 };
@@ -440,24 +473,148 @@ pub fn list(state: StateDir, channel: Option<&str>, json: bool) -> Exit {
     result.unwrap_or_else(|exit| exit)
 }
 
-/// `agentteam post TARGET TEXT [--json]`: posts as the person; a thread target replies in it.
-pub fn post(state: StateDir, target: &str, text: &str, json: bool) -> Exit {
+/// `agentteam post TARGET TEXT [--wait] [--json]`: posts as the person. With `--wait`, then
+/// follows what became of the agents the message woke, one line each as it changes, and each
+/// agent's reply, until every one reached a final state: exit 0 when every one answered, 1 when
+/// one did not.
+pub fn post(state: StateDir, target: &str, text: &str, wait: bool, json: bool) -> Exit {
     let result = (|| {
         let target = resolve(&state, target)?;
+        // The feed's cursor before the post: no change of what it wakes is missed.
+        let cursor = if wait {
+            Some(human_feed(&state, json!({}))?["cursor"].clone())
+        } else {
+            None
+        };
         let posted = human(
             &state,
             "message_post",
             json!({ "target": target, "content": text }),
         )?;
-        if json {
-            return Ok(print(&format!("{posted}\n")));
+        let id = posted["message"]["id"].as_str().unwrap_or("?").to_string();
+        let said = if json {
+            format!("{posted}\n")
+        } else {
+            format!("posted {id} to {target}\n")
+        };
+        if !emit(&said) {
+            return Ok(Exit::Success);
         }
-        Ok(print(&format!(
-            "posted {} to {target}\n",
-            posted["message"]["id"].as_str().unwrap_or("?")
-        )))
+        match cursor {
+            Some(cursor) => wait_for_answers(&state, &target, &id, cursor, json),
+            None => Ok(Exit::Success),
+        }
     })();
     result.unwrap_or_else(|exit| exit)
+}
+
+/// A delivery state from which nothing follows (but a retry the person asks for).
+fn is_final(state: &str) -> bool {
+    matches!(
+        state,
+        "answered" | "ended" | "interrupted" | "failed" | "expired"
+    )
+}
+
+/// `post --wait`: the deliveries of message `id` as they change, and the replies, until each is
+/// final.
+fn wait_for_answers(
+    state: &StateDir,
+    target: &str,
+    id: &str,
+    mut cursor: Value,
+    json: bool,
+) -> Result<Exit, Exit> {
+    let names = if json { HashMap::new() } else { names(state)? };
+    // Delivery id → the state last shown.
+    let mut shown: HashMap<String, String> = HashMap::new();
+    let mut changed: Vec<Value> = deliveries_on(state, target)?
+        .into_iter()
+        .filter(|d| d["messageId"] == json!(id))
+        .collect();
+    if changed.is_empty() {
+        let said = if json {
+            "{\"deliveries\":[]}\n".to_string()
+        } else {
+            "    (it wakes none of your agents)\n".to_string()
+        };
+        emit(&said);
+        return Ok(Exit::Success);
+    }
+    let mut answered_all = true;
+    loop {
+        for delivery in changed.drain(..) {
+            let (Some(delivery_id), Some(now)) =
+                (delivery["id"].as_str(), delivery["state"].as_str())
+            else {
+                continue;
+            };
+            // Each state once; and a delivery's first final state is the one that counts.
+            if shown
+                .get(delivery_id)
+                .is_some_and(|was| was == now || is_final(was))
+            {
+                continue;
+            }
+            shown.insert(delivery_id.to_string(), now.to_string());
+            let mut text = if json {
+                format!("{}\n", json!({ "delivery": delivery }))
+            } else {
+                delivery_text(&delivery, &names)
+            };
+            if now == "answered" {
+                if let Some(reply) = delivery["replyId"].as_str() {
+                    let page = human(
+                        state,
+                        "history_read",
+                        json!({ "target": delivery["target"], "around": reply, "limit": 1 }),
+                    )?;
+                    if let Some(message) = page["messages"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .find(|m| m["id"] == json!(reply))
+                    {
+                        text.push_str(&if json {
+                            format!("{}\n", json!({ "reply": message }))
+                        } else {
+                            message_text(message, &names)
+                        });
+                    }
+                }
+            } else if is_final(now) {
+                answered_all = false;
+            }
+            if !emit(&text) {
+                return Ok(Exit::Success);
+            }
+        }
+        if shown.values().all(|state| is_final(state)) {
+            return Ok(if answered_all {
+                Exit::Success
+            } else {
+                Exit::ActionFailed
+            });
+        }
+        let page = follow_feed(state, &cursor)?;
+        if page["resync"].as_bool() == Some(true) {
+            // Changes were missed past the feed's retention: the deliveries as they are now.
+            changed.extend(
+                deliveries_on(state, target)?
+                    .into_iter()
+                    .filter(|d| d["messageId"] == json!(id)),
+            );
+        }
+        changed.extend(
+            page["events"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|e| e["kind"] == "delivery" && e["delivery"]["messageId"] == json!(id))
+                .map(|e| e["delivery"].clone()),
+        );
+        cursor = page["cursor"].clone();
+    }
 }
 
 /// `agentteam approvals [--all] [--json]`: the approvals the person answers for (their agents'),

@@ -6,6 +6,7 @@
 pub mod borrowed;
 pub mod budget;
 pub mod catalog;
+pub mod delivery;
 pub mod error;
 pub mod extension;
 pub mod gate;

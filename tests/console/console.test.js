@@ -321,3 +321,23 @@ test('a runtime is stopped from its page', async () => {
   await page.getByText('No runtime runs now').waitFor();
   await context.close();
 });
+
+test('a person mentions an agent in a thread: "answering" shows, then its reply, live', async () => {
+  const { context, page } = await signIn();
+  await page.goto(origin + conversation(fixture.thread));
+  await isLive(page);
+  await page.fill('#content', '@reviewer are the release notes ready?');
+  await Promise.all([page.waitForURL(/#m-msg_/), page.getByRole('button', { name: 'Post' }).click()]);
+  await isLive(page);
+  // The agent's run started: its state under the person's message, before any reply.
+  const asked = page.locator('#messages li.message', { hasText: '@reviewer are the release notes ready?' });
+  await asked.locator('.delivery[data-state="started"]', { hasText: 'reviewer is answering…' }).waitFor();
+  assert.strictEqual(await page.locator('#messages .text', { hasText: 'the notes are ready' }).count(), 0);
+  await page.screenshot({ path: path.join(fixture.screenshots, 'answering.png'), fullPage: true });
+  // Released, the stand-in runtime answers on the thread it was handed.
+  fs.writeFileSync(fixture.go, 'go\n');
+  await page.locator('#messages .text', { hasText: 'the notes are ready' }).waitFor();
+  await asked.locator('.delivery[data-state="answered"]', { hasText: 'reviewer answered' }).waitFor();
+  assert.deepStrictEqual(page.foreign, []);
+  await context.close();
+});

@@ -579,6 +579,36 @@ async fn a_person_reads_answers_and_decides_in_a_real_browser() {
         .unwrap()
         .to_string();
 
+    // The reviewer answers when mentioned: its launch recipe is a stand-in runtime that waits
+    // to be released on a FIFO, so the page can see it answering first.
+    let answering = tempfile::tempdir().unwrap();
+    super::deliveries::make_go(answering.path());
+    let workdir = answering.path().display().to_string();
+    let script = super::deliveries::stand_in("the notes are ready", true);
+    let (code, _, err) = {
+        let output = daemon
+            .cli(&[
+                "agent",
+                "recipe",
+                "reviewer",
+                "--workdir",
+                &workdir,
+                "--",
+                "sh",
+                "-c",
+                &script,
+            ])
+            .output()
+            .await
+            .unwrap();
+        (
+            output.status.code(),
+            output.stdout,
+            String::from_utf8_lossy(&output.stderr).to_string(),
+        )
+    };
+    assert_eq!(code, Some(0), "{err}");
+
     let shots = repo_root().join("target/console-screenshots");
     std::fs::create_dir_all(&shots).unwrap();
     let fixture = json!({
@@ -590,6 +620,7 @@ async fn a_person_reads_answers_and_decides_in_a_real_browser() {
         "thread": in_thread,
         "approvalId": approval_id,
         "runId": run_id,
+        "go": answering.path().join("go"),
     });
     let output = tokio::time::timeout(
         Duration::from_secs(300),
@@ -614,7 +645,7 @@ async fn a_person_reads_answers_and_decides_in_a_real_browser() {
     );
     assert!(output.status.success(), "the browser test failed:\n{said}");
     assert!(said.contains("ℹ fail 0"), "{said}");
-    assert!(said.contains("ℹ pass 8"), "{said}");
+    assert!(said.contains("ℹ pass 9"), "{said}");
 
     // What the browser did, as the runtime sees it: the approval decided by the person, the
     // person's messages in the conversation, the run stopped.

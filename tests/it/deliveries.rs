@@ -66,17 +66,37 @@ async fn delivery_event(
     }
 }
 
-/// The stand-in runtime: keeps what it was handed on stdin, then answers on the target it names.
-const ANSWERS: &str = r#"input=$(cat)
+/// The stand-in runtime: keeps what it was handed on stdin, waits for a line on the FIFO `go`
+/// in its working directory when `wait` is set, then answers `reply` on the target it was
+/// handed, with `message_send` over MCP as a runtime does.
+pub(super) fn stand_in(reply: &str, wait: bool) -> String {
+    let wait = if wait {
+        "read -r _ < \"$PWD/go\"\n"
+    } else {
+        ""
+    };
+    format!(
+        r#"input=$(cat)
 printf '%s\n' "$input" > "$PWD/prompt.txt"
 target=$(printf '%s\n' "$input" | sed -n 's/^Target: //p')
-curl -s -o /dev/null -w '%{http_code}' \
+{wait}curl -s -o /dev/null -w '%{{http_code}}' \
   -H "Authorization: Bearer $(cat "$AGENTTEAM_MCP_TOKEN_FILE")" \
   -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
   -H 'MCP-Protocol-Version: 2025-11-25' \
-  -d "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{\"name\":\"message_send\",\"arguments\":{\"target\":\"$target\",\"content\":\"on it\"}}}" \
+  -d "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{{\"name\":\"message_send\",\"arguments\":{{\"target\":\"$target\",\"content\":\"{reply}\"}}}}}}" \
   "$AGENTTEAM_MCP_URL" > "$PWD/answered.txt"
-"#;
+"#
+    )
+}
+
+/// A FIFO named `go` in `dir`, on which a waiting stand-in is released.
+pub(super) fn make_go(dir: &std::path::Path) {
+    let made = std::process::Command::new("mkfifo")
+        .arg(dir.join("go"))
+        .status()
+        .unwrap();
+    assert!(made.success());
+}
 
 #[tokio::test]
 async fn a_persons_message_starts_the_agents_run_and_the_reply_lands_where_it_was_asked() {
@@ -101,7 +121,7 @@ async fn a_persons_message_starts_the_agents_run_and_the_reply_lands_where_it_wa
                 "--",
                 "sh",
                 "-c",
-                ANSWERS,
+                &stand_in("on it", true),
             ])
             .env("RECIPE_SECRET", "sk-recipe-never-shown")
             .output()
@@ -137,6 +157,7 @@ async fn a_persons_message_starts_the_agents_run_and_the_reply_lands_where_it_wa
     );
 
     // A mention in #general: the run starts, reads the message, answers in #general.
+    make_go(work.path());
     let head = human(&daemon, "events_read", json!({})).await["cursor"].clone();
     let (code, _, err) = cli(
         &daemon,
@@ -144,6 +165,16 @@ async fn a_persons_message_starts_the_agents_run_and_the_reply_lands_where_it_wa
     )
     .await;
     assert_eq!(code, 0, "{err}");
+    // While it runs, the reader says so under the message.
+    let started = delivery_event(&daemon, head.clone(), |d| d["state"] == "started").await;
+    let (code, read, err) = cli(&daemon, &["read", "#general"]).await;
+    assert_eq!(code, 0, "{err}");
+    let said = format!(
+        "@builder is the build green?\n    -> builder is answering… (run {})\n",
+        started["runId"].as_str().unwrap()
+    );
+    assert!(read.contains(&said), "{read}");
+    std::fs::write(work.path().join("go"), "go\n").unwrap();
     let answered = delivery_event(&daemon, head.clone(), |d| d["state"] == "answered").await;
     let general = answered["target"].as_str().unwrap().to_string();
     assert!(general.starts_with("channel:"), "{answered}");
@@ -167,10 +198,23 @@ async fn a_persons_message_starts_the_agents_run_and_the_reply_lands_where_it_wa
         std::fs::read_to_string(work.path().join("answered.txt")).unwrap(),
         "200"
     );
+    let (_, read, _) = cli(&daemon, &["read", "#general"]).await;
+    assert!(
+        read.contains("@builder is the build green?\n    -> builder answered\n"),
+        "{read}"
+    );
+    let (_, read, _) = cli(&daemon, &["read", "#general", "--json"]).await;
+    let read: Value = serde_json::from_str(&read).unwrap();
+    assert_eq!(read["deliveries"][0]["id"], answered["id"], "{read}");
+    std::fs::remove_file(work.path().join("go")).unwrap();
 
     // In a direct conversation: the reply lands there, not in #general.
-    let (code, _, err) = cli(&daemon, &["post", "@builder", "and the deploy?"]).await;
+    // `post --wait` follows it to the reply.
+    let (code, out, err) = cli(&daemon, &["post", "@builder", "and the deploy?", "--wait"]).await;
     assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("posted msg_"), "{out}");
+    assert!(out.contains("    -> builder answered\n["), "{out}");
+    assert!(out.ends_with("] builder: on it\n"), "{out}");
     let direct = delivery_event(&daemon, head.clone(), |d| {
         d["state"] == "answered" && d["target"].as_str().unwrap_or("").starts_with("dm:")
     })
@@ -212,10 +256,41 @@ async fn a_persons_message_starts_the_agents_run_and_the_reply_lands_where_it_wa
     )
     .await;
     assert_eq!(code, 0, "{err}");
-    let (code, _, err) = cli(&daemon, &["post", "#general", "@builder once more"]).await;
-    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = cli(
+        &daemon,
+        &["post", "#general", "@builder once more", "--wait", "--json"],
+    )
+    .await;
+    assert_eq!(code, 1, "a run that did not answer: {err}");
+    let lines: Vec<Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(lines[0]["message"]["id"].is_string(), "{out}");
+    let last = &lines.last().unwrap()["delivery"];
+    assert_eq!(
+        (last["state"].as_str(), last["reason"].as_str()),
+        (Some("failed"), Some("the run exited with status 3")),
+        "{out}"
+    );
+    // A message that names no agent wakes none: `--wait` says so and is done.
+    let (code, out, _) = cli(&daemon, &["post", "#general", "hello all", "--wait"]).await;
+    assert_eq!(code, 0);
+    assert!(
+        out.ends_with("\n    (it wakes none of your agents)\n"),
+        "{out}"
+    );
     let failed = delivery_event(&daemon, head, |d| d["state"] == "failed").await;
     assert_eq!(failed["reason"], "the run exited with status 3");
+    let (_, read, _) = cli(&daemon, &["read", "#general"]).await;
+    assert!(
+        read.contains("@builder once more\n    -> builder failed: the run exited with status 3\n"),
+        "{read}"
+    );
+    assert!(
+        read.contains("@reviewer a look?\n    -> reviewer: waiting for the daemon that hosts it\n"),
+        "{read}"
+    );
 
     // The recipe is the person's: from inside a runtime, setting or clearing it is refused.
     let state = daemon.state_dir.display().to_string();

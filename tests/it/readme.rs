@@ -117,6 +117,12 @@ async fn the_readme_quick_start_runs_as_written() {
             "every other command is agentteam's: {line}"
         );
         let mut line = line.replace("claude ...", "sh -c 'agentteam exec --help'");
+        if line.starts_with("agentteam agent recipe ") {
+            // The runtime a message starts: a stand-in that answers where it was asked.
+            let stand_in = home.path().join("answers.sh");
+            std::fs::write(&stand_in, super::deliveries::stand_in("green", false)).unwrap();
+            line = line.replace("claude -p", &format!("sh {}", stand_in.display()));
+        }
         for (placeholder, id) in [("wsp_…", &workspace), ("chn_…", &channel)] {
             if line.contains(placeholder) {
                 let id = id.as_ref().unwrap_or_else(|| {
@@ -161,6 +167,13 @@ async fn the_readme_quick_start_runs_as_written() {
             workspace = Some(words[0].to_string());
             channel = Some(words[3].trim_end_matches(')').to_string());
         }
+        if line.starts_with("agentteam post ") && line.contains("--wait") {
+            assert!(
+                stdout.contains("    -> builder answered\n")
+                    && stdout.ends_with("] builder: green\n"),
+                "the agent's reply, where it was asked: {stdout}"
+            );
+        }
         if line.starts_with("agentteam admin kb import") {
             assert!(stdout.starts_with("1 file: 1 new"), "{stdout}");
         }
@@ -175,6 +188,8 @@ async fn the_readme_quick_start_runs_as_written() {
         "agentteam agent add builder",
         "agentteam run --agent builder",
         "agentteam status",
+        "agentteam agent recipe builder",
+        "agentteam post @builder",
         "agentteam admin kb source",
         "agentteam admin kb grant",
         "agentteam admin kb import",

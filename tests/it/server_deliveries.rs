@@ -454,7 +454,19 @@ async fn server_deliveries_a_thread_continues_with_its_agents_until_end() {
     assert_eq!(count(&all, &w.agent_id), 2);
     // A mention starts it again, as an answer after it does.
     ada_posts(&server, &w, &thread, "@builder one last thing").await;
-    assert_eq!(count(&deliveries(&server, &w).await, &w.agent_id), 3);
+    agent_posts(&server, &w, &w.agent_id, &thread, "noted").await;
+    let all = deliveries(&server, &w).await;
+    assert_eq!(count(&all, &w.agent_id), 3);
+    // A message that names another agent is for that agent alone, even where builder answered.
+    ada_posts(&server, &w, &thread, "@reviewer your turn").await;
+    let all = deliveries(&server, &w).await;
+    assert_eq!(
+        (count(&all, &w.agent_id), count(&all, &w.other_agent_id)),
+        (3, 1)
+    );
+    // And a message naming nobody goes on with builder.
+    ada_posts(&server, &w, &thread, "anything else?").await;
+    assert_eq!(count(&deliveries(&server, &w).await, &w.agent_id), 4);
 }
 
 #[tokio::test]

@@ -17,7 +17,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 
-use super::pages::{message_html, names};
+use super::pages::{delivery_html, message_html, names};
 use super::refusal;
 use super::session::Session;
 use crate::daemon::state::DaemonState;
@@ -170,7 +170,7 @@ fn shown(event: &Value, names: Option<&super::site::Names>, csrf: &str) -> Optio
                 "target": event["target"],
                 "id": message["id"],
                 "mine": author == names.me,
-                "html": message_html(message, names, csrf),
+                "html": message_html(message, &[], names, csrf),
                 "title": format!("{} wrote", names.of(author)),
                 "body": text,
             }))
@@ -184,6 +184,17 @@ fn shown(event: &Value, names: Option<&super::site::Names>, csrf: &str) -> Optio
                 "status": approval["status"],
                 "title": "An approval waits for you",
                 "body": approval["title"],
+            }))
+        }
+        "delivery" => {
+            let delivery = &event["delivery"];
+            Some(json!({
+                "seq": seq,
+                "kind": kind,
+                "target": event["target"],
+                "id": delivery["id"],
+                "messageId": delivery["messageId"],
+                "html": delivery_html(delivery, names?),
             }))
         }
         "task" => Some(json!({

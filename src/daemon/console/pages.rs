@@ -204,8 +204,21 @@ pub(super) fn see_other(location: &str) -> Response {
     Redirect::to(location).into_response()
 }
 
-/// One message, as the conversation page and the live stream show it.
-pub fn message_html(message: &Value, names: &Names, csrf: &str) -> String {
+/// What became of a person's message to an agent, under that message (a live region: the
+/// stream replaces it as the delivery changes).
+pub fn delivery_html(delivery: &Value, names: &Names) -> String {
+    let agent = names.of(delivery["agentId"].as_str().unwrap_or_default());
+    format!(
+        "<p id=\"d-{id}\" class=\"delivery\" data-state=\"{state}\" role=\"status\">{said}</p>",
+        id = escape(delivery["id"].as_str().unwrap_or_default()),
+        state = escape(delivery["state"].as_str().unwrap_or_default()),
+        said = escape(&crate::contract::delivery::said(delivery, &agent)),
+    )
+}
+
+/// One message, as the conversation page and the live stream show it, with what became of it
+/// for the agents it woke (`deliveries`, any order).
+pub fn message_html(message: &Value, deliveries: &[Value], names: &Names, csrf: &str) -> String {
     let id = message["id"].as_str().unwrap_or_default();
     let target = message["target"].as_str().unwrap_or_default();
     let author = message["authorId"].as_str().unwrap_or_default();
@@ -238,6 +251,12 @@ pub fn message_html(message: &Value, names: &Names, csrf: &str) -> String {
             );
         }
         out.push_str("</ul>");
+    }
+    for delivery in deliveries
+        .iter()
+        .filter(|d| d["messageId"] == message["id"])
+    {
+        out.push_str(&delivery_html(delivery, names));
     }
     let reactions = message["reactions"].as_array().cloned().unwrap_or_default();
     let _ = write!(out, "<ul class=\"reactions\" aria-label=\"Reactions\">");
@@ -336,6 +355,14 @@ pub async fn conversation(
     if let Some(around) = &query.around {
         input["around"] = json!(around);
     }
+    // The feed's head before the page is read: the page's stream starts there, so a change
+    // between this render and the stream's start is not missed.
+    let head = state
+        .feed
+        .read(None, std::time::Duration::ZERO, 1)
+        .await
+        .ok()
+        .and_then(|page| page["cursor"].as_i64());
     let history = match call(&state, H::HistoryRead, input).await {
         Ok(history) => history,
         Err(refused) => return refused,
@@ -370,12 +397,24 @@ pub async fn conversation(
     }
     let _ = write!(
         body,
-        "<ol id=\"messages\" class=\"messages\" data-target=\"{t}\" data-live=\"{live}\" aria-label=\"Messages\">",
+        "<ol id=\"messages\" class=\"messages\" data-target=\"{t}\" data-live=\"{live}\" data-cursor=\"{c}\" aria-label=\"Messages\">",
         t = escape(&target),
         live = newest_page,
+        c = head.map(|c| c.to_string()).unwrap_or_default(),
     );
+    // What became of the page's messages to the person's agents (best effort: a page shows
+    // without them).
+    let deliveries = call(
+        &state,
+        H::DeliveryList,
+        json!({ "target": target, "limit": 100 }),
+    )
+    .await
+    .ok()
+    .and_then(|listed| listed["deliveries"].as_array().cloned())
+    .unwrap_or_default();
     for message in messages.iter().rev() {
-        body.push_str(&message_html(message, &names, &session.csrf));
+        body.push_str(&message_html(message, &deliveries, &names, &session.csrf));
     }
     body.push_str("</ol>");
     if messages.is_empty() {

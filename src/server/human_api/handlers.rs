@@ -10,6 +10,7 @@ use crate::contract::{ActionError, ActionHandler, ActionResult, HumanHandler};
 use crate::server::actions::approval::{self, Undecided};
 use crate::server::actions::{messages, page};
 use crate::server::failure;
+use crate::server::store::DeliveryFilter;
 
 impl HumanHandler for HumanActions<'_> {
     type Context = Person;
@@ -526,8 +527,10 @@ impl HumanHandler for HumanActions<'_> {
     ) -> ActionResult<t::HumanDeliveryListOutput> {
         let filter = page::Filter::new(&person.member(), "human.delivery_list")
             .with("agentId", &input.agent_id)
+            .with("target", &input.target)
             .with("state", input.state);
         let agent = input.agent_id.as_ref().map(|a| a.to_string());
+        let target = input.target.as_ref().map(|t| t.to_string());
         let state = input.state.map(|s| s.to_string());
         let listed = page::list(
             self.state,
@@ -540,8 +543,11 @@ impl HumanHandler for HumanActions<'_> {
                     .deliveries_for_owner(
                         &person.workspace_id,
                         &person.human_id,
-                        agent.as_deref(),
-                        state.as_deref(),
+                        DeliveryFilter {
+                            agent_id: agent.as_deref(),
+                            target: target.as_deref(),
+                            state: state.as_deref(),
+                        },
                         after.as_ref(),
                         limit,
                     )

@@ -94,10 +94,14 @@ macro_rules! deliver {
             .bind(author)
             .fetch_all(&mut *$tx)
             .await?;
+            // A message that names some of them is for those alone.
+            let named_any = candidates
+                .iter()
+                .any(|(_, handle, _)| $crate::server::store::deliveries_mentions(content, handle));
             for (agent_id, handle, kind) in candidates {
                 let mut wakes = kind == "dm"
                     || $crate::server::store::deliveries_mentions(content, &handle);
-                if !wakes && let Some(thread_id) = &at.thread_id {
+                if !wakes && !named_any && let Some(thread_id) = &at.thread_id {
                     // The agent answered in this thread since the owner last ended it.
                     let answered: Option<(i64,)> = sqlx::query_as(
                         "SELECT created_at FROM messages WHERE thread_id = $1 AND author_id = $2 AND created_at >= \
@@ -193,6 +197,14 @@ pub enum DeliveryRefusal {
     Expired,
 }
 
+/// Which of the person's deliveries a list keeps (each filter when set).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DeliveryFilter<'a> {
+    pub agent_id: Option<&'a str>,
+    pub target: Option<&'a str>,
+    pub state: Option<&'a str>,
+}
+
 /// The device a change comes from, and the hosting fence it holds.
 #[derive(Debug, Clone, Copy)]
 pub struct Host<'a> {
@@ -217,8 +229,7 @@ impl Store {
         &self,
         workspace_id: &str,
         human_id: &str,
-        agent_id: Option<&str>,
-        state: Option<&str>,
+        only: DeliveryFilter<'_>,
         after: Option<&Position>,
         limit: usize,
     ) -> Result<Page<Delivery>, StoreError> {
@@ -228,8 +239,9 @@ impl Store {
         )
         .bind(workspace_id)
         .bind(human_id)
-        .and_some("d.agent_id", agent_id)
-        .and_some("d.state", state)
+        .and_some("d.agent_id", only.agent_id)
+        .and_some("d.target", only.target)
+        .and_some("d.state", only.state)
         .newest::<Delivery>(after, limit);
         self.page(here!(), query, limit).await
     }

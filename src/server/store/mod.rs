@@ -35,7 +35,8 @@ pub use audit::{AuditRecord, shown as shown_audit};
 pub use db::is_postgres;
 pub(crate) use db::{Columns, here, on_backend};
 pub use deliveries::{
-    DEFAULT_DELIVERY_TTL_MS, DeliveryRefusal, END_THREAD, Host, mentions as deliveries_mentions,
+    DEFAULT_DELIVERY_TTL_MS, DeliveryFilter, DeliveryRefusal, END_THREAD, Host,
+    mentions as deliveries_mentions,
 };
 pub(crate) use deliveries::{answered, deliver};
 pub(crate) use events::record_event;

@@ -11,7 +11,10 @@
   const live = document.getElementById('live');
   const channel = 'BroadcastChannel' in window ? new BroadcastChannel('agentteam-console') : null;
   let leading = false;
-  let cursor = null;
+  // Where the page was rendered from, in the person's feed: a stream this tab opens starts
+  // there, so nothing between the render and the stream is missed.
+  const rendered = document.getElementById('messages');
+  let cursor = rendered && rendered.dataset.cursor ? Number(rendered.dataset.cursor) : null;
   let state = 'connecting';
 
   function show(next) {
@@ -57,7 +60,9 @@
     template.innerHTML = html;
     const node = template.content.firstElementChild;
     if (!node) return;
-    if (where === 'replace') element.replaceWith(node); else element.append(node);
+    if (where === 'replace') element.replaceWith(node);
+    else if (where === 'before') element.before(node);
+    else element.append(node);
   }
 
   function handle(change) {
@@ -84,7 +89,18 @@
       }
     } else if (change.kind === 'reaction') {
       const old = document.getElementById('m-' + change.id);
+      if (old) {
+        // The message comes back without its deliveries' states: they are kept.
+        const kept = Array.from(old.querySelectorAll('.delivery'));
+        placeHtml(old, change.html, 'replace');
+        const fresh = document.getElementById('m-' + change.id);
+        for (const state of kept) fresh.querySelector('.reactions').before(state);
+      }
+    } else if (change.kind === 'delivery') {
+      const old = document.getElementById('d-' + change.id);
+      const message = here && document.getElementById('m-' + change.messageId);
       if (old) placeHtml(old, change.html, 'replace');
+      else if (message) placeHtml(message.querySelector('.reactions'), change.html, 'before');
     } else if (change.kind === 'approval') {
       if (change.status === 'pending') notify(change.title, change.body, change.seq);
       if (location.pathname === '/approvals') banner('Approvals changed.');
