@@ -89,6 +89,10 @@ pub enum AgentCommand {
         /// Also copy this variable of this shell into the runtime's environment (repeatable)
         #[arg(long = "env", value_name = "NAME")]
         env: Vec<String>,
+        /// Let runs of this recipe work in the directory at once (by default a delivered run
+        /// waits while another works in it)
+        #[arg(long)]
+        shared_workdir: bool,
         /// Show the recipe instead of setting it
         #[arg(long, conflicts_with_all = ["clear", "command"])]
         show: bool,
@@ -101,6 +105,31 @@ pub enum AgentCommand {
         /// The program and its arguments
         #[arg(last = true, value_name = "COMMAND")]
         command: Vec<String>,
+    },
+    /// Pause an agent (or every agent): messages to it wait, and expire in time, instead of
+    /// starting its recipe here; its live runs go on
+    Pause {
+        /// The agent (id or handle)
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        agent: Option<String>,
+        /// Every agent
+        #[arg(long)]
+        all: bool,
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
+    /// Resume a paused agent (or every agent): messages waiting for it start its recipe again
+    Resume {
+        /// The agent (id or handle)
+        #[arg(required_unless_present = "all", conflicts_with = "all")]
+        agent: Option<String>,
+        /// Every agent, each paused by name too
+        #[arg(long)]
+        all: bool,
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
     },
     /// Reload the profiles from disk and drop those the server no longer knows
     Reload {
@@ -239,6 +268,7 @@ pub fn run(state: StateDir, command: AgentCommand) -> Exit {
             runtime,
             workdir,
             env,
+            shared_workdir,
             show,
             clear,
             json,
@@ -247,8 +277,7 @@ pub fn run(state: StateDir, command: AgentCommand) -> Exit {
             recipe(
                 &state,
                 &agent,
-                runtime,
-                workdir,
+                (runtime, workdir, shared_workdir),
                 &env,
                 (show, clear),
                 command,
@@ -260,9 +289,14 @@ pub fn run(state: StateDir, command: AgentCommand) -> Exit {
                 None => match &data["recipe"] {
                     Value::Null => "no recipe: a message to this agent starts nothing\n".into(),
                     recipe => format!(
-                        "runtime   {}\nworkdir   {}\ncommand   {}\nenv       {}\n",
+                        "runtime   {}\nworkdir   {}{}\ncommand   {}\nenv       {}\npaused    {}\n",
                         recipe["runtime"].as_str().unwrap_or("auto"),
                         recipe["workdir"].as_str().unwrap_or("?"),
+                        if recipe["sharedWorkdir"] == json!(true) {
+                            " (shared by its runs)"
+                        } else {
+                            ""
+                        },
                         recipe["argv"]
                             .as_array()
                             .into_iter()
@@ -277,9 +311,24 @@ pub fn run(state: StateDir, command: AgentCommand) -> Exit {
                             .filter_map(Value::as_str)
                             .collect::<Vec<_>>()
                             .join(" "),
+                        if data["paused"] == json!(true) {
+                            "yes: its messages wait (`agentteam agent resume`)"
+                        } else {
+                            "no"
+                        },
                     ),
                 },
             },
+        ),
+        AgentCommand::Pause { agent, all, json } => (
+            pause(&state, agent.as_deref(), all, true),
+            json,
+            paused_text,
+        ),
+        AgentCommand::Resume { agent, all, json } => (
+            pause(&state, agent.as_deref(), all, false),
+            json,
+            paused_text,
         ),
         AgentCommand::Reload { json } => (
             admin_call(
@@ -558,12 +607,46 @@ fn path_segment(text: &str) -> String {
         .collect()
 }
 
+/// `agent pause|resume AGENT|--all`: what is paused after it.
+fn pause(state: &StateDir, agent: Option<&str>, all: bool, hold: bool) -> Result<Value, Exit> {
+    let agent = if all { None } else { agent };
+    admin_call(
+        state,
+        reqwest::Method::POST,
+        "/api/admin/deliveries/pause",
+        Some(json!({ "agent": agent, "paused": hold })),
+    )
+}
+
+/// What is paused, for a person.
+fn paused_text(data: &Value) -> String {
+    let handles: Vec<&str> = data["paused"]["agents"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|a| a["handle"].as_str())
+        .collect();
+    if data["paused"]["all"] == json!(true) {
+        "every agent is paused: messages to them wait (`agentteam agent resume --all`)\n".into()
+    } else if handles.is_empty() {
+        "no agent is paused\n".into()
+    } else {
+        format!(
+            "paused: {} (their messages wait; `agentteam agent resume AGENT`)\n",
+            handles.join(", ")
+        )
+    }
+}
+
 /// `agent recipe AGENT [--show | --clear | -- COMMAND…]`.
 fn recipe(
     state: &StateDir,
     agent: &str,
-    runtime: crate::daemon::runtime::driver::Family,
-    workdir: Option<PathBuf>,
+    (runtime, workdir, shared_workdir): (
+        crate::daemon::runtime::driver::Family,
+        Option<PathBuf>,
+        bool,
+    ),
     names: &[String],
     (show, clear): (bool, bool),
     command: Vec<String>,
@@ -611,6 +694,7 @@ fn recipe(
         "workdir": workdir,
         "argv": command,
         "env": env,
+        "sharedWorkdir": shared_workdir,
     });
     admin_call(state, reqwest::Method::PUT, &path, Some(body))
 }

@@ -159,6 +159,17 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Ask again for a message to an agent that was interrupted, failed or expired: it waits
+    /// again for the daemon that hosts the agent
+    Retry {
+        #[command(flatten)]
+        state: daemon::StateDir,
+        /// The delivery (its id, from `agentteam read --json` or the feed)
+        delivery: String,
+        /// Print the delivery as JSON
+        #[arg(long)]
+        json: bool,
+    },
     /// Approve or reject an approval one of your agents asked for
     Decide {
         #[command(flatten)]
@@ -404,6 +415,11 @@ pub fn main() -> ExitCode {
             no_browser,
             json,
         } => reader::open(state, no_browser, json),
+        Command::Retry {
+            state,
+            delivery,
+            json,
+        } => reader::retry(state, &delivery, json),
         Command::Decide {
             state,
             approval,

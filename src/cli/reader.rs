@@ -179,10 +179,14 @@ fn message_text(message: &Value, names: &HashMap<String, String>) -> String {
 fn delivery_text(delivery: &Value, names: &HashMap<String, String>) -> String {
     let agent = delivery["agentId"].as_str().unwrap_or("?");
     let agent = names.get(agent).map_or(agent, String::as_str);
-    format!(
-        "    -> {}\n",
-        printable(&crate::contract::delivery::said(delivery, agent))
-    )
+    let said = printable(&crate::contract::delivery::said(delivery, agent));
+    match delivery["state"].as_str() {
+        Some("interrupted" | "failed" | "expired") => format!(
+            "    -> {said} (again: agentteam retry {})\n",
+            printable(delivery["id"].as_str().unwrap_or("?"))
+        ),
+        _ => format!("    -> {said}\n"),
+    }
 }
 
 /// The deliveries answered on `target` (of the person's agents), newest first: one page.
@@ -690,6 +694,23 @@ pub fn decide(
         "{} {}\n",
         decided["approval"]["id"].as_str().unwrap_or(approval),
         decided["approval"]["status"].as_str().unwrap_or("?"),
+    ))
+}
+
+/// `agentteam retry DELIVERY [--json]`: a delivery that did not reach its agent's answer is
+/// pending again.
+pub fn retry(state: StateDir, delivery: &str, json: bool) -> Exit {
+    let retried = match human(&state, "delivery_retry", json!({ "deliveryId": delivery })) {
+        Ok(retried) => retried,
+        Err(exit) => return exit,
+    };
+    if json {
+        return print(&format!("{retried}\n"));
+    }
+    print(&format!(
+        "{} {}\n",
+        printable(retried["delivery"]["id"].as_str().unwrap_or(delivery)),
+        printable(retried["delivery"]["state"].as_str().unwrap_or("?")),
     ))
 }
 

@@ -309,7 +309,48 @@ pub async fn get_recipe(
     Ok(Data(json!({
         "agentId": stored.profile.agent_id,
         "recipe": recipe.map(|r| r.shown()),
+        "paused": state.deliverer.is_paused(&stored.profile.agent_id),
     })))
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PauseRequest {
+    /// The agent (id or handle); none: every agent.
+    agent: Option<String>,
+    paused: bool,
+}
+
+/// `POST /api/admin/deliveries/pause`: pauses or resumes an agent's deliveries here, or every
+/// agent's; the person's alone. Answers what is paused after it.
+pub async fn pause(
+    State(state): State<DaemonState>,
+    PersonJson(request): PersonJson<PauseRequest>,
+) -> Answer {
+    let agent_id = match &request.agent {
+        Some(agent) => Some(local_agent(&state, agent)?.profile.agent_id),
+        None => None,
+    };
+    let paused = state
+        .deliverer
+        .pause(agent_id.as_deref(), request.paused)
+        .map_err(|error| {
+            ActionError::new(
+                ErrorCode::InternalError,
+                format!("cannot keep what is paused: {error}"),
+            )
+        })?;
+    let agents: Vec<Value> = paused
+        .agents
+        .iter()
+        .map(|id| {
+            let handle = state.agents.store.find(id).map(|s| s.profile.handle);
+            json!({ "id": id, "handle": handle })
+        })
+        .collect();
+    Ok(Data(
+        json!({ "paused": { "all": paused.all, "agents": agents } }),
+    ))
 }
 
 /// `DELETE /api/admin/agents/{agent}/recipe`: no run is started for the agent's deliveries any

@@ -47,6 +47,7 @@ pub fn router(state: DaemonState) -> Router {
             get(admin::list_agents).post(admin::add_agent),
         )
         .route("/api/admin/agents/reload", post(admin::reload_agents))
+        .route("/api/admin/deliveries/pause", post(admin::pause))
         .route(
             "/api/admin/agents/{agent}/recipe",
             get(admin::get_recipe)

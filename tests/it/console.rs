@@ -584,7 +584,7 @@ async fn a_person_reads_answers_and_decides_in_a_real_browser() {
     let answering = tempfile::tempdir().unwrap();
     super::deliveries::make_go(answering.path());
     let workdir = answering.path().display().to_string();
-    let script = super::deliveries::stand_in("the notes are ready", true);
+    let script = super::deliveries::stand_in("the notes are ready", super::deliveries::Wait::Go);
     let (code, _, err) = {
         let output = daemon
             .cli(&[

@@ -49,7 +49,8 @@ async fn delivery_event(
     loop {
         assert!(
             std::time::Instant::now() < deadline,
-            "no such delivery event in time"
+            "no such delivery event in time; the daemon's log:\n{}",
+            daemon.log()
         );
         let page = human(
             daemon,
@@ -66,25 +67,41 @@ async fn delivery_event(
     }
 }
 
-/// The stand-in runtime: keeps what it was handed on stdin, waits for a line on the FIFO `go`
-/// in its working directory when `wait` is set, then answers `reply` on the target it was
-/// handed, with `message_send` over MCP as a runtime does.
-pub(super) fn stand_in(reply: &str, wait: bool) -> String {
-    let wait = if wait {
-        "read -r _ < \"$PWD/go\"\n"
-    } else {
-        ""
+/// When the stand-in runtime answers.
+#[derive(Clone, Copy)]
+pub(super) enum Wait {
+    /// At once.
+    No,
+    /// Once a line comes on the FIFO `go` in its working directory ([`make_go`]).
+    Go,
+    /// Once this many runs started in its working directory: a barrier that holds only when the
+    /// runs work there at once.
+    Together(usize),
+}
+
+/// The stand-in runtime: keeps what it was handed on stdin (and a line in `runs.log` for each
+/// start), waits as `wait` says, then answers `reply` on the target it was handed, with
+/// `message_send` over MCP as a runtime does, and appends the answer's HTTP status to
+/// `answered.txt`.
+pub(super) fn stand_in(reply: &str, wait: Wait) -> String {
+    let wait = match wait {
+        Wait::No => String::new(),
+        Wait::Go => "read -r _ < \"$PWD/go\"\n".to_string(),
+        Wait::Together(runs) => {
+            format!("while [ \"$(wc -l < \"$PWD/runs.log\")\" -lt {runs} ]; do sleep 0.05; done\n")
+        }
     };
     format!(
         r#"input=$(cat)
 printf '%s\n' "$input" > "$PWD/prompt.txt"
+echo started >> "$PWD/runs.log"
 target=$(printf '%s\n' "$input" | sed -n 's/^Target: //p')
-{wait}curl -s -o /dev/null -w '%{{http_code}}' \
+{wait}curl -s -o /dev/null -w '%{{http_code}}\n' \
   -H "Authorization: Bearer $(cat "$AGENTTEAM_MCP_TOKEN_FILE")" \
   -H 'Content-Type: application/json' -H 'Accept: application/json, text/event-stream' \
   -H 'MCP-Protocol-Version: 2025-11-25' \
   -d "{{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/call\",\"params\":{{\"name\":\"message_send\",\"arguments\":{{\"target\":\"$target\",\"content\":\"{reply}\"}}}}}}" \
-  "$AGENTTEAM_MCP_URL" > "$PWD/answered.txt"
+  "$AGENTTEAM_MCP_URL" >> "$PWD/answered.txt"
 "#
     )
 }
@@ -121,7 +138,7 @@ async fn a_persons_message_starts_the_agents_run_and_the_reply_lands_where_it_wa
                 "--",
                 "sh",
                 "-c",
-                &stand_in("on it", true),
+                &stand_in("on it", Wait::Go),
             ])
             .env("RECIPE_SECRET", "sk-recipe-never-shown")
             .output()
@@ -196,7 +213,7 @@ async fn a_persons_message_starts_the_agents_run_and_the_reply_lands_where_it_wa
     assert!(prompt.contains(&format!("Target: {general}")), "{prompt}");
     assert_eq!(
         std::fs::read_to_string(work.path().join("answered.txt")).unwrap(),
-        "200"
+        "200\n"
     );
     let (_, read, _) = cli(&daemon, &["read", "#general"]).await;
     assert!(
@@ -284,7 +301,11 @@ async fn a_persons_message_starts_the_agents_run_and_the_reply_lands_where_it_wa
     assert_eq!(failed["reason"], "the run exited with status 3");
     let (_, read, _) = cli(&daemon, &["read", "#general"]).await;
     assert!(
-        read.contains("@builder once more\n    -> builder failed: the run exited with status 3\n"),
+        read.contains(&format!(
+            "@builder once more\n    -> builder failed: the run exited with status 3 \
+             (again: agentteam retry {})\n",
+            failed["id"].as_str().unwrap()
+        )),
         "{read}"
     );
     assert!(
@@ -299,12 +320,15 @@ async fn a_persons_message_starts_the_agents_run_and_the_reply_lands_where_it_wa
         &builder,
         &format!(
             "echo BEGIN set\nagentteam agent recipe builder --state-dir '{state}' -- sh -c true\necho \"exit=$?\"\necho END set\n\
-             echo BEGIN clear\nagentteam agent recipe builder --state-dir '{state}' --clear\necho \"exit=$?\"\necho END clear\n"
+             echo BEGIN clear\nagentteam agent recipe builder --state-dir '{state}' --clear\necho \"exit=$?\"\necho END clear\n\
+             echo BEGIN pause\nagentteam agent pause --all --state-dir '{state}'\necho \"exit=$?\"\necho END pause\n\
+             echo BEGIN retry\nagentteam retry {id} --state-dir '{state}'\necho \"exit=$?\"\necho END retry\n",
+            id = failed["id"].as_str().unwrap(),
         ),
         &[],
     )
     .await;
-    for step in ["set", "clear"] {
+    for step in ["set", "clear", "pause", "retry"] {
         let said = section(&output, step);
         assert!(
             said.contains("a runtime may not act as its person"),
@@ -325,4 +349,247 @@ async fn a_persons_message_starts_the_agents_run_and_the_reply_lands_where_it_wa
         !daemon.log().contains("sk-recipe-never-shown"),
         "the daemon never logs a recipe's values"
     );
+}
+
+/// The daemon SIGKILLed at `point` of a delivery (its debug build's fault point), then started
+/// again on the same state directory (and so, embedded, its server on the same database): the
+/// delivery is started automatically at most once and reaches a final state; one the crash left
+/// started is `interrupted`, and the person's retry runs it again to its answer. Returns how many
+/// runs started and the HTTP status of each answer a runtime sent.
+async fn a_delivery_outlives_its_daemon_killed_at(point: &str) -> (usize, Vec<String>) {
+    let root = tempfile::tempdir().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    make_go(work.path());
+    let workdir = work.path().display().to_string();
+    let mut first = TestDaemon::start_in_with_env(
+        root.path(),
+        &[],
+        &[("AGENTTEAM_FAULT_KILL_DELIVERY", point)],
+    )
+    .await;
+    first.add_agent("builder").await;
+    let script = stand_in("on it", Wait::Go);
+    let (code, _, err) = cli(
+        &first,
+        &[
+            "agent",
+            "recipe",
+            "builder",
+            "--workdir",
+            &workdir,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = cli(&first, &["post", "@builder", "are you there?"]).await;
+    assert_eq!(code, 0, "{err}");
+    let died = first.child.wait().await.unwrap();
+    use std::os::unix::process::ExitStatusExt;
+    assert_eq!(died.signal(), Some(9), "{point}: {}", first.log());
+
+    let second = TestDaemon::start_in(root.path(), &[]).await;
+    let from_start = json!(0);
+    let runs = || {
+        std::fs::read_to_string(work.path().join("runs.log"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    let release = || std::fs::write(work.path().join("go"), "go\n").unwrap();
+    if point == "claim" {
+        // It never reached the server: still pending, the next daemon starts it.
+        delivery_event(&second, from_start.clone(), |d| d["state"] == "started").await;
+        release();
+    } else {
+        let interrupted =
+            delivery_event(&second, from_start.clone(), |d| d["state"] == "interrupted").await;
+        assert_eq!(
+            interrupted["reason"], "the daemon that started it stopped",
+            "{interrupted}"
+        );
+        if point == "spawn" {
+            // The first run outlived its daemon, waiting: released, its answer is refused (its
+            // credential went with the daemon that gave it).
+            assert_eq!(runs(), 1);
+            release();
+            wait_for("the first run's answer", Duration::from_secs(30), || {
+                std::fs::read_to_string(work.path().join("answered.txt"))
+                    .is_ok_and(|a| a.ends_with('\n'))
+            })
+            .await;
+        } else {
+            assert_eq!(runs(), 0, "a run started before the daemon died");
+        }
+        let id = interrupted["id"].as_str().unwrap();
+        let (code, out, err) = cli(&second, &["retry", id]).await;
+        assert_eq!(
+            (code, out.as_str()),
+            (0, format!("{id} pending\n").as_str()),
+            "{err}"
+        );
+        let retried = delivery_event(&second, from_start.clone(), |d| {
+            d["state"] == "started" && d["id"] == interrupted["id"]
+        })
+        .await;
+        assert_eq!(retried["messageId"], interrupted["messageId"]);
+        release();
+    }
+    let answered = delivery_event(&second, from_start, |d| d["state"] == "answered").await;
+    let dm = human(
+        &second,
+        "history_read",
+        json!({"target": answered["target"]}),
+    )
+    .await;
+    let replies: Vec<&Value> = dm["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|m| m["content"] == "on it")
+        .collect();
+    assert_eq!(replies.len(), 1, "one reply: {dm}");
+    assert_eq!(answered["replyId"], replies[0]["id"]);
+    let statuses = std::fs::read_to_string(work.path().join("answered.txt"))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    (runs(), statuses)
+}
+
+#[tokio::test]
+async fn a_daemon_killed_before_it_claims_a_delivery_leaves_it_for_the_next() {
+    let (runs, statuses) = a_delivery_outlives_its_daemon_killed_at("claim").await;
+    assert_eq!((runs, statuses), (1, vec!["200".to_string()]));
+}
+
+#[tokio::test]
+async fn a_daemon_killed_between_the_claim_and_the_spawn_leaves_it_interrupted() {
+    let (runs, statuses) = a_delivery_outlives_its_daemon_killed_at("start").await;
+    assert_eq!((runs, statuses), (1, vec!["200".to_string()]));
+}
+
+#[tokio::test]
+async fn a_daemon_killed_after_the_spawn_leaves_it_interrupted_and_its_run_powerless() {
+    let (runs, statuses) = a_delivery_outlives_its_daemon_killed_at("spawn").await;
+    assert_eq!(runs, 2, "the first run, then the retry's");
+    assert_ne!(statuses[0], "200", "the orphaned run's answer is refused");
+    assert_eq!(statuses[1..], ["200".to_string()]);
+}
+
+/// The state of `daemon`'s person's delivery of message `message_id`.
+async fn state_of(daemon: &TestDaemon, message_id: &str) -> Value {
+    let all = human(daemon, "delivery_list", json!({})).await;
+    all["deliveries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["messageId"] == message_id)
+        .unwrap_or_else(|| panic!("no delivery of {message_id}: {all}"))
+        .clone()
+}
+
+/// `agentteam post TARGET TEXT --json`: the posted message's id.
+async fn post(daemon: &TestDaemon, target: &str, text: &str) -> String {
+    let (code, out, err) = cli(daemon, &["post", target, text, "--json"]).await;
+    assert_eq!(code, 0, "{err}");
+    let posted: Value = serde_json::from_str(&out).unwrap();
+    posted["message"]["id"].as_str().unwrap().to_string()
+}
+
+#[tokio::test]
+async fn a_paused_agent_and_a_busy_working_directory_make_messages_wait() {
+    let daemon = TestDaemon::start(&[]).await;
+    daemon.add_agent("builder").await;
+    daemon.add_agent("reviewer").await;
+    let (builder_dir, reviewer_dir) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    make_go(builder_dir.path());
+    // The reviewer's recipe shares its directory, and its runs answer only once two of them
+    // started there.
+    for (agent, dir, wait) in [
+        ("builder", &builder_dir, Wait::Go),
+        ("reviewer", &reviewer_dir, Wait::Together(2)),
+    ] {
+        let workdir = dir.path().display().to_string();
+        let script = stand_in("on it", wait);
+        let mut args = vec!["agent", "recipe", agent, "--workdir", &workdir];
+        if matches!(wait, Wait::Together(_)) {
+            args.push("--shared-workdir");
+        }
+        args.extend(["--", "sh", "-c", &script]);
+        let (code, _, err) = cli(&daemon, &args).await;
+        assert_eq!(code, 0, "{err}");
+    }
+    let head = human(&daemon, "events_read", json!({})).await["cursor"].clone();
+
+    // Paused, builder's message waits; an unpaused agent's, posted after it, runs (so the
+    // deliverer saw builder's first and left it).
+    let (code, out, err) = cli(&daemon, &["agent", "pause", "builder"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.starts_with("paused: builder"), "{out}");
+    let (_, shown, _) = cli(&daemon, &["agent", "recipe", "builder", "--show"]).await;
+    assert!(shown.contains("paused    yes"), "{shown}");
+    let held = post(&daemon, "#general", "@builder while you are paused").await;
+    let first = post(&daemon, "#general", "@reviewer one").await;
+    let second = post(&daemon, "@reviewer", "two").await;
+    // Both its runs work at once: each answers only once the other started.
+    for message in [&first, &second] {
+        delivery_event(&daemon, head.clone(), |d| {
+            d["messageId"] == json!(message) && d["state"] == "answered"
+        })
+        .await;
+    }
+    assert_eq!(state_of(&daemon, &held).await["state"], "pending");
+
+    // Resumed, it runs; a second conversation's message waits while the first run works in the
+    // same directory, then runs.
+    let (code, out, err) = cli(&daemon, &["agent", "resume", "builder"]).await;
+    assert_eq!((code, out.as_str()), (0, "no agent is paused\n"), "{err}");
+    delivery_event(&daemon, head.clone(), |d| {
+        d["messageId"] == json!(held) && d["state"] == "started"
+    })
+    .await;
+    let queued = post(&daemon, "@builder", "and in private?").await;
+    let third = post(&daemon, "#general", "@reviewer three").await;
+    delivery_event(&daemon, head.clone(), |d| {
+        d["messageId"] == json!(third) && d["state"] == "started"
+    })
+    .await;
+    assert_eq!(state_of(&daemon, &queued).await["state"], "pending");
+    let runs = || {
+        std::fs::read_to_string(builder_dir.path().join("runs.log"))
+            .unwrap_or_default()
+            .lines()
+            .count()
+    };
+    assert_eq!(runs(), 1, "one run at a time in builder's directory");
+    std::fs::write(builder_dir.path().join("go"), "go\n").unwrap();
+    delivery_event(&daemon, head.clone(), |d| {
+        d["messageId"] == json!(held) && d["state"] == "answered"
+    })
+    .await;
+    delivery_event(&daemon, head.clone(), |d| {
+        d["messageId"] == json!(queued) && d["state"] == "started"
+    })
+    .await;
+    std::fs::write(builder_dir.path().join("go"), "go\n").unwrap();
+    delivery_event(&daemon, head.clone(), |d| {
+        d["messageId"] == json!(queued) && d["state"] == "answered"
+    })
+    .await;
+    assert_eq!(runs(), 2);
+
+    // Every agent paused, then every one resumed (each paused by name too).
+    cli(&daemon, &["agent", "pause", "reviewer"]).await;
+    let (code, out, _) = cli(&daemon, &["agent", "pause", "--all"]).await;
+    assert_eq!(code, 0);
+    assert!(out.starts_with("every agent is paused"), "{out}");
+    let (code, out, _) = cli(&daemon, &["agent", "resume", "--all"]).await;
+    assert_eq!((code, out.as_str()), (0, "no agent is paused\n"));
+    let (code, _, err) = cli(&daemon, &["agent", "pause"]).await;
+    assert_eq!(code, 2, "an agent or --all: {err}");
 }

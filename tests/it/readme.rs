@@ -120,7 +120,11 @@ async fn the_readme_quick_start_runs_as_written() {
         if line.starts_with("agentteam agent recipe ") {
             // The runtime a message starts: a stand-in that answers where it was asked.
             let stand_in = home.path().join("answers.sh");
-            std::fs::write(&stand_in, super::deliveries::stand_in("green", false)).unwrap();
+            std::fs::write(
+                &stand_in,
+                super::deliveries::stand_in("green", super::deliveries::Wait::No),
+            )
+            .unwrap();
             line = line.replace("claude -p", &format!("sh {}", stand_in.display()));
         }
         for (placeholder, id) in [("wsp_…", &workspace), ("chn_…", &channel)] {

@@ -33,6 +33,10 @@ pub use recipe::{Deliverer, RECIPES_DIR, Recipe, refused};
 
 /// How long one delivered run may take before it is stopped.
 pub const RUN_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// Delivered runs of one agent at once (each in a conversation of its own).
+pub const MAX_RUNS_PER_AGENT: usize = 8;
+/// Pages of 100 deliveries one pass reads at most.
+const MAX_LISTED_PAGES: usize = 10;
 /// How often the deliverer looks for pending deliveries when nothing told it to.
 const IDLE_PASS: Duration = Duration::from_secs(30);
 
@@ -78,8 +82,35 @@ pub async fn run(state: DaemonState, stop: CancellationToken) {
     }
 }
 
+/// Every delivery of the person's in `state` (of `agent_id` when given), oldest first, at most
+/// [`MAX_LISTED_PAGES`] pages.
+async fn listed(
+    state: &DaemonState,
+    agent_id: Option<&str>,
+    wanted: &str,
+) -> ActionResult<Vec<Value>> {
+    let mut input = json!({ "state": wanted, "limit": 100 });
+    if let Some(agent_id) = agent_id {
+        input["agentId"] = json!(agent_id);
+    }
+    let mut all = Vec::new();
+    for _ in 0..MAX_LISTED_PAGES {
+        let page = human(state, H::DeliveryList, input.clone()).await?;
+        all.extend(page["deliveries"].as_array().cloned().unwrap_or_default());
+        match page["nextCursor"].as_str() {
+            Some(next) => input["cursor"] = json!(next),
+            None => break,
+        }
+    }
+    // Oldest first: the list is newest first.
+    all.reverse();
+    Ok(all)
+}
+
 /// Hosts every agent with a recipe, sweeps what an earlier daemon left started (once), and
-/// starts the pending deliveries of hosted agents whose conversation has no live run.
+/// starts the pending deliveries of hosted agents that are not paused, each when its
+/// conversation has no live run, its working directory is free (unless the recipe shares it),
+/// the agent runs fewer than [`MAX_RUNS_PER_AGENT`] and the daemon has room for a runtime.
 async fn pass(state: &DaemonState, swept: &mut bool) -> ActionResult<()> {
     let deliverer = &state.deliverer;
     let mut hosted = Vec::new();
@@ -116,17 +147,10 @@ async fn pass(state: &DaemonState, swept: &mut bool) -> ActionResult<()> {
     }
     if !*swept {
         for (agent_id, _, fence) in &hosted {
-            let started = human(
-                state,
-                H::DeliveryList,
-                json!({ "agentId": agent_id, "state": "started", "limit": 100 }),
-            )
-            .await?;
-            for delivery in started["deliveries"].as_array().into_iter().flatten() {
-                let id = delivery["id"].as_str().unwrap_or_default();
+            for delivery in listed(state, Some(agent_id), "started").await? {
                 finish(
                     state,
-                    id,
+                    &delivery,
                     *fence,
                     "interrupted",
                     "the daemon that started it stopped",
@@ -139,57 +163,83 @@ async fn pass(state: &DaemonState, swept: &mut bool) -> ActionResult<()> {
     if hosted.is_empty() {
         return Ok(());
     }
-    let pending = human(
-        state,
-        H::DeliveryList,
-        json!({ "state": "pending", "limit": 100 }),
-    )
-    .await?;
-    // Oldest first: the list is newest first.
-    let mut pending: Vec<Value> = pending["deliveries"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    pending.reverse();
+    let pending = listed(state, None, "pending").await?;
+    let key_of = |d: &Value| {
+        (
+            d["id"].as_str().unwrap_or_default().to_string(),
+            d["updatedAt"].as_str().unwrap_or_default().to_string(),
+        )
+    };
+    // What the server refused and is still pending, unchanged: not tried again.
+    deliverer
+        .refused
+        .lock()
+        .expect("not poisoned")
+        .retain(|key| pending.iter().any(|d| key_of(d) == *key));
     for delivery in pending {
         let agent_id = delivery["agentId"].as_str().unwrap_or_default().to_string();
         let target = delivery["target"].as_str().unwrap_or_default().to_string();
         let Some((_, recipe, fence)) = hosted.iter().find(|(id, _, _)| *id == agent_id) else {
             continue;
         };
-        let key = (agent_id.clone(), target.clone());
-        if !deliverer
-            .busy
-            .lock()
-            .expect("not poisoned")
-            .insert(key.clone())
+        if deliverer.is_paused(&agent_id)
+            || deliverer
+                .refused
+                .lock()
+                .expect("not poisoned")
+                .contains(&key_of(&delivery))
         {
             continue;
         }
+        if state.dispatcher.leases() >= super::runtime::MAX_LEASES {
+            // No room for another runtime: it waits for a run to end.
+            break;
+        }
+        let key = (agent_id.clone(), target.clone());
+        {
+            let mut busy = deliverer.busy.lock().expect("not poisoned");
+            let mut workdirs = deliverer.workdirs.lock().expect("not poisoned");
+            let runs_of_agent = busy.iter().filter(|(agent, _)| *agent == agent_id).count();
+            if busy.contains(&key)
+                || runs_of_agent >= MAX_RUNS_PER_AGENT
+                || (!recipe.shared_workdir && workdirs.contains(&recipe.workdir))
+            {
+                continue;
+            }
+            busy.insert(key.clone());
+            if !recipe.shared_workdir {
+                workdirs.insert(recipe.workdir.clone());
+            }
+        }
         let (state, recipe, fence) = (state.clone(), recipe.clone(), *fence);
         tokio::spawn(async move {
-            deliver(&state, &delivery, recipe, fence).await;
-            state
-                .deliverer
-                .busy
-                .lock()
-                .expect("not poisoned")
-                .remove(&key);
-            state.deliverer.wake.notify_one();
+            deliver(&state, &delivery, &recipe, fence).await;
+            let deliverer = &state.deliverer;
+            deliverer.busy.lock().expect("not poisoned").remove(&key);
+            if !recipe.shared_workdir {
+                deliverer
+                    .workdirs
+                    .lock()
+                    .expect("not poisoned")
+                    .remove(&recipe.workdir);
+            }
+            deliverer.wake.notify_one();
         });
     }
     Ok(())
 }
 
 /// Records how a started delivery ended (best effort: a refusal is logged, and an answered
-/// delivery stays answered on the server).
-async fn finish(state: &DaemonState, id: &str, fence: i64, ended: &str, reason: &str) {
+/// delivery stays answered on the server). `delivery` is as it was when it started.
+async fn finish(state: &DaemonState, delivery: &Value, fence: i64, ended: &str, reason: &str) {
+    let id = delivery["id"].as_str().unwrap_or_default();
     let input = json!({
         "deliveryId": id,
         "fence": fence,
         "state": ended,
         "reason": reason,
-        "requestId": format!("dlv-finish-{id}"),
+        // Once per start: a retried delivery's next start has another `updatedAt`.
+        "requestId": format!("dlv-finish-{id}-{}", delivery["updatedAt"].as_str().unwrap_or_default()),
     });
     if let Err(error) = human(state, H::DeliveryFinish, input).await {
         tracing::warn!(delivery = %id, error = %error.message, "cannot record how a delivery ended");
@@ -205,7 +255,7 @@ fn session_of(target: &str) -> String {
 }
 
 /// Starts one pending delivery: on the server first (at most once), then the runtime.
-async fn deliver(state: &DaemonState, delivery: &Value, recipe: Recipe, fence: i64) {
+async fn deliver(state: &DaemonState, delivery: &Value, recipe: &Recipe, fence: i64) {
     let id = delivery["id"].as_str().unwrap_or_default();
     let target = delivery["target"].as_str().unwrap_or_default();
     let message_id = delivery["messageId"].as_str().unwrap_or_default();
@@ -215,27 +265,40 @@ async fn deliver(state: &DaemonState, delivery: &Value, recipe: Recipe, fence: i
         "deliveryId": id,
         "fence": fence,
         "runId": session,
-        "requestId": format!("dlv-start-{id}"),
+        // Once per time it is pending: a retry gives it another `updatedAt`.
+        "requestId": format!("dlv-start-{id}-{}", delivery["updatedAt"].as_str().unwrap_or_default()),
     });
-    if let Err(error) = human(state, H::DeliveryStart, start).await {
-        // Another daemon's, started already, or expired: not this daemon's to run.
-        tracing::info!(delivery = %id, error = %error.message, "delivery not started here");
-        return;
-    }
-    match launch(state, &recipe, agent_id, target, message_id, &session).await {
-        Ok(0) => finish(state, id, fence, "ended", "the run ended without a reply").await,
-        Ok(code) => {
-            finish(
-                state,
-                id,
-                fence,
-                "failed",
-                &format!("the run exited with status {code}"),
-            )
-            .await
+    fault::kill_at("claim");
+    let started = match human(state, H::DeliveryStart, start).await {
+        Ok(started) => started["delivery"].clone(),
+        Err(error) => {
+            // Another daemon's, started already, or expired: not this daemon's to run, until
+            // it changes.
+            tracing::info!(delivery = %id, error = %error.message, "delivery not started here");
+            let key = (
+                id.to_string(),
+                delivery["updatedAt"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
+            );
+            state
+                .deliverer
+                .refused
+                .lock()
+                .expect("not poisoned")
+                .insert(key);
+            return;
         }
-        Err(why) => finish(state, id, fence, "failed", &why).await,
-    }
+    };
+    fault::kill_at("start");
+    let (ended, reason) = match launch(state, recipe, agent_id, target, message_id, &session).await
+    {
+        Ok(0) => ("ended", "the run ended without a reply".to_string()),
+        Ok(code) => ("failed", format!("the run exited with status {code}")),
+        Err(why) => ("failed", why),
+    };
+    finish(state, &started, fence, ended, &reason).await;
 }
 
 /// The person's message, as the runtime is handed it on stdin.
@@ -299,6 +362,7 @@ async fn launch(
                         let _ = stdin.write_all(text.as_bytes()).await;
                         let _ = stdin.shutdown().await;
                     }
+                    fault::kill_at("spawn");
                 }
                 Output::Exited(code) => return Ok(code),
                 Output::Stdout(_) | Output::Stderr(_) => {}
@@ -316,6 +380,27 @@ async fn launch(
             ))
         }
     }
+}
+
+/// A test-only fault point of debug builds: `AGENTTEAM_FAULT_KILL_DELIVERY=<point>` kills the
+/// daemon with SIGKILL at that point of a delivery: `claim` (before the server records its start),
+/// `start` (once it did, before the spawn) or `spawn` (once the runtime has its message).
+#[cfg(debug_assertions)]
+mod fault {
+    pub fn kill_at(point: &str) {
+        static POINT: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+        let armed = POINT.get_or_init(|| std::env::var("AGENTTEAM_FAULT_KILL_DELIVERY").ok());
+        if armed.as_deref() == Some(point) {
+            use crate::platform::process::{Pid, Signal, signal};
+            let me = Pid::new(std::process::id()).expect("this process has an id");
+            let _ = signal(me, Signal::Kill);
+        }
+    }
+}
+
+#[cfg(not(debug_assertions))]
+mod fault {
+    pub fn kill_at(_point: &str) {}
 }
 
 #[cfg(test)]

@@ -14,6 +14,8 @@ use crate::daemon::runtime::{MAX_ARGV, MAX_ENV_ENTRIES, driver};
 
 /// Where the recipes are kept, in the state directory.
 pub const RECIPES_DIR: &str = "recipes";
+/// What the person paused, in the recipes directory.
+const PAUSED_FILE: &str = "paused.json";
 /// The largest recipe file read.
 const MAX_RECIPE_FILE: u64 = 1024 * 1024;
 
@@ -31,6 +33,10 @@ pub struct Recipe {
     /// The environment the runtime starts with (`PATH`, provider keys…).
     #[serde(default)]
     pub env: Vec<(String, String)>,
+    /// Runs of this recipe may share the working directory at once (by default a run waits
+    /// while another delivered run works in it).
+    #[serde(default)]
+    pub shared_workdir: bool,
 }
 
 impl Recipe {
@@ -62,27 +68,68 @@ impl Recipe {
             "workdir": self.workdir,
             "argv": self.argv,
             "envNames": self.env.iter().map(|(name, _)| name).collect::<Vec<_>>(),
+            "sharedWorkdir": self.shared_workdir,
         })
     }
 }
 
-/// The daemon's deliverer: the recipes, the agents it hosts, the conversations with a live run.
+/// What the person paused: every agent, or these.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Paused {
+    pub all: bool,
+    pub agents: std::collections::BTreeSet<String>,
+}
+
+/// The daemon's deliverer: the recipes, the agents it hosts, the runs it has live.
 pub struct Deliverer {
     dir: PathBuf,
     /// Agent id → the hosting fence the server gave this daemon.
     pub(super) fences: Mutex<HashMap<String, i64>>,
     /// `(agent id, target)` with a delivered run live now.
     pub(super) busy: Mutex<HashSet<(String, String)>>,
-    /// Asks for a pass now (a recipe was set, a run ended).
+    /// Working directories a delivered run works in now (of recipes that do not share theirs).
+    pub(super) workdirs: Mutex<HashSet<PathBuf>>,
+    /// `(delivery id, updatedAt)` the server refused to start here (another host's, or no longer
+    /// pending): not tried again until it changes.
+    pub(super) refused: Mutex<HashSet<(String, String)>>,
+    paused: Mutex<Paused>,
+    /// Asks for a pass now (a recipe was set, a run ended, the person resumed).
     pub(super) wake: tokio::sync::Notify,
 }
 
 impl Deliverer {
+    /// The deliverer of the state directory, with what the person paused there.
     pub fn new(state_dir: &Path) -> Deliverer {
+        let dir = state_dir.join(RECIPES_DIR);
+        let paused = match crate::private_file::read_private_limited(
+            &dir.join(PAUSED_FILE),
+            MAX_RECIPE_FILE,
+        ) {
+            Ok(text) => serde_json::from_str(&text).unwrap_or_else(|error| {
+                // Unreadable: everything stays paused rather than starting what the person held.
+                tracing::warn!(%error, "the paused agents cannot be read: every agent is paused");
+                Paused {
+                    all: true,
+                    agents: Default::default(),
+                }
+            }),
+            Err(error) if error.kind() == std::io::ErrorKind::NotFound => Paused::default(),
+            Err(error) => {
+                tracing::warn!(%error, "the paused agents cannot be read: every agent is paused");
+                Paused {
+                    all: true,
+                    agents: Default::default(),
+                }
+            }
+        };
         Deliverer {
-            dir: state_dir.join(RECIPES_DIR),
+            dir,
             fences: Mutex::default(),
             busy: Mutex::default(),
+            workdirs: Mutex::default(),
+            refused: Mutex::default(),
+            paused: Mutex::new(paused),
             wake: tokio::sync::Notify::new(),
         }
     }
@@ -109,6 +156,7 @@ impl Deliverer {
         let text = serde_json::to_string(recipe).map_err(std::io::Error::other)?;
         crate::private_file::replace(&self.path(agent_id), &text)?;
         self.fences.lock().expect("not poisoned").remove(agent_id);
+        self.refused.lock().expect("not poisoned").clear();
         self.wake.notify_one();
         Ok(())
     }
@@ -121,6 +169,44 @@ impl Deliverer {
             Err(error) if error.kind() == std::io::ErrorKind::NotFound => Ok(false),
             Err(error) => Err(error),
         }
+    }
+
+    /// What is paused now.
+    pub fn paused(&self) -> Paused {
+        self.paused.lock().expect("not poisoned").clone()
+    }
+
+    /// Whether agent `agent_id`'s deliveries wait, paused.
+    pub fn is_paused(&self, agent_id: &str) -> bool {
+        let paused = self.paused.lock().expect("not poisoned");
+        paused.all || paused.agents.contains(agent_id)
+    }
+
+    /// Pauses (`hold`) or resumes agent `agent_id`, or every agent (`None`), and keeps it: a
+    /// paused agent's deliveries wait (and expire in time); its live runs go on. Resuming every
+    /// agent resumes each one paused by name too.
+    pub fn pause(&self, agent_id: Option<&str>, hold: bool) -> std::io::Result<Paused> {
+        let mut paused = self.paused.lock().expect("not poisoned");
+        let mut next = paused.clone();
+        match (agent_id, hold) {
+            (None, true) => next.all = true,
+            (None, false) => next = Paused::default(),
+            (Some(agent), true) => {
+                next.agents.insert(agent.to_string());
+            }
+            (Some(agent), false) => {
+                next.agents.remove(agent);
+            }
+        }
+        crate::daemon::auth::files::ensure_private_dir(&self.dir)?;
+        let text = serde_json::to_string(&next).map_err(std::io::Error::other)?;
+        crate::private_file::replace(&self.dir.join(PAUSED_FILE), &text)?;
+        *paused = next.clone();
+        drop(paused);
+        if !hold {
+            self.wake.notify_one();
+        }
+        Ok(next)
     }
 }
 
@@ -143,6 +229,7 @@ mod tests {
                 .into_iter()
                 .map(|(n, v)| (n.to_string(), v.to_string()))
                 .collect(),
+            shared_workdir: false,
         };
         assert!(
             recipe(vec!["claude", "-p"], vec![("PATH", "/bin")], "/tmp")
@@ -156,5 +243,24 @@ mod tests {
         let shown = recipe(vec!["sh"], vec![("API_KEY", "sk-secret")], "/tmp").shown();
         assert_eq!(shown["envNames"], json!(["API_KEY"]));
         assert!(!shown.to_string().contains("sk-secret"));
+    }
+
+    #[test]
+    fn a_pause_is_kept_and_resuming_all_resumes_each() {
+        let dir = tempfile::tempdir().unwrap();
+        let deliverer = Deliverer::new(dir.path());
+        assert!(!deliverer.is_paused("agt_a"));
+        deliverer.pause(Some("agt_a"), true).unwrap();
+        assert!(deliverer.is_paused("agt_a") && !deliverer.is_paused("agt_b"));
+        deliverer.pause(None, true).unwrap();
+        // A new daemon on the same state directory keeps what the person paused.
+        let again = Deliverer::new(dir.path());
+        assert!(again.is_paused("agt_b"));
+        assert_eq!(again.paused().agents.len(), 1);
+        again.pause(None, false).unwrap();
+        assert!(!again.is_paused("agt_a") && !again.is_paused("agt_b"));
+        // An unreadable record pauses everything rather than starting what was held.
+        std::fs::write(dir.path().join("recipes/paused.json"), "not json").unwrap();
+        assert!(Deliverer::new(dir.path()).is_paused("agt_c"));
     }
 }
