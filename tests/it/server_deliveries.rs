@@ -540,3 +540,70 @@ async fn server_deliveries_a_delivery_no_daemon_starts_expires() {
     let retried = ada(&server, &w, "delivery_retry", json!({"deliveryId": id})).await;
     assert_eq!(retried["delivery"]["state"], "pending");
 }
+
+#[tokio::test]
+async fn server_deliveries_past_their_bounds_are_refused_saying_why() {
+    let server = TestServer::start().await;
+    let w = server.workspace("acme").await;
+    let general = format!("channel:{}", w.channel_id);
+    let thread = format!("thread:{}", w.thread_id);
+
+    // Twenty wait for builder in #general; the next is recorded, refused, and says why.
+    for n in 0..20 {
+        ada_posts(&server, &w, &general, &format!("@builder {n}")).await;
+    }
+    let twentieth = deliveries(&server, &w).await;
+    assert!(twentieth.iter().all(|d| d["state"] == "pending"));
+    let over = ada_posts(&server, &w, &general, "@builder one too many").await;
+    let refused = delivery_of(&server, &w, &over, &w.agent_id).await;
+    assert_eq!(
+        (refused["state"].as_str(), refused["reason"].as_str()),
+        (
+            Some("failed"),
+            Some("not started: 20 messages already wait for @builder in this conversation")
+        ),
+        "{refused}"
+    );
+    // Another conversation is a queue of its own.
+    let elsewhere = ada_posts(&server, &w, &thread, "@builder here then").await;
+    assert_eq!(
+        delivery_of(&server, &w, &elsewhere, &w.agent_id).await["state"],
+        "pending"
+    );
+
+    // Sixty deliveries of one sender in a minute (22 so far), then no more until it passes.
+    for n in 0..18 {
+        ada_posts(&server, &w, &thread, &format!("@builder @reviewer {n}")).await;
+    }
+    for nth in ["fifty-ninth", "sixtieth"] {
+        let posted = ada_posts(&server, &w, &general, &format!("@reviewer the {nth}")).await;
+        assert_eq!(
+            delivery_of(&server, &w, &posted, &w.other_agent_id).await["state"],
+            "pending",
+            "the {nth}"
+        );
+    }
+    let past = ada_posts(&server, &w, &general, "@reviewer past the minute's").await;
+    let refused = delivery_of(&server, &w, &past, &w.other_agent_id).await;
+    assert_eq!(
+        refused["reason"], "not started: your messages woke agents 60 times in the last minute",
+        "{refused}"
+    );
+    server.state.clock().advance(Duration::from_secs(61));
+    let later = ada_posts(&server, &w, &general, "@reviewer a minute on").await;
+    assert_eq!(
+        delivery_of(&server, &w, &later, &w.other_agent_id).await["state"],
+        "pending"
+    );
+    // A refused one can be asked for again, as a failed one can.
+    let (status, body) = human(
+        &server,
+        &w,
+        &w.device_credential,
+        "delivery_retry",
+        json!({"deliveryId": refused["id"]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["delivery"]["state"], "pending");
+}

@@ -62,6 +62,27 @@ impl Resource for Delivery {
     }
 }
 
+/// Pending deliveries one agent may have in one conversation; a message past them is refused.
+pub const MAX_WAITING_PER_CONVERSATION: i64 = 20;
+/// Deliveries one person's messages may make in a minute; past them, a message wakes nobody.
+pub const MAX_DELIVERIES_PER_SENDER_MINUTE: i64 = 60;
+
+/// Why a new delivery is refused, given the agent's deliveries `waiting` in the conversation and
+/// the sender's `recent` ones (of the last minute); `None`: it is not.
+pub fn refusal(waiting: i64, recent: i64, handle: &str) -> Option<String> {
+    if waiting >= MAX_WAITING_PER_CONVERSATION {
+        Some(format!(
+            "not started: {waiting} messages already wait for @{handle} in this conversation"
+        ))
+    } else if recent >= MAX_DELIVERIES_PER_SENDER_MINUTE {
+        Some(format!(
+            "not started: your messages woke agents {recent} times in the last minute"
+        ))
+    } else {
+        None
+    }
+}
+
 /// Whether `content` mentions `@handle` as a word of its own (not `a@handle` or `@handles`).
 pub fn mentions(content: &str, handle: &str) -> bool {
     let is_handle_byte = |b: u8| b.is_ascii_alphanumeric() || b == b'-';
@@ -124,16 +145,35 @@ macro_rules! deliver {
                     (None, "dm") => format!("dm:{}", at.channel_id),
                     (None, _) => format!("channel:{}", at.channel_id),
                 };
+                // Past a bound it is recorded, refused: the person sees why.
+                let (waiting,): (i64,) = sqlx::query_as(
+                    "SELECT COUNT(*) FROM deliveries WHERE agent_id = $1 AND target = $2 AND state = 'pending'",
+                )
+                .bind(&agent_id)
+                .bind(&target)
+                .fetch_one(&mut *$tx)
+                .await?;
+                let (recent,): (i64,) = sqlx::query_as(
+                    "SELECT COUNT(*) FROM deliveries WHERE sender_id = $1 AND created_at > $2",
+                )
+                .bind(author)
+                .bind($now - 60_000)
+                .fetch_one(&mut *$tx)
+                .await?;
+                let refused = $crate::server::store::deliveries_refusal(waiting, recent, &handle);
                 let id = $crate::server::store::new_id("dlv", $now);
                 sqlx::query(
-                    "INSERT INTO deliveries (id, workspace_id, message_id, agent_id, target, state, created_at, updated_at, expires_at) \
-                     VALUES ($1, $2, $3, $4, $5, 'pending', $6, $6, $7) ON CONFLICT (message_id, agent_id) DO NOTHING",
+                    "INSERT INTO deliveries (id, workspace_id, message_id, agent_id, target, state, reason, sender_id, created_at, updated_at, expires_at) \
+                     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $9, $10) ON CONFLICT (message_id, agent_id) DO NOTHING",
                 )
                 .bind(&id)
                 .bind($workspace)
                 .bind($message)
                 .bind(&agent_id)
                 .bind(&target)
+                .bind(if refused.is_some() { "failed" } else { "pending" })
+                .bind(&refused)
+                .bind(author)
                 .bind($now)
                 .bind($now + $ttl)
                 .execute(&mut *$tx)

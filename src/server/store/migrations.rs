@@ -577,6 +577,13 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE events_with_deliveries RENAME TO events;
     CREATE INDEX events_by_age ON events (at, seq);
     "#,
+    // 14: who sent the message a delivery is for, so the deliveries one person's messages make
+    // in a minute are counted by an index (the bound per sender).
+    r#"
+    ALTER TABLE deliveries ADD COLUMN sender_id TEXT;
+    UPDATE deliveries SET sender_id = (SELECT m.author_id FROM messages m WHERE m.id = deliveries.message_id);
+    CREATE INDEX deliveries_by_sender ON deliveries (sender_id, created_at);
+    "#,
 ];
 
 /// The same migrations for PostgreSQL, entry for entry (their versions are the same): `BLOB` is
@@ -1142,6 +1149,12 @@ pub const PG_MIGRATIONS: &[&str] = &[
     ALTER TABLE events DROP CONSTRAINT events_kind_check;
     ALTER TABLE events ADD CONSTRAINT events_kind_check
         CHECK (kind IN ('message', 'reaction', 'task', 'approval', 'delivery'));
+    "#,
+    // 14
+    r#"
+    ALTER TABLE deliveries ADD COLUMN sender_id TEXT COLLATE "C";
+    UPDATE deliveries SET sender_id = (SELECT m.author_id FROM messages m WHERE m.id = deliveries.message_id);
+    CREATE INDEX deliveries_by_sender ON deliveries (sender_id, created_at);
     "#,
 ];
 
