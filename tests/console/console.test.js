@@ -322,7 +322,7 @@ test('a runtime is stopped from its page', async () => {
   await context.close();
 });
 
-test('a person mentions an agent in a thread: "answering" shows, then its reply, live', async () => {
+test('a person mentions an agent in a thread: "answering" shows, then its reply, live; a stopped run is asked again', async () => {
   const { context, page } = await signIn();
   await page.goto(origin + conversation(fixture.thread));
   await isLive(page);
@@ -338,6 +338,29 @@ test('a person mentions an agent in a thread: "answering" shows, then its reply,
   fs.writeFileSync(fixture.go, 'go\n');
   await page.locator('#messages .text', { hasText: 'the notes are ready' }).waitFor();
   await asked.locator('.delivery[data-state="answered"]', { hasText: 'reviewer answered' }).waitFor();
+
+  // A run the person stops does not answer: the message says so, and asks again with a button.
+  await page.fill('#content', '@reviewer and the changelog?');
+  await Promise.all([page.waitForURL(/#m-msg_/), page.getByRole('button', { name: 'Post' }).click()]);
+  await isLive(page);
+  const again = page.locator('#messages li.message', { hasText: '@reviewer and the changelog?' });
+  await again.locator('.delivery[data-state="started"]').waitFor();
+  const runtimes = watch(await context.newPage());
+  await runtimes.goto(origin + '/runtimes');
+  await Promise.all([
+    runtimes.waitForURL(origin + '/runtimes'),
+    runtimes.getByRole('button', { name: /^Stop reviewer/ }).click(),
+  ]);
+  await again.locator('.delivery[data-state="failed"]', { hasText: 'reviewer failed' }).waitFor();
+  await Promise.all([
+    page.waitForURL(/#m-msg_/),
+    again.getByRole('button', { name: 'Ask reviewer again' }).click(),
+  ]);
+  await isLive(page);
+  await again.locator('.delivery[data-state="started"]').waitFor();
+  fs.writeFileSync(fixture.go, 'go\n');
+  await again.locator('.delivery[data-state="answered"]', { hasText: 'reviewer answered' }).waitFor();
   assert.deepStrictEqual(page.foreign, []);
+  assert.deepStrictEqual(runtimes.foreign, []);
   await context.close();
 });

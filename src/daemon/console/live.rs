@@ -194,7 +194,7 @@ fn shown(event: &Value, names: Option<&super::site::Names>, csrf: &str) -> Optio
                 "target": event["target"],
                 "id": delivery["id"],
                 "messageId": delivery["messageId"],
-                "html": delivery_html(delivery, names?),
+                "html": delivery_html(delivery, names?, csrf),
             }))
         }
         "task" => Some(json!({

@@ -61,6 +61,7 @@ pub fn router(state: DaemonState) -> Router {
         .route("/c/{target}", get(pages::conversation))
         .route("/c/{target}/post", post(pages::post))
         .route("/c/{target}/react", post(pages::react))
+        .route("/c/{target}/retry", post(pages::retry))
         .route("/c/{target}/work", get(pages::work))
         .route("/approvals", get(oversight::approvals))
         .route("/approvals/{approvalId}/decide", post(oversight::decide))

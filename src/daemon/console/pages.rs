@@ -205,15 +205,54 @@ pub(super) fn see_other(location: &str) -> Response {
 }
 
 /// What became of a person's message to an agent, under that message (a live region: the
-/// stream replaces it as the delivery changes).
-pub fn delivery_html(delivery: &Value, names: &Names) -> String {
+/// stream replaces it as the delivery changes); one that did not reach an answer has a button
+/// that asks for it again.
+pub fn delivery_html(delivery: &Value, names: &Names, csrf: &str) -> String {
     let agent = names.of(delivery["agentId"].as_str().unwrap_or_default());
+    let id = delivery["id"].as_str().unwrap_or_default();
+    let state = delivery["state"].as_str().unwrap_or_default();
+    let retry = if matches!(state, "interrupted" | "failed" | "expired") {
+        format!(
+            " <form class=\"inline\" method=\"post\" action=\"/c/{t}/retry\">{csrf}\
+             <input type=\"hidden\" name=\"deliveryId\" value=\"{id}\">\
+             <input type=\"hidden\" name=\"messageId\" value=\"{m}\">\
+             <button type=\"submit\" aria-label=\"Ask {agent} again\">Ask again</button></form>",
+            t = url_part(delivery["target"].as_str().unwrap_or_default()),
+            csrf = html::csrf_field(csrf),
+            id = escape(id),
+            m = escape(delivery["messageId"].as_str().unwrap_or_default()),
+            agent = escape(&agent),
+        )
+    } else {
+        String::new()
+    };
     format!(
-        "<p id=\"d-{id}\" class=\"delivery\" data-state=\"{state}\" role=\"status\">{said}</p>",
-        id = escape(delivery["id"].as_str().unwrap_or_default()),
-        state = escape(delivery["state"].as_str().unwrap_or_default()),
+        "<div id=\"d-{id}\" class=\"delivery\" data-state=\"{state}\" role=\"status\">{said}{retry}</div>",
+        id = escape(id),
+        state = escape(state),
         said = escape(&crate::contract::delivery::said(delivery, &agent)),
     )
+}
+
+/// `POST /c/{target}/retry` with `deliveryId`: the person asks again for a delivery that did
+/// not reach an answer, then back to the message.
+pub async fn retry(
+    State(state): State<DaemonState>,
+    Path(target): Path<String>,
+    form: CsrfForm,
+) -> Response {
+    let input = json!({
+        "deliveryId": form.field("deliveryId").unwrap_or_default(),
+        "requestId": request_id(),
+    });
+    match call(&state, H::DeliveryRetry, input).await {
+        Ok(_) => see_other(&format!(
+            "/c/{}#m-{}",
+            url_part(&target),
+            url_part(form.field("messageId").unwrap_or_default())
+        )),
+        Err(refused) => refused,
+    }
 }
 
 /// One message, as the conversation page and the live stream show it, with what became of it
@@ -256,7 +295,7 @@ pub fn message_html(message: &Value, deliveries: &[Value], names: &Names, csrf: 
         .iter()
         .filter(|d| d["messageId"] == message["id"])
     {
-        out.push_str(&delivery_html(delivery, names));
+        out.push_str(&delivery_html(delivery, names, csrf));
     }
     let reactions = message["reactions"].as_array().cloned().unwrap_or_default();
     let _ = write!(out, "<ul class=\"reactions\" aria-label=\"Reactions\">");
