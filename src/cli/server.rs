@@ -44,6 +44,11 @@ pub struct ServerArgs {
     #[arg(long, value_name = "SECS", default_value_t = (crate::server::store::DEFAULT_DELIVERY_TTL_MS / 1000) as u64,
           value_parser = clap::value_parser!(u64).range(1..=7 * 24 * 3600))]
     delivery_ttl_secs: u64,
+    /// How many deliveries one person's messages may make in a minute (past them, a message is
+    /// recorded but starts no agent, saying why)
+    #[arg(long, value_name = "N", default_value_t = crate::server::store::DEFAULT_DELIVERIES_PER_MINUTE as u32,
+          value_parser = clap::value_parser!(u32).range(1..=100_000))]
+    deliveries_per_minute: u32,
 }
 
 /// Starts the server, prints `listening on http://ADDR` on stdout once it accepts connections,
@@ -59,6 +64,7 @@ pub fn run(args: ServerArgs) -> Exit {
         provider_proxy_credential_file,
         provider_ca_file,
         delivery_ttl_secs,
+        deliveries_per_minute,
     } = args;
     super::init_tracing();
     let open_files = crate::serve::raise_open_file_limit();
@@ -115,6 +121,7 @@ pub fn run(args: ServerArgs) -> Exit {
             provider,
             telemetry,
             delivery_ttl: std::time::Duration::from_secs(delivery_ttl_secs),
+            deliveries_per_minute,
         };
         let state = match AppState::open(&config).await {
             Ok(state) => state,

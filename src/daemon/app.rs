@@ -170,6 +170,7 @@ pub async fn run(
                 delivery_ttl: std::time::Duration::from_millis(
                     crate::server::store::DEFAULT_DELIVERY_TTL_MS as u64,
                 ),
+                deliveries_per_minute: crate::server::store::DEFAULT_DELIVERIES_PER_MINUTE as u32,
             };
             let state = crate::server::AppState::open(&server_config)
                 .await

@@ -31,6 +31,8 @@ pub struct ServerConfig {
     pub telemetry: Option<crate::telemetry::Settings>,
     /// How long a delivery waits for the daemon hosting its agent before it expires.
     pub delivery_ttl: std::time::Duration,
+    /// How many deliveries one person's messages may make in a minute.
+    pub deliveries_per_minute: u32,
 }
 
 /// Everything a request handler needs: one `Arc`, so each extractor's and middleware layer's
@@ -107,6 +109,7 @@ impl AppState {
     pub async fn open(config: &ServerConfig) -> Result<AppState, ServerError> {
         let store = Store::open(&config.database_url).await?;
         store.set_delivery_ttl(config.delivery_ttl);
+        store.set_deliveries_per_minute(config.deliveries_per_minute);
         let catalog = Arc::new(Validators::new()?);
         let cursors = CursorCodec::new(store.secret("cursor").await?);
         let operator = if store.is_postgres() {

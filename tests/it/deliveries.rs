@@ -593,3 +593,46 @@ async fn a_paused_agent_and_a_busy_working_directory_make_messages_wait() {
     let (code, _, err) = cli(&daemon, &["agent", "pause"]).await;
     assert_eq!(code, 2, "an agent or --all: {err}");
 }
+
+#[tokio::test]
+async fn the_servers_flags_set_the_bound_per_person_and_the_expiry() {
+    let dir = tempfile::tempdir().unwrap();
+    let database = database_url(dir.path()).await;
+    let token_file = dir.path().join("operator.token");
+    let (_server, url, _) = spawn_server_with(
+        &database,
+        &token_file,
+        None,
+        &[
+            "--deliveries-per-minute",
+            "2",
+            "--delivery-ttl-secs",
+            "3600",
+        ],
+    )
+    .await;
+    let token = token_file.display().to_string();
+    let daemon = TestDaemon::start(&["--server-url", &url, "--operator-token-file", &token]).await;
+    daemon.add_agent("builder").await;
+    for n in 0..2 {
+        let waiting = post(&daemon, "#general", &format!("@builder {n}")).await;
+        let delivery = state_of(&daemon, &waiting).await;
+        assert_eq!(delivery["state"], "pending", "{delivery}");
+        let at = |field: &str| {
+            chrono::DateTime::parse_from_rfc3339(delivery[field].as_str().unwrap()).unwrap()
+        };
+        assert_eq!((at("expiresAt") - at("createdAt")).num_seconds(), 3600);
+    }
+    let third = post(&daemon, "#general", "@builder and a third").await;
+    assert_eq!(
+        state_of(&daemon, &third).await["reason"],
+        "not started: your messages woke agents 2 times in the last minute"
+    );
+    for bad in ["0", "100001", "many"] {
+        let output = std::process::Command::new(bin())
+            .args(["server", "--deliveries-per-minute", bad])
+            .output()
+            .unwrap();
+        assert_eq!(output.status.code(), Some(2), "{bad}");
+    }
+}

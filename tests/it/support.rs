@@ -204,6 +204,7 @@ impl TestServer {
             provider: agentteam::server::provider::ProviderConfig::default(),
             telemetry: None,
             delivery_ttl: std::time::Duration::from_secs(15 * 60),
+            deliveries_per_minute: 60,
         };
         let state = agentteam::server::AppState::open(&config).await.unwrap();
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();

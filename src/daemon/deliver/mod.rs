@@ -69,6 +69,13 @@ pub async fn run(state: DaemonState, stop: CancellationToken) {
                 cursor = page["cursor"].as_i64().or(cursor);
                 let events = page["events"].as_array().map_or(&[][..], Vec::as_slice);
                 let delivered = events.iter().any(|e| e["kind"] == json!("delivery"));
+                for event in events
+                    .iter()
+                    .filter(|e| e["delivery"]["state"] == json!("pending"))
+                {
+                    // With its time in the log: where the daemon's part of a delivery begins.
+                    tracing::debug!(delivery = %event["delivery"]["id"].as_str().unwrap_or_default(), "delivery in the feed");
+                }
                 if first || delivered || events.is_empty() || page["resync"] == json!(true) {
                     return;
                 }
@@ -292,12 +299,12 @@ async fn deliver(state: &DaemonState, delivery: &Value, recipe: &Recipe, fence: 
         }
     };
     fault::kill_at("start");
-    let (ended, reason) = match launch(state, recipe, agent_id, target, message_id, &session).await
-    {
-        Ok(0) => ("ended", "the run ended without a reply".to_string()),
-        Ok(code) => ("failed", format!("the run exited with status {code}")),
-        Err(why) => ("failed", why),
-    };
+    let (ended, reason) =
+        match launch(state, recipe, id, (agent_id, target, message_id), &session).await {
+            Ok(0) => ("ended", "the run ended without a reply".to_string()),
+            Ok(code) => ("failed", format!("the run exited with status {code}")),
+            Err(why) => ("failed", why),
+        };
     finish(state, &started, fence, ended, &reason).await;
 }
 
@@ -328,9 +335,8 @@ async fn prompt(state: &DaemonState, target: &str, message_id: &str) -> Result<S
 async fn launch(
     state: &DaemonState,
     recipe: &Recipe,
-    agent_id: &str,
-    target: &str,
-    message_id: &str,
+    delivery_id: &str,
+    (agent_id, target, message_id): (&str, &str, &str),
     session: &str,
 ) -> Result<i32, String> {
     let text = prompt(state, target, message_id).await?;
@@ -357,6 +363,7 @@ async fn launch(
         while let Some(frame) = output.recv().await {
             match frame {
                 Output::StdinRun(run_id) => {
+                    tracing::debug!(delivery = %delivery_id, run = %run_id, "delivered runtime started");
                     if let Ok((mut stdin, _)) = state.dispatcher.take_stdin(&run_id) {
                         use tokio::io::AsyncWriteExt;
                         let _ = stdin.write_all(text.as_bytes()).await;

@@ -64,17 +64,18 @@ impl Resource for Delivery {
 
 /// Pending deliveries one agent may have in one conversation; a message past them is refused.
 pub const MAX_WAITING_PER_CONVERSATION: i64 = 20;
-/// Deliveries one person's messages may make in a minute; past them, a message wakes nobody.
-pub const MAX_DELIVERIES_PER_SENDER_MINUTE: i64 = 60;
+/// Deliveries one person's messages may make in a minute, unless the server is told otherwise
+/// (`agentteam server --deliveries-per-minute`); past them, a message wakes nobody.
+pub const DEFAULT_DELIVERIES_PER_MINUTE: i64 = 60;
 
 /// Why a new delivery is refused, given the agent's deliveries `waiting` in the conversation and
-/// the sender's `recent` ones (of the last minute); `None`: it is not.
-pub fn refusal(waiting: i64, recent: i64, handle: &str) -> Option<String> {
+/// the sender's `recent` ones (of the last minute, of at most `per_minute`); `None`: it is not.
+pub fn refusal(waiting: i64, (recent, per_minute): (i64, i64), handle: &str) -> Option<String> {
     if waiting >= MAX_WAITING_PER_CONVERSATION {
         Some(format!(
             "not started: {waiting} messages already wait for @{handle} in this conversation"
         ))
-    } else if recent >= MAX_DELIVERIES_PER_SENDER_MINUTE {
+    } else if recent >= per_minute {
         Some(format!(
             "not started: your messages woke agents {recent} times in the last minute"
         ))
@@ -100,7 +101,7 @@ pub fn mentions(content: &str, handle: &str) -> bool {
 /// pending delivery for each agent the message wakes, each with its event (seen by the agent's
 /// owner). A message by an agent wakes nobody.
 macro_rules! deliver {
-    ($tx:expr, $workspace:expr, $now:expr, $ttl:expr, $message:expr, $at:expr, $author:expr, $content:expr) => {{
+    ($tx:expr, $workspace:expr, $now:expr, ($ttl:expr, $per_minute:expr), $message:expr, $at:expr, $author:expr, $content:expr) => {{
         let author: &str = $author;
         let content: &str = $content;
         let at: &$crate::server::store::Membership = $at;
@@ -160,7 +161,8 @@ macro_rules! deliver {
                 .bind($now - 60_000)
                 .fetch_one(&mut *$tx)
                 .await?;
-                let refused = $crate::server::store::deliveries_refusal(waiting, recent, &handle);
+                let refused =
+                    $crate::server::store::deliveries_refusal(waiting, (recent, $per_minute), &handle);
                 let id = $crate::server::store::new_id("dlv", $now);
                 sqlx::query(
                     "INSERT INTO deliveries (id, workspace_id, message_id, agent_id, target, state, reason, sender_id, created_at, updated_at, expires_at) \
@@ -535,6 +537,19 @@ impl Store {
     /// How long a delivery waits for a daemon (ms).
     pub fn delivery_ttl_ms(&self) -> i64 {
         self.delivery_ttl.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// How many deliveries one person's messages may make in a minute.
+    pub fn deliveries_per_minute(&self) -> i64 {
+        self.deliveries_per_minute
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Sets how many deliveries one person's messages may make in a minute (the server's
+    /// configuration).
+    pub fn set_deliveries_per_minute(&self, per_minute: u32) {
+        self.deliveries_per_minute
+            .store(i64::from(per_minute), std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Sets how long a delivery waits for a daemon (the server's configuration).

@@ -35,8 +35,8 @@ pub use audit::{AuditRecord, shown as shown_audit};
 pub use db::is_postgres;
 pub(crate) use db::{Columns, here, on_backend};
 pub use deliveries::{
-    DEFAULT_DELIVERY_TTL_MS, DeliveryFilter, DeliveryRefusal, END_THREAD, Host,
-    mentions as deliveries_mentions, refusal as deliveries_refusal,
+    DEFAULT_DELIVERIES_PER_MINUTE, DEFAULT_DELIVERY_TTL_MS, DeliveryFilter, DeliveryRefusal,
+    END_THREAD, Host, mentions as deliveries_mentions, refusal as deliveries_refusal,
 };
 pub(crate) use deliveries::{answered, deliver};
 pub(crate) use events::record_event;
@@ -63,6 +63,8 @@ pub struct Store {
     devices: Option<std::sync::Arc<tenancy::DeviceCache>>,
     /// How long a delivery waits for a daemon to start it (ms), shared by the store's clones.
     delivery_ttl: std::sync::Arc<std::sync::atomic::AtomicI64>,
+    /// How many deliveries one person's messages may make in a minute, shared likewise.
+    deliveries_per_minute: std::sync::Arc<std::sync::atomic::AtomicI64>,
 }
 
 /// What can go wrong below the product rules.
@@ -98,6 +100,9 @@ impl Store {
             devices,
             delivery_ttl: std::sync::Arc::new(std::sync::atomic::AtomicI64::new(
                 DEFAULT_DELIVERY_TTL_MS,
+            )),
+            deliveries_per_minute: std::sync::Arc::new(std::sync::atomic::AtomicI64::new(
+                DEFAULT_DELIVERIES_PER_MINUTE,
             )),
         })
     }

@@ -215,8 +215,17 @@ impl Store {
             };
             record_event!(tx, workspace_id, now_ms, &event);
             // Who the message wakes, or which of its author's runs it answers.
-            let ttl = self.delivery_ttl_ms();
-            deliver!(tx, workspace_id, now_ms, ttl, &id, at, author_id, content);
+            let (ttl, per_minute) = (self.delivery_ttl_ms(), self.deliveries_per_minute());
+            deliver!(
+                tx,
+                workspace_id,
+                now_ms,
+                (ttl, per_minute),
+                &id,
+                at,
+                author_id,
+                content
+            );
             if author_id.starts_with("agt_") {
                 // The target's kind is not at hand: a channel's id is `channel:` or `dm:` it.
                 let targets = match &at.thread_id {
