@@ -13052,7 +13052,7 @@ pub static HUMAN_ACTIONS: &[HumanActionDescriptor] = &[
           "description": "The agent's reply, once `answered`."
         },
         "runId": {
-          "description": "The run its daemon started for it.",
+          "description": "The runtime session its daemon runs it in: one per agent and conversation, named before the run starts (the Runtimes page lists the run under its agent and turn).",
           "maxLength": 80,
           "minLength": 1,
           "type": "string"
@@ -13253,7 +13253,7 @@ pub static HUMAN_ACTIONS: &[HumanActionDescriptor] = &[
           "description": "The agent's reply, once `answered`."
         },
         "runId": {
-          "description": "The run its daemon started for it.",
+          "description": "The runtime session its daemon runs it in: one per agent and conversation, named before the run starts (the Runtimes page lists the run under its agent and turn).",
           "maxLength": 80,
           "minLength": 1,
           "type": "string"
@@ -13420,7 +13420,7 @@ pub static HUMAN_ACTIONS: &[HumanActionDescriptor] = &[
           "description": "The agent's reply, once `answered`."
         },
         "runId": {
-          "description": "The run its daemon started for it.",
+          "description": "The runtime session its daemon runs it in: one per agent and conversation, named before the run starts (the Runtimes page lists the run under its agent and turn).",
           "maxLength": 80,
           "minLength": 1,
           "type": "string"
@@ -13530,7 +13530,7 @@ pub static HUMAN_ACTIONS: &[HumanActionDescriptor] = &[
       "$ref": "#/$defs/RequestId"
     },
     "runId": {
-      "description": "The run the daemon starts for it.",
+      "description": "The runtime session the daemon runs it in (named before the run starts).",
       "maxLength": 80,
       "minLength": 1,
       "type": "string"
@@ -13591,7 +13591,7 @@ pub static HUMAN_ACTIONS: &[HumanActionDescriptor] = &[
           "description": "The agent's reply, once `answered`."
         },
         "runId": {
-          "description": "The run its daemon started for it.",
+          "description": "The runtime session its daemon runs it in: one per agent and conversation, named before the run starts (the Runtimes page lists the run under its agent and turn).",
           "maxLength": 80,
           "minLength": 1,
           "type": "string"
@@ -13928,7 +13928,7 @@ pub static HUMAN_ACTIONS: &[HumanActionDescriptor] = &[
           "description": "The agent's reply, once `answered`."
         },
         "runId": {
-          "description": "The run its daemon started for it.",
+          "description": "The runtime session its daemon runs it in: one per agent and conversation, named before the run starts (the Runtimes page lists the run under its agent and turn).",
           "maxLength": 80,
           "minLength": 1,
           "type": "string"

@@ -977,7 +977,7 @@ pub struct Delivery {
     ///The agent's reply, once `answered`.
     #[serde(rename = "replyId", skip_serializing_if = "::std::option::Option::is_none")]
     pub reply_id: ::std::option::Option<MessageId>,
-    ///The run its daemon started for it.
+    ///The runtime session its daemon runs it in: one per agent and conversation, named before the run starts (the Runtimes page lists the run under its agent and turn).
     #[serde(rename = "runId", skip_serializing_if = "::std::option::Option::is_none")]
     pub run_id: ::std::option::Option<DeliveryRunId>,
     pub state: DeliveryState,
@@ -1040,7 +1040,7 @@ impl<'de> ::serde::Deserialize<'de> for DeliveryReason {
             })
     }
 }
-///The run its daemon started for it.
+///The runtime session its daemon runs it in: one per agent and conversation, named before the run starts (the Runtimes page lists the run under its agent and turn).
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
 #[serde(transparent)]
 pub struct DeliveryRunId(::std::string::String);
@@ -2645,11 +2645,11 @@ pub struct HumanDeliveryStartInput {
         skip_serializing_if = "::std::option::Option::is_none"
     )]
     pub request_id: ::std::option::Option<RequestId>,
-    ///The run the daemon starts for it.
+    ///The runtime session the daemon runs it in (named before the run starts).
     #[serde(rename = "runId")]
     pub run_id: HumanDeliveryStartInputRunId,
 }
-///The run the daemon starts for it.
+///The runtime session the daemon runs it in (named before the run starts).
 #[derive(::serde::Serialize, Clone, Debug, Eq, Hash, Ord, PartialEq, PartialOrd)]
 #[serde(transparent)]
 pub struct HumanDeliveryStartInputRunId(::std::string::String);

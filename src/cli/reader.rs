@@ -307,7 +307,11 @@ pub fn follow(state: StateDir, target: &str, limit: Option<u8>, json: bool) -> E
                 }
             }
             for event in page["events"].as_array().into_iter().flatten() {
-                if event["target"].as_str() != Some(target.as_str()) {
+                // A delivery's event names its conversation in the delivery.
+                let at = event["target"]
+                    .as_str()
+                    .or(event["delivery"]["target"].as_str());
+                if at != Some(target.as_str()) {
                     continue;
                 }
                 let message = &event["message"];

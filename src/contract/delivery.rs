@@ -10,7 +10,7 @@ pub fn said(delivery: &Value, agent: &str) -> String {
     match delivery["state"].as_str().unwrap_or_default() {
         "pending" => format!("{agent}: waiting for the daemon that hosts it"),
         "started" => format!(
-            "{agent} is answering… (run {})",
+            "{agent} is answering… (session {})",
             delivery["runId"].as_str().unwrap_or("?")
         ),
         "answered" => format!("{agent} answered"),
@@ -32,7 +32,7 @@ mod tests {
         let said = |d: Value| said(&d, "builder");
         assert_eq!(
             said(json!({"state": "started", "runId": "dlv-1"})),
-            "builder is answering… (run dlv-1)"
+            "builder is answering… (session dlv-1)"
         );
         assert_eq!(
             said(json!({"state": "failed", "reason": "the run exited with status 3"})),

@@ -181,6 +181,11 @@ test('a message posted with the keyboard arrives live in eight other tabs', asyn
   await Promise.all([page.waitForURL(/#m-msg_/), page.keyboard.press('Enter')]);
   for (const tab of tabs.slice(1)) {
     await tab.locator('#messages .text', { hasText: '@builder typed without a mouse' }).waitFor();
+    // What became of it arrives live too: builder has no recipe, so its delivery waits.
+    await tab
+      .locator('#messages li.message', { hasText: '@builder typed without a mouse' })
+      .locator('.delivery[data-state="pending"]', { hasText: 'builder: waiting for the daemon that hosts it' })
+      .waitFor();
   }
   await page.locator('#messages .text', { hasText: '@builder typed without a mouse' }).waitFor();
   // One stream serves the browser, however many tabs.

@@ -176,6 +176,14 @@ async fn a_persons_message_starts_the_agents_run_and_the_reply_lands_where_it_wa
     // A mention in #general: the run starts, reads the message, answers in #general.
     make_go(work.path());
     let head = human(&daemon, "events_read", json!({})).await["cursor"].clone();
+    // A person following #general sees the agent answering, then answered, under the message.
+    let mut follower = Launched::spawn(daemon.cli(&["read", "#general", "--follow"]));
+    assert!(
+        follower
+            .line()
+            .await
+            .ends_with("(following; interrupt to stop)")
+    );
     let (code, _, err) = cli(
         &daemon,
         &["post", "#general", "@builder is the build green?"],
@@ -187,12 +195,25 @@ async fn a_persons_message_starts_the_agents_run_and_the_reply_lands_where_it_wa
     let (code, read, err) = cli(&daemon, &["read", "#general"]).await;
     assert_eq!(code, 0, "{err}");
     let said = format!(
-        "@builder is the build green?\n    -> builder is answering… (run {})\n",
+        "@builder is the build green?\n    -> builder is answering… (session {})\n",
         started["runId"].as_str().unwrap()
     );
     assert!(read.contains(&said), "{read}");
     std::fs::write(work.path().join("go"), "go\n").unwrap();
     let answered = delivery_event(&daemon, head.clone(), |d| d["state"] == "answered").await;
+    let mut followed = Vec::new();
+    while !followed
+        .iter()
+        .any(|l: &String| l.contains("builder answered"))
+    {
+        followed.push(follower.line().await);
+    }
+    let at = |text: &str| followed.iter().position(|l| l.contains(text));
+    let asked = at("@builder is the build green?").expect("the message, followed");
+    let answering = at("-> builder is answering… (session dlv-").expect("answering, followed");
+    let reply = at("] builder: on it").expect("the reply, followed");
+    assert!(asked < answering && answering < reply, "{followed:?}");
+    follower.child.kill().await.unwrap();
     let general = answered["target"].as_str().unwrap().to_string();
     assert!(general.starts_with("channel:"), "{answered}");
     let page = human(

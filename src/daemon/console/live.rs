@@ -191,7 +191,7 @@ fn shown(event: &Value, names: Option<&super::site::Names>, csrf: &str) -> Optio
             Some(json!({
                 "seq": seq,
                 "kind": kind,
-                "target": event["target"],
+                "target": delivery["target"],
                 "id": delivery["id"],
                 "messageId": delivery["messageId"],
                 "html": delivery_html(delivery, names?, csrf),

@@ -1150,8 +1150,9 @@ pub const PG_MIGRATIONS: &[&str] = &[
     ALTER TABLE events ADD CONSTRAINT events_kind_check
         CHECK (kind IN ('message', 'reaction', 'task', 'approval', 'delivery'));
     "#,
-    // 14
+    // 14 (and `reason`, which 13 made without the byte collation every text column has)
     r#"
+    ALTER TABLE deliveries ALTER COLUMN reason TYPE TEXT COLLATE "C";
     ALTER TABLE deliveries ADD COLUMN sender_id TEXT COLLATE "C";
     UPDATE deliveries SET sender_id = (SELECT m.author_id FROM messages m WHERE m.id = deliveries.message_id);
     CREATE INDEX deliveries_by_sender ON deliveries (sender_id, created_at);

@@ -98,7 +98,7 @@
       }
     } else if (change.kind === 'delivery') {
       const old = document.getElementById('d-' + change.id);
-      const message = here && document.getElementById('m-' + change.messageId);
+      const message = document.getElementById('m-' + change.messageId);
       if (old) placeHtml(old, change.html, 'replace');
       else if (message) placeHtml(message.querySelector('.reactions'), change.html, 'before');
     } else if (change.kind === 'approval') {
