@@ -193,6 +193,45 @@ test('a message posted with the keyboard arrives live in eight other tabs', asyn
   await context.close();
 });
 
+test('a tab gets what changed between its render and its joining the tab that holds the stream', async () => {
+  const { context, page } = await signIn();
+  await page.goto(origin + conversation(fixture.general));
+  await isLive(page);
+  // Another tab, its page rendered but its script held back: it has not joined yet.
+  const late = watch(await context.newPage());
+  let release;
+  const held = new Promise((resolve) => { release = resolve; });
+  await late.route('**/static/console.js', async (route) => { await held; await route.continue(); });
+  await late.goto(origin + conversation(fixture.general), { waitUntil: 'commit' });
+  await late.locator('#messages').waitFor({ state: 'attached' });
+  // A change in between, from outside the browser: the stream's tab places it.
+  agentteam('post', fixture.general, 'posted while a tab was joining');
+  await page.locator('#messages .text', { hasText: 'posted while a tab was joining' }).waitFor();
+  // Joined, the late tab is handed it.
+  release();
+  await isLive(late);
+  await late.locator('#messages .text', { hasText: 'posted while a tab was joining' }).waitFor();
+  assert.strictEqual(await late.locator('#changed').count(), 0);
+
+  // A tab rendered before the stream's tab began (it reloaded) cannot be handed what it missed:
+  // it says so, with a link to reload.
+  const stale = watch(await context.newPage());
+  let release2;
+  const held2 = new Promise((resolve) => { release2 = resolve; });
+  await stale.route('**/static/console.js', async (route) => { await held2; await route.continue(); });
+  await stale.goto(origin + conversation(fixture.general), { waitUntil: 'commit' });
+  await stale.locator('#messages').waitFor({ state: 'attached' });
+  await late.close();
+  agentteam('post', fixture.general, 'posted before the stream was taken over');
+  await page.reload();
+  await isLive(page);
+  await page.locator('#messages .text', { hasText: 'posted before the stream was taken over' }).waitFor();
+  release2();
+  await stale.locator('#changed', { hasText: 'Some changes were missed' }).waitFor();
+  for (const tab of [page, late, stale]) assert.deepStrictEqual(tab.foreign, []);
+  await context.close();
+});
+
 test('an approval decided with the keyboard; a background tab is notified of a new one', async () => {
   const { context, page } = await signIn();
   await context.addInitScript(() => {
@@ -350,12 +389,14 @@ test('a person mentions an agent in a thread: "answering" shows, then its reply,
   await isLive(page);
   const again = page.locator('#messages li.message', { hasText: '@reviewer and the changelog?' });
   await again.locator('.delivery[data-state="started"]').waitFor();
+  // The delivery is started on the server before its runtime is: the Runtimes page lists the
+  // run once it is spawned (the page is not live; it is reloaded until then, for at most 30 s).
   const runtimes = watch(await context.newPage());
+  const stop = runtimes.getByRole('button', { name: /^Stop reviewer/ });
+  const until = Date.now() + 30000;
   await runtimes.goto(origin + '/runtimes');
-  await Promise.all([
-    runtimes.waitForURL(origin + '/runtimes'),
-    runtimes.getByRole('button', { name: /^Stop reviewer/ }).click(),
-  ]);
+  while ((await stop.count()) === 0 && Date.now() < until) await runtimes.reload();
+  await Promise.all([runtimes.waitForURL(origin + '/runtimes'), stop.click()]);
   await again.locator('.delivery[data-state="failed"]', { hasText: 'reviewer failed' }).waitFor();
   await Promise.all([
     page.waitForURL(/#m-msg_/),

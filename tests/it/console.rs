@@ -643,9 +643,23 @@ async fn a_person_reads_answers_and_decides_in_a_real_browser() {
         String::from_utf8_lossy(&output.stdout),
         String::from_utf8_lossy(&output.stderr)
     );
-    assert!(output.status.success(), "the browser test failed:\n{said}");
+    // On failure, what the daemon logged of its runs and deliveries, to tell a page's fault
+    // from the deliverer's.
+    let runs_logged = || {
+        daemon
+            .log()
+            .lines()
+            .filter(|line| line.contains("deliver") || line.contains("runtime"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    };
+    assert!(
+        output.status.success(),
+        "the browser test failed:\n{said}\nthe daemon's log of runs and deliveries:\n{}",
+        runs_logged()
+    );
     assert!(said.contains("ℹ fail 0"), "{said}");
-    assert!(said.contains("ℹ pass 9"), "{said}");
+    assert!(said.contains("ℹ pass 10"), "{said}");
 
     // What the browser did, as the runtime sees it: the approval decided by the person, the
     // person's messages in the conversation, the run stopped.

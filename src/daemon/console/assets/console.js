@@ -6,6 +6,11 @@
 // BroadcastChannel: a browser opens at most six connections to a host, so a stream per tab
 // would hang the seventh. What the stream sends is HTML the daemon rendered and sanitized; this
 // script only places it.
+//
+// A tab that joins says where its page was rendered from ('hello'); the tab holding the stream
+// answers it with the changes it passed on since then ('replay', from a bounded list of the
+// latest), or with a resync when that list does not reach back so far, so a change made
+// between a page's render and its joining is not missed.
 'use strict';
 (() => {
   const live = document.getElementById('live');
@@ -15,7 +20,16 @@
   // there, so nothing between the render and the stream is missed.
   const rendered = document.getElementById('messages');
   let cursor = rendered && rendered.dataset.cursor ? Number(rendered.dataset.cursor) : null;
+  const renderedAt = cursor;
   let state = 'connecting';
+  // This tab's name on the channel, and whether the tab holding the stream answered its hello.
+  const tab = Math.random().toString(36).slice(2) + Date.now().toString(36);
+  let answered = false;
+  // Held by the tab with the stream: the latest changes it passed on, every one after `recentFrom`.
+  const RECENT = 500;
+  const recent = [];
+  let recentFrom = null;
+  const waiting = [];
 
   function show(next) {
     state = next;
@@ -111,6 +125,18 @@
     }
   }
 
+  // Answers a joining tab rendered at `from`: what it may have missed, or a resync.
+  function answer(to, from) {
+    if (!channel) return;
+    let changes = [];
+    if (from !== null && from !== undefined && recentFrom !== null && from < recentFrom) {
+      changes = [{ kind: 'resync' }];
+    } else if (from !== null && from !== undefined) {
+      changes = recent.filter((change) => change.seq > from);
+    }
+    channel.postMessage({ type: 'replay', to, changes, state, cursor });
+  }
+
   function lead() {
     leading = true;
     return new Promise(() => {
@@ -122,12 +148,18 @@
       source.addEventListener('ready', (e) => {
         const data = JSON.parse(e.data);
         if (cursor === null) cursor = data.cursor;
+        recentFrom = cursor;
         announce('live');
+        for (const hello of waiting.splice(0)) answer(hello.tab, hello.cursor);
       });
       source.addEventListener('change', (e) => {
         if (state !== 'live') announce('live');
         const change = JSON.parse(e.data);
         handle(change);
+        if (change.seq) {
+          recent.push(change);
+          if (recent.length > RECENT) recentFrom = recent.shift().seq;
+        }
         if (channel) channel.postMessage({ type: 'change', change });
       });
       source.addEventListener('cursor', (e) => {
@@ -137,6 +169,9 @@
         if (channel) channel.postMessage({ type: 'cursor', cursor });
       });
       source.addEventListener('resync', () => {
+        // What came before is not known to be complete any more.
+        recent.length = 0;
+        recentFrom = cursor;
         handle({ kind: 'resync' });
         if (channel) channel.postMessage({ type: 'change', change: { kind: 'resync' } });
       });
@@ -150,15 +185,27 @@
     channel.onmessage = (e) => {
       const message = e.data || {};
       if (message.type === 'change') handle(message.change);
-      else if (message.type === 'status') { if (!leading) { show(message.state); cursor = message.cursor; } }
-      else if (message.type === 'cursor') { if (!leading) cursor = message.cursor; }
-      else if (message.type === 'hello' && leading) channel.postMessage({ type: 'status', state, cursor });
+      else if (message.type === 'status') {
+        if (leading) return;
+        show(message.state);
+        cursor = message.cursor;
+        // A tab took the stream before it heard this tab's hello: say it again.
+        if (!answered) channel.postMessage({ type: 'hello', tab, cursor: renderedAt });
+      } else if (message.type === 'cursor') { if (!leading) cursor = message.cursor; }
+      else if (message.type === 'hello' && leading) {
+        if (recentFrom === null) { if (waiting.length < 64) waiting.push(message); }
+        else answer(message.tab, message.cursor);
+      } else if (message.type === 'replay' && message.to === tab && !leading && !answered) {
+        answered = true;
+        for (const change of message.changes || []) handle(change);
+        show(message.state);
+      }
     };
   }
   if (live) {
     if (navigator.locks && channel) {
       navigator.locks.request('agentteam-console-live', lead);
-      channel.postMessage({ type: 'hello' });
+      channel.postMessage({ type: 'hello', tab, cursor: renderedAt });
     } else {
       lead();
     }
