@@ -11920,6 +11920,10 @@ pub enum HumanActionId {
     AgentHost,
     /// `agent_list`: The workspace's agents: each one's public profile, and which of them the person owns.
     AgentList,
+    /// `agent_wakers_list`: Who besides its owner may wake an agent the person owns (whose messages start its deliveries).
+    AgentWakersList,
+    /// `agent_wakers_set`: Allows people of the workspace to wake an agent the person owns, or takes that back, by handle; answers who may now.
+    AgentWakersSet,
     /// `approval_decide`: Approves or rejects a pending approval the person answers for, once; recorded with the person.
     ApprovalDecide,
     /// `approval_list`: The approvals the person answers for: those their agents asked for, newest change first.
@@ -12204,6 +12208,213 @@ pub static HUMAN_ACTIONS: &[HumanActionDescriptor] = &[
     "agents"
   ],
   "title": "HumanAgentListOutput",
+  "type": "object"
+}
+"##,
+    },
+    HumanActionDescriptor {
+        id: HumanActionId::AgentWakersList,
+        name: r#"agent_wakers_list"#,
+        summary: r#"Who besides its owner may wake an agent the person owns (whose messages start its deliveries)"#,
+        write: false,
+        same_as: None,
+        input_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "agentId": {
+      "$ref": "#/$defs/AgentId"
+    }
+  },
+  "required": [
+    "agentId"
+  ],
+  "title": "HumanAgentWakersListInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Handle": {
+      "description": "A short lowercase handle.",
+      "maxLength": 32,
+      "pattern": "^[a-z][a-z0-9-]{0,31}$",
+      "type": "string"
+    },
+    "HumanId": {
+      "description": "Opaque human identifier.",
+      "maxLength": 68,
+      "pattern": "^hum_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "agentId": {
+      "$ref": "#/$defs/AgentId"
+    },
+    "wakers": {
+      "description": "The people besides the owner whose messages wake the agent, by handle (at most 32). The owner always does.",
+      "items": {
+        "additionalProperties": false,
+        "properties": {
+          "handle": {
+            "$ref": "#/$defs/Handle"
+          },
+          "humanId": {
+            "$ref": "#/$defs/HumanId"
+          }
+        },
+        "required": [
+          "humanId",
+          "handle"
+        ],
+        "type": "object"
+      },
+      "maxItems": 32,
+      "type": "array"
+    }
+  },
+  "required": [
+    "agentId",
+    "wakers"
+  ],
+  "title": "HumanAgentWakersListOutput",
+  "type": "object"
+}
+"##,
+    },
+    HumanActionDescriptor {
+        id: HumanActionId::AgentWakersSet,
+        name: r#"agent_wakers_set"#,
+        summary: r#"Allows people of the workspace to wake an agent the person owns, or takes that back, by handle; answers who may now"#,
+        write: true,
+        same_as: None,
+        input_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Handle": {
+      "description": "A short lowercase handle.",
+      "maxLength": 32,
+      "pattern": "^[a-z][a-z0-9-]{0,31}$",
+      "type": "string"
+    },
+    "RequestId": {
+      "description": "Caller-chosen idempotency selector for a mutation; forwarded as `Idempotency-Key` and `X-Request-ID`. Reusing it with the same payload replays the first result instead of applying the change twice.",
+      "maxLength": 128,
+      "pattern": "^[A-Za-z0-9][A-Za-z0-9._:-]{7,127}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "agentId": {
+      "$ref": "#/$defs/AgentId"
+    },
+    "allow": {
+      "description": "People whose messages wake the agent from now on. The owner always does.",
+      "items": {
+        "$ref": "#/$defs/Handle"
+      },
+      "maxItems": 32,
+      "type": "array",
+      "uniqueItems": true
+    },
+    "disallow": {
+      "description": "People whose messages no longer wake the agent (a delivery already made stays).",
+      "items": {
+        "$ref": "#/$defs/Handle"
+      },
+      "maxItems": 32,
+      "type": "array",
+      "uniqueItems": true
+    },
+    "requestId": {
+      "$ref": "#/$defs/RequestId"
+    }
+  },
+  "required": [
+    "agentId"
+  ],
+  "title": "HumanAgentWakersSetInput",
+  "type": "object"
+}
+"##,
+        output_schema: r##"{
+  "$defs": {
+    "AgentId": {
+      "description": "Opaque agent identifier.",
+      "maxLength": 68,
+      "pattern": "^agt_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    },
+    "Handle": {
+      "description": "A short lowercase handle.",
+      "maxLength": 32,
+      "pattern": "^[a-z][a-z0-9-]{0,31}$",
+      "type": "string"
+    },
+    "HumanId": {
+      "description": "Opaque human identifier.",
+      "maxLength": 68,
+      "pattern": "^hum_[0-9A-Za-z]{8,64}$",
+      "type": "string"
+    }
+  },
+  "$schema": "https://json-schema.org/draft/2020-12/schema",
+  "additionalProperties": false,
+  "properties": {
+    "agentId": {
+      "$ref": "#/$defs/AgentId"
+    },
+    "wakers": {
+      "description": "The people besides the owner whose messages wake the agent, by handle (at most 32). The owner always does.",
+      "items": {
+        "additionalProperties": false,
+        "properties": {
+          "handle": {
+            "$ref": "#/$defs/Handle"
+          },
+          "humanId": {
+            "$ref": "#/$defs/HumanId"
+          }
+        },
+        "required": [
+          "humanId",
+          "handle"
+        ],
+        "type": "object"
+      },
+      "maxItems": 32,
+      "type": "array"
+    }
+  },
+  "required": [
+    "agentId",
+    "wakers"
+  ],
+  "title": "HumanAgentWakersSetOutput",
   "type": "object"
 }
 "##,

@@ -1029,6 +1029,22 @@ pub trait HumanHandler: Send + Sync {
     ) -> impl ::std::future::Future<
         Output = ActionResult<types::HumanAgentListOutput>,
     > + Send;
+    /// `agent_wakers_list`: Who besides its owner may wake an agent the person owns (whose messages start its deliveries).
+    fn agent_wakers_list(
+        &self,
+        ctx: &Self::Context,
+        input: types::HumanAgentWakersListInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::HumanAgentWakersListOutput>,
+    > + Send;
+    /// `agent_wakers_set`: Allows people of the workspace to wake an agent the person owns, or takes that back, by handle; answers who may now.
+    fn agent_wakers_set(
+        &self,
+        ctx: &Self::Context,
+        input: types::HumanAgentWakersSetInput,
+    ) -> impl ::std::future::Future<
+        Output = ActionResult<types::HumanAgentWakersSetOutput>,
+    > + Send;
     /// `approval_decide`: Approves or rejects a pending approval the person answers for, once; recorded with the person.
     fn approval_decide(
         &self,
@@ -1247,6 +1263,34 @@ pub async fn dispatch_human<H: HumanHandler>(
                         .map_err(DispatchError::Decode)?;
                     let output = handler
                         .agent_list(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
+        HumanActionId::AgentWakersList => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::HumanAgentWakersListInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .agent_wakers_list(ctx, input)
+                        .await
+                        .map_err(DispatchError::Action)?;
+                    ::serde_json::to_string(&output).map_err(DispatchError::Encode)
+                })
+                .await
+        }
+        HumanActionId::AgentWakersSet => {
+            ::std::boxed::Box::pin(async {
+                    let input: types::HumanAgentWakersSetInput = ::serde_json::from_value(
+                            input,
+                        )
+                        .map_err(DispatchError::Decode)?;
+                    let output = handler
+                        .agent_wakers_set(ctx, input)
                         .await
                         .map_err(DispatchError::Action)?;
                     ::serde_json::to_string(&output).map_err(DispatchError::Encode)
@@ -1617,6 +1661,38 @@ impl<T: HumanTransport> HumanClient<T> {
             .map_err(|e| ActionError::new(
                 ErrorCode::InternalError,
                 format!("the server's answer to `agent_list` is not its contract: {e}"),
+            ))
+    }
+    /// `agent_wakers_list`: Who besides its owner may wake an agent the person owns (whose messages start its deliveries).
+    pub async fn agent_wakers_list(
+        &self,
+        input: &types::HumanAgentWakersListInput,
+    ) -> ActionResult<types::HumanAgentWakersListOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::AgentWakersList, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!(
+                    "the server's answer to `agent_wakers_list` is not its contract: {e}"
+                ),
+            ))
+    }
+    /// `agent_wakers_set`: Allows people of the workspace to wake an agent the person owns, or takes that back, by handle; answers who may now.
+    pub async fn agent_wakers_set(
+        &self,
+        input: &types::HumanAgentWakersSetInput,
+    ) -> ActionResult<types::HumanAgentWakersSetOutput> {
+        let input = ::serde_json::to_value(input)
+            .map_err(|e| ActionError::new(ErrorCode::ValidationFailed, e.to_string()))?;
+        let data = self.0.call(HumanActionId::AgentWakersSet, input).await?;
+        ::serde_json::from_value(data)
+            .map_err(|e| ActionError::new(
+                ErrorCode::InternalError,
+                format!(
+                    "the server's answer to `agent_wakers_set` is not its contract: {e}"
+                ),
             ))
     }
     /// `approval_decide`: Approves or rejects a pending approval the person answers for, once; recorded with the person.

@@ -1929,6 +1929,65 @@ pub struct HumanAgentListOutput {
     )]
     pub next_cursor: ::std::option::Option<Cursor>,
 }
+///`HumanAgentWakersListInput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanAgentWakersListInput {
+    #[serde(rename = "agentId")]
+    pub agent_id: AgentId,
+}
+///`HumanAgentWakersListOutput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanAgentWakersListOutput {
+    #[serde(rename = "agentId")]
+    pub agent_id: AgentId,
+    ///The people besides the owner whose messages wake the agent, by handle (at most 32). The owner always does.
+    pub wakers: ::std::vec::Vec<HumanAgentWakersListOutputWakersItem>,
+}
+///`HumanAgentWakersListOutputWakersItem`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanAgentWakersListOutputWakersItem {
+    pub handle: Handle,
+    #[serde(rename = "humanId")]
+    pub human_id: HumanId,
+}
+///`HumanAgentWakersSetInput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanAgentWakersSetInput {
+    #[serde(rename = "agentId")]
+    pub agent_id: AgentId,
+    ///People whose messages wake the agent from now on. The owner always does.
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub allow: ::std::option::Option<::std::vec::Vec<Handle>>,
+    ///People whose messages no longer wake the agent (a delivery already made stays).
+    #[serde(skip_serializing_if = "::std::option::Option::is_none")]
+    pub disallow: ::std::option::Option<::std::vec::Vec<Handle>>,
+    #[serde(
+        rename = "requestId",
+        skip_serializing_if = "::std::option::Option::is_none"
+    )]
+    pub request_id: ::std::option::Option<RequestId>,
+}
+///`HumanAgentWakersSetOutput`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanAgentWakersSetOutput {
+    #[serde(rename = "agentId")]
+    pub agent_id: AgentId,
+    ///The people besides the owner whose messages wake the agent, by handle (at most 32). The owner always does.
+    pub wakers: ::std::vec::Vec<HumanAgentWakersSetOutputWakersItem>,
+}
+///`HumanAgentWakersSetOutputWakersItem`
+#[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct HumanAgentWakersSetOutputWakersItem {
+    pub handle: Handle,
+    #[serde(rename = "humanId")]
+    pub human_id: HumanId,
+}
 ///`HumanApprovalDecideInput`
 #[derive(::serde::Deserialize, ::serde::Serialize, Clone, Debug, PartialEq)]
 #[serde(deny_unknown_fields)]

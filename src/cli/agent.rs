@@ -131,6 +131,21 @@ pub enum AgentCommand {
         #[arg(long)]
         json: bool,
     },
+    /// Show who besides you may wake an agent you own (whose messages start its runs), or
+    /// change it: `agentteam agent wakers builder --allow bob`
+    Wakers {
+        /// The agent (id or handle)
+        agent: String,
+        /// Let this person of the workspace wake the agent (a handle; repeatable)
+        #[arg(long, value_name = "HANDLE")]
+        allow: Vec<String>,
+        /// No longer let this person wake the agent (a handle; repeatable)
+        #[arg(long, value_name = "HANDLE")]
+        disallow: Vec<String>,
+        /// Print JSON
+        #[arg(long)]
+        json: bool,
+    },
     /// Reload the profiles from disk and drop those the server no longer knows
     Reload {
         /// Print JSON
@@ -330,6 +345,12 @@ pub fn run(state: StateDir, command: AgentCommand) -> Exit {
             json,
             paused_text,
         ),
+        AgentCommand::Wakers {
+            agent,
+            allow,
+            disallow,
+            json,
+        } => (wakers(&state, &agent, &allow, &disallow), json, wakers_text),
         AgentCommand::Reload { json } => (
             admin_call(
                 &state,
@@ -605,6 +626,55 @@ fn path_segment(text: &str) -> String {
             }
         })
         .collect()
+}
+
+/// `agent wakers AGENT [--allow H]… [--disallow H]…`: who besides its owner may wake the agent
+/// after the change, as the server's human API answers.
+fn wakers(
+    state: &StateDir,
+    agent: &str,
+    allow: &[String],
+    disallow: &[String],
+) -> Result<Value, Exit> {
+    let shown = admin_call(
+        state,
+        reqwest::Method::GET,
+        &format!("/api/admin/agents/{}", path_segment(agent)),
+        None,
+    )?;
+    let agent_id = shown["agent"]["id"].clone();
+    let (action, input) = if allow.is_empty() && disallow.is_empty() {
+        ("agent_wakers_list", json!({ "agentId": agent_id }))
+    } else {
+        (
+            "agent_wakers_set",
+            json!({ "agentId": agent_id, "allow": allow, "disallow": disallow }),
+        )
+    };
+    admin_call(
+        state,
+        reqwest::Method::POST,
+        &format!("/api/admin/human/{action}"),
+        Some(input),
+    )
+}
+
+/// Who may wake an agent, for a person.
+fn wakers_text(data: &Value) -> String {
+    let handles: Vec<&str> = data["wakers"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|w| w["handle"].as_str())
+        .collect();
+    if handles.is_empty() {
+        "only you, its owner, wake this agent (`--allow HANDLE` lets another person)\n".into()
+    } else {
+        format!(
+            "you, its owner, and {} wake this agent\n",
+            handles.join(", ")
+        )
+    }
 }
 
 /// `agent pause|resume AGENT|--all`: what is paused after it.

@@ -657,3 +657,156 @@ async fn the_servers_flags_set_the_bound_per_person_and_the_expiry() {
         assert_eq!(output.status.code(), Some(2), "{bad}");
     }
 }
+
+/// `agentteam admin <args> --state-dir … --json`: the operator's answer.
+async fn operator(daemon: &TestDaemon, args: &[&str]) -> Value {
+    let output = tokio::process::Command::new(crate::support::bin())
+        .arg("admin")
+        .arg("--json")
+        .args(args)
+        .arg("--state-dir")
+        .arg(&daemon.state_dir)
+        .env("AGENTTEAM_NO_START", "1")
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "admin {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap()
+}
+
+#[tokio::test]
+async fn a_person_the_owner_allows_wakes_the_agent_and_one_not_allowed_starts_nothing() {
+    let daemon = TestDaemon::start(&[]).await;
+    let builder = daemon.add_agent("builder").await;
+    let work = tempfile::tempdir().unwrap();
+    let workdir = work.path().display().to_string();
+    let script = stand_in("answered bob", Wait::No);
+    let (code, _, err) = cli(
+        &daemon,
+        &[
+            "agent",
+            "recipe",
+            "builder",
+            "--workdir",
+            &workdir,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let (code, out, err) = cli(&daemon, &["agent", "wakers", "builder"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(
+        out,
+        "only you, its owner, wake this agent (`--allow HANDLE` lets another person)\n"
+    );
+
+    // Bob, another person of the workspace, in a channel with the owner and the agent.
+    let workspace = daemon.workspace_id();
+    let me = human(&daemon, "me", json!({})).await;
+    let bob = operator(
+        &daemon,
+        &[
+            "human",
+            "--workspace",
+            &workspace,
+            "--handle",
+            "bob",
+            "--display-name",
+            "Bob",
+        ],
+    )
+    .await["humanId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let channel = operator(
+        &daemon,
+        &[
+            "channel",
+            "--workspace",
+            &workspace,
+            "--name",
+            "with-bob",
+            "--member",
+            me["humanId"].as_str().unwrap(),
+            "--member",
+            &bob,
+            "--member",
+            &builder,
+        ],
+    )
+    .await["channelId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let bob_says = async |content: &str| {
+        operator(
+            &daemon,
+            &[
+                "message",
+                "--workspace",
+                &workspace,
+                "--author",
+                &bob,
+                "--channel",
+                &channel,
+                "--content",
+                content,
+            ],
+        )
+        .await["messageId"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    };
+
+    // Not allowed: the server decided in the message's transaction that it wakes nobody.
+    let before = bob_says("@builder can you look, before I may?").await;
+    let listed = human(&daemon, "delivery_list", json!({})).await;
+    assert!(
+        !listed.to_string().contains(&before),
+        "a person not allowed woke the agent: {listed}"
+    );
+
+    // Allowed by the owner, from the command line: Bob's mention starts the agent's run, which
+    // answers in the channel it was asked in.
+    let (code, out, err) = cli(&daemon, &["agent", "wakers", "builder", "--allow", "bob"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(out, "you, its owner, and bob wake this agent\n");
+    let (code, out, err) = cli(&daemon, &["agent", "wakers", "builder", "--json"]).await;
+    assert_eq!(code, 0, "{err}");
+    let shown: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(shown["wakers"], json!([{"humanId": bob, "handle": "bob"}]));
+    let head = human(&daemon, "events_read", json!({})).await["cursor"].clone();
+    let asked = bob_says("@builder can you look, now that I may?").await;
+    let answered = delivery_event(&daemon, head, |d| {
+        d["messageId"] == json!(asked) && d["state"] == "answered"
+    })
+    .await;
+    assert_eq!(answered["target"], json!(format!("channel:{channel}")));
+    let prompt = std::fs::read_to_string(work.path().join("prompt.txt")).unwrap();
+    assert!(prompt.contains("now that I may?"), "{prompt}");
+
+    // A handle no person has is refused, naming it; nothing changed.
+    let (code, _, err) = cli(&daemon, &["agent", "wakers", "builder", "--allow", "carol"]).await;
+    assert_eq!(code, 2, "{err}");
+    assert!(
+        err.contains("no person of this workspace has the handle `carol`"),
+        "{err}"
+    );
+    let (code, out, _) = cli(
+        &daemon,
+        &["agent", "wakers", "builder", "--disallow", "bob"],
+    )
+    .await;
+    assert_eq!(code, 0);
+    assert!(out.starts_with("only you, its owner"), "{out}");
+}

@@ -98,6 +98,10 @@ echo "BEGIN agent-add"
 agentteam agent add --state-dir '{state}' helper
 echo "exit=$?"
 echo "END agent-add"
+echo "BEGIN wakers"
+agentteam agent wakers --state-dir '{state}' builder --allow ada
+echo "exit=$?"
+echo "END wakers"
 echo "BEGIN status"
 agentteam status --state-dir '{state}' --json > /dev/null
 echo "exit=$?"
@@ -138,6 +142,10 @@ echo "END get"
     let agent_add = section(&output, "agent-add");
     assert!(agent_add.contains(REFUSED), "{agent_add}");
     assert!(!agent_add.contains("exit=0"), "{agent_add}");
+    // Nor may it let anyone wake its agent.
+    let wakers = section(&output, "wakers");
+    assert!(wakers.contains(REFUSED), "{wakers}");
+    assert!(!wakers.contains("exit=0"), "{wakers}");
     assert!(section(&output, "status").contains("exit=0"), "{output}");
 
     let seen: Value = serde_json::from_str(section(&output, "get").trim()).unwrap();

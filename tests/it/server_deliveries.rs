@@ -607,3 +607,217 @@ async fn server_deliveries_past_their_bounds_are_refused_saying_why() {
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["data"]["delivery"]["state"], "pending");
 }
+
+#[tokio::test]
+async fn server_deliveries_the_owner_lets_other_people_wake_an_agent_and_takes_it_back() {
+    let server = TestServer::start().await;
+    let w = server.workspace("acme").await;
+    let general = format!("channel:{}", w.channel_id);
+    let (bob_id, bob_device) = bob(&server, &w).await;
+    let bob_posts = |content: &'static str| {
+        let (server, w, bob_device, general) = (&server, &w, &bob_device, &general);
+        async move {
+            let (status, body) = human(
+                server,
+                w,
+                bob_device,
+                "message_post",
+                json!({"target": general, "content": content}),
+            )
+            .await;
+            assert_eq!(status, 200, "{body}");
+            body["data"]["message"]["id"].as_str().unwrap().to_string()
+        }
+    };
+    let bobs = async |input: Value| {
+        let (status, body) = human(&server, &w, &bob_device, "delivery_list", input).await;
+        assert_eq!(status, 200, "{body}");
+        body["data"]["deliveries"].as_array().unwrap().clone()
+    };
+
+    // By default only the owner wakes the agent.
+    let listed = ada(
+        &server,
+        &w,
+        "agent_wakers_list",
+        json!({"agentId": w.agent_id}),
+    )
+    .await;
+    assert_eq!(listed, json!({"agentId": w.agent_id, "wakers": []}));
+    bob_posts("@builder, before I may").await;
+    assert!(deliveries(&server, &w).await.is_empty());
+
+    // Allowed, Bob's mention wakes it: the owner and Bob each see the delivery, in the list and
+    // in the feed; the other agent is not Bob's to wake.
+    let allowed = ada(
+        &server,
+        &w,
+        "agent_wakers_set",
+        json!({"agentId": w.agent_id, "allow": ["bob", "ada"]}),
+    )
+    .await;
+    let bob_waker = json!([{"humanId": bob_id, "handle": "bob"}]);
+    assert_eq!(allowed["wakers"], bob_waker, "the owner always wakes it");
+    let listed = ada(
+        &server,
+        &w,
+        "agent_wakers_list",
+        json!({"agentId": w.agent_id}),
+    )
+    .await;
+    assert_eq!(listed["wakers"], bob_waker);
+    let (_, head) = human(&server, &w, &bob_device, "events_read", json!({})).await;
+    let asked = bob_posts("@builder and @reviewer, now I may").await;
+    let delivered = delivery_of(&server, &w, &asked, &w.agent_id).await;
+    assert_eq!(delivered["state"], "pending");
+    assert_eq!(
+        deliveries(&server, &w).await.len(),
+        1,
+        "reviewer: not Bob's"
+    );
+    let seen = bobs(json!({})).await;
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0]["id"], delivered["id"]);
+    let (_, feed) = human(
+        &server,
+        &w,
+        &bob_device,
+        "events_read",
+        json!({"after": head["data"]["cursor"]}),
+    )
+    .await;
+    let events: Vec<&Value> = feed["data"]["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["kind"] == json!("delivery"))
+        .collect();
+    assert_eq!(events.len(), 1, "{feed}");
+    assert_eq!(events[0]["delivery"]["id"], delivered["id"]);
+
+    // Bob may not host the agent, nor see or change who wakes it.
+    for (action, input) in [
+        ("agent_host", json!({"agentId": w.agent_id})),
+        ("agent_wakers_list", json!({"agentId": w.agent_id})),
+        (
+            "agent_wakers_set",
+            json!({"agentId": w.agent_id, "allow": ["bob"]}),
+        ),
+    ] {
+        let (status, body) = human(&server, &w, &bob_device, action, input).await;
+        assert_eq!(status, 404, "{action}: {body}");
+    }
+
+    // Refused, changing nothing: a handle no person has, one both allowed and disallowed.
+    let (status, body) = human(
+        &server,
+        &w,
+        &w.device_credential,
+        "agent_wakers_set",
+        json!({"agentId": w.agent_id, "allow": ["carol"], "disallow": ["bob"]}),
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("`carol`"),
+        "{body}"
+    );
+    let (status, body) = human(
+        &server,
+        &w,
+        &w.device_credential,
+        "agent_wakers_set",
+        json!({"agentId": w.agent_id, "allow": ["bob"], "disallow": ["bob"]}),
+    )
+    .await;
+    assert_eq!(
+        body["error"]["code"], "validation_failed",
+        "{status} {body}"
+    );
+    let listed = ada(
+        &server,
+        &w,
+        "agent_wakers_list",
+        json!({"agentId": w.agent_id}),
+    )
+    .await;
+    assert_eq!(listed["wakers"], bob_waker);
+
+    // Taken back, Bob's mention wakes nothing again; what it woke before stays his to see.
+    let taken = ada(
+        &server,
+        &w,
+        "agent_wakers_set",
+        json!({"agentId": w.agent_id, "disallow": ["bob"]}),
+    )
+    .await;
+    assert_eq!(taken["wakers"], json!([]));
+    bob_posts("@builder, after").await;
+    assert_eq!(deliveries(&server, &w).await.len(), 1);
+    assert_eq!(bobs(json!({})).await.len(), 1);
+
+    // At most 32 besides the owner: the 32nd is allowed, the 33rd refused, saying so.
+    let base = format!("/admin/workspaces/{}", w.workspace_id);
+    let mut handles = Vec::new();
+    for i in 0..33 {
+        let handle = format!("person-{i}");
+        server
+            .admin(
+                &format!("{base}/humans"),
+                json!({"handle": handle, "displayName": handle}),
+            )
+            .await;
+        handles.push(handle);
+    }
+    let full = ada(
+        &server,
+        &w,
+        "agent_wakers_set",
+        json!({"agentId": w.agent_id, "allow": handles[..32]}),
+    )
+    .await;
+    assert_eq!(full["wakers"].as_array().unwrap().len(), 32);
+    let (status, body) = human(
+        &server,
+        &w,
+        &w.device_credential,
+        "agent_wakers_set",
+        json!({"agentId": w.agent_id, "allow": [&handles[32]]}),
+    )
+    .await;
+    assert_eq!(body["error"]["code"], "invalid_state", "{status} {body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("at most 32"),
+        "{body}"
+    );
+    let listed = ada(
+        &server,
+        &w,
+        "agent_wakers_list",
+        json!({"agentId": w.agent_id}),
+    )
+    .await;
+    assert_eq!(listed["wakers"].as_array().unwrap().len(), 32);
+    // One out, one in: within the bound again.
+    let swapped = ada(
+        &server,
+        &w,
+        "agent_wakers_set",
+        json!({"agentId": w.agent_id, "allow": [&handles[32]], "disallow": [&handles[0]]}),
+    )
+    .await;
+    let now: Vec<&str> = swapped["wakers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|w| w["handle"].as_str().unwrap())
+        .collect();
+    assert_eq!(now.len(), 32);
+    assert!(now.contains(&"person-32") && !now.contains(&"person-0"));
+}

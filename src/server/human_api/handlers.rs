@@ -2,7 +2,7 @@
 
 use base64::Engine;
 
-use super::{HumanActions, Person, as_person, feed, found, missing, typed};
+use super::{HumanActions, Person, as_person, feed, found, missing, typed, wakers};
 use crate::contract::error::ErrorCode;
 use crate::contract::target::TargetKind;
 use crate::contract::types as t;
@@ -540,7 +540,7 @@ impl HumanHandler for HumanActions<'_> {
             async |after, limit| {
                 self.state
                     .store
-                    .deliveries_for_owner(
+                    .deliveries_for_person(
                         &person.workspace_id,
                         &person.human_id,
                         DeliveryFilter {
@@ -589,6 +589,22 @@ impl HumanHandler for HumanActions<'_> {
                     failure::internal(format_args!("a stored hosting fence is not positive"))
                 })?,
         })
+    }
+
+    async fn agent_wakers_list(
+        &self,
+        person: &Person,
+        input: t::HumanAgentWakersListInput,
+    ) -> ActionResult<t::HumanAgentWakersListOutput> {
+        wakers::list(self, person, input).await
+    }
+
+    async fn agent_wakers_set(
+        &self,
+        person: &Person,
+        input: t::HumanAgentWakersSetInput,
+    ) -> ActionResult<t::HumanAgentWakersSetOutput> {
+        wakers::set(self, person, input).await
     }
 
     async fn delivery_start(

@@ -14,6 +14,7 @@
 
 mod feed;
 mod handlers;
+mod wakers;
 
 use axum::Router;
 use axum::body::Body;

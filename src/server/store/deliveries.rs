@@ -2,10 +2,12 @@
 //! the message (one per message and agent), and what became of it; and which device hosts an
 //! agent, with the fence that keeps two daemons from both starting one delivery.
 //!
-//! What wakes an agent (`deliver!`): a message of the agent's owner (no agent's: no agent wakes
-//! another, nor itself) in a direct conversation with the agent, or mentioning `@handle` in a
-//! channel or thread the agent belongs to, or in a thread the agent answered in since the owner
-//! last wrote `/end` there (a message that is `/end` alone wakes nobody). A delivery waits
+//! What wakes an agent (`deliver!`): a message of a person who may wake it (its owner, and the
+//! people the owner allowed: `agent_wakers`; no agent: no agent wakes another, nor itself) in a
+//! direct conversation with the agent, or mentioning `@handle` in a channel or thread the agent
+//! belongs to, or in a thread the agent answered in since that person last wrote `/end` there (a
+//! message that is `/end` alone wakes nobody). A delivery is the agent owner's to see, host and
+//! ask again, and its sender's to see and ask again. A delivery waits
 //! `pending` until the hosting daemon starts it (`started`, once: the start carries the host's
 //! fence), and ends `answered` (the agent posted in its target while it ran, decided in that
 //! post's transaction: `answered!`), `ended`, `interrupted`, `failed`, or `expired` (no daemon
@@ -106,11 +108,14 @@ macro_rules! deliver {
         let content: &str = $content;
         let at: &$crate::server::store::Membership = $at;
         if author.starts_with("hum_") && content.trim() != $crate::server::store::END_THREAD {
-            // The owner's agents in the conversation, and what kind of conversation it is.
+            // The agents in the conversation the author may wake (owns, or was allowed to), and
+            // what kind of conversation it is.
             let candidates: Vec<(String, String, String)> = sqlx::query_as(
                 "SELECT a.id, a.handle, c.kind FROM channel_members m \
                  JOIN agents a ON a.id = m.member_id JOIN channels c ON c.id = m.channel_id \
-                 WHERE m.channel_id = $1 AND a.owner_human_id = $2 ORDER BY a.id",
+                 WHERE m.channel_id = $1 AND (a.owner_human_id = $2 \
+                   OR EXISTS (SELECT 1 FROM agent_wakers w WHERE w.agent_id = a.id AND w.human_id = $2)) \
+                 ORDER BY a.id",
             )
             .bind(&at.channel_id)
             .bind(author)
@@ -124,7 +129,7 @@ macro_rules! deliver {
                 let mut wakes = kind == "dm"
                     || $crate::server::store::deliveries_mentions(content, &handle);
                 if !wakes && !named_any && let Some(thread_id) = &at.thread_id {
-                    // The agent answered in this thread since the owner last ended it.
+                    // The agent answered in this thread since this person last ended it.
                     let answered: Option<(i64,)> = sqlx::query_as(
                         "SELECT created_at FROM messages WHERE thread_id = $1 AND author_id = $2 AND created_at >= \
                          COALESCE((SELECT MAX(created_at) FROM messages WHERE thread_id = $1 AND author_id = $3 AND content = $4), -1) \
@@ -247,11 +252,36 @@ pub struct DeliveryFilter<'a> {
     pub state: Option<&'a str>,
 }
 
+/// The people besides its owner who may wake one agent, at most.
+pub const MAX_WAKERS: i64 = 32;
+
+/// Why a change of who may wake an agent is refused (nothing of it is made).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WakersRefusal {
+    /// No person of the workspace has this handle.
+    UnknownHandle(String),
+    /// The handle is both allowed and disallowed.
+    Both(String),
+    /// The agent would have this many, past [`MAX_WAKERS`].
+    TooMany(i64),
+}
+
 /// The device a change comes from, and the hosting fence it holds.
 #[derive(Debug, Clone, Copy)]
 pub struct Host<'a> {
     pub device_id: &'a str,
     pub fence: i64,
+}
+
+/// The person's delivery `id`, of an agent they own or sent by them.
+fn seen<'a>(workspace_id: &'a str, human_id: &'a str, id: &'a str) -> Query<'a> {
+    Query::select::<Delivery>(
+        "WHERE d.id = $1 AND d.workspace_id = $2 AND (d.sender_id = $3 \
+         OR d.agent_id IN (SELECT o.id FROM agents o WHERE o.owner_human_id = $3))",
+    )
+    .bind(id)
+    .bind(workspace_id)
+    .bind(human_id)
 }
 
 /// The person's delivery `id` (of an agent they own).
@@ -266,8 +296,9 @@ fn owned<'a>(workspace_id: &'a str, human_id: &'a str, id: &'a str) -> Query<'a>
 }
 
 impl Store {
-    /// The person's deliveries (of the agents they own), newest change first.
-    pub async fn deliveries_for_owner(
+    /// The person's deliveries (of the agents they own, or of their messages), newest change
+    /// first.
+    pub async fn deliveries_for_person(
         &self,
         workspace_id: &str,
         human_id: &str,
@@ -276,8 +307,8 @@ impl Store {
         limit: usize,
     ) -> Result<Page<Delivery>, StoreError> {
         let query = Query::select::<Delivery>(
-            "WHERE d.workspace_id = $1 \
-             AND d.agent_id IN (SELECT o.id FROM agents o WHERE o.owner_human_id = $2)",
+            "WHERE d.workspace_id = $1 AND (d.sender_id = $2 \
+             OR d.agent_id IN (SELECT o.id FROM agents o WHERE o.owner_human_id = $2))",
         )
         .bind(workspace_id)
         .bind(human_id)
@@ -457,7 +488,7 @@ impl Store {
         let retried = self
             .change(
                 here!(),
-                owned(workspace_id, human_id, id),
+                seen(workspace_id, human_id, id),
                 decide,
                 |_, id| {
                     Query::new(
@@ -558,6 +589,128 @@ impl Store {
             ttl.as_millis().min(i64::MAX as u128) as i64,
             std::sync::atomic::Ordering::Relaxed,
         );
+    }
+}
+
+/// A person who may wake an agent: `(human id, handle)`.
+pub type Waker = (String, String);
+
+impl Store {
+    /// Who besides its owner may wake `agent_id`, an agent `human_id` owns, by handle; `None`
+    /// when the person owns no such agent.
+    pub async fn agent_wakers(
+        &self,
+        workspace_id: &str,
+        human_id: &str,
+        agent_id: &str,
+    ) -> Result<Option<Vec<Waker>>, StoreError> {
+        on_backend!(self, |writer, reader, pg| {
+            let owned: Option<(String,)> = sqlx::query_as(
+                "SELECT id FROM agents WHERE id = $1 AND workspace_id = $2 AND owner_human_id = $3",
+            )
+            .bind(agent_id)
+            .bind(workspace_id)
+            .bind(human_id)
+            .fetch_optional(reader)
+            .await?;
+            if owned.is_none() {
+                return Ok(None);
+            }
+            let wakers: Vec<Waker> = sqlx::query_as(
+                "SELECT h.id, h.handle FROM agent_wakers w JOIN humans h ON h.id = w.human_id \
+                 WHERE w.agent_id = $1 ORDER BY h.handle",
+            )
+            .bind(agent_id)
+            .fetch_all(reader)
+            .await?;
+            Ok(Some(wakers))
+        })
+    }
+
+    /// Lets the people of `allow` wake `agent_id` (an agent `human_id` owns) and no longer those
+    /// of `disallow`, by handle, all or nothing; who may now. The owner always may: naming them
+    /// changes nothing. `None` when the person owns no such agent.
+    pub async fn set_agent_wakers(
+        &self,
+        workspace_id: &str,
+        human_id: &str,
+        agent_id: &str,
+        (allow, disallow): (&[String], &[String]),
+        now_ms: i64,
+    ) -> Result<Option<Result<Vec<Waker>, WakersRefusal>>, StoreError> {
+        if let Some(both) = allow.iter().find(|handle| disallow.contains(handle)) {
+            return Ok(Some(Err(WakersRefusal::Both(both.clone()))));
+        }
+        on_backend!(self, |writer, reader, pg| {
+            let mut tx = writer.begin().await?;
+            // The agent's row is the lock two changes of its wakers take in turn, so the bound
+            // holds under both.
+            let owned: Option<(String,)> = sqlx::query_as(if pg {
+                "SELECT id FROM agents WHERE id = $1 AND workspace_id = $2 AND owner_human_id = $3 FOR UPDATE"
+            } else {
+                "SELECT id FROM agents WHERE id = $1 AND workspace_id = $2 AND owner_human_id = $3"
+            })
+            .bind(agent_id)
+            .bind(workspace_id)
+            .bind(human_id)
+            .fetch_optional(&mut *tx)
+            .await?;
+            if owned.is_none() {
+                return Ok(None);
+            }
+            for (handle, allowed) in disallow
+                .iter()
+                .map(|h| (h, false))
+                .chain(allow.iter().map(|h| (h, true)))
+            {
+                let person: Option<(String,)> =
+                    sqlx::query_as("SELECT id FROM humans WHERE workspace_id = $1 AND handle = $2")
+                        .bind(workspace_id)
+                        .bind(handle)
+                        .fetch_optional(&mut *tx)
+                        .await?;
+                let Some((person,)) = person else {
+                    return Ok(Some(Err(WakersRefusal::UnknownHandle(handle.clone()))));
+                };
+                if person == human_id {
+                    continue;
+                }
+                if allowed {
+                    sqlx::query(
+                        "INSERT INTO agent_wakers (agent_id, human_id, created_at) VALUES ($1, $2, $3) \
+                         ON CONFLICT (agent_id, human_id) DO NOTHING",
+                    )
+                    .bind(agent_id)
+                    .bind(&person)
+                    .bind(now_ms)
+                    .execute(&mut *tx)
+                    .await?;
+                } else {
+                    sqlx::query("DELETE FROM agent_wakers WHERE agent_id = $1 AND human_id = $2")
+                        .bind(agent_id)
+                        .bind(&person)
+                        .execute(&mut *tx)
+                        .await?;
+                }
+            }
+            let (count,): (i64,) =
+                sqlx::query_as("SELECT COUNT(*) FROM agent_wakers WHERE agent_id = $1")
+                    .bind(agent_id)
+                    .fetch_one(&mut *tx)
+                    .await?;
+            if count > MAX_WAKERS {
+                return Ok(Some(Err(WakersRefusal::TooMany(count))));
+            }
+            let wakers: Vec<Waker> = sqlx::query_as(
+                "SELECT h.id, h.handle FROM agent_wakers w JOIN humans h ON h.id = w.human_id \
+                 WHERE w.agent_id = $1 ORDER BY h.handle",
+            )
+            .bind(agent_id)
+            .fetch_all(&mut *tx)
+            .await?;
+            tx.commit().await?;
+            Ok(Some(Ok(wakers)))
+        })
     }
 }
 

@@ -225,7 +225,8 @@ impl Store {
                      LEFT JOIN channels c ON c.id = e.channel_id \
                      WHERE e.workspace_id = $1 AND e.seq > $2 AND e.seq <= $3 AND ( \
                        (e.channel_id IS NOT NULL AND EXISTS (SELECT 1 FROM channel_members m WHERE m.channel_id = e.channel_id AND m.member_id = $4)) \
-                       OR (e.agent_id IS NOT NULL AND e.agent_id IN (SELECT o.id FROM agents o WHERE o.owner_human_id = $4))) \
+                       OR (e.agent_id IS NOT NULL AND e.agent_id IN (SELECT o.id FROM agents o WHERE o.owner_human_id = $4)) \
+                       OR (e.kind = 'delivery' AND EXISTS (SELECT 1 FROM deliveries d WHERE d.id = e.subject AND d.sender_id = $4))) \
                      ORDER BY e.seq LIMIT $5",
                 )
                 .bind(workspace_id)

@@ -584,6 +584,15 @@ pub const MIGRATIONS: &[&str] = &[
     UPDATE deliveries SET sender_id = (SELECT m.author_id FROM messages m WHERE m.id = deliveries.message_id);
     CREATE INDEX deliveries_by_sender ON deliveries (sender_id, created_at);
     "#,
+    // 15: the people besides its owner whose messages wake an agent.
+    r#"
+    CREATE TABLE agent_wakers (
+        agent_id TEXT NOT NULL REFERENCES agents(id),
+        human_id TEXT NOT NULL REFERENCES humans(id),
+        created_at BIGINT NOT NULL,
+        PRIMARY KEY (agent_id, human_id)
+    );
+    "#,
 ];
 
 /// The same migrations for PostgreSQL, entry for entry (their versions are the same): `BLOB` is
@@ -1156,6 +1165,15 @@ pub const PG_MIGRATIONS: &[&str] = &[
     ALTER TABLE deliveries ADD COLUMN sender_id TEXT COLLATE "C";
     UPDATE deliveries SET sender_id = (SELECT m.author_id FROM messages m WHERE m.id = deliveries.message_id);
     CREATE INDEX deliveries_by_sender ON deliveries (sender_id, created_at);
+    "#,
+    // 15: the people besides its owner whose messages wake an agent.
+    r#"
+    CREATE TABLE agent_wakers (
+        agent_id TEXT COLLATE "C" NOT NULL REFERENCES agents(id),
+        human_id TEXT COLLATE "C" NOT NULL REFERENCES humans(id),
+        created_at BIGINT NOT NULL,
+        PRIMARY KEY (agent_id, human_id)
+    );
     "#,
 ];
 

@@ -36,7 +36,8 @@ pub use db::is_postgres;
 pub(crate) use db::{Columns, here, on_backend};
 pub use deliveries::{
     DEFAULT_DELIVERIES_PER_MINUTE, DEFAULT_DELIVERY_TTL_MS, DeliveryFilter, DeliveryRefusal,
-    END_THREAD, Host, mentions as deliveries_mentions, refusal as deliveries_refusal,
+    END_THREAD, Host, MAX_WAKERS, Waker, WakersRefusal, mentions as deliveries_mentions,
+    refusal as deliveries_refusal,
 };
 pub(crate) use deliveries::{answered, deliver};
 pub(crate) use events::record_event;
