@@ -510,6 +510,7 @@ pub fn run_runtime(state: StateDir, args: RunArgs) -> Exit {
         runtime,
         sandbox_network,
         stdin,
+        resume: None,
     };
     if let Err(message) = options.check() {
         return usage_error(&message, &[]);

@@ -534,8 +534,8 @@ fn wait_for_answers(
     json: bool,
 ) -> Result<Exit, Exit> {
     let names = if json { HashMap::new() } else { names(state)? };
-    // Delivery id → the state last shown.
-    let mut shown: HashMap<String, String> = HashMap::new();
+    // Delivery id → the state last shown, and when the delivery took it.
+    let mut shown: HashMap<String, (String, String)> = HashMap::new();
     let mut changed: Vec<Value> = deliveries_on(state, target)?
         .into_iter()
         .filter(|d| d["messageId"] == json!(id))
@@ -557,14 +557,16 @@ fn wait_for_answers(
             else {
                 continue;
             };
-            // Each state once; and a delivery's first final state is the one that counts.
+            // Each state once, none older than one shown (the feed may hand a change as it was
+            // after the list handed it as it is); a delivery's first final state counts.
+            let at = delivery["updatedAt"].as_str().unwrap_or_default();
             if shown
                 .get(delivery_id)
-                .is_some_and(|was| was == now || is_final(was))
+                .is_some_and(|(was, was_at)| was == now || is_final(was) || at < was_at.as_str())
             {
                 continue;
             }
-            shown.insert(delivery_id.to_string(), now.to_string());
+            shown.insert(delivery_id.to_string(), (now.to_string(), at.to_string()));
             let mut text = if json {
                 format!("{}\n", json!({ "delivery": delivery }))
             } else {
@@ -597,7 +599,7 @@ fn wait_for_answers(
                 return Ok(Exit::Success);
             }
         }
-        if shown.values().all(|state| is_final(state)) {
+        if shown.values().all(|(state, _)| is_final(state)) {
             return Ok(if answered_all {
                 Exit::Success
             } else {

@@ -72,6 +72,22 @@ fn resolve(state: &DaemonState, options: LaunchOptions) -> ActionResult<LaunchRe
         notices.push(format!("runtime driver: {} ({how})", family.as_str()));
     }
     options.runtime = family;
+    if let Some(session) = options.resume.take() {
+        match driver::session_args(family, &options.argv[1..], &session) {
+            Some(args) => {
+                let verb = if session.known { "resumes" } else { "starts" };
+                notices.push(format!(
+                    "runtime session: this run {verb} the conversation's session {}",
+                    session.id
+                ));
+                options.argv.splice(1..1, args);
+            }
+            None => notices.push(format!(
+                "runtime session: {} is not resumed by its driver; this run is a new session",
+                family.as_str()
+            )),
+        }
+    }
     if family == Family::Codex && driver::codex_app_server(&options.argv[1..]) && !options.stdin {
         // Its protocol comes on stdin: an empty one would end it at once.
         options.stdin = true;

@@ -33,6 +33,7 @@ mod proxies;
 mod reader;
 mod readme;
 mod runtime_boundary;
+mod runtime_deliveries;
 mod runtime_drivers;
 mod runtime_harness;
 mod schema_lint;

@@ -58,10 +58,21 @@ def tool_results(api: str, body: dict[str, Any]) -> int:
     if api == "chat":
         return sum(1 for m in body.get("messages") or [] if m.get("role") == "tool")
     if api == "gemini":
-        return sum(1 for content in body.get("contents") or []
-                   if isinstance(content, dict)
-                   for p in content.get("parts") or []
-                   if isinstance(p, dict) and "functionResponse" in p)
+        # Distinct by their call ids: a resumed Gemini session replays a response twice.
+        seen: set[Any] = set()
+        count = 0
+        for content in body.get("contents") or []:
+            if not isinstance(content, dict):
+                continue
+            for p in content.get("parts") or []:
+                if not (isinstance(p, dict) and isinstance(p.get("functionResponse"), dict)):
+                    continue
+                call = p["functionResponse"].get("id")
+                if call is None or call not in seen:
+                    count += 1
+                if call is not None:
+                    seen.add(call)
+        return count
     return sum(1 for i in body.get("input") or []
                if isinstance(i, dict) and i.get("type") == "function_call_output")
 

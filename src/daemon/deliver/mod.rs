@@ -26,6 +26,7 @@ use super::runtime::{LaunchOptions, Output};
 use super::state::DaemonState;
 
 pub mod recipe;
+mod session;
 use crate::contract::ActionResult;
 use crate::contract::HumanActionId as H;
 use crate::wire::turn::Turn;
@@ -299,12 +300,25 @@ async fn deliver(state: &DaemonState, delivery: &Value, recipe: &Recipe, fence: 
         }
     };
     fault::kill_at("start");
-    let (ended, reason) =
-        match launch(state, recipe, id, (agent_id, target, message_id), &session).await {
-            Ok(0) => ("ended", "the run ended without a reply".to_string()),
-            Ok(code) => ("failed", format!("the run exited with status {code}")),
-            Err(why) => ("failed", why),
-        };
+    // The conversation's runtime session: this turn follows the ones before in it.
+    let resumed = state.deliverer.sessions.next(agent_id, target);
+    let ran = launch(
+        state,
+        recipe,
+        id,
+        (agent_id, target, message_id),
+        (&session, &resumed),
+    )
+    .await;
+    state
+        .deliverer
+        .sessions
+        .ended(agent_id, target, &resumed, matches!(ran, Ok(0)));
+    let (ended, reason) = match ran {
+        Ok(0) => ("ended", "the run ended without a reply".to_string()),
+        Ok(code) => ("failed", format!("the run exited with status {code}")),
+        Err(why) => ("failed", why),
+    };
     finish(state, &started, fence, ended, &reason).await;
 }
 
@@ -337,7 +351,7 @@ async fn launch(
     recipe: &Recipe,
     delivery_id: &str,
     (agent_id, target, message_id): (&str, &str, &str),
-    session: &str,
+    (session, resumed): (&str, &super::runtime::driver::RuntimeSession),
 ) -> Result<i32, String> {
     let text = prompt(state, target, message_id).await?;
     let options = LaunchOptions {
@@ -355,6 +369,7 @@ async fn launch(
         runtime: recipe.runtime,
         sandbox_network: false,
         stdin: true,
+        resume: Some(resumed.clone()),
     };
     let mut output = super::launch::start(state, options)
         .await

@@ -94,6 +94,8 @@ pub struct Deliverer {
     /// pending): not tried again until it changes.
     pub(super) refused: Mutex<HashSet<(String, String)>>,
     paused: Mutex<Paused>,
+    /// The runtime session each delivered conversation runs in.
+    pub(super) sessions: super::session::Sessions,
     /// Asks for a pass now (a recipe was set, a run ended, the person resumed).
     pub(super) wake: tokio::sync::Notify,
 }
@@ -124,12 +126,13 @@ impl Deliverer {
             }
         };
         Deliverer {
-            dir,
+            dir: dir.clone(),
             fences: Mutex::default(),
             busy: Mutex::default(),
             workdirs: Mutex::default(),
             refused: Mutex::default(),
             paused: Mutex::new(paused),
+            sessions: super::session::Sessions::new(&dir),
             wake: tokio::sync::Notify::new(),
         }
     }

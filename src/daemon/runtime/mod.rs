@@ -107,6 +107,10 @@ pub struct LaunchOptions {
     /// instead of an empty one. A Codex `app-server` always does: its protocol comes on stdin.
     #[serde(default)]
     pub stdin: bool,
+    /// The runtime session of a delivered conversation, which the driver puts the run in (a
+    /// new one, or the one it resumes); the deliverer's alone, never taken from a request.
+    #[serde(skip)]
+    pub resume: Option<driver::RuntimeSession>,
 }
 
 impl LaunchOptions {

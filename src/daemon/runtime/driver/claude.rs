@@ -20,6 +20,35 @@ use super::{Launch, Unasked, Wiring, has_flag, option_value};
 use crate::contract::preapproval::preapproved_tools;
 use crate::contract::tool_guidance::NAMESPACE;
 
+/// A delivered conversation's session: `--session-id ID` starts it (an id in use is refused),
+/// `--resume ID` continues it. The person's own `--resume`, `--continue` or `--session-id` stays
+/// theirs.
+pub(super) fn session_args(
+    args: &[String],
+    session: &super::RuntimeSession,
+) -> Option<Vec<String>> {
+    let chosen = has_flag(
+        args,
+        &[
+            "-c",
+            "--continue",
+            "-r",
+            "--resume",
+            "--session-id",
+            "--fork-session",
+        ],
+    );
+    if chosen {
+        return None;
+    }
+    let flag = if session.known {
+        "--resume"
+    } else {
+        "--session-id"
+    };
+    Some(vec![flag.to_string(), session.id.clone()])
+}
+
 /// Claude Code asks before a tool its rules do not allow, unless the user turned its checks off.
 pub(super) fn unasked(args: &[String]) -> Unasked {
     let bypassed = has_flag(args, &["--dangerously-skip-permissions"])
@@ -89,6 +118,35 @@ mod tests {
     use super::super::tests::Fixture;
     use super::super::{Family, wire};
     use super::*;
+
+    #[test]
+    fn a_delivered_session_starts_by_its_id_then_resumes_and_the_persons_choice_stays() {
+        let args = |words: &[&str]| words.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        let new = super::super::RuntimeSession {
+            id: "4f24bd16-af53-4e91-92fe-ac989815b14e".into(),
+            known: false,
+        };
+        let known = super::super::RuntimeSession {
+            known: true,
+            ..new.clone()
+        };
+        assert_eq!(
+            session_args(&args(&["-p"]), &new),
+            Some(args(&["--session-id", &new.id]))
+        );
+        assert_eq!(
+            session_args(&args(&["-p"]), &known),
+            Some(args(&["--resume", &new.id]))
+        );
+        for own in [
+            &["-c"][..],
+            &["--resume", "x"],
+            &["--resume=x"],
+            &["--session-id", "y"],
+        ] {
+            assert_eq!(session_args(&args(own), &known), None, "{own:?}");
+        }
+    }
 
     #[test]
     fn the_mcp_entry_guidance_skill_and_bash_rules_are_added_to_the_users_setup() {

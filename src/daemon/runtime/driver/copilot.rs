@@ -38,6 +38,19 @@ const INSTRUCTIONS_DIRS: &str = "COPILOT_CUSTOM_INSTRUCTIONS_DIRS";
 /// Said on stderr at every Copilot launch that pre-approves anything.
 const ALIAS_NOTICE: &str = "Copilot CLI approves a command by its first word, so `agentteam exec` actions that are not destructive are pre-approved as `agentteam-exec <domain> <action>` (which runs nothing else); `agentteam exec` itself asks as your other commands do";
 
+/// A delivered conversation's session: `--session-id ID` sets the id of a new session and
+/// resumes an existing one. The person's own `--resume`, `--continue` or `--session-id` stays
+/// theirs.
+pub(super) fn session_args(
+    args: &[String],
+    session: &super::RuntimeSession,
+) -> Option<Vec<String>> {
+    if has_flag(args, &["-r", "--resume", "--continue", "--session-id"]) {
+        return None;
+    }
+    Some(vec!["--session-id".to_string(), session.id.clone()])
+}
+
 /// Copilot asks before a tool its rules do not allow, unless the user allowed every tool.
 pub(super) fn unasked(args: &[String]) -> Unasked {
     match has_flag(args, &["--allow-all-tools", "--allow-all", "--yolo"]) {

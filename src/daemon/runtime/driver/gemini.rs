@@ -51,6 +51,24 @@ const WRITTEN: [&str; 2] = ["tmp", "history"];
 /// What else `GEMINI_CLI_HOME` relocates beside `.gemini`: linked from the user's home.
 const BESIDE: [&str; 2] = [".agents", ".env"];
 
+/// A delivered conversation's session: `--session-id ID` starts it, `--resume ID` continues it
+/// (Gemini looks it up among the working folder's chats). The person's own `--resume`,
+/// `--session-id` or `--session-file` stays theirs.
+pub(super) fn session_args(
+    args: &[String],
+    session: &super::RuntimeSession,
+) -> Option<Vec<String>> {
+    if has_flag(args, &["-r", "--resume", "--session-id", "--session-file"]) {
+        return None;
+    }
+    let flag = if session.known {
+        "--resume"
+    } else {
+        "--session-id"
+    };
+    Some(vec![flag.to_string(), session.id.clone()])
+}
+
 /// Gemini CLI asks before a shell command no policy allows (headless: it does not offer it),
 /// unless in yolo mode; the tools of the `agentteam` server are trusted (a headless Gemini offers
 /// no other server's), so it calls every one of them without asking.

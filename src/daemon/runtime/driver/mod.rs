@@ -303,6 +303,30 @@ pub fn wire(family: Family, launch: &Launch) -> io::Result<Wiring> {
     }
 }
 
+/// A runtime session of a delivered conversation: its id, and whether a run of it ended well
+/// before (so the runtime has it to resume).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeSession {
+    pub id: String,
+    pub known: bool,
+}
+
+/// The arguments that put a run of `family` (its own arguments `args`) in `session`: a new
+/// session with that id, or the known one resumed. `None` where the driver does not resume a
+/// runtime's sessions yet, or where the person's arguments already choose a session.
+pub fn session_args(
+    family: Family,
+    args: &[String],
+    session: &RuntimeSession,
+) -> Option<Vec<String>> {
+    match family {
+        Family::Claude => claude::session_args(args, session),
+        Family::Gemini => gemini::session_args(args, session),
+        Family::Copilot => copilot::session_args(args, session),
+        _ => None,
+    }
+}
+
 /// Where `family`, launched as `launch` says, would run a destructive AgentTeam call without
 /// asking its person (the daemon refuses those calls of the launch). A generic program runs what
 /// its author wrote: nothing is refused for it.

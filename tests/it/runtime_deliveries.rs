@@ -1,0 +1,306 @@
+//! A real runtime as an agent's launch recipe, offline under the scripted model: a person's
+//! direct message and a person's mention in a thread each start one delivered run, the model's
+//! `message_send` reply lands where it was asked, and a second message in the same conversation
+//! is the next turn of the same runtime session (the model's script goes on from where the
+//! conversation's history left it, and its request holds the first turn).
+
+use std::path::Path;
+use std::time::Duration;
+
+use agentteam::contract::tool_guidance::{RuntimeNaming, ToolNamer};
+use serde_json::{Value, json};
+
+use crate::runtime_harness::{Model, runtime_tool};
+use crate::support::TestDaemon;
+
+/// One human API action through the daemon's person route.
+async fn human(daemon: &TestDaemon, action: &str, input: Value) -> Value {
+    let token = std::fs::read_to_string(daemon.state_dir.join("admin.token")).unwrap();
+    let answer: Value = daemon
+        .client
+        .post(format!("{}/api/admin/human/{action}", daemon.base_url))
+        .bearer_auth(token.trim())
+        .json(&input)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(answer["ok"], true, "{action}: {answer}");
+    answer["data"].clone()
+}
+
+/// `agentteam post TARGET TEXT --wait`: what it printed, once every agent it woke answered.
+async fn post_and_wait(daemon: &TestDaemon, model: &Model, target: &str, text: &str) -> String {
+    let output = tokio::time::timeout(
+        Duration::from_secs(180),
+        daemon.cli(&["post", target, text, "--wait"]).output(),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("no answer in time; the daemon's log:\n{}", daemon.log()))
+    .unwrap();
+    let out = String::from_utf8(output.stdout).unwrap();
+    assert!(
+        output.status.success(),
+        "{out}{}\nthe model answered: {:?}\nthe daemon's log:\n{}",
+        String::from_utf8_lossy(&output.stderr),
+        model
+            .requests()
+            .iter()
+            .map(|r| format!("{} {}", r["conversation"], r["answer"]))
+            .collect::<Vec<_>>(),
+        daemon.log()
+    );
+    // Each state once, in the order the delivery took them: (waiting,) answering, answered.
+    let ranks: Vec<usize> = out
+        .lines()
+        .filter(|l| l.starts_with("    -> "))
+        .map(|l| {
+            ["waiting for the daemon", "is answering", "alpha answered"]
+                .iter()
+                .position(|said| l.contains(said))
+                .unwrap_or_else(|| panic!("{l}"))
+        })
+        .collect();
+    assert!(
+        ranks.windows(2).all(|w| w[0] < w[1]) && ranks.last() == Some(&2),
+        "{out}"
+    );
+    out
+}
+
+/// Every message's content on `target`, oldest first.
+async fn contents(daemon: &TestDaemon, target: &str) -> Vec<String> {
+    let page = human(
+        daemon,
+        "history_read",
+        json!({"target": target, "limit": 50}),
+    )
+    .await;
+    let mut all: Vec<String> = page["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap().to_string())
+        .collect();
+    all.reverse();
+    all
+}
+
+/// A runtime as a person sets it as an agent's recipe.
+struct Delivered {
+    /// The variable `scripts/test` names its executable in.
+    executable: &'static str,
+    api: &'static str,
+    naming: RuntimeNaming,
+    /// The recipe's arguments after the program (the message comes on stdin).
+    args: &'static [&'static str],
+    /// The person's own setup: writes their files under `home` (trusting `work` where the
+    /// runtime asks that) and returns the environment the recipe copies from their shell.
+    setup: fn(&Path, &Path, u16) -> Vec<(String, String)>,
+}
+
+/// A person's direct message starts a run that answers there; their next one is the same
+/// session's next turn; their mention in a thread starts a run of its own session there.
+async fn answers_and_resumes(runtime: Delivered) {
+    let root = tempfile::tempdir().unwrap();
+    let daemon = TestDaemon::start_in(root.path(), &[]).await;
+    daemon.add_agent("alpha").await;
+    let dm = human(&daemon, "dm_open", json!({"handle": "alpha"})).await["target"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let workspace = daemon.workspace_id();
+    let channel = crate::runtime_harness::channel_of(&daemon);
+    let made = tokio::process::Command::new(crate::support::bin())
+        .args(["admin", "--json", "thread", "--workspace", &workspace])
+        .args(["--channel", &channel, "--title", "release", "--state-dir"])
+        .arg(&daemon.state_dir)
+        .env("AGENTTEAM_NO_START", "1")
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        made.status.success(),
+        "{}",
+        String::from_utf8_lossy(&made.stderr)
+    );
+    let thread = format!(
+        "thread:{}",
+        serde_json::from_slice::<Value>(&made.stdout).unwrap()["threadId"]
+            .as_str()
+            .unwrap()
+    );
+
+    // The model, by the marker the request's last user message holds: each turn's steps go on
+    // from the results the conversation's history holds (a chat API's last user message is the
+    // turn's prompt until the turn ends, so a turn's marker names no more steps than it takes).
+    let send = |target: &str, content: &str| {
+        json!({"name": runtime.naming.model_name("message_send"),
+               "args": {"target": target, "content": content}})
+    };
+    let script = json!({
+        "DM-ONE": [send(&dm, "first answer, in private")],
+        "DM-TWO": [send(&dm, "first answer, in private"), send(&dm, "second answer, same session")],
+        "THREAD-CONV": [send(&thread, "answered in the thread")],
+    });
+    let model = Model::start_with(root.path(), runtime.api, runtime.naming, script, 0).await;
+
+    // The recipe, set by the person from a shell with the runtime's provider settings.
+    let home = root.path().join("home");
+    let work = root.path().join("work");
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::create_dir_all(&work).unwrap();
+    let program = runtime_tool(runtime.executable);
+    let provider = (runtime.setup)(&home, &work, model.port);
+    let mut recipe = daemon.cli(&[
+        "agent",
+        "recipe",
+        "alpha",
+        "--workdir",
+        work.to_str().unwrap(),
+    ]);
+    for (name, value) in &provider {
+        recipe.args(["--env", name]).env(name, value);
+    }
+    let set = recipe
+        .args(["--", program.to_str().unwrap()])
+        .args(runtime.args)
+        .env("HOME", &home)
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        set.status.success(),
+        "{}",
+        String::from_utf8_lossy(&set.stderr)
+    );
+
+    // A direct message starts a run; its reply lands in the direct conversation.
+    let first = post_and_wait(&daemon, &model, &dm, "DM-ONE is the release ready?").await;
+    assert!(first.contains("first answer, in private"), "{first}");
+    // The next one is the same session's next turn: the script goes on, and the model is
+    // handed the first turn with it.
+    let requests_before = model.requests().len();
+    let second = post_and_wait(&daemon, &model, &dm, "DM-TWO and the changelog?").await;
+    assert!(second.contains("second answer, same session"), "{second}");
+    let turn_two: Vec<Value> = model.requests()[requests_before..]
+        .iter()
+        .filter(|r| r["conversation"] == "DM-TWO")
+        .cloned()
+        .collect();
+    assert!(!turn_two.is_empty(), "{:?}", model.requests());
+    let body = model.body(&turn_two[0]);
+    assert!(
+        body.contains("is the release ready?") && body.contains("first answer, in private"),
+        "the second turn's request does not hold the first: {body}"
+    );
+    assert_eq!(
+        contents(&daemon, &dm).await,
+        [
+            "DM-ONE is the release ready?",
+            "first answer, in private",
+            "DM-TWO and the changelog?",
+            "second answer, same session",
+        ]
+    );
+
+    // A mention in a thread starts a run of its own session, which answers in the thread.
+    let asked = post_and_wait(&daemon, &model, &thread, "@alpha THREAD-CONV what is left?").await;
+    assert!(asked.contains("answered in the thread"), "{asked}");
+    assert_eq!(
+        contents(&daemon, &thread).await,
+        ["@alpha THREAD-CONV what is left?", "answered in the thread"]
+    );
+    let deliveries = human(&daemon, "delivery_list", json!({"limit": 100})).await;
+    let states: Vec<&str> = deliveries["deliveries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["state"].as_str().unwrap())
+        .collect();
+    assert_eq!(states, ["answered"; 3], "one run per message: {deliveries}");
+}
+
+#[tokio::test]
+async fn claude_code_answers_a_persons_messages_and_resumes_its_session() {
+    answers_and_resumes(Delivered {
+        executable: "AGENTTEAM_TEST_CLAUDE",
+        api: "anthropic",
+        naming: RuntimeNaming::Claude,
+        args: &["-p", "--output-format", "json"],
+        setup: |_, _, port| {
+            [
+                ("ANTHROPIC_API_KEY", "scripted-model-key".to_string()),
+                ("ANTHROPIC_BASE_URL", format!("http://127.0.0.1:{port}")),
+                ("DISABLE_AUTOUPDATER", "1".to_string()),
+                ("CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "1".to_string()),
+            ]
+            .map(|(k, v)| (k.to_string(), v))
+            .to_vec()
+        },
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn gemini_cli_answers_a_persons_messages_and_resumes_its_session() {
+    answers_and_resumes(Delivered {
+        executable: "AGENTTEAM_TEST_GEMINI",
+        api: "gemini",
+        naming: RuntimeNaming::Gemini,
+        // Gemini appends `-p`'s text to what comes on stdin.
+        args: &["-p", "Answer the message above.", "-o", "json"],
+        setup: |home, work, port| {
+            let dir = home.join(".gemini");
+            std::fs::create_dir_all(&dir).unwrap();
+            let settings = json!({
+                "security": {"auth": {"selectedType": "gemini-api-key"}},
+                "general": {"enableAutoUpdate": false, "enableAutoUpdateNotification": false},
+                "privacy": {"usageStatisticsEnabled": false},
+                "telemetry": {"enabled": false},
+            });
+            std::fs::write(dir.join("settings.json"), settings.to_string()).unwrap();
+            let trusted = json!({ work.display().to_string(): "TRUST_FOLDER" });
+            std::fs::write(dir.join("trustedFolders.json"), trusted.to_string()).unwrap();
+            [
+                ("GOOGLE_GEMINI_BASE_URL", format!("http://127.0.0.1:{port}")),
+                ("GEMINI_API_KEY", "scripted-model-key".to_string()),
+            ]
+            .map(|(k, v)| (k.to_string(), v))
+            .to_vec()
+        },
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn copilot_cli_answers_a_persons_messages_and_resumes_its_session() {
+    answers_and_resumes(Delivered {
+        executable: "AGENTTEAM_TEST_COPILOT",
+        api: "chat",
+        naming: RuntimeNaming::Copilot,
+        // The message comes on stdin, which Copilot takes as its prompt.
+        args: &["--output-format", "json", "--no-auto-update"],
+        setup: |_, _, port| {
+            let cache = std::env::var("AGENTTEAM_TEST_COPILOT_CACHE")
+                .expect("AGENTTEAM_TEST_COPILOT_CACHE is set by scripts/test");
+            [
+                ("COPILOT_OFFLINE", "true".to_string()),
+                (
+                    "COPILOT_PROVIDER_BASE_URL",
+                    format!("http://127.0.0.1:{port}/v1"),
+                ),
+                ("COPILOT_PROVIDER_API_KEY", "scripted-model-key".to_string()),
+                ("COPILOT_MODEL", "gpt-4.1".to_string()),
+                ("COPILOT_AUTO_UPDATE", "false".to_string()),
+                // The program it unpacked on its first run (scripts/lib/runtimes.sh).
+                ("XDG_CACHE_HOME", cache),
+            ]
+            .map(|(k, v)| (k.to_string(), v))
+            .to_vec()
+        },
+    })
+    .await;
+}
