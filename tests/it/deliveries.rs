@@ -812,3 +812,176 @@ async fn a_person_the_owner_allows_wakes_the_agent_and_one_not_allowed_starts_no
     assert_eq!(code, 0);
     assert!(out.starts_with("only you, its owner"), "{out}");
 }
+
+#[tokio::test]
+async fn a_credential_rotation_mid_turn_changes_nothing_for_the_delivered_run() {
+    let root = tempfile::tempdir().unwrap();
+    let run_dir = root.path().join("run");
+    let daemon = TestDaemon::start_in(
+        root.path(),
+        &[
+            "--runtime-dir",
+            run_dir.to_str().unwrap(),
+            "--token-ttl-secs",
+            "2",
+            "--rotation-tick-ms",
+            "100",
+        ],
+    )
+    .await;
+    daemon.add_agent("builder").await;
+    let work = tempfile::tempdir().unwrap();
+    make_go(work.path());
+    let workdir = work.path().display().to_string();
+    // The stand-in keeps the token it started with, then answers with the one its file holds.
+    let script = format!(
+        "cp \"$AGENTTEAM_MCP_TOKEN_FILE\" \"$PWD/token-at-start\"\n{}",
+        stand_in("answered after a rotation", Wait::Go)
+    );
+    let (code, _, err) = cli(
+        &daemon,
+        &[
+            "agent",
+            "recipe",
+            "builder",
+            "--workdir",
+            &workdir,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let head = human(&daemon, "events_read", json!({})).await["cursor"].clone();
+    let asked = post(&daemon, "@builder", "take your time").await;
+    let started = delivery_event(&daemon, head.clone(), |d| {
+        d["messageId"] == json!(asked) && d["state"] == "started"
+    })
+    .await;
+
+    // The run's credential is rotated while its turn goes on.
+    let at_start = work.path().join("token-at-start");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let rotated = loop {
+        let first = std::fs::read_to_string(&at_start).unwrap_or_default();
+        let now: Vec<String> = crate::runtime_harness::files_named(&run_dir, "mcp-token")
+            .iter()
+            .filter_map(|f| std::fs::read_to_string(f).ok())
+            .collect();
+        if !first.is_empty() && now.len() == 1 && now[0] != first {
+            break now[0].clone();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no rotation in time: {now:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(!rotated.is_empty());
+    let runs = daemon.admin_get("runs").await;
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "{runs}");
+    assert_eq!(
+        runs["runs"][0]["processGeneration"], 1,
+        "not restarted: {runs}"
+    );
+
+    // Released, the same run answers with its current credential: one start, one answer.
+    std::fs::write(work.path().join("go"), "go\n").unwrap();
+    let answered = delivery_event(&daemon, head, |d| {
+        d["messageId"] == json!(asked) && d["state"] == "answered"
+    })
+    .await;
+    assert_eq!(answered["runId"], started["runId"]);
+    let runs_log = std::fs::read_to_string(work.path().join("runs.log")).unwrap();
+    assert_eq!(runs_log.lines().count(), 1, "{runs_log}");
+    let statuses = std::fs::read_to_string(work.path().join("answered.txt")).unwrap();
+    assert_eq!(statuses.trim(), "200");
+}
+
+#[tokio::test]
+async fn the_persons_replace_of_a_delivered_run_revokes_it_before_the_new_process_starts() {
+    let daemon = TestDaemon::start(&[]).await;
+    daemon.add_agent("builder").await;
+    let work = tempfile::tempdir().unwrap();
+    make_go(work.path());
+    let workdir = work.path().display().to_string();
+    let script = format!(
+        "cp \"$AGENTTEAM_MCP_TOKEN_FILE\" \"$PWD/token-at-start\"\n{}",
+        stand_in("never sent", Wait::Go)
+    );
+    let (code, _, err) = cli(
+        &daemon,
+        &[
+            "agent",
+            "recipe",
+            "builder",
+            "--workdir",
+            &workdir,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let head = human(&daemon, "events_read", json!({})).await["cursor"].clone();
+    let asked = post(&daemon, "@builder", "a long task").await;
+    let started = delivery_event(&daemon, head.clone(), |d| {
+        d["messageId"] == json!(asked) && d["state"] == "started"
+    })
+    .await;
+    let session = started["runId"].as_str().unwrap().to_string();
+    let at_start = work.path().join("token-at-start");
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let old_token = loop {
+        match std::fs::read_to_string(&at_start) {
+            Ok(token) if !token.trim().is_empty() => break token.trim().to_string(),
+            _ => {}
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run never started"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+
+    // The person starts the agent anew in the delivered conversation's session, replacing it.
+    let mut new = daemon.launch(
+        "builder",
+        &["--session", &session, "--replace"],
+        r#"echo "$AGENTTEAM_MCP_URL"; exec sleep 600"#,
+    );
+    let mcp_url = new.line().await;
+    // By the time the new process runs, the old one's credential is refused.
+    let status = daemon
+        .client
+        .post(&mcp_url)
+        .bearer_auth(&old_token)
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap()
+        .status();
+    assert_eq!(status, 401, "the replaced run's credential still works");
+    // The delivery says its run was stopped, and may be asked again.
+    let failed = delivery_event(&daemon, head, |d| {
+        d["messageId"] == json!(asked) && d["state"] == "failed"
+    })
+    .await;
+    assert!(
+        failed["reason"]
+            .as_str()
+            .unwrap()
+            .contains("exited with status"),
+        "{failed}"
+    );
+    let runs = daemon.admin_get("runs").await;
+    assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "{runs}");
+    assert_eq!(runs["runs"][0]["processGeneration"], 2, "{runs}");
+    let _ = new.child.start_kill();
+}
