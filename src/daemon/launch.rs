@@ -73,15 +73,8 @@ fn resolve(state: &DaemonState, options: LaunchOptions) -> ActionResult<LaunchRe
     }
     options.runtime = family;
     if let Some(session) = options.resume.take() {
-        match driver::session_args(family, &options.argv[1..], &session) {
-            Some(args) => {
-                let verb = if session.known { "resumes" } else { "starts" };
-                notices.push(format!(
-                    "runtime session: this run {verb} the conversation's session {}",
-                    session.id
-                ));
-                options.argv.splice(1..1, args);
-            }
+        match driver::put_in_session(family, &mut options.argv, &session) {
+            Some(said) => notices.push(format!("runtime session: {said}")),
             None => notices.push(format!(
                 "runtime session: {} is not resumed by its driver; this run is a new session",
                 family.as_str()

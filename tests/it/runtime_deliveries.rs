@@ -304,3 +304,38 @@ async fn copilot_cli_answers_a_persons_messages_and_resumes_its_session() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn opencode_answers_a_persons_messages_and_resumes_its_session() {
+    answers_and_resumes(Delivered {
+        executable: "AGENTTEAM_TEST_OPENCODE",
+        api: "chat",
+        naming: RuntimeNaming::Opencode,
+        // `--format json` names the session on each line: the driver reads it from there.
+        args: &["run", "--format", "json"],
+        setup: |home, _, port| {
+            let dir = home.join(".config/opencode");
+            std::fs::create_dir_all(&dir).unwrap();
+            let config = json!({
+                "$schema": "https://opencode.ai/config.json",
+                "provider": {"scripted": {
+                    "npm": "@ai-sdk/openai-compatible",
+                    "name": "scripted",
+                    "options": {"baseURL": format!("http://127.0.0.1:{port}/v1"), "apiKey": "scripted-model-key"},
+                    "models": {"m": {"name": "m", "tool_call": true}},
+                }},
+                "model": "scripted/m",
+                "autoupdate": false,
+                "share": "disabled",
+            });
+            std::fs::write(dir.join("opencode.json"), config.to_string()).unwrap();
+            [
+                ("OPENCODE_DISABLE_MODELS_FETCH", "1"),
+                ("npm_config_offline", "true"),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .to_vec()
+        },
+    })
+    .await;
+}

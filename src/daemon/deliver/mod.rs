@@ -22,7 +22,7 @@ use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
-use super::runtime::{LaunchOptions, Output};
+use super::runtime::{LaunchOptions, Output, driver};
 use super::state::DaemonState;
 
 pub mod recipe;
@@ -310,10 +310,14 @@ async fn deliver(state: &DaemonState, delivery: &Value, recipe: &Recipe, fence: 
         (&session, &resumed),
     )
     .await;
+    let (ran, named) = match ran {
+        Ok((code, named)) => (Ok(code), named),
+        Err(why) => (Err(why), session::Named::Given),
+    };
     state
         .deliverer
         .sessions
-        .ended(agent_id, target, &resumed, matches!(ran, Ok(0)));
+        .ended(agent_id, target, &resumed, matches!(ran, Ok(0)), named);
     let (ended, reason) = match ran {
         Ok(0) => ("ended", "the run ended without a reply".to_string()),
         Ok(code) => ("failed", format!("the run exited with status {code}")),
@@ -345,15 +349,25 @@ async fn prompt(state: &DaemonState, target: &str, message_id: &str) -> Result<S
 }
 
 /// Launches the recipe for one delivery and waits for its end (bounded by [`RUN_TIMEOUT`]);
-/// its exit code, or why it could not run.
+/// its exit code and who named its runtime session, or why it could not run.
 async fn launch(
     state: &DaemonState,
     recipe: &Recipe,
     delivery_id: &str,
     (agent_id, target, message_id): (&str, &str, &str),
     (session, resumed): (&str, &super::runtime::driver::RuntimeSession),
-) -> Result<i32, String> {
+) -> Result<(i32, session::Named), String> {
     let text = prompt(state, target, message_id).await?;
+    // A runtime that names its own sessions says the id in its output.
+    let program = recipe.argv.first().map(String::as_str).unwrap_or_default();
+    let profile_family = state
+        .agents
+        .store
+        .find(agent_id)
+        .map(|agent| agent.profile.runtime_family)
+        .unwrap_or_default();
+    let family = recipe.runtime.resolve(program, &profile_family).0;
+    let mut said = driver::names_its_sessions(family).then(SaidSession::default);
     let options = LaunchOptions {
         agent: agent_id.to_string(),
         workdir: recipe.workdir.clone(),
@@ -386,8 +400,19 @@ async fn launch(
                     }
                     fault::kill_at("spawn");
                 }
-                Output::Exited(code) => return Ok(code),
-                Output::Stdout(_) | Output::Stderr(_) => {}
+                Output::Exited(code) => {
+                    let named = match said.take() {
+                        Some(said) => session::Named::Output(said.id),
+                        None => session::Named::Given,
+                    };
+                    return Ok((code, named));
+                }
+                Output::Stdout(bytes) => {
+                    if let Some(said) = said.as_mut() {
+                        said.read(family, &bytes);
+                    }
+                }
+                Output::Stderr(_) => {}
             }
         }
         Err("the run ended without an exit status".to_string())
@@ -400,6 +425,41 @@ async fn launch(
                 "the run took longer than {} minutes and was stopped",
                 RUN_TIMEOUT.as_secs() / 60
             ))
+        }
+    }
+}
+
+/// The session id a runtime's output names, read line by line from at most [`MAX_SAID`] bytes.
+#[derive(Default)]
+struct SaidSession {
+    line: Vec<u8>,
+    read: usize,
+    id: Option<String>,
+}
+
+/// Output read for a runtime's session id at most (its first lines name it).
+const MAX_SAID: usize = 1024 * 1024;
+/// A line of output kept at most while looking for the id.
+const MAX_SAID_LINE: usize = 64 * 1024;
+
+impl SaidSession {
+    fn read(&mut self, family: driver::Family, bytes: &[u8]) {
+        if self.id.is_some() || self.read >= MAX_SAID {
+            return;
+        }
+        self.read += bytes.len();
+        for &byte in bytes {
+            if byte == b'\n' {
+                if let Ok(line) = std::str::from_utf8(&self.line)
+                    && let Some(id) = driver::session_in_output(family, line)
+                {
+                    self.id = Some(id);
+                    return;
+                }
+                self.line.clear();
+            } else if self.line.len() < MAX_SAID_LINE {
+                self.line.push(byte);
+            }
         }
     }
 }
@@ -428,6 +488,32 @@ mod fault {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_runtimes_session_is_read_from_its_output_within_bounds() {
+        let family = driver::Family::Opencode;
+        let mut said = SaidSession::default();
+        // Split anywhere, after lines that name none.
+        said.read(family, b"not json\n{\"type\":\"step_start\",\"sessio");
+        assert_eq!(said.id, None);
+        said.read(
+            family,
+            b"nID\":\"ses_abc123\"}\n{\"sessionID\":\"ses_other\"}\n",
+        );
+        assert_eq!(said.id.as_deref(), Some("ses_abc123"));
+        // Past what is read for it, a later line is not looked at.
+        let mut late = SaidSession::default();
+        late.read(family, &vec![b'x'; MAX_SAID]);
+        late.read(family, b"\n{\"sessionID\":\"ses_late\"}\n");
+        assert_eq!(late.id, None);
+        // A line past its bound is cut, and names nothing.
+        let mut long = SaidSession::default();
+        let mut line = b"{\"sessionID\":\"ses_long\",\"pad\":\"".to_vec();
+        line.extend(vec![b'x'; MAX_SAID_LINE]);
+        line.extend(b"\"}\n");
+        long.read(family, &line);
+        assert_eq!(long.id, None);
+    }
 
     #[test]
     fn each_conversation_has_a_session_of_its_own() {

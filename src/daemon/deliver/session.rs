@@ -108,14 +108,36 @@ impl Sessions {
         session
     }
 
-    /// Records how a run of `session` ended: well (`ok`, exit 0) or not.
-    pub fn ended(&self, agent_id: &str, target: &str, session: &RuntimeSession, ok: bool) {
+    /// Records how a run of `session` ended: well (`ok`, exit 0) or not, and for a runtime that
+    /// names its own sessions, the id its output named (`Named::Output`).
+    pub fn ended(
+        &self,
+        agent_id: &str,
+        target: &str,
+        session: &RuntimeSession,
+        ok: bool,
+        named: Named,
+    ) {
         let mut guard = self.records.lock().expect("not poisoned");
         let records = &mut guard.1;
         let key = (agent_id.to_string(), target.to_string());
         let Some(record) = records.get_mut(&key).filter(|r| r.id == session.id) else {
             return;
         };
+        match named {
+            Named::Output(Some(id)) => {
+                // The runtime has this session now, whatever became of the run.
+                record.id = id;
+                record.known = true;
+            }
+            Named::Output(None) if !record.known => {
+                // A new session whose id the run never said: nothing to resume.
+                records.remove(&key);
+                self.save(records);
+                return;
+            }
+            Named::Output(None) | Named::Given => {}
+        }
         if ok {
             record.known = true;
             record.failures = 0;
@@ -148,6 +170,15 @@ impl Sessions {
     }
 }
 
+/// Who named a run's session.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Named {
+    /// The daemon did: the id it gave.
+    Given,
+    /// The runtime did, in its output (the id, if the run said one).
+    Output(Option<String>),
+}
+
 /// A random (version 4) UUID: the form every runtime takes a session id in.
 fn new_id() -> String {
     let mut bytes: [u8; 16] = rand::rng().random();
@@ -178,10 +209,10 @@ mod tests {
         assert_eq!(first.id.len(), 36);
         assert_eq!(&first.id[14..15], "4");
         // A first run that failed leaves nothing to resume: a new id next time.
-        sessions.ended("agt_a", "dm:1", &first, false);
+        sessions.ended("agt_a", "dm:1", &first, false, Named::Given);
         let second = sessions.next("agt_a", "dm:1");
         assert!(!second.known && second.id != first.id);
-        sessions.ended("agt_a", "dm:1", &second, true);
+        sessions.ended("agt_a", "dm:1", &second, true, Named::Given);
         // Another conversation has its own.
         assert_ne!(sessions.next("agt_a", "dm:2").id, second.id);
         // Kept across a restart, and resumed.
@@ -195,13 +226,13 @@ mod tests {
             }
         );
         // One failed resumed run keeps it; two in a row start anew.
-        again.ended("agt_a", "dm:1", &third, false);
+        again.ended("agt_a", "dm:1", &third, false, Named::Given);
         assert_eq!(again.next("agt_a", "dm:1").id, second.id);
-        again.ended("agt_a", "dm:1", &third, false);
+        again.ended("agt_a", "dm:1", &third, false, Named::Given);
         let fresh = again.next("agt_a", "dm:1");
         assert!(!fresh.known && fresh.id != second.id);
         // An end of a session no longer the conversation's changes nothing.
-        again.ended("agt_a", "dm:1", &third, true);
+        again.ended("agt_a", "dm:1", &third, true, Named::Given);
         assert!(!again.next("agt_a", "dm:1").known);
         // Unreadable: each conversation starts anew.
         std::fs::write(dir.join(SESSIONS_FILE), "not json").unwrap();
@@ -209,11 +240,41 @@ mod tests {
     }
 
     #[test]
+    fn a_session_the_runtime_names_is_resumed_only_once_its_output_named_it() {
+        let root = tempfile::tempdir().unwrap();
+        let sessions = Sessions::new(&root.path().join("recipes"));
+        // A run that never said its session leaves nothing to resume, even ended well.
+        let first = sessions.next("agt_a", "dm:1");
+        sessions.ended("agt_a", "dm:1", &first, true, Named::Output(None));
+        let second = sessions.next("agt_a", "dm:1");
+        assert!(!second.known && second.id != first.id);
+        // Said, it is resumed by that id, even after a run that failed.
+        sessions.ended(
+            "agt_a",
+            "dm:1",
+            &second,
+            false,
+            Named::Output(Some("ses_1".into())),
+        );
+        let third = sessions.next("agt_a", "dm:1");
+        assert_eq!(
+            third,
+            RuntimeSession {
+                id: "ses_1".into(),
+                known: true
+            }
+        );
+        // A resumed run that did not say it again keeps it.
+        sessions.ended("agt_a", "dm:1", &third, true, Named::Output(None));
+        assert_eq!(sessions.next("agt_a", "dm:1"), third);
+    }
+
+    #[test]
     fn at_most_max_sessions_are_kept_the_least_recently_used_go_first() {
         let root = tempfile::tempdir().unwrap();
         let sessions = Sessions::new(&root.path().join("recipes"));
         let kept = sessions.next("agt_a", "dm:kept");
-        sessions.ended("agt_a", "dm:kept", &kept, true);
+        sessions.ended("agt_a", "dm:kept", &kept, true, Named::Given);
         for i in 0..MAX_SESSIONS - 1 {
             sessions.next("agt_a", &format!("dm:{i}"));
         }

@@ -311,18 +311,46 @@ pub struct RuntimeSession {
     pub known: bool,
 }
 
-/// The arguments that put a run of `family` (its own arguments `args`) in `session`: a new
-/// session with that id, or the known one resumed. `None` where the driver does not resume a
-/// runtime's sessions yet, or where the person's arguments already choose a session.
-pub fn session_args(
+/// Puts a run of `family` (its command `argv`, the program first) in `session`: a new session
+/// with that id, or the known one resumed; what it did, for stderr. `None` where the driver does
+/// not resume that runtime's sessions, or where the person's arguments already choose a session
+/// (theirs stays).
+pub fn put_in_session(
     family: Family,
-    args: &[String],
+    argv: &mut Vec<String>,
     session: &RuntimeSession,
-) -> Option<Vec<String>> {
+) -> Option<String> {
+    let args = argv.get(1..).unwrap_or_default();
+    let (at, words) = match family {
+        Family::Claude => (1, claude::session_args(args, session)?),
+        Family::Gemini => (1, gemini::session_args(args, session)?),
+        Family::Copilot => (1, copilot::session_args(args, session)?),
+        Family::Opencode => {
+            opencode::session_args(args, session).map(|(at, words)| (at + 1, words))?
+        }
+        _ => return None,
+    };
+    let said = match words.is_empty() {
+        true => "this run starts a new session, whose id its output names".to_string(),
+        false if session.known => {
+            format!("this run resumes the conversation's session {}", session.id)
+        }
+        false => format!("this run starts the conversation's session {}", session.id),
+    };
+    argv.splice(at..at, words);
+    Some(said)
+}
+
+/// Whether `family` names its own sessions (it takes no id for a new one), so the driver reads
+/// the id from its output ([`session_in_output`]).
+pub fn names_its_sessions(family: Family) -> bool {
+    family == Family::Opencode
+}
+
+/// The runtime session a line of `family`'s output names, where it names its own sessions.
+pub fn session_in_output(family: Family, line: &str) -> Option<String> {
     match family {
-        Family::Claude => claude::session_args(args, session),
-        Family::Gemini => gemini::session_args(args, session),
-        Family::Copilot => copilot::session_args(args, session),
+        Family::Opencode => opencode::session_in_output(line),
         _ => None,
     }
 }

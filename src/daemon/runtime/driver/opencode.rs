@@ -25,6 +25,37 @@ use crate::contract::tool_guidance::NAMESPACE;
 
 const CONTENT: &str = "OPENCODE_CONFIG_CONTENT";
 
+/// A delivered conversation's session: OpenCode takes no id for a new session, so a first run
+/// gets nothing and its id is read from its `--format json` output ([`session_in_output`]); a
+/// known one is continued with `run --session ID` (placed after `run`, at the returned index of
+/// `args`). The person's own `--session`, `--continue` or `--fork` stays theirs, and a command
+/// other than `run` gets nothing.
+pub(super) fn session_args(
+    args: &[String],
+    session: &super::RuntimeSession,
+) -> Option<(usize, Vec<String>)> {
+    let run = args.iter().position(|a| a == "run")?;
+    if args[..run].iter().any(|a| !a.starts_with('-'))
+        || super::has_flag(args, &["-s", "--session", "-c", "--continue", "--fork"])
+    {
+        return None;
+    }
+    match session.known {
+        true => Some((run + 1, vec!["--session".into(), session.id.clone()])),
+        false => Some((run + 1, Vec::new())),
+    }
+}
+
+/// The session id a line of `opencode run --format json` output carries (every line does).
+pub(super) fn session_in_output(line: &str) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_str(line.trim()).ok()?;
+    let id = value.get("sessionID")?.as_str()?;
+    let valid = id.len() <= 128
+        && id.starts_with("ses_")
+        && id[4..].bytes().all(|b| b.is_ascii_alphanumeric());
+    valid.then(|| id.to_string())
+}
+
 /// OpenCode runs every command and tool its permission rules do not stop: a destructive
 /// `agentteam exec` asks only under the user's own catch-all `bash` rule of `ask` or `deny`, and
 /// the driver sets no rule that makes an MCP tool ask.
@@ -226,6 +257,46 @@ mod tests {
     use super::super::tests::Fixture;
     use super::super::{Family, wire};
     use super::*;
+
+    #[test]
+    fn a_delivered_session_is_continued_after_run_once_its_output_named_it() {
+        let args = |words: &[&str]| words.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        let mut session = super::super::RuntimeSession {
+            id: "ses_abc".into(),
+            known: false,
+        };
+        let run = args(&["run", "--format", "json"]);
+        assert_eq!(session_args(&run, &session), Some((1, Vec::new())));
+        session.known = true;
+        assert_eq!(
+            session_args(&run, &session),
+            Some((1, args(&["--session", "ses_abc"])))
+        );
+        assert_eq!(
+            session_args(&args(&["--pure", "run"]), &session),
+            Some((2, args(&["--session", "ses_abc"])))
+        );
+        for own in [
+            &["run", "-c"][..],
+            &["run", "--session=x"],
+            &["serve"],
+            &["x", "run"],
+        ] {
+            assert_eq!(session_args(&args(own), &session), None, "{own:?}");
+        }
+        assert_eq!(
+            session_in_output(r#"{"type":"text","sessionID":"ses_01AbC"}"#).as_deref(),
+            Some("ses_01AbC")
+        );
+        for line in [
+            r#"{"sessionID":"other"}"#,
+            r#"{"sessionID":"ses_a b"}"#,
+            "ses_x",
+            "",
+        ] {
+            assert_eq!(session_in_output(line), None, "{line}");
+        }
+    }
 
     fn content(wiring: &Wiring) -> Value {
         assert_eq!(wiring.env[0].0, CONTENT);
