@@ -94,6 +94,8 @@ struct Delivered {
     executable: &'static str,
     api: &'static str,
     naming: RuntimeNaming,
+    /// The namespace the model calls the AgentTeam tools in (Codex's), if any.
+    namespace: Option<&'static str>,
     /// The recipe's arguments after the program (the message comes on stdin).
     args: &'static [&'static str],
     /// The person's own setup: writes their files under `home` (trusting `work` where the
@@ -136,9 +138,11 @@ async fn answers_and_resumes(runtime: Delivered) {
     // The model, by the marker the request's last user message holds: each turn's steps go on
     // from the results the conversation's history holds (a chat API's last user message is the
     // turn's prompt until the turn ends, so a turn's marker names no more steps than it takes).
-    let send = |target: &str, content: &str| {
-        json!({"name": runtime.naming.model_name("message_send"),
-               "args": {"target": target, "content": content}})
+    let send = |target: &str, content: &str| match runtime.namespace {
+        Some(namespace) => json!({"name": "message_send", "namespace": namespace,
+                                  "args": {"target": target, "content": content}}),
+        None => json!({"name": runtime.naming.model_name("message_send"),
+                       "args": {"target": target, "content": content}}),
     };
     let script = json!({
         "DM-ONE": [send(&dm, "first answer, in private")],
@@ -229,6 +233,7 @@ async fn claude_code_answers_a_persons_messages_and_resumes_its_session() {
         executable: "AGENTTEAM_TEST_CLAUDE",
         api: "anthropic",
         naming: RuntimeNaming::Claude,
+        namespace: None,
         args: &["-p", "--output-format", "json"],
         setup: |_, _, port| {
             [
@@ -250,6 +255,7 @@ async fn gemini_cli_answers_a_persons_messages_and_resumes_its_session() {
         executable: "AGENTTEAM_TEST_GEMINI",
         api: "gemini",
         naming: RuntimeNaming::Gemini,
+        namespace: None,
         // Gemini appends `-p`'s text to what comes on stdin.
         args: &["-p", "Answer the message above.", "-o", "json"],
         setup: |home, work, port| {
@@ -281,6 +287,7 @@ async fn copilot_cli_answers_a_persons_messages_and_resumes_its_session() {
         executable: "AGENTTEAM_TEST_COPILOT",
         api: "chat",
         naming: RuntimeNaming::Copilot,
+        namespace: None,
         // The message comes on stdin, which Copilot takes as its prompt.
         args: &["--output-format", "json", "--no-auto-update"],
         setup: |_, _, port| {
@@ -311,6 +318,7 @@ async fn opencode_answers_a_persons_messages_and_resumes_its_session() {
         executable: "AGENTTEAM_TEST_OPENCODE",
         api: "chat",
         naming: RuntimeNaming::Opencode,
+        namespace: None,
         // `--format json` names the session on each line: the driver reads it from there.
         args: &["run", "--format", "json"],
         setup: |home, _, port| {
@@ -335,6 +343,39 @@ async fn opencode_answers_a_persons_messages_and_resumes_its_session() {
             ]
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .to_vec()
+        },
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn codex_answers_a_persons_messages_and_resumes_its_session() {
+    answers_and_resumes(Delivered {
+        executable: "AGENTTEAM_TEST_CODEX",
+        api: "responses",
+        naming: RuntimeNaming::Claude,
+        namespace: Some("mcp__agentteam"),
+        // `--json` names the thread (`thread.started`): the driver reads it from there, and a
+        // later run is `codex exec resume THREAD … -`.
+        args: &[
+            "exec",
+            "--json",
+            "--skip-git-repo-check",
+            "--sandbox",
+            "workspace-write",
+            "-",
+        ],
+        setup: |home, _, port| {
+            let dir = home.join(".codex");
+            std::fs::create_dir_all(&dir).unwrap();
+            let config = format!(
+                "model_provider = \"scripted\"\nmodel = \"scripted-model\"\n\n\
+                 [model_providers.scripted]\nname = \"scripted\"\nbase_url = \"http://127.0.0.1:{port}/v1\"\n\
+                 wire_api = \"responses\"\nenv_key = \"SCRIPTED_API_KEY\"\n\n\
+                 [analytics]\nenabled = false\n\n[features]\nplugins = false\n"
+            );
+            std::fs::write(dir.join("config.toml"), config).unwrap();
+            vec![("SCRIPTED_API_KEY".to_string(), "scripted-model-key".to_string())]
         },
     })
     .await;

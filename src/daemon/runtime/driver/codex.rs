@@ -195,6 +195,80 @@ pub fn app_server(args: &[String]) -> bool {
     false
 }
 
+/// A delivered conversation's session, for `codex exec` (which takes no id for a new thread): a
+/// first run is left as it is and its thread id read from its `--json` output
+/// ([`session_in_output`]); a known one becomes `codex exec resume ID …`, the person's options
+/// kept, `--sandbox MODE` given as `-c sandbox_mode=MODE` (what `exec resume` takes instead).
+/// Nothing for another subcommand, for `exec`'s own `resume`, `fork` or `review`, or for an
+/// option `exec resume` has no equivalent of (a working directory, added directories, a profile,
+/// a local provider): that conversation's runs are each a new session.
+pub(super) fn session_args(
+    args: &[String],
+    session: &super::RuntimeSession,
+) -> Option<Vec<String>> {
+    const VALUED: &[&str] = &["-c", "--config", "-m", "--model", "-i", "--image"];
+    const NOT_RESUMED: &[&str] = &[
+        "-C",
+        "--cd",
+        "--add-dir",
+        "-p",
+        "--profile",
+        "--oss",
+        "--local-provider",
+        "--approve-for-me",
+        "--color",
+    ];
+    let exec = args.iter().position(|a| a == "exec")?;
+    if args[..exec].iter().any(|a| !a.starts_with('-'))
+        || super::has_flag(args, NOT_RESUMED)
+        || args[exec + 1..]
+            .iter()
+            .any(|a| matches!(a.as_str(), "resume" | "fork" | "review" | "--last"))
+    {
+        return None;
+    }
+    if !session.known {
+        return Some(args.to_vec());
+    }
+    let mut placed = args[..=exec].to_vec();
+    placed.extend(["resume".to_string(), session.id.clone()]);
+    let mut words = args[exec + 1..].iter();
+    while let Some(word) = words.next() {
+        let mode = match word.as_str() {
+            "-s" | "--sandbox" => words.next().cloned(),
+            _ => word.strip_prefix("--sandbox=").map(str::to_string),
+        };
+        match mode {
+            Some(mode) => placed.extend([
+                "-c".to_string(),
+                format!("sandbox_mode={}", toml_string(&mode)),
+            ]),
+            None => {
+                placed.push(word.clone());
+                if VALUED.contains(&word.as_str())
+                    && let Some(value) = words.next()
+                {
+                    placed.push(value.clone());
+                }
+            }
+        }
+    }
+    Some(placed)
+}
+
+/// The thread a line of `codex exec --json` output starts (`thread.started`).
+pub(super) fn session_in_output(line: &str) -> Option<String> {
+    let event: serde_json::Value = serde_json::from_str(line.trim()).ok()?;
+    if event.get("type")?.as_str()? != "thread.started" {
+        return None;
+    }
+    let id = event.get("thread_id")?.as_str()?;
+    let valid = !id.is_empty()
+        && id.len() <= 128
+        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    valid.then(|| id.to_string())
+}
+
 /// A thread a Codex runtime's own output named.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Seen {
@@ -355,6 +429,62 @@ mod tests {
     use super::super::tests::Fixture;
     use super::super::{Family, wire};
     use super::*;
+
+    #[test]
+    fn a_delivered_session_is_resumed_by_the_thread_its_output_named() {
+        let args = |words: &[&str]| words.iter().map(|w| w.to_string()).collect::<Vec<_>>();
+        let mut session = super::super::RuntimeSession {
+            id: "0199a-thread".into(),
+            known: false,
+        };
+        let recipe = args(&["exec", "--json", "-s", "workspace-write", "-m", "o3", "-"]);
+        assert_eq!(session_args(&recipe, &session), Some(recipe.clone()));
+        session.known = true;
+        assert_eq!(
+            session_args(&recipe, &session),
+            Some(args(&[
+                "exec",
+                "resume",
+                "0199a-thread",
+                "--json",
+                "-c",
+                "sandbox_mode=\"workspace-write\"",
+                "-m",
+                "o3",
+                "-"
+            ]))
+        );
+        assert_eq!(
+            session_args(&args(&["exec", "--sandbox=read-only", "-"]), &session),
+            Some(args(&[
+                "exec",
+                "resume",
+                "0199a-thread",
+                "-c",
+                "sandbox_mode=\"read-only\"",
+                "-"
+            ]))
+        );
+        for own in [
+            &["exec", "resume", "--last"][..],
+            &["exec", "-C", "/w", "-"],
+            &["app-server"],
+            &["exec", "--profile", "p"],
+        ] {
+            assert_eq!(session_args(&args(own), &session), None, "{own:?}");
+        }
+        assert_eq!(
+            session_in_output(r#"{"type":"thread.started","thread_id":"0199a-b2"}"#).as_deref(),
+            Some("0199a-b2")
+        );
+        for line in [
+            r#"{"type":"turn.started","thread_id":"0199"}"#,
+            r#"{"type":"thread.started","thread_id":"a b"}"#,
+            "thread.started",
+        ] {
+            assert_eq!(session_in_output(line), None, "{line}");
+        }
+    }
 
     fn value<'a>(args: &'a [String], key: &str) -> Option<&'a str> {
         let i = override_index(args, key)?;

@@ -321,36 +321,43 @@ pub fn put_in_session(
     session: &RuntimeSession,
 ) -> Option<String> {
     let args = argv.get(1..).unwrap_or_default();
-    let (at, words) = match family {
-        Family::Claude => (1, claude::session_args(args, session)?),
-        Family::Gemini => (1, gemini::session_args(args, session)?),
-        Family::Copilot => (1, copilot::session_args(args, session)?),
+    let prefixed = |words: Vec<String>| words.into_iter().chain(args.iter().cloned()).collect();
+    let placed: Vec<String> = match family {
+        Family::Claude => prefixed(claude::session_args(args, session)?),
+        Family::Gemini => prefixed(gemini::session_args(args, session)?),
+        Family::Copilot => prefixed(copilot::session_args(args, session)?),
         Family::Opencode => {
-            opencode::session_args(args, session).map(|(at, words)| (at + 1, words))?
+            let (at, words) = opencode::session_args(args, session)?;
+            let mut placed = args.to_vec();
+            placed.splice(at..at, words);
+            placed
         }
+        Family::Codex => codex::session_args(args, session)?,
         _ => return None,
     };
-    let said = match words.is_empty() {
-        true => "this run starts a new session, whose id its output names".to_string(),
-        false if session.known => {
-            format!("this run resumes the conversation's session {}", session.id)
-        }
-        false => format!("this run starts the conversation's session {}", session.id),
+    let said = if names_its_sessions(family) && !session.known {
+        "this run starts a new session, whose id its output names".to_string()
+    } else if session.known {
+        format!("this run resumes the conversation's session {}", session.id)
+    } else {
+        format!("this run starts the conversation's session {}", session.id)
     };
-    argv.splice(at..at, words);
+    argv.truncate(1);
+    argv.extend(placed);
     Some(said)
 }
 
 /// Whether `family` names its own sessions (it takes no id for a new one), so the driver reads
 /// the id from its output ([`session_in_output`]).
 pub fn names_its_sessions(family: Family) -> bool {
-    family == Family::Opencode
+    matches!(family, Family::Opencode | Family::Codex)
 }
 
 /// The runtime session a line of `family`'s output names, where it names its own sessions.
 pub fn session_in_output(family: Family, line: &str) -> Option<String> {
     match family {
         Family::Opencode => opencode::session_in_output(line),
+        Family::Codex => codex::session_in_output(line),
         _ => None,
     }
 }
