@@ -269,6 +269,18 @@ pub async fn set_recipe(
 ) -> Answer {
     let stored = local_agent(&state, &agent)?;
     recipe.check().map_err(super::deliver::refused)?;
+    let program = recipe.argv.first().map(String::as_str).unwrap_or_default();
+    let (family, _) = recipe
+        .runtime
+        .resolve(program, &stored.profile.runtime_family);
+    if family == super::runtime::driver::Family::Kimi {
+        // A delivered run hands the message on stdin, never in arguments.
+        return Err(super::deliver::refused(
+            "Kimi Code takes its prompt only as an argument (`-p`), and a delivered run hands \
+             the person's message on stdin, never in arguments: it cannot be a launch recipe yet",
+        )
+        .into());
+    }
     if !recipe.workdir.is_dir() {
         return Err(super::deliver::refused(format!(
             "workdir `{}` is not a directory",
