@@ -1,8 +1,10 @@
 //! A real runtime as an agent's launch recipe, offline under the scripted model: a person's
 //! direct message and a person's mention in a thread each start one delivered run, the model's
-//! `message_send` reply lands where it was asked, and a second message in the same conversation
-//! is the next turn of the same runtime session (the model's script goes on from where the
-//! conversation's history left it, and its request holds the first turn).
+//! `message_send` reply lands where it was asked, a second message in the same conversation is
+//! the next turn of the same runtime session (the model's script goes on from where the
+//! conversation's history left it, and its request holds the first turn), and `kb_search` in the
+//! thread's turn finds the source granted to the thread's channel and not one granted to another
+//! channel.
 
 use std::path::Path;
 use std::time::Duration;
@@ -70,6 +72,26 @@ async fn post_and_wait(daemon: &TestDaemon, model: &Model, target: &str, text: &
     out
 }
 
+/// `agentteam admin --json <args> --state-dir …`: the operator's answer.
+async fn operator(daemon: &TestDaemon, args: &[&str]) -> Value {
+    let output = tokio::process::Command::new(crate::support::bin())
+        .arg("admin")
+        .arg("--json")
+        .args(args)
+        .arg("--state-dir")
+        .arg(&daemon.state_dir)
+        .env("AGENTTEAM_NO_START", "1")
+        .output()
+        .await
+        .unwrap();
+    assert!(
+        output.status.success(),
+        "admin {args:?}: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).unwrap_or(Value::Null)
+}
+
 /// Every message's content on `target`, oldest first.
 async fn contents(daemon: &TestDaemon, target: &str) -> Vec<String> {
     let page = human(
@@ -108,46 +130,137 @@ struct Delivered {
 async fn answers_and_resumes(runtime: Delivered) {
     let root = tempfile::tempdir().unwrap();
     let daemon = TestDaemon::start_in(root.path(), &[]).await;
-    daemon.add_agent("alpha").await;
+    let agent = daemon.add_agent("alpha").await;
     let dm = human(&daemon, "dm_open", json!({"handle": "alpha"})).await["target"]
         .as_str()
         .unwrap()
         .to_string();
     let workspace = daemon.workspace_id();
     let channel = crate::runtime_harness::channel_of(&daemon);
-    let made = tokio::process::Command::new(crate::support::bin())
-        .args(["admin", "--json", "thread", "--workspace", &workspace])
-        .args(["--channel", &channel, "--title", "release", "--state-dir"])
-        .arg(&daemon.state_dir)
-        .env("AGENTTEAM_NO_START", "1")
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
-    );
     let thread = format!(
         "thread:{}",
-        serde_json::from_slice::<Value>(&made.stdout).unwrap()["threadId"]
+        operator(
+            &daemon,
+            &[
+                "thread",
+                "--workspace",
+                &workspace,
+                "--channel",
+                &channel,
+                "--title",
+                "release"
+            ]
+        )
+        .await["threadId"]
             .as_str()
             .unwrap()
     );
+    // Knowledge: a source granted to the thread's channel, and one granted to another channel
+    // only. A turn in the thread searches the first and never the second.
+    let me = human(&daemon, "me", json!({})).await["humanId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let elsewhere = operator(
+        &daemon,
+        &[
+            "channel",
+            "--workspace",
+            &workspace,
+            "--name",
+            "elsewhere",
+            "--member",
+            &me,
+            "--member",
+            &agent,
+        ],
+    )
+    .await["channelId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let docs = root.path().join("docs");
+    std::fs::create_dir_all(&docs).unwrap();
+    for (name, granted, file, text) in [
+        (
+            "handbook",
+            &channel,
+            "checklist.md",
+            "The release checklist: freeze, tag, announce.",
+        ),
+        (
+            "vault",
+            &elsewhere,
+            "vault.md",
+            "The release vault holds what is elsewhere-only.",
+        ),
+    ] {
+        let source = operator(
+            &daemon,
+            &["kb", "source", "--workspace", &workspace, "--name", name],
+        )
+        .await["sourceId"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        operator(
+            &daemon,
+            &[
+                "kb",
+                "grant",
+                "--workspace",
+                &workspace,
+                "--source",
+                &source,
+                "--channel",
+                granted,
+            ],
+        )
+        .await;
+        let path = docs.join(file);
+        std::fs::write(&path, text).unwrap();
+        operator(
+            &daemon,
+            &[
+                "kb",
+                "add",
+                "--workspace",
+                &workspace,
+                "--source",
+                &source,
+                path.to_str().unwrap(),
+            ],
+        )
+        .await;
+    }
 
     // The model, by the marker the request's last user message holds: each turn's steps go on
     // from the results the conversation's history holds (a chat API's last user message is the
     // turn's prompt until the turn ends, so a turn's marker names no more steps than it takes).
-    let send = |target: &str, content: &str| match runtime.namespace {
-        Some(namespace) => json!({"name": "message_send", "namespace": namespace,
-                                  "args": {"target": target, "content": content}}),
-        None => json!({"name": runtime.naming.model_name("message_send"),
-                       "args": {"target": target, "content": content}}),
+    let call = |tool: &str, args: Value| match runtime.namespace {
+        Some(namespace) => json!({"name": tool, "namespace": namespace, "args": args}),
+        None => json!({"name": runtime.naming.model_name(tool), "args": args}),
+    };
+    let send = |target: &str, content: &str| {
+        call(
+            "message_send",
+            json!({"target": target, "content": content}),
+        )
+    };
+    // In the thread, a search, then the answer: one after the other where the turn's prompt stays
+    // its last user message (chat and Responses APIs: the answer then comes from a request that
+    // holds the search's result), at once where a tool result is a user message of its own
+    // (Anthropic, Gemini: the marker ends there).
+    let search = call("kb_search", json!({"query": "release"}));
+    let answer = send(&thread, "answered in the thread");
+    let thread_steps = match runtime.api {
+        "chat" | "responses" => json!([search, answer]),
+        _ => json!([[search, answer]]),
     };
     let script = json!({
         "DM-ONE": [send(&dm, "first answer, in private")],
         "DM-TWO": [send(&dm, "first answer, in private"), send(&dm, "second answer, same session")],
-        "THREAD-CONV": [send(&thread, "answered in the thread")],
+        "THREAD-CONV": thread_steps,
     });
     let model = Model::start_with(root.path(), runtime.api, runtime.naming, script, 0).await;
 
@@ -211,7 +324,25 @@ async fn answers_and_resumes(runtime: Delivered) {
     );
 
     // A mention in a thread starts a run of its own session, which answers in the thread.
+    let requests_before = model.requests().len();
     let asked = post_and_wait(&daemon, &model, &thread, "@alpha THREAD-CONV what is left?").await;
+    // The search in that turn saw the thread's channel's source, and not the other channel's.
+    let bodies: Vec<String> = model.requests()[requests_before..]
+        .iter()
+        .map(|r| model.body(r))
+        .collect();
+    assert!(
+        bodies.iter().any(|b| b.contains("freeze, tag, announce")),
+        "kb_search in the thread did not find its channel's source; the model answered {:?}",
+        model.requests()[requests_before..]
+            .iter()
+            .map(|r| format!("{} {}", r["conversation"], r["answer"]))
+            .collect::<Vec<_>>()
+    );
+    assert!(
+        !bodies.iter().any(|b| b.contains("elsewhere-only")),
+        "kb_search in the thread saw another channel's source"
+    );
     assert!(asked.contains("answered in the thread"), "{asked}");
     assert_eq!(
         contents(&daemon, &thread).await,

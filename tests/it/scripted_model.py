@@ -304,31 +304,36 @@ class Handler(BaseHTTPRequestHandler):
     def answer_responses(self, call: Any, body: dict[str, Any], step: int) -> None:
         model = body.get("model", "scripted")
         if call:
-            (call,) = calls_of(call)
-            item = {"type": "function_call", "id": f"fc_scripted_{step}",
-                    "call_id": f"call_scripted_{step}", "name": call["name"],
-                    "arguments": json.dumps(call["args"]), "status": "completed"}
-            if call.get("namespace"):
-                item["namespace"] = call["namespace"]
+            items = []
+            for i, c in enumerate(calls_of(call)):
+                item = {"type": "function_call", "id": f"fc_scripted_{step}_{i}",
+                        "call_id": f"call_scripted_{step}_{i}", "name": c["name"],
+                        "arguments": json.dumps(c["args"]), "status": "completed"}
+                if c.get("namespace"):
+                    item["namespace"] = c["namespace"]
+                items.append(item)
         else:
-            item = {"type": "message", "id": "msg_scripted_1", "role": "assistant",
-                    "status": "completed",
-                    "content": [{"type": "output_text", "text": "done", "annotations": []}]}
+            items = [{"type": "message", "id": "msg_scripted_1", "role": "assistant",
+                      "status": "completed",
+                      "content": [{"type": "output_text", "text": "done", "annotations": []}]}]
         response = {"id": f"resp_scripted_{self.response_id}", "object": "response", "model": model,
                     "status": "in_progress", "output": []}
-        done = {**response, "status": "completed", "output": [item],
+        done = {**response, "status": "completed", "output": items,
                 "usage": {"input_tokens": self.tokens_in, "output_tokens": 5,
                           "total_tokens": self.tokens_in + 5,
                           "input_tokens_details": {"cached_tokens": self.cached},
                           "output_tokens_details": {"reasoning_tokens": 0}}}
-        self.sse([
-            ("response.created", {"type": "response.created", "response": response}),
-            ("response.output_item.added", {"type": "response.output_item.added", "output_index": 0,
-                                            "item": {**item, "status": "in_progress"}}),
-            ("response.output_item.done", {"type": "response.output_item.done", "output_index": 0,
-                                           "item": item}),
-            ("response.completed", {"type": "response.completed", "response": done}),
-        ])
+        events = [("response.created", {"type": "response.created", "response": response})]
+        for i, item in enumerate(items):
+            events += [
+                ("response.output_item.added", {"type": "response.output_item.added",
+                                                "output_index": i,
+                                                "item": {**item, "status": "in_progress"}}),
+                ("response.output_item.done", {"type": "response.output_item.done",
+                                               "output_index": i, "item": item}),
+            ]
+        events.append(("response.completed", {"type": "response.completed", "response": done}))
+        self.sse(events)
 
     # --- OpenAI chat completions ---
     def answer_chat(self, call: Any, body: dict[str, Any], step: int) -> None:
