@@ -398,12 +398,27 @@ test('a person mentions an agent in a thread: "answering" shows, then its reply,
   while ((await stop.count()) === 0 && Date.now() < until) await runtimes.reload();
   await Promise.all([runtimes.waitForURL(origin + '/runtimes'), stop.click()]);
   await again.locator('.delivery[data-state="failed"]', { hasText: 'reviewer failed' }).waitFor();
+  const retryForm = again.locator('form[action$="/retry"]');
+  const sent = await retryForm.evaluate((f) => ({
+    action: f.action,
+    body: new URLSearchParams(new FormData(f)).toString(),
+  }));
   await Promise.all([
     page.waitForURL(/#m-msg_/),
     again.getByRole('button', { name: 'Ask reviewer again' }).click(),
   ]);
   await isLive(page);
   await again.locator('.delivery[data-state="started"]').waitFor();
+  // The same button sent again (a double-click) asks once: it is answered as the first was.
+  const twice = await page.evaluate(async ({ action, body }) => {
+    const answer = await fetch(action, {
+      method: 'POST',
+      body,
+      headers: { 'Content-Type': 'application/x-www-form-urlencoded' },
+    });
+    return answer.status;
+  }, sent);
+  assert.strictEqual(twice, 200);
   fs.writeFileSync(fixture.go, 'go\n');
   await again.locator('.delivery[data-state="answered"]', { hasText: 'reviewer answered' }).waitFor();
   assert.deepStrictEqual(page.foreign, []);

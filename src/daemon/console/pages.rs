@@ -216,10 +216,17 @@ pub fn delivery_html(delivery: &Value, names: &Names, csrf: &str) -> String {
             " <form class=\"inline\" method=\"post\" action=\"/c/{t}/retry\">{csrf}\
              <input type=\"hidden\" name=\"deliveryId\" value=\"{id}\">\
              <input type=\"hidden\" name=\"messageId\" value=\"{m}\">\
+             <input type=\"hidden\" name=\"requestId\" value=\"{r}\">\
              <button type=\"submit\" aria-label=\"Ask {agent} again\">Ask again</button></form>",
             t = url_part(delivery["target"].as_str().unwrap_or_default()),
             csrf = html::csrf_field(csrf),
             id = escape(id),
+            // One per state the delivery is shown in: a second click on the same button asks
+            // once, and a later failure's button asks anew.
+            r = escape(&format!(
+                "retry-{id}-{}",
+                delivery["updatedAt"].as_str().unwrap_or_default()
+            )),
             m = escape(delivery["messageId"].as_str().unwrap_or_default()),
             agent = escape(&agent),
         )
@@ -243,7 +250,7 @@ pub async fn retry(
 ) -> Response {
     let input = json!({
         "deliveryId": form.field("deliveryId").unwrap_or_default(),
-        "requestId": request_id(),
+        "requestId": form.field("requestId").map_or_else(request_id, str::to_string),
     });
     match call(&state, H::DeliveryRetry, input).await {
         Ok(_) => see_other(&format!(
