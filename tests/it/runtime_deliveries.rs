@@ -72,15 +72,17 @@ async fn post_and_wait(daemon: &TestDaemon, model: &Model, target: &str, text: &
     out
 }
 
-/// `agentteam admin --json <args> --state-dir …`: the operator's answer.
+/// `agentteam admin --json <args>` on the daemon's server: the operator's answer.
 async fn operator(daemon: &TestDaemon, args: &[&str]) -> Value {
     let output = tokio::process::Command::new(crate::support::bin())
         .arg("admin")
         .arg("--json")
         .args(args)
-        .arg("--state-dir")
-        .arg(&daemon.state_dir)
-        .env("AGENTTEAM_NO_START", "1")
+        // The daemon's server, embedded or (in the PostgreSQL pass) `agentteam server`.
+        .arg("--server-url")
+        .arg(&daemon.server_url)
+        .arg("--operator-token-file")
+        .arg(&daemon.operator_token_file)
         .output()
         .await
         .unwrap();
