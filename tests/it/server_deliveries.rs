@@ -606,6 +606,23 @@ async fn server_deliveries_past_their_bounds_are_refused_saying_why() {
     .await;
     assert_eq!(status, 200, "{body}");
     assert_eq!(body["data"]["delivery"]["state"], "pending");
+    // The bound of what waits holds for a retry: builder's #general queue is full.
+    let (status, body) = human(
+        &server,
+        &w,
+        &w.device_credential,
+        "delivery_retry",
+        json!({"deliveryId": delivery_of(&server, &w, &over, &w.agent_id).await["id"]}),
+    )
+    .await;
+    assert_eq!(body["error"]["code"], "invalid_state", "{status} {body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .starts_with("20 messages already wait for the agent in this conversation"),
+        "{body}"
+    );
 }
 
 #[tokio::test]
@@ -694,6 +711,40 @@ async fn server_deliveries_the_owner_lets_other_people_wake_an_agent_and_takes_i
         .collect();
     assert_eq!(events.len(), 1, "{feed}");
     assert_eq!(events[0]["delivery"]["id"], delivered["id"]);
+    // Started and failed on the owner's device, Bob may ask for it again.
+    let fence =
+        ada(&server, &w, "agent_host", json!({"agentId": w.agent_id})).await["fence"].clone();
+    let fail = async || {
+        ada(
+            &server,
+            &w,
+            "delivery_start",
+            json!({"deliveryId": delivered["id"], "fence": fence, "runId": "run_bob"}),
+        )
+        .await;
+        ada(
+            &server,
+            &w,
+            "delivery_finish",
+            json!({"deliveryId": delivered["id"], "fence": fence, "state": "failed", "reason": "stopped"}),
+        )
+        .await;
+    };
+    fail().await;
+    let bob_retries = async || {
+        human(
+            &server,
+            &w,
+            &bob_device,
+            "delivery_retry",
+            json!({"deliveryId": delivered["id"]}),
+        )
+        .await
+    };
+    let (status, body) = bob_retries().await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["data"]["delivery"]["state"], "pending");
+    fail().await;
 
     // Bob may not host the agent, nor see or change who wakes it.
     for (action, input) in [
@@ -758,6 +809,9 @@ async fn server_deliveries_the_owner_lets_other_people_wake_an_agent_and_takes_i
     bob_posts("@builder, after").await;
     assert_eq!(deliveries(&server, &w).await.len(), 1);
     assert_eq!(bobs(json!({})).await.len(), 1);
+    // Nor may he ask again for what his earlier message woke.
+    let (status, body) = bob_retries().await;
+    assert_eq!(status, 404, "{body}");
 
     // At most 32 besides the owner: the 32nd is allowed, the 33rd refused, saying so.
     let base = format!("/admin/workspaces/{}", w.workspace_id);

@@ -171,7 +171,11 @@ async fn pass(state: &DaemonState, swept: &mut bool) -> ActionResult<()> {
     if hosted.is_empty() {
         return Ok(());
     }
-    let pending = listed(state, None, "pending").await?;
+    // Each hosted agent's own (the person's list also holds what they sent to others' agents).
+    let mut pending = Vec::new();
+    for (agent_id, _, _) in &hosted {
+        pending.extend(listed(state, Some(agent_id), "pending").await?);
+    }
     let key_of = |d: &Value| {
         (
             d["id"].as_str().unwrap_or_default().to_string(),
@@ -310,18 +314,39 @@ async fn deliver(state: &DaemonState, delivery: &Value, recipe: &Recipe, fence: 
         (&session, &resumed),
     )
     .await;
-    let (ran, named) = match ran {
-        Ok((code, named)) => (Ok(code), named),
-        Err(why) => (Err(why), session::Named::Given),
-    };
-    state
-        .deliverer
-        .sessions
-        .ended(agent_id, target, &resumed, matches!(ran, Ok(0)), named);
     let (ended, reason) = match ran {
-        Ok(0) => ("ended", "the run ended without a reply".to_string()),
-        Ok(code) => ("failed", format!("the run exited with status {code}")),
-        Err(why) => ("failed", why),
+        Ran::Exited { code, named } => {
+            if let Some(named) = named {
+                state
+                    .deliverer
+                    .sessions
+                    .ended(agent_id, target, &resumed, code == 0, named);
+            }
+            match code {
+                0 => ("ended", "the run ended without a reply".to_string()),
+                code => ("failed", format!("the run exited with status {code}")),
+            }
+        }
+        Ran::Stopped(why) => {
+            // The runtime ran: its session counts the failure.
+            state.deliverer.sessions.ended(
+                agent_id,
+                target,
+                &resumed,
+                false,
+                session::Named::Given,
+            );
+            ("failed", why)
+        }
+        Ran::NotStarted(why) => {
+            // Its details (paths of this machine) stay in this daemon's log: the delivery is
+            // seen by its sender too.
+            tracing::warn!(delivery = %id, reason = %why, "the delivered runtime could not be started");
+            (
+                "failed",
+                "the runtime could not be started (its daemon's log says why)".to_string(),
+            )
+        }
     };
     finish(state, &started, fence, ended, &reason).await;
 }
@@ -341,24 +366,48 @@ async fn prompt(state: &DaemonState, target: &str, message_id: &str) -> Result<S
         .flatten()
         .find(|m| m["id"] == json!(message_id))
         .ok_or_else(|| "the message is no longer readable".to_string())?;
+    let author = message["authorId"].as_str().unwrap_or_default();
+    let who = if author == state.identity.human_id {
+        "Your owner wrote to you in AgentTeam.".to_string()
+    } else {
+        format!(
+            "A person your owner allowed to wake you ({author}), not your owner, wrote to you in \
+             AgentTeam."
+        )
+    };
     Ok(format!(
-        "A person wrote to you in AgentTeam.\nTarget: {target}\nMessage: {message_id}\n\n{}\n\n\
+        "{who}\nTarget: {target}\nMessage: {message_id}\n\n{}\n\n\
          Answer with the message_send tool on exactly this target: {target}\n",
         message["content"].as_str().unwrap_or_default()
     ))
 }
 
-/// Launches the recipe for one delivery and waits for its end (bounded by [`RUN_TIMEOUT`]);
-/// its exit code and who named its runtime session, or why it could not run.
+/// How a delivered run went.
+enum Ran {
+    /// The runtime exited with `code`; `named`: who named its session, when the driver put it
+    /// in the conversation's session (`None`: it did not).
+    Exited {
+        code: i32,
+        named: Option<session::Named>,
+    },
+    /// The runtime ran and was stopped (it took too long, or its output ended unexplained).
+    Stopped(String),
+    /// Nothing was started: why.
+    NotStarted(String),
+}
+
+/// Launches the recipe for one delivery and waits for its end (bounded by [`RUN_TIMEOUT`]).
 async fn launch(
     state: &DaemonState,
     recipe: &Recipe,
     delivery_id: &str,
     (agent_id, target, message_id): (&str, &str, &str),
     (session, resumed): (&str, &super::runtime::driver::RuntimeSession),
-) -> Result<(i32, session::Named), String> {
-    let text = prompt(state, target, message_id).await?;
-    // A runtime that names its own sessions says the id in its output.
+) -> Ran {
+    let text = match prompt(state, target, message_id).await {
+        Ok(text) => text,
+        Err(why) => return Ran::NotStarted(why),
+    };
     let program = recipe.argv.first().map(String::as_str).unwrap_or_default();
     let profile_family = state
         .agents
@@ -367,7 +416,17 @@ async fn launch(
         .map(|agent| agent.profile.runtime_family)
         .unwrap_or_default();
     let family = recipe.runtime.resolve(program, &profile_family).0;
-    let mut said = driver::names_its_sessions(family).then(SaidSession::default);
+    if family == driver::Family::Kimi {
+        // A recipe kept from before Kimi Code was refused, or a profile changed since.
+        return Ran::NotStarted(
+            "Kimi Code takes its prompt only as an argument: it cannot be a launch recipe".into(),
+        );
+    }
+    // Whether the driver puts the run in the conversation's session, and for a runtime that
+    // names its own sessions, reading the id from the first line of its JSON output.
+    let placed = driver::put_in_session(family, &mut recipe.argv.clone(), resumed).is_some();
+    let names = driver::names_its_sessions(family, &recipe.argv);
+    let mut said = (placed && names).then(SaidSession::default);
     let options = LaunchOptions {
         agent: agent_id.to_string(),
         workdir: recipe.workdir.clone(),
@@ -385,9 +444,10 @@ async fn launch(
         stdin: true,
         resume: Some(resumed.clone()),
     };
-    let mut output = super::launch::start(state, options)
-        .await
-        .map_err(|error| error.message)?;
+    let mut output = match super::launch::start(state, options).await {
+        Ok(output) => output,
+        Err(error) => return Ran::NotStarted(error.message),
+    };
     let ran = async {
         while let Some(frame) = output.recv().await {
             match frame {
@@ -401,11 +461,13 @@ async fn launch(
                     fault::kill_at("spawn");
                 }
                 Output::Exited(code) => {
-                    let named = match said.take() {
-                        Some(said) => session::Named::Output(said.id),
-                        None => session::Named::Given,
+                    let named = match (placed, said.take()) {
+                        (false, _) => None,
+                        (true, Some(said)) => Some(session::Named::Output(said.id)),
+                        (true, None) if names => Some(session::Named::Output(None)),
+                        (true, None) => Some(session::Named::Given),
                     };
-                    return Ok((code, named));
+                    return Ran::Exited { code, named };
                 }
                 Output::Stdout(bytes) => {
                     if let Some(said) = said.as_mut() {
@@ -415,13 +477,13 @@ async fn launch(
                 Output::Stderr(_) => {}
             }
         }
-        Err("the run ended without an exit status".to_string())
+        Ran::Stopped("the run ended without an exit status".to_string())
     };
     match tokio::time::timeout(RUN_TIMEOUT, ran).await {
         Ok(ended) => ended,
         Err(_) => {
             // Dropping the output stream ends the lease: the runtime is stopped.
-            Err(format!(
+            Ran::Stopped(format!(
                 "the run took longer than {} minutes and was stopped",
                 RUN_TIMEOUT.as_secs() / 60
             ))
@@ -429,12 +491,14 @@ async fn launch(
     }
 }
 
-/// The session id a runtime's output names, read line by line from at most [`MAX_SAID`] bytes.
+/// The session id a runtime's JSON output names on its first line (the runtime's own event,
+/// before anything the model wrote), read from at most [`MAX_SAID`] bytes.
 #[derive(Default)]
 struct SaidSession {
     line: Vec<u8>,
     read: usize,
     id: Option<String>,
+    done: bool,
 }
 
 /// Output read for a runtime's session id at most (its first lines name it).
@@ -444,19 +508,18 @@ const MAX_SAID_LINE: usize = 64 * 1024;
 
 impl SaidSession {
     fn read(&mut self, family: driver::Family, bytes: &[u8]) {
-        if self.id.is_some() || self.read >= MAX_SAID {
+        if self.done || self.read >= MAX_SAID {
             return;
         }
         self.read += bytes.len();
         for &byte in bytes {
             if byte == b'\n' {
-                if let Ok(line) = std::str::from_utf8(&self.line)
-                    && let Some(id) = driver::session_in_output(family, line)
-                {
-                    self.id = Some(id);
-                    return;
-                }
-                self.line.clear();
+                // Only the first line: a later one may carry what the model wrote.
+                self.done = true;
+                self.id = std::str::from_utf8(&self.line)
+                    .ok()
+                    .and_then(|line| driver::session_in_output(family, line));
+                return;
             } else if self.line.len() < MAX_SAID_LINE {
                 self.line.push(byte);
             }
@@ -493,14 +556,17 @@ mod tests {
     fn a_runtimes_session_is_read_from_its_output_within_bounds() {
         let family = driver::Family::Opencode;
         let mut said = SaidSession::default();
-        // Split anywhere, after lines that name none.
-        said.read(family, b"not json\n{\"type\":\"step_start\",\"sessio");
+        // The first line, split anywhere; a later line is never looked at.
+        said.read(family, b"{\"type\":\"step_start\",\"sessio");
         assert_eq!(said.id, None);
         said.read(
             family,
             b"nID\":\"ses_abc123\"}\n{\"sessionID\":\"ses_other\"}\n",
         );
         assert_eq!(said.id.as_deref(), Some("ses_abc123"));
+        let mut first = SaidSession::default();
+        first.read(family, b"not json\n{\"sessionID\":\"ses_later\"}\n");
+        assert_eq!(first.id, None);
         // Past what is read for it, a later line is not looked at.
         let mut late = SaidSession::default();
         late.read(family, &vec![b'x'; MAX_SAID]);

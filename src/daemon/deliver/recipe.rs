@@ -158,6 +158,8 @@ impl Deliverer {
         crate::daemon::auth::files::ensure_private_dir(&self.dir)?;
         let text = serde_json::to_string(recipe).map_err(std::io::Error::other)?;
         crate::private_file::replace(&self.path(agent_id), &text)?;
+        // Another runtime or directory has none of the sessions the old recipe ran in.
+        self.sessions.forget_agent(agent_id);
         self.fences.lock().expect("not poisoned").remove(agent_id);
         self.refused.lock().expect("not poisoned").clear();
         self.wake.notify_one();

@@ -1,11 +1,13 @@
 //! The runtime session each delivered conversation runs in, so a later message to the agent in
 //! the same conversation is the next turn of the same runtime session (its history holds the
-//! turns before), where the runtime's driver resumes sessions (`driver::session_args`).
+//! turns before), where the runtime's driver resumes sessions (`driver::put_in_session`).
 //!
 //! One session per (agent, target), kept owner-only in `recipes/sessions.json` across restarts:
-//! its id, and whether a run of it ended well (exit 0), after which the runtime has it to resume.
-//! A first run that did not end well leaves no session to resume: the next one starts a new id
-//! (a runtime refuses an id in use, and one it never recorded cannot be resumed). A resumed run
+//! its id, and whether the runtime has it to resume: once a run of it ended well (exit 0), or,
+//! for a runtime that names its own sessions, once its output named it. A first run that did not
+//! end well (and named none) leaves no session to resume: the next one starts a new id (a runtime
+//! refuses an id in use, and one it never recorded cannot be resumed). A new recipe starts every
+//! conversation of its agent anew. A resumed run
 //! that fails twice in a row does the same, so a session the runtime lost never holds the
 //! conversation's runs failing. At most [`MAX_SESSIONS`], the least recently used go first.
 
@@ -144,12 +146,20 @@ impl Sessions {
         } else if !record.known {
             records.remove(&key);
         } else {
-            record.failures += 1;
+            record.failures = record.failures.saturating_add(1);
             if record.failures >= FAILURES_BEFORE_NEW {
                 tracing::info!(session = %session.id, "a resumed session failed twice in a row: the conversation's next run starts a new one");
                 records.remove(&key);
             }
         }
+        self.save(records);
+    }
+
+    /// Forgets `agent_id`'s sessions (its recipe changed: another runtime, or another directory).
+    pub fn forget_agent(&self, agent_id: &str) {
+        let mut guard = self.records.lock().expect("not poisoned");
+        let records = &mut guard.1;
+        records.retain(|(agent, _), _| agent != agent_id);
         self.save(records);
     }
 
@@ -234,6 +244,11 @@ mod tests {
         // An end of a session no longer the conversation's changes nothing.
         again.ended("agt_a", "dm:1", &third, true, Named::Given);
         assert!(!again.next("agt_a", "dm:1").known);
+        // A new recipe starts its agent's conversations anew.
+        let kept = again.next("agt_a", "dm:1");
+        again.ended("agt_a", "dm:1", &kept, true, Named::Given);
+        again.forget_agent("agt_a");
+        assert!(!Sessions::new(&dir).next("agt_a", "dm:1").known);
         // Unreadable: each conversation starts anew.
         std::fs::write(dir.join(SESSIONS_FILE), "not json").unwrap();
         assert!(!Sessions::new(&dir).next("agt_a", "dm:1").known);

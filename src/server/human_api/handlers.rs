@@ -764,6 +764,13 @@ fn delivered(
             ErrorCode::InvalidState,
             format!("delivery `{id}` is {state}: there is nothing to {what}"),
         )),
+        Err(DeliveryRefusal::Waiting(waiting)) => Err(ActionError::new(
+            ErrorCode::InvalidState,
+            format!(
+                "{waiting} messages already wait for the agent in this conversation: ask again \
+                 for delivery `{id}` once they are answered"
+            ),
+        )),
         Err(DeliveryRefusal::Expired) => Err(ActionError::new(
             ErrorCode::InvalidState,
             format!(

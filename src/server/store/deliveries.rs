@@ -242,6 +242,8 @@ pub enum DeliveryRefusal {
     State(String),
     /// It waited past its expiry.
     Expired,
+    /// This many of the agent's deliveries wait in the conversation already (the bound).
+    Waiting(i64),
 }
 
 /// Which of the person's deliveries a list keeps (each filter when set).
@@ -273,11 +275,14 @@ pub struct Host<'a> {
     pub fence: i64,
 }
 
-/// The person's delivery `id`, of an agent they own or sent by them.
-fn seen<'a>(workspace_id: &'a str, human_id: &'a str, id: &'a str) -> Query<'a> {
+/// The person's delivery `id` they may ask again for: of an agent they own, or sent by them
+/// while the owner still lets them wake the agent.
+fn retriable<'a>(workspace_id: &'a str, human_id: &'a str, id: &'a str) -> Query<'a> {
     Query::select::<Delivery>(
-        "WHERE d.id = $1 AND d.workspace_id = $2 AND (d.sender_id = $3 \
-         OR d.agent_id IN (SELECT o.id FROM agents o WHERE o.owner_human_id = $3))",
+        "WHERE d.id = $1 AND d.workspace_id = $2 AND (\
+         d.agent_id IN (SELECT o.id FROM agents o WHERE o.owner_human_id = $3) \
+         OR (d.sender_id = $3 AND EXISTS (SELECT 1 FROM agent_wakers w \
+             WHERE w.agent_id = d.agent_id AND w.human_id = $3)))",
     )
     .bind(id)
     .bind(workspace_id)
@@ -481,6 +486,20 @@ impl Store {
         now_ms: i64,
     ) -> Result<Option<Result<Delivery, DeliveryRefusal>>, StoreError> {
         let expires = now_ms + self.delivery_ttl_ms();
+        // The bound of what waits in a conversation holds for a retry too (checked before the
+        // change: concurrent retries may pass it by as many as race).
+        let Some(current): Option<Delivery> = self
+            .one(here!(), retriable(workspace_id, human_id, id))
+            .await?
+        else {
+            return Ok(None);
+        };
+        let waiting = self
+            .deliveries_waiting(&current.agent_id.to_string(), &current.target.to_string())
+            .await?;
+        if waiting >= MAX_WAITING_PER_CONVERSATION {
+            return Ok(Some(Err(DeliveryRefusal::Waiting(waiting))));
+        }
         let decide = |current: &Delivery| match current.state.to_string().as_str() {
             "interrupted" | "failed" | "expired" => Ok(current.clone()),
             other => Err(DeliveryRefusal::State(other.to_string())),
@@ -488,7 +507,7 @@ impl Store {
         let retried = self
             .change(
                 here!(),
-                seen(workspace_id, human_id, id),
+                retriable(workspace_id, human_id, id),
                 decide,
                 |_, id| {
                     Query::new(
@@ -504,6 +523,20 @@ impl Store {
         self.announce_delivery(workspace_id, now_ms, &retried)
             .await?;
         Ok(retried)
+    }
+
+    /// How many of `agent_id`'s deliveries wait in `target`.
+    async fn deliveries_waiting(&self, agent_id: &str, target: &str) -> Result<i64, StoreError> {
+        on_backend!(self, |writer, reader, pg| {
+            let (waiting,): (i64,) = sqlx::query_as(
+                "SELECT COUNT(*) FROM deliveries WHERE agent_id = $1 AND target = $2 AND state = 'pending'",
+            )
+            .bind(agent_id)
+            .bind(target)
+            .fetch_one(reader)
+            .await?;
+            Ok(waiting)
+        })
     }
 
     /// The event of a delivery that changed.

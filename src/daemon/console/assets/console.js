@@ -79,7 +79,15 @@
     else element.append(node);
   }
 
+  // The changes this tab placed, by seq (the latest 1000): a replay repeats what a tab may have
+  // had live already, and a change's badge or notification counts once.
+  const handled = new Set();
   function handle(change) {
+    if (change.seq) {
+      if (handled.has(change.seq)) return;
+      handled.add(change.seq);
+      if (handled.size > 1000) handled.delete(handled.values().next().value);
+    }
     if (change.seq) cursor = Math.max(cursor || 0, change.seq);
     const list = document.getElementById('messages');
     const here = list && list.dataset.target === change.target;

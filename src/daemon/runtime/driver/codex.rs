@@ -219,8 +219,16 @@ pub(super) fn session_args(
         "--color",
     ];
     let exec = args.iter().position(|a| a == "exec")?;
-    if args[..exec].iter().any(|a| !a.starts_with('-'))
-        || super::has_flag(args, NOT_RESUMED)
+    // Before `exec`: root options only (a value after one that takes it).
+    let mut root = args[..exec].iter();
+    while let Some(word) = root.next() {
+        if VALUED.contains(&word.as_str()) {
+            root.next();
+        } else if !word.starts_with('-') {
+            return None;
+        }
+    }
+    if super::has_flag(args, NOT_RESUMED)
         || args[exec + 1..]
             .iter()
             .any(|a| matches!(a.as_str(), "resume" | "fork" | "review" | "--last"))
@@ -262,10 +270,13 @@ pub(super) fn session_in_output(line: &str) -> Option<String> {
     if event.get("type")?.as_str()? != "thread.started" {
         return None;
     }
+    // A UUID (Codex's thread ids are): never a word Codex could take as an option.
     let id = event.get("thread_id")?.as_str()?;
-    let valid = !id.is_empty()
-        && id.len() <= 128
-        && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-');
+    let groups: Vec<&str> = id.split('-').collect();
+    let valid = groups.iter().map(|g| g.len()).eq([8, 4, 4, 4, 12])
+        && groups
+            .iter()
+            .all(|g| g.bytes().all(|b| b.is_ascii_hexdigit()));
     valid.then(|| id.to_string())
 }
 
@@ -455,6 +466,10 @@ mod tests {
             ]))
         );
         assert_eq!(
+            session_args(&args(&["-c", "k=v", "exec", "-"]), &session),
+            Some(args(&["-c", "k=v", "exec", "resume", "0199a-thread", "-"]))
+        );
+        assert_eq!(
             session_args(&args(&["exec", "--sandbox=read-only", "-"]), &session),
             Some(args(&[
                 "exec",
@@ -470,19 +485,25 @@ mod tests {
             &["exec", "-C", "/w", "-"],
             &["app-server"],
             &["exec", "--profile", "p"],
+            &["review", "exec"],
         ] {
             assert_eq!(session_args(&args(own), &session), None, "{own:?}");
         }
+        let thread = "0199a1b2-c3d4-7e5f-8a9b-0c1d2e3f4a5b";
         assert_eq!(
-            session_in_output(r#"{"type":"thread.started","thread_id":"0199a-b2"}"#).as_deref(),
-            Some("0199a-b2")
+            session_in_output(&format!(
+                r#"{{"type":"thread.started","thread_id":"{thread}"}}"#
+            ))
+            .as_deref(),
+            Some(thread)
         );
         for line in [
-            r#"{"type":"turn.started","thread_id":"0199"}"#,
-            r#"{"type":"thread.started","thread_id":"a b"}"#,
-            "thread.started",
+            format!(r#"{{"type":"turn.started","thread_id":"{thread}"}}"#),
+            r#"{"type":"thread.started","thread_id":"--last"}"#.to_string(),
+            r#"{"type":"thread.started","thread_id":"0199a-b2"}"#.to_string(),
+            "thread.started".to_string(),
         ] {
-            assert_eq!(session_in_output(line), None, "{line}");
+            assert_eq!(session_in_output(&line), None, "{line}");
         }
     }
 

@@ -335,7 +335,7 @@ pub fn put_in_session(
         Family::Codex => codex::session_args(args, session)?,
         _ => return None,
     };
-    let said = if names_its_sessions(family) && !session.known {
+    let said = if matches!(family, Family::Opencode | Family::Codex) && !session.known {
         "this run starts a new session, whose id its output names".to_string()
     } else if session.known {
         format!("this run resumes the conversation's session {}", session.id)
@@ -347,10 +347,16 @@ pub fn put_in_session(
     Some(said)
 }
 
-/// Whether `family` names its own sessions (it takes no id for a new one), so the driver reads
-/// the id from its output ([`session_in_output`]).
-pub fn names_its_sessions(family: Family) -> bool {
-    matches!(family, Family::Opencode | Family::Codex)
+/// Whether `family` run as `argv` (the program first) names its own session on the first line
+/// of a JSON output, so the deliverer reads the id there ([`session_in_output`]): OpenCode's
+/// `--format json`, Codex's `--json`. Without it the output is the model's text, never read.
+pub fn names_its_sessions(family: Family, argv: &[String]) -> bool {
+    let args = argv.get(1..).unwrap_or_default();
+    match family {
+        Family::Opencode => option_value(args, &["--format"]) == Some("json"),
+        Family::Codex => has_flag(args, &["--json"]),
+        _ => false,
+    }
 }
 
 /// The runtime session a line of `family`'s output names, where it names its own sessions.
