@@ -21,7 +21,7 @@ async fn cli(daemon: &TestDaemon, args: &[&str]) -> (i32, String, String) {
 }
 
 /// One human API action through the daemon's person route.
-async fn human(daemon: &TestDaemon, action: &str, input: Value) -> Value {
+pub(super) async fn human(daemon: &TestDaemon, action: &str, input: Value) -> Value {
     let token = std::fs::read_to_string(daemon.state_dir.join("admin.token")).unwrap();
     let answer: Value = daemon
         .client
@@ -685,7 +685,7 @@ async fn the_servers_flags_set_the_bound_per_person_and_the_expiry() {
 }
 
 /// `agentteam admin --json <args>` on the daemon's server: the operator's answer.
-async fn operator(daemon: &TestDaemon, args: &[&str]) -> Value {
+pub(super) async fn operator(daemon: &TestDaemon, args: &[&str]) -> Value {
     let output = tokio::process::Command::new(crate::support::bin())
         .arg("admin")
         .arg("--json")
@@ -839,6 +839,43 @@ async fn a_person_the_owner_allows_wakes_the_agent_and_one_not_allowed_starts_no
     assert!(out.starts_with("only you, its owner"), "{out}");
 }
 
+/// A delivered run of builder that keeps the MCP token it started with in `token-at-start` and
+/// waits on the FIFO `go` in its working directory before answering `reply`: the working
+/// directory, the feed's cursor from before, the message's id and its started delivery.
+async fn a_held_run(daemon: &TestDaemon, reply: &str) -> (tempfile::TempDir, Value, String, Value) {
+    daemon.add_agent("builder").await;
+    let work = tempfile::tempdir().unwrap();
+    make_go(work.path());
+    let workdir = work.path().display().to_string();
+    let script = format!(
+        "cp \"$AGENTTEAM_MCP_TOKEN_FILE\" \"$PWD/token-at-start\"\n{}",
+        stand_in(reply, Wait::Go)
+    );
+    let (code, _, err) = cli(
+        daemon,
+        &[
+            "agent",
+            "recipe",
+            "builder",
+            "--workdir",
+            &workdir,
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    )
+    .await;
+    assert_eq!(code, 0, "{err}");
+    let head = human(daemon, "events_read", json!({})).await["cursor"].clone();
+    let asked = post(daemon, "@builder", "take your time").await;
+    let started = delivery_event(daemon, head.clone(), |d| {
+        d["messageId"] == json!(asked) && d["state"] == "started"
+    })
+    .await;
+    (work, head, asked, started)
+}
+
 #[tokio::test]
 async fn a_credential_rotation_mid_turn_changes_nothing_for_the_delivered_run() {
     let root = tempfile::tempdir().unwrap();
@@ -855,37 +892,8 @@ async fn a_credential_rotation_mid_turn_changes_nothing_for_the_delivered_run() 
         ],
     )
     .await;
-    daemon.add_agent("builder").await;
-    let work = tempfile::tempdir().unwrap();
-    make_go(work.path());
-    let workdir = work.path().display().to_string();
-    // The stand-in keeps the token it started with, then answers with the one its file holds.
-    let script = format!(
-        "cp \"$AGENTTEAM_MCP_TOKEN_FILE\" \"$PWD/token-at-start\"\n{}",
-        stand_in("answered after a rotation", Wait::Go)
-    );
-    let (code, _, err) = cli(
-        &daemon,
-        &[
-            "agent",
-            "recipe",
-            "builder",
-            "--workdir",
-            &workdir,
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ],
-    )
-    .await;
-    assert_eq!(code, 0, "{err}");
-    let head = human(&daemon, "events_read", json!({})).await["cursor"].clone();
-    let asked = post(&daemon, "@builder", "take your time").await;
-    let started = delivery_event(&daemon, head.clone(), |d| {
-        d["messageId"] == json!(asked) && d["state"] == "started"
-    })
-    .await;
+    // The stand-in answers with the token its file holds then.
+    let (work, head, asked, started) = a_held_run(&daemon, "answered after a rotation").await;
 
     // The run's credential is rotated while its turn goes on.
     let at_start = work.path().join("token-at-start");
@@ -929,36 +937,7 @@ async fn a_credential_rotation_mid_turn_changes_nothing_for_the_delivered_run() 
 #[tokio::test]
 async fn the_persons_replace_of_a_delivered_run_revokes_it_before_the_new_process_starts() {
     let daemon = TestDaemon::start(&[]).await;
-    daemon.add_agent("builder").await;
-    let work = tempfile::tempdir().unwrap();
-    make_go(work.path());
-    let workdir = work.path().display().to_string();
-    let script = format!(
-        "cp \"$AGENTTEAM_MCP_TOKEN_FILE\" \"$PWD/token-at-start\"\n{}",
-        stand_in("never sent", Wait::Go)
-    );
-    let (code, _, err) = cli(
-        &daemon,
-        &[
-            "agent",
-            "recipe",
-            "builder",
-            "--workdir",
-            &workdir,
-            "--",
-            "sh",
-            "-c",
-            &script,
-        ],
-    )
-    .await;
-    assert_eq!(code, 0, "{err}");
-    let head = human(&daemon, "events_read", json!({})).await["cursor"].clone();
-    let asked = post(&daemon, "@builder", "a long task").await;
-    let started = delivery_event(&daemon, head.clone(), |d| {
-        d["messageId"] == json!(asked) && d["state"] == "started"
-    })
-    .await;
+    let (work, head, asked, started) = a_held_run(&daemon, "never sent").await;
     let session = started["runId"].as_str().unwrap().to_string();
     let at_start = work.path().join("token-at-start");
     let deadline = std::time::Instant::now() + Duration::from_secs(30);

@@ -12,26 +12,9 @@ use std::time::Duration;
 use agentteam::contract::tool_guidance::{RuntimeNaming, ToolNamer};
 use serde_json::{Value, json};
 
+use crate::deliveries::{human, operator};
 use crate::runtime_harness::{Model, runtime_tool};
 use crate::support::TestDaemon;
-
-/// One human API action through the daemon's person route.
-async fn human(daemon: &TestDaemon, action: &str, input: Value) -> Value {
-    let token = std::fs::read_to_string(daemon.state_dir.join("admin.token")).unwrap();
-    let answer: Value = daemon
-        .client
-        .post(format!("{}/api/admin/human/{action}", daemon.base_url))
-        .bearer_auth(token.trim())
-        .json(&input)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    assert_eq!(answer["ok"], true, "{action}: {answer}");
-    answer["data"].clone()
-}
 
 /// `agentteam post TARGET TEXT --wait`: what it printed, once every agent it woke answered.
 async fn post_and_wait(daemon: &TestDaemon, model: &Model, target: &str, text: &str) -> String {
@@ -70,28 +53,6 @@ async fn post_and_wait(daemon: &TestDaemon, model: &Model, target: &str, text: &
         "{out}"
     );
     out
-}
-
-/// `agentteam admin --json <args>` on the daemon's server: the operator's answer.
-async fn operator(daemon: &TestDaemon, args: &[&str]) -> Value {
-    let output = tokio::process::Command::new(crate::support::bin())
-        .arg("admin")
-        .arg("--json")
-        .args(args)
-        // The daemon's server, embedded or (in the PostgreSQL pass) `agentteam server`.
-        .arg("--server-url")
-        .arg(&daemon.server_url)
-        .arg("--operator-token-file")
-        .arg(&daemon.operator_token_file)
-        .output()
-        .await
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "admin {args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    serde_json::from_slice(&output.stdout).unwrap_or(Value::Null)
 }
 
 /// Every message's content on `target`, oldest first.
