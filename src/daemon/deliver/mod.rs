@@ -501,7 +501,7 @@ struct SaidSession {
     done: bool,
 }
 
-/// Output read for a runtime's session id at most (its first lines name it).
+/// Output read for a runtime's session id at most (its first line names it).
 const MAX_SAID: usize = 1024 * 1024;
 /// A line of output kept at most while looking for the id.
 const MAX_SAID_LINE: usize = 64 * 1024;
