@@ -839,16 +839,28 @@ async fn a_person_the_owner_allows_wakes_the_agent_and_one_not_allowed_starts_no
     assert!(out.starts_with("only you, its owner"), "{out}");
 }
 
-/// A delivered run of builder that keeps the MCP token it started with in `token-at-start` and
-/// waits on the FIFO `go` in its working directory before answering `reply`: the working
-/// directory, the feed's cursor from before, the message's id and its started delivery.
-async fn a_held_run(daemon: &TestDaemon, reply: &str) -> (tempfile::TempDir, Value, String, Value) {
+/// A delivered run of builder that keeps the MCP token it started with in `token-at-start`, runs
+/// `then` (shell), says it is ready on the FIFO `ready`, and waits on the FIFO `go` in its
+/// working directory before answering `reply`. Returns once it is ready: the working directory,
+/// the feed's cursor from before, the message's id and its started delivery.
+async fn a_held_run(
+    daemon: &TestDaemon,
+    then: &str,
+    reply: &str,
+) -> (tempfile::TempDir, Value, String, Value) {
     daemon.add_agent("builder").await;
     let work = tempfile::tempdir().unwrap();
     make_go(work.path());
+    let ready = work.path().join("ready");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&ready)
+        .status()
+        .unwrap();
+    assert!(made.success());
     let workdir = work.path().display().to_string();
     let script = format!(
-        "cp \"$AGENTTEAM_MCP_TOKEN_FILE\" \"$PWD/token-at-start\"\n{}",
+        "cp \"$AGENTTEAM_MCP_TOKEN_FILE\" \"$PWD/token-at-start\"\n{then}\n\
+         echo ready > \"$PWD/ready\"\n{}",
         stand_in(reply, Wait::Go)
     );
     let (code, _, err) = cli(
@@ -873,6 +885,18 @@ async fn a_held_run(daemon: &TestDaemon, reply: &str) -> (tempfile::TempDir, Val
         d["messageId"] == json!(asked) && d["state"] == "started"
     })
     .await;
+    // Read and written at once, the FIFO never reads as ended before the run writes its line.
+    let pipe = tokio::net::unix::pipe::OpenOptions::new()
+        .read_write(true)
+        .open_receiver(&ready)
+        .unwrap();
+    let mut reader = tokio::io::BufReader::new(pipe);
+    let mut line = String::new();
+    let said = tokio::io::AsyncBufReadExt::read_line(&mut reader, &mut line);
+    tokio::time::timeout(Duration::from_secs(30), said)
+        .await
+        .unwrap_or_else(|_| panic!("the run never said it is ready: {}", daemon.log()))
+        .unwrap();
     (work, head, asked, started)
 }
 
@@ -892,27 +916,26 @@ async fn a_credential_rotation_mid_turn_changes_nothing_for_the_delivered_run() 
         ],
     )
     .await;
-    // The stand-in answers with the token its file holds then.
-    let (work, head, asked, started) = a_held_run(&daemon, "answered after a rotation").await;
+    // The stand-in is ready once its credential was rotated (it waits for its token file to
+    // change), and answers with the token the file holds then.
+    let (work, head, asked, started) = a_held_run(
+        &daemon,
+        "while cmp -s \"$AGENTTEAM_MCP_TOKEN_FILE\" \"$PWD/token-at-start\"; do sleep 0.05; done\n\
+         cp \"$AGENTTEAM_MCP_TOKEN_FILE\" \"$PWD/token-rotated\"",
+        "answered after a rotation",
+    )
+    .await;
 
-    // The run's credential is rotated while its turn goes on.
-    let at_start = work.path().join("token-at-start");
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let rotated = loop {
-        let first = std::fs::read_to_string(&at_start).unwrap_or_default();
-        let now: Vec<String> = crate::runtime_harness::files_named(&run_dir, "mcp-token")
-            .iter()
-            .filter_map(|f| std::fs::read_to_string(f).ok())
-            .collect();
-        if !first.is_empty() && now.len() == 1 && now[0] != first {
-            break now[0].clone();
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no rotation in time: {now:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    // The run's credential was rotated while its turn goes on.
+    let read = |name: &str| std::fs::read_to_string(work.path().join(name)).unwrap();
+    let (at_start, rotated) = (read("token-at-start"), read("token-rotated"));
+    assert!(!at_start.trim().is_empty() && !rotated.trim().is_empty());
+    assert_ne!(at_start, rotated);
+    let now: Vec<String> = crate::runtime_harness::files_named(&run_dir, "mcp-token")
+        .iter()
+        .filter_map(|f| std::fs::read_to_string(f).ok())
+        .collect();
+    assert_eq!(now.len(), 1, "one run's token: {now:?}");
     assert!(!rotated.is_empty());
     let runs = daemon.admin_get("runs").await;
     assert_eq!(runs["runs"].as_array().unwrap().len(), 1, "{runs}");
@@ -937,21 +960,13 @@ async fn a_credential_rotation_mid_turn_changes_nothing_for_the_delivered_run() 
 #[tokio::test]
 async fn the_persons_replace_of_a_delivered_run_revokes_it_before_the_new_process_starts() {
     let daemon = TestDaemon::start(&[]).await;
-    let (work, head, asked, started) = a_held_run(&daemon, "never sent").await;
+    let (work, head, asked, started) = a_held_run(&daemon, "", "never sent").await;
     let session = started["runId"].as_str().unwrap().to_string();
-    let at_start = work.path().join("token-at-start");
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let old_token = loop {
-        match std::fs::read_to_string(&at_start) {
-            Ok(token) if !token.trim().is_empty() => break token.trim().to_string(),
-            _ => {}
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the run never started"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    };
+    let old_token = std::fs::read_to_string(work.path().join("token-at-start"))
+        .unwrap()
+        .trim()
+        .to_string();
+    assert!(!old_token.is_empty());
 
     // The person starts the agent anew in the delivered conversation's session, replacing it.
     let mut new = daemon.launch(

@@ -27,26 +27,15 @@ pub(super) fn session_args(
     args: &[String],
     session: &super::RuntimeSession,
 ) -> Option<Vec<String>> {
-    let chosen = has_flag(
-        args,
-        &[
-            "-c",
-            "--continue",
-            "-r",
-            "--resume",
-            "--session-id",
-            "--fork-session",
-        ],
-    );
-    if chosen {
-        return None;
-    }
-    let flag = if session.known {
-        "--resume"
-    } else {
-        "--session-id"
-    };
-    Some(vec![flag.to_string(), session.id.clone()])
+    let own = [
+        "-c",
+        "--continue",
+        "-r",
+        "--resume",
+        "--session-id",
+        "--fork-session",
+    ];
+    super::id_then_resume(args, &own, session)
 }
 
 /// Claude Code asks before a tool its rules do not allow, unless the user turned its checks off.

@@ -58,15 +58,11 @@ pub(super) fn session_args(
     args: &[String],
     session: &super::RuntimeSession,
 ) -> Option<Vec<String>> {
-    if has_flag(args, &["-r", "--resume", "--session-id", "--session-file"]) {
-        return None;
-    }
-    let flag = if session.known {
-        "--resume"
-    } else {
-        "--session-id"
-    };
-    Some(vec![flag.to_string(), session.id.clone()])
+    super::id_then_resume(
+        args,
+        &["-r", "--resume", "--session-id", "--session-file"],
+        session,
+    )
 }
 
 /// Gemini CLI asks before a shell command no policy allows (headless: it does not offer it),

@@ -347,6 +347,20 @@ pub fn put_in_session(
     Some(said)
 }
 
+/// A new session by `--session-id ID`, a known one by `--resume ID` (Claude Code's and Gemini
+/// CLI's flags); nothing where the person's own arguments hold one of `own`.
+fn id_then_resume(args: &[String], own: &[&str], session: &RuntimeSession) -> Option<Vec<String>> {
+    if has_flag(args, own) {
+        return None;
+    }
+    let flag = if session.known {
+        "--resume"
+    } else {
+        "--session-id"
+    };
+    Some(vec![flag.to_string(), session.id.clone()])
+}
+
 /// Whether `family` run as `argv` (the program first) names its own session on the first line
 /// of a JSON output, so the deliverer reads the id there ([`session_in_output`]): OpenCode's
 /// `--format json`, Codex's `--json`. Without it the output is the model's text, never read.
