@@ -13,6 +13,7 @@ mod daemon_credentials;
 mod daemon_external;
 mod daemon_lifecycle;
 mod deliveries;
+mod delivery_faults;
 mod exactly_once;
 mod exec_transport;
 mod fault_proxy;

@@ -15,6 +15,12 @@
 //! runtime's stdin, never its arguments. When the run ends, `delivery_finish` records how, unless
 //! the agent's reply already made it `answered` on the server. One run at a time per agent and
 //! target: a delivery for a busy conversation waits for the next pass.
+//!
+//! The server may restart, and the connection to it break, at any point: the start, the finish
+//! and the reads around them are sent again while the failure is the hop's ([`settled`]), each
+//! write with a `requestId` of the delivery's state, so the server applies it once and a repeat
+//! gets the first answer. Because a repeat gets that answer, a start is sent only by the daemon's
+//! one attempt for that state of the delivery (`Deliverer::begun`), never by a later pass.
 
 use std::time::Duration;
 
@@ -41,6 +47,12 @@ const MAX_LISTED_PAGES: usize = 10;
 /// How often the deliverer looks for pending deliveries when nothing told it to.
 const IDLE_PASS: Duration = Duration::from_secs(30);
 
+/// How long the deliverer sends one of its records again while the server cannot be reached
+/// (restarting, or the connection cut): past it, the record waits for the next pass.
+const SETTLE_WINDOW: Duration = Duration::from_secs(10 * 60);
+/// The first pause before a record is sent again, and the longest; each next one doubles.
+const SETTLE_BACKOFF: (Duration, Duration) = (Duration::from_millis(250), Duration::from_secs(5));
+
 /// One human API action as the daemon's person.
 async fn human(state: &DaemonState, action: H, input: Value) -> ActionResult<Value> {
     state
@@ -49,15 +61,56 @@ async fn human(state: &DaemonState, action: H, input: Value) -> ActionResult<Val
         .await
 }
 
+/// Whether a failure is the hop's (the server unreachable, restarting, its answer lost), and
+/// so worth sending the same request again; a refusal the server answered is not.
+fn transient(error: &crate::contract::ActionError) -> bool {
+    use crate::contract::error::ErrorCode;
+    matches!(
+        error.code,
+        ErrorCode::UpstreamUnavailable
+            | ErrorCode::UpstreamTimeout
+            | ErrorCode::UpstreamFailed
+            | ErrorCode::IdempotencyInProgress
+    )
+}
+
+/// [`human`], sent again while its failure is [`transient`], for up to [`SETTLE_WINDOW`]: a read,
+/// or a write with its `requestId`, which the server answers once (a repeat replays the first
+/// answer), so a record whose answer was lost is neither lost nor made twice.
+async fn settled(state: &DaemonState, action: H, input: Value) -> ActionResult<Value> {
+    let deadline = tokio::time::Instant::now() + SETTLE_WINDOW;
+    let mut pause = SETTLE_BACKOFF.0;
+    loop {
+        match human(state, action, input.clone()).await {
+            Err(error) if transient(&error) && tokio::time::Instant::now() + pause < deadline => {
+                tracing::debug!(action = action.descriptor().name, error = %error.message, "the server did not answer; sending again");
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(SETTLE_BACKOFF.1);
+            }
+            answered => return answered,
+        }
+    }
+}
+
 /// Runs the deliverer until `stop`: a pass at start, after each delivery change in the person's
 /// feed, when woken, and at least every [`IDLE_PASS`].
 pub async fn run(state: DaemonState, stop: CancellationToken) {
     let mut swept = false;
     let mut cursor: Option<i64> = None;
+    let mut pause = SETTLE_BACKOFF.0;
     loop {
         if let Err(error) = pass(&state, &mut swept).await {
-            tracing::warn!(error = %error.message, "delivery pass failed; retrying later");
+            // The server restarting, or the connection cut: the pass is tried again soon, not
+            // only at the next change the feed shows.
+            tracing::warn!(error = %error.message, "delivery pass failed; retrying");
+            tokio::select! {
+                () = tokio::time::sleep(pause) => {}
+                () = stop.cancelled() => return,
+            }
+            pause = (pause * 2).min(SETTLE_BACKOFF.1);
+            continue;
         }
+        pause = SETTLE_BACKOFF.0;
         let deliverer = &state.deliverer;
         // Until a delivery changes in the person's feed, or a while passed.
         let feed = async {
@@ -103,7 +156,7 @@ async fn listed(
     }
     let mut all = Vec::new();
     for _ in 0..MAX_LISTED_PAGES {
-        let page = human(state, H::DeliveryList, input.clone()).await?;
+        let page = settled(state, H::DeliveryList, input.clone()).await?;
         all.extend(page["deliveries"].as_array().cloned().unwrap_or_default());
         match page["nextCursor"].as_str() {
             Some(next) => input["cursor"] = json!(next),
@@ -176,18 +229,15 @@ async fn pass(state: &DaemonState, swept: &mut bool) -> ActionResult<()> {
     for (agent_id, _, _) in &hosted {
         pending.extend(listed(state, Some(agent_id), "pending").await?);
     }
-    let key_of = |d: &Value| {
-        (
-            d["id"].as_str().unwrap_or_default().to_string(),
-            d["updatedAt"].as_str().unwrap_or_default().to_string(),
-        )
-    };
-    // What the server refused and is still pending, unchanged: not tried again.
-    deliverer
-        .refused
-        .lock()
-        .expect("not poisoned")
-        .retain(|key| pending.iter().any(|d| key_of(d) == *key));
+    let key_of = delivery_key;
+    // What the server refused, or this daemon began, and is still pending, unchanged: not tried
+    // again. Passes run one after the other, so once a delivery is not in a pass's list, no later
+    // pass lists it as it was.
+    for keys in [&deliverer.refused, &deliverer.begun] {
+        keys.lock()
+            .expect("not poisoned")
+            .retain(|key| pending.iter().any(|d| key_of(d) == *key));
+    }
     for delivery in pending {
         let agent_id = delivery["agentId"].as_str().unwrap_or_default().to_string();
         let target = delivery["target"].as_str().unwrap_or_default().to_string();
@@ -195,11 +245,11 @@ async fn pass(state: &DaemonState, swept: &mut bool) -> ActionResult<()> {
             continue;
         };
         if deliverer.is_paused(&agent_id)
-            || deliverer
-                .refused
-                .lock()
-                .expect("not poisoned")
-                .contains(&key_of(&delivery))
+            || [&deliverer.refused, &deliverer.begun].iter().any(|keys| {
+                keys.lock()
+                    .expect("not poisoned")
+                    .contains(&key_of(&delivery))
+            })
         {
             continue;
         }
@@ -222,6 +272,11 @@ async fn pass(state: &DaemonState, swept: &mut bool) -> ActionResult<()> {
             if !recipe.shared_workdir {
                 workdirs.insert(recipe.workdir.clone());
             }
+            deliverer
+                .begun
+                .lock()
+                .expect("not poisoned")
+                .insert(key_of(&delivery));
         }
         let (state, recipe, fence) = (state.clone(), recipe.clone(), *fence);
         tokio::spawn(async move {
@@ -253,9 +308,20 @@ async fn finish(state: &DaemonState, delivery: &Value, fence: i64, ended: &str, 
         // Once per start: a retried delivery's next start has another `updatedAt`.
         "requestId": format!("dlv-finish-{id}-{}", delivery["updatedAt"].as_str().unwrap_or_default()),
     });
-    if let Err(error) = human(state, H::DeliveryFinish, input).await {
+    if let Err(error) = settled(state, H::DeliveryFinish, input).await {
         tracing::warn!(delivery = %id, error = %error.message, "cannot record how a delivery ended");
     }
+}
+
+/// A delivery as it is now: `(id, updatedAt)` (a retry changes the second).
+fn delivery_key(delivery: &Value) -> (String, String) {
+    (
+        delivery["id"].as_str().unwrap_or_default().to_string(),
+        delivery["updatedAt"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string(),
+    )
 }
 
 /// The session a conversation's deliveries run in: one per agent and target.
@@ -281,25 +347,30 @@ async fn deliver(state: &DaemonState, delivery: &Value, recipe: &Recipe, fence: 
         "requestId": format!("dlv-start-{id}-{}", delivery["updatedAt"].as_str().unwrap_or_default()),
     });
     fault::kill_at("claim");
-    let started = match human(state, H::DeliveryStart, start).await {
+    let started = match settled(state, H::DeliveryStart, start).await {
         Ok(started) => started["delivery"].clone(),
+        Err(error) if transient(&error) => {
+            // No answer for a while: the next pass sends the same start again (still pending,
+            // it has the same `requestId`, so the server starts it at most once).
+            tracing::warn!(delivery = %id, error = %error.message, "cannot reach the server to start a delivery");
+            state
+                .deliverer
+                .begun
+                .lock()
+                .expect("not poisoned")
+                .remove(&delivery_key(delivery));
+            return;
+        }
         Err(error) => {
             // Another daemon's, started already, or expired: not this daemon's to run, until
             // it changes.
             tracing::info!(delivery = %id, error = %error.message, "delivery not started here");
-            let key = (
-                id.to_string(),
-                delivery["updatedAt"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string(),
-            );
             state
                 .deliverer
                 .refused
                 .lock()
                 .expect("not poisoned")
-                .insert(key);
+                .insert(delivery_key(delivery));
             return;
         }
     };
@@ -353,7 +424,7 @@ async fn deliver(state: &DaemonState, delivery: &Value, recipe: &Recipe, fence: 
 
 /// The person's message, as the runtime is handed it on stdin.
 async fn prompt(state: &DaemonState, target: &str, message_id: &str) -> Result<String, String> {
-    let page = human(
+    let page = settled(
         state,
         H::HistoryRead,
         json!({ "target": target, "around": message_id, "limit": 1 }),

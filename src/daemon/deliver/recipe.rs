@@ -93,6 +93,10 @@ pub struct Deliverer {
     /// `(delivery id, updatedAt)` the server refused to start here (another host's, or no longer
     /// pending): not tried again until it changes.
     pub(super) refused: Mutex<HashSet<(String, String)>>,
+    /// `(delivery id, updatedAt)` this daemon sent the start of: never sent again, even by a pass
+    /// whose list was read before the start (the server would replay the start's answer, and a
+    /// second run would follow), until the delivery changes.
+    pub(super) begun: Mutex<HashSet<(String, String)>>,
     paused: Mutex<Paused>,
     /// The runtime session each delivered conversation runs in.
     pub(super) sessions: super::session::Sessions,
@@ -131,6 +135,7 @@ impl Deliverer {
             busy: Mutex::default(),
             workdirs: Mutex::default(),
             refused: Mutex::default(),
+            begun: Mutex::default(),
             paused: Mutex::new(paused),
             sessions: super::session::Sessions::new(&dir),
             wake: tokio::sync::Notify::new(),
