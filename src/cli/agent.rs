@@ -75,7 +75,8 @@ pub enum AgentCommand {
     /// message wakes the agent (by id or handle)
     ///
     /// `agentteam agent recipe builder -- claude -p` runs Claude Code in the current directory;
-    /// the person's message and the target to answer on come on its stdin. `PATH`, `HOME` and
+    /// the person's message and the target to answer on come on its stdin (for Kimi Code, whose
+    /// prompt is only an argument, in an owner-only file its `-p` names). `PATH`, `HOME` and
     /// each variable named with `--env` are copied from this shell now and kept owner-only in
     /// the state directory; only their names are ever shown.
     Recipe {

@@ -273,13 +273,11 @@ pub async fn set_recipe(
     let (family, _) = recipe
         .runtime
         .resolve(program, &stored.profile.runtime_family);
-    if family == super::runtime::driver::Family::Kimi {
-        // A delivered run hands the message on stdin, never in arguments.
-        return Err(super::deliver::refused(
-            "Kimi Code takes its prompt only as an argument (`-p`), and a delivered run hands \
-             the person's message on stdin, never in arguments: it cannot be a launch recipe yet",
-        )
-        .into());
+    if family == super::runtime::driver::Family::Kimi
+        && let Some(why) =
+            super::runtime::driver::kimi_recipe_refusal(recipe.argv.get(1..).unwrap_or_default())
+    {
+        return Err(super::deliver::refused(why).into());
     }
     if !recipe.workdir.is_dir() {
         return Err(super::deliver::refused(format!(

@@ -166,8 +166,8 @@ async fn a_persons_message_starts_the_agents_run_and_the_reply_lands_where_it_wa
         "{shown}"
     );
     assert!(!shown.contains("sk-recipe-never-shown"), "{shown}");
-    // A runtime that takes its prompt only as an argument cannot be handed the message: refused,
-    // saying why, and the recipe stays.
+    // Kimi Code's prompt is the daemon's to give (naming the file that holds the message): a
+    // recipe with its own is refused, saying why, and the recipe stays.
     let (code, _, err) = cli(
         &daemon,
         &[
@@ -184,10 +184,7 @@ async fn a_persons_message_starts_the_agents_run_and_the_reply_lands_where_it_wa
     )
     .await;
     assert_eq!(code, 2, "{err}");
-    assert!(
-        err.contains("Kimi Code takes its prompt only as an argument"),
-        "{err}"
-    );
+    assert!(err.contains("a Kimi Code recipe takes no `-p`"), "{err}");
     let (_, shown_again, _) = cli(&daemon, &["agent", "recipe", "builder", "--show"]).await;
     assert_eq!(shown_again, shown);
     let file = daemon.state_dir.join(format!("recipes/{builder}.json"));

@@ -83,6 +83,9 @@ struct Delivered {
     namespace: Option<&'static str>,
     /// The recipe's arguments after the program (the message comes on stdin).
     args: &'static [&'static str],
+    /// The turn comes in an owner-only file its prompt names, which the model reads first with
+    /// the runtime's own `Read` tool (Kimi Code, whose prompt is only ever an argument).
+    turn_in_file: bool,
     /// The person's own setup: writes their files under `home` (trusting `work` where the
     /// runtime asks that) and returns the environment the recipe copies from their shell.
     setup: fn(&Path, &Path, u16) -> Vec<(String, String)>,
@@ -220,11 +223,31 @@ async fn answers_and_resumes(runtime: Delivered) {
         "chat" | "responses" => json!([search, answer]),
         _ => json!([[search, answer]]),
     };
-    let script = json!({
+    let mut script = json!({
         "DM-ONE": [send(&dm, "first answer, in private")],
         "DM-TWO": [send(&dm, "first answer, in private"), send(&dm, "second answer, same session")],
         "THREAD-CONV": thread_steps,
     });
+    if runtime.turn_in_file {
+        // Each turn begins with the file read (its result holds the turn's marker), so each
+        // conversation's steps hold one more before each turn's own.
+        let read = json!({"name": "Read", "args": {"path": "$PATH_IN_PROMPT"}});
+        let mut with_reads = |marker: &str, turns: &[usize]| {
+            let steps = script[marker].as_array().unwrap().clone();
+            let mut read_first = Vec::new();
+            for (n, step) in steps.into_iter().enumerate() {
+                if turns.contains(&n) {
+                    read_first.push(read.clone());
+                }
+                read_first.push(step);
+            }
+            script[marker] = json!(read_first);
+        };
+        with_reads("DM-ONE", &[0]);
+        with_reads("DM-TWO", &[0, 1]);
+        with_reads("THREAD-CONV", &[0]);
+        script["*"] = json!([read]);
+    }
     let model = Model::start_with(root.path(), runtime.api, runtime.naming, script, 0).await;
 
     // The recipe, set by the person from a shell with the runtime's provider settings.
@@ -319,6 +342,12 @@ async fn answers_and_resumes(runtime: Delivered) {
         .map(|d| d["state"].as_str().unwrap())
         .collect();
     assert_eq!(states, ["answered"; 3], "one run per message: {deliveries}");
+    // A turn's file lives only while its run does (which may end after its answer landed).
+    let turns = daemon.state_dir.join("recipes/turns");
+    crate::support::wait_for("the turn files gone", Duration::from_secs(30), || {
+        std::fs::read_dir(&turns).map_or(true, |mut left| left.next().is_none())
+    })
+    .await;
 }
 
 #[tokio::test]
@@ -328,6 +357,7 @@ async fn claude_code_answers_a_persons_messages_and_resumes_its_session() {
         api: "anthropic",
         naming: RuntimeNaming::Claude,
         namespace: None,
+        turn_in_file: false,
         args: &["-p", "--output-format", "json"],
         setup: |_, _, port| {
             [
@@ -350,6 +380,7 @@ async fn gemini_cli_answers_a_persons_messages_and_resumes_its_session() {
         api: "gemini",
         naming: RuntimeNaming::Gemini,
         namespace: None,
+        turn_in_file: false,
         // Gemini appends `-p`'s text to what comes on stdin.
         args: &["-p", "Answer the message above.", "-o", "json"],
         setup: |home, work, port| {
@@ -382,6 +413,7 @@ async fn copilot_cli_answers_a_persons_messages_and_resumes_its_session() {
         api: "chat",
         naming: RuntimeNaming::Copilot,
         namespace: None,
+        turn_in_file: false,
         // The message comes on stdin, which Copilot takes as its prompt.
         args: &["--output-format", "json", "--no-auto-update"],
         setup: |_, _, port| {
@@ -413,6 +445,7 @@ async fn opencode_answers_a_persons_messages_and_resumes_its_session() {
         api: "chat",
         naming: RuntimeNaming::Opencode,
         namespace: None,
+        turn_in_file: false,
         // `--format json` names the session on each line: the driver reads it from there.
         args: &["run", "--format", "json"],
         setup: |home, _, port| {
@@ -449,6 +482,7 @@ async fn codex_answers_a_persons_messages_and_resumes_its_session() {
         api: "responses",
         naming: RuntimeNaming::Claude,
         namespace: Some("mcp__agentteam"),
+        turn_in_file: false,
         // `--json` names the thread (`thread.started`): the driver reads it from there, and a
         // later run is `codex exec resume THREAD … -`.
         args: &[
@@ -470,6 +504,34 @@ async fn codex_answers_a_persons_messages_and_resumes_its_session() {
             );
             std::fs::write(dir.join("config.toml"), config).unwrap();
             vec![("SCRIPTED_API_KEY".to_string(), "scripted-model-key".to_string())]
+        },
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn kimi_code_answers_a_persons_messages_and_resumes_its_session() {
+    answers_and_resumes(Delivered {
+        executable: "AGENTTEAM_TEST_KIMI",
+        api: "chat",
+        naming: RuntimeNaming::Kimi,
+        namespace: None,
+        // `-p` is the daemon's (naming the turn's file); `stream-json` names the session after
+        // the turn, and a later run is `--session ID`.
+        turn_in_file: true,
+        args: &["--output-format", "stream-json"],
+        setup: |home, _, port| {
+            std::fs::create_dir_all(home.join(".kimi-code")).unwrap();
+            [
+                ("KIMI_MODEL_NAME", "scripted-model".to_string()),
+                ("KIMI_MODEL_API_KEY", "scripted-model-key".to_string()),
+                ("KIMI_MODEL_BASE_URL", format!("http://127.0.0.1:{port}/v1")),
+                ("KIMI_MODEL_PROVIDER_TYPE", "kimi".to_string()),
+                ("KIMI_DISABLE_TELEMETRY", "1".to_string()),
+                ("KIMI_CODE_NO_AUTO_UPDATE", "1".to_string()),
+            ]
+            .map(|(k, v)| (k.to_string(), v))
+            .to_vec()
         },
     })
     .await;

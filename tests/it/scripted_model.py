@@ -23,7 +23,10 @@ before it is answered (past a credential generation).
 The script may instead be an object of such lists, one per conversation, each keyed by a marker:
 a request belongs to the conversation whose marker its last user message contains (several
 conversations at once, such as a Codex app-server's threads and the sub-agent one of them
-spawns). A request whose last user message has no marker gets plain text.
+spawns), or else the first marker a tool result after that message holds (a turn whose prompt
+names a file, which the model reads). A request that has no marker gets the first call of the
+script keyed `*`, if there is one, or plain text. A string argument `$PATH_IN_PROMPT` is the
+absolute path of a file the latest user message naming one names.
 
 It appends one JSON line per request to FILE: the path, the agentteam tool names the request
 offered (for Codex: namespace + `__` + function), every tool name it offered, what it answered,
@@ -34,6 +37,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import threading
 import time
@@ -100,15 +104,53 @@ def last_user_text(api: str, body: dict[str, Any]) -> str:
     return ""
 
 
+def after_last_user(api: str, body: dict[str, Any]) -> str:
+    """The items after the request's last user message (the turn's calls and their results)."""
+    items = body.get("input") if api == "responses" else body.get("messages")
+    if api == "gemini":
+        items = body.get("contents")
+    items = [i for i in items or [] if isinstance(i, dict)]
+    last = max((n for n, i in enumerate(items) if i.get("role") == "user"), default=-1)
+    return json.dumps(items[last + 1:])
+
+
 def conversation(api: str, body: dict[str, Any]) -> tuple[str | None, list[Any]]:
     """The conversation a request belongs to: its marker (None for a single script), and its steps."""
     if isinstance(ARGS.steps, list):
         return None, ARGS.steps
-    text = last_user_text(api, body)
-    for marker, steps in ARGS.steps.items():
-        if marker in text:
-            return marker, steps
+    for text in (last_user_text(api, body), after_last_user(api, body)):
+        for marker, steps in ARGS.steps.items():
+            if marker != "*" and marker in text:
+                return marker, steps
     return "", []
+
+
+def user_texts(api: str, body: dict[str, Any]) -> list[str]:
+    """The texts of the request's user messages, the last first."""
+    items = body.get("input") if api == "responses" else body.get("messages")
+    if api == "gemini":
+        items = body.get("contents")
+    return [json.dumps(i.get("content", i.get("parts"))) for i in reversed(items or [])
+            if isinstance(i, dict) and i.get("role") == "user"]
+
+
+def filled(call: Any, api: str, body: dict[str, Any]) -> Any:
+    """The call with `$PATH_IN_PROMPT` replaced by the path of a file (a name with an extension)
+    that the latest user message naming one names (a runtime may add reminders of its own after
+    the prompt)."""
+    found = (re.search(r"(/[A-Za-z0-9._-]+(?:/[A-Za-z0-9._-]+)*\.[A-Za-z0-9]+)\b", text)
+             for text in user_texts(api, body))
+    path = next((p for p in found if p), None)
+
+    def fill(value: Any) -> Any:
+        if value == "$PATH_IN_PROMPT":
+            return path.group(1) if path else ""
+        if isinstance(value, dict):
+            return {k: fill(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [fill(v) for v in value]
+        return value
+    return fill(call)
 
 
 def offered_tools(api: str, body: dict[str, Any]) -> list[str]:
@@ -183,6 +225,10 @@ class Handler(BaseHTTPRequestHandler):
         marker, steps = conversation(api, body)
         step = steps_taken(api, body, steps)
         call = steps[step] if ours and step < len(steps) else None
+        if ours and marker == "" and isinstance(ARGS.steps, dict) and ARGS.steps.get("*"):
+            # No marker yet: the turn's prompt names where it is.
+            marker, step, call = "*", 0, ARGS.steps["*"][0]
+        call = filled(call, api, body)
         # The input a request reports: its size, so each request's usage differs and a reader's
         # totals can be checked against what was sent.
         self.tokens_in = len(raw) // 4 + 1

@@ -487,21 +487,61 @@ async fn launch(
         .map(|agent| agent.profile.runtime_family)
         .unwrap_or_default();
     let family = recipe.runtime.resolve(program, &profile_family).0;
-    if family == driver::Family::Kimi {
-        // A recipe kept from before Kimi Code was refused, or a profile changed since.
-        return Ran::NotStarted(
-            "Kimi Code takes its prompt only as an argument: it cannot be a launch recipe".into(),
-        );
+    let mut argv = recipe.argv.clone();
+    // Kimi Code takes its prompt only as an argument: the message goes in an owner-only file,
+    // and the argument names the file.
+    let turn_file = match family {
+        driver::Family::Kimi => {
+            if let Some(why) = driver::kimi_recipe_refusal(argv.get(1..).unwrap_or_default()) {
+                // A recipe set before this check, or a profile changed since.
+                return Ran::NotStarted(why);
+            }
+            match state.deliverer.turn_file(delivery_id, &text) {
+                Ok(file) => {
+                    argv.extend(["-p".to_string(), driver::kimi_turn_prompt(&file)]);
+                    Some(file)
+                }
+                Err(error) => {
+                    return Ran::NotStarted(format!("cannot write the turn's file: {error}"));
+                }
+            }
+        }
+        _ => None,
+    };
+    let ran = run_delivered(
+        state,
+        recipe,
+        delivery_id,
+        (agent_id, target, message_id),
+        (session, resumed),
+        (family, argv, turn_file.is_none().then_some(text)),
+    )
+    .await;
+    if turn_file.is_some() {
+        state.deliverer.forget_turn(delivery_id);
     }
+    ran
+}
+
+/// Runs the delivered launch `argv` of `family`, handing it `stdin` (nothing where the message is
+/// in a file), and waits for its end (bounded by [`RUN_TIMEOUT`]).
+async fn run_delivered(
+    state: &DaemonState,
+    recipe: &Recipe,
+    delivery_id: &str,
+    (agent_id, target, message_id): (&str, &str, &str),
+    (session, resumed): (&str, &super::runtime::driver::RuntimeSession),
+    (family, argv, stdin): (driver::Family, Vec<String>, Option<String>),
+) -> Ran {
     // Whether the driver puts the run in the conversation's session, and for a runtime that
     // names its own sessions, reading the id from the first line of its JSON output.
-    let placed = driver::put_in_session(family, &mut recipe.argv.clone(), resumed).is_some();
-    let names = driver::names_its_sessions(family, &recipe.argv);
+    let placed = driver::put_in_session(family, &mut argv.clone(), resumed).is_some();
+    let names = driver::names_its_sessions(family, &argv);
     let mut said = (placed && names).then(SaidSession::default);
     let options = LaunchOptions {
         agent: agent_id.to_string(),
         workdir: recipe.workdir.clone(),
-        argv: recipe.argv.clone(),
+        argv,
         env: recipe.env.clone(),
         session: Some(session.to_string()),
         replace: false,
@@ -524,10 +564,12 @@ async fn launch(
             match frame {
                 Output::StdinRun(run_id) => {
                     tracing::debug!(delivery = %delivery_id, run = %run_id, "delivered runtime started");
-                    if let Ok((mut stdin, _)) = state.dispatcher.take_stdin(&run_id) {
+                    if let Ok((mut pipe, _)) = state.dispatcher.take_stdin(&run_id) {
                         use tokio::io::AsyncWriteExt;
-                        let _ = stdin.write_all(text.as_bytes()).await;
-                        let _ = stdin.shutdown().await;
+                        if let Some(text) = &stdin {
+                            let _ = pipe.write_all(text.as_bytes()).await;
+                        }
+                        let _ = pipe.shutdown().await;
                     }
                     fault::kill_at("spawn");
                 }
@@ -562,11 +604,15 @@ async fn launch(
     }
 }
 
-/// The session id a runtime's JSON output names on its first line (the runtime's own event,
-/// before anything the model wrote), read from at most [`MAX_SAID`] bytes.
+/// The session id a runtime's JSON output names, read from at most [`MAX_SAID`] bytes: on its
+/// first line (the runtime's own event, before anything the model wrote), or for a runtime that
+/// names it in an object of its own after the turn, on the last line that does
+/// ([`driver::session_on_first_line`]).
 #[derive(Default)]
 struct SaidSession {
     line: Vec<u8>,
+    /// The line being read was longer than [`MAX_SAID_LINE`]: it names nothing.
+    overlong: bool,
     read: usize,
     id: Option<String>,
     done: bool,
@@ -583,16 +629,30 @@ impl SaidSession {
             return;
         }
         self.read += bytes.len();
+        let first_only = driver::session_on_first_line(family);
         for &byte in bytes {
             if byte == b'\n' {
-                // Only the first line: a later one may carry what the model wrote.
-                self.done = true;
-                self.id = std::str::from_utf8(&self.line)
-                    .ok()
-                    .and_then(|line| driver::session_in_output(family, line));
-                return;
+                let named = match self.overlong {
+                    true => None,
+                    false => std::str::from_utf8(&self.line)
+                        .ok()
+                        .and_then(|line| driver::session_in_output(family, line)),
+                };
+                self.line.clear();
+                self.overlong = false;
+                if first_only {
+                    // Only the first line: a later one may carry what the model wrote.
+                    self.done = true;
+                    self.id = named;
+                    return;
+                }
+                if named.is_some() {
+                    self.id = named;
+                }
             } else if self.line.len() < MAX_SAID_LINE {
                 self.line.push(byte);
+            } else {
+                self.overlong = true;
             }
         }
     }
@@ -649,6 +709,30 @@ mod tests {
         line.extend(vec![b'x'; MAX_SAID_LINE]);
         line.extend(b"\"}\n");
         long.read(family, &line);
+        assert_eq!(long.id, None);
+    }
+
+    /// Kimi Code names its session after the turn, in an object of its own: any line may, the
+    /// last one that does wins, and a line past its bound names nothing.
+    #[test]
+    fn kimi_codes_session_is_read_from_its_hint_after_the_turn() {
+        let family = driver::Family::Kimi;
+        let hint = |id: &str| {
+            format!(
+                "{{\"role\":\"meta\",\"type\":\"session.resume_hint\",\"session_id\":\"{id}\"}}\n"
+            )
+        };
+        let mut said = SaidSession::default();
+        said.read(family, b"{\"role\":\"meta\",\"type\":\"system.version\"}\n");
+        said.read(family, b"{\"role\":\"assistant\",\"content\":\"hi\"}\n");
+        said.read(family, hint("first").as_bytes());
+        said.read(family, hint("last").as_bytes());
+        assert_eq!(said.id.as_deref(), Some("last"));
+        let mut long = SaidSession::default();
+        let mut line = hint("long").trim_end().to_string();
+        line.push_str(&" ".repeat(MAX_SAID_LINE));
+        line.push('\n');
+        long.read(family, line.as_bytes());
         assert_eq!(long.id, None);
     }
 

@@ -16,6 +16,8 @@ use crate::daemon::runtime::{MAX_ARGV, MAX_ENV_ENTRIES, driver};
 pub const RECIPES_DIR: &str = "recipes";
 /// What the person paused, in the recipes directory.
 const PAUSED_FILE: &str = "paused.json";
+/// Where a delivered turn's file is kept while its run lives (`turns/<delivery id>/`).
+const TURNS_DIR: &str = "turns";
 /// The largest recipe file read.
 const MAX_RECIPE_FILE: u64 = 1024 * 1024;
 
@@ -129,6 +131,8 @@ impl Deliverer {
                 }
             }
         };
+        // The turn files a daemon stopped before removing are of runs that ended with it.
+        let _ = std::fs::remove_dir_all(dir.join(TURNS_DIR));
         Deliverer {
             dir: dir.clone(),
             fences: Mutex::default(),
@@ -144,6 +148,32 @@ impl Deliverer {
 
     fn path(&self, agent_id: &str) -> PathBuf {
         self.dir.join(format!("{agent_id}.json"))
+    }
+
+    /// Writes a delivered turn's prompt (the person's message and the target to answer) to an
+    /// owner-only file of its own, for a runtime that cannot take it on stdin; its path.
+    pub(super) fn turn_file(&self, delivery_id: &str, text: &str) -> std::io::Result<PathBuf> {
+        // The server's id, but a path component here: nothing that could leave the directory.
+        if delivery_id.is_empty()
+            || !delivery_id
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
+        {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::InvalidInput,
+                "the delivery's id is not a plain name",
+            ));
+        }
+        let dir = self.dir.join(TURNS_DIR).join(delivery_id);
+        crate::platform::fs::create_private_dirs(&dir)?;
+        let file = dir.join("message.md");
+        crate::private_file::replace(&file, text)?;
+        Ok(file)
+    }
+
+    /// Removes a delivered turn's file once its run ended.
+    pub(super) fn forget_turn(&self, delivery_id: &str) {
+        let _ = std::fs::remove_dir_all(self.dir.join(TURNS_DIR).join(delivery_id));
     }
 
     /// Agent `agent_id`'s recipe, if it has one.
@@ -228,6 +258,27 @@ pub fn refused(message: impl Into<String>) -> ActionError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A turn's file is the owner's alone, in a directory of its own, gone once forgotten; an id
+    /// that is not a plain name writes nothing; a new deliverer removes what a stopped one left.
+    #[test]
+    fn a_turns_file_is_owner_only_and_removed() {
+        let state = tempfile::tempdir().unwrap();
+        let deliverer = Deliverer::new(state.path());
+        let file = deliverer.turn_file("dlv_01abc", "the message").unwrap();
+        assert_eq!(std::fs::read_to_string(&file).unwrap(), "the message");
+        let mode = |p: &Path| crate::platform::fs::mode(&std::fs::metadata(p).unwrap()) & 0o777;
+        assert_eq!(mode(&file), 0o600);
+        assert_eq!(mode(file.parent().unwrap()), 0o700);
+        for bad in ["", "../x", "a/b", "."] {
+            assert!(deliverer.turn_file(bad, "x").is_err(), "{bad:?}");
+        }
+        deliverer.forget_turn("dlv_01abc");
+        assert!(!file.exists());
+        let left = deliverer.turn_file("dlv_02left", "x").unwrap();
+        Deliverer::new(state.path());
+        assert!(!left.exists());
+    }
 
     #[test]
     fn a_recipe_keeps_its_bounds_and_the_daemons_variables() {

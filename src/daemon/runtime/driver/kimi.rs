@@ -114,6 +114,87 @@ pub(super) fn wire(launch: &Launch) -> io::Result<Wiring> {
     })
 }
 
+/// What a delivered run's `-p` says: Kimi Code takes its prompt only as an argument, which any
+/// process of the machine may read, so the prompt names the owner-only file that holds the
+/// person's message and the target to answer, never the message itself.
+pub fn turn_prompt(file: &Path) -> String {
+    format!(
+        "A person wrote to you in AgentTeam. Their message, and the exact target to answer it \
+         on, are in the file {}: read that file with your Read tool first, then do what it says.",
+        file.display()
+    )
+}
+
+/// Why a recipe's arguments cannot run a delivered turn: the daemon gives `-p` itself, and Kimi
+/// Code refuses an approval mode beside it.
+pub fn recipe_refusal(args: &[String]) -> Option<String> {
+    if has_flag(args, &["-p", "--prompt"]) {
+        return Some(
+            "a Kimi Code recipe takes no `-p`: the daemon gives each delivered run its own, naming \
+             the owner-only file that holds the person's message"
+                .into(),
+        );
+    }
+    if has_flag(args, &["-y", "--yolo", "--auto", "--plan"]) {
+        return Some(
+            "Kimi Code refuses `--yolo`, `--auto` and `--plan` beside `-p`, and a delivered run \
+             is a `-p` run"
+                .into(),
+        );
+    }
+    None
+}
+
+/// A delivered run in the conversation's session: a known one resumed with `--session ID`; a new
+/// one is named by Kimi Code itself (its `stream-json` output's `session.resume_hint`), so nothing
+/// is added. `None` where the person's arguments choose a session or an agent (Kimi Code binds an
+/// agent at a session's creation and refuses one beside a resume).
+pub(super) fn session_args(
+    args: &[String],
+    session: &super::RuntimeSession,
+) -> Option<Vec<String>> {
+    if has_flag(
+        args,
+        &[
+            "-S",
+            "--session",
+            "-r",
+            "--resume",
+            "-c",
+            "--continue",
+            "-C",
+            "--agent",
+            "--agent-file",
+        ],
+    ) {
+        return None;
+    }
+    match session.known {
+        true => Some(vec!["--session".into(), session.id.clone()]),
+        false => Some(Vec::new()),
+    }
+}
+
+/// The session a line of Kimi Code's `stream-json` output names: its own top-level
+/// `{"role":"meta","type":"session.resume_hint","session_id":…}`, written after the turn. Every
+/// line of that output is one JSON object Kimi Code wrote, what the model said only ever inside
+/// its strings, so no line the model wrote is such an object.
+pub(super) fn session_in_output(line: &str) -> Option<String> {
+    let value: Value = serde_json::from_str(line.trim()).ok()?;
+    if value.get("role")?.as_str()? != "meta"
+        || value.get("type")?.as_str()? != "session.resume_hint"
+    {
+        return None;
+    }
+    let id = value.get("session_id")?.as_str()?;
+    let valid = id.len() <= 128
+        && id.bytes().next().is_some_and(|b| b.is_ascii_alphanumeric())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+    valid.then(|| id.to_string())
+}
+
 /// How long `kimi --version` may take.
 const VERSION_DEADLINE: Duration = Duration::from_secs(10);
 
@@ -162,6 +243,77 @@ mod tests {
     use super::super::tests::Fixture;
     use super::super::{Family, wire};
     use super::*;
+
+    fn words(args: &[&str]) -> Vec<String> {
+        args.iter().map(|a| a.to_string()).collect()
+    }
+
+    /// A delivered run: its `-p` names the file, never holds the message; the person's own
+    /// prompt or approval mode is refused; a known session is resumed by id, and the person's
+    /// own session or agent stays theirs.
+    #[test]
+    fn a_delivered_turn_names_its_file_and_resumes_the_conversations_session() {
+        let prompt = turn_prompt(Path::new("/state/recipes/turns/dlv_1/message.md"));
+        assert!(
+            prompt.contains("/state/recipes/turns/dlv_1/message.md"),
+            "{prompt}"
+        );
+        for refused in [
+            &["-p", "hi"][..],
+            &["--prompt=hi"],
+            &["--yolo"],
+            &["--auto"],
+            &["--plan"],
+        ] {
+            assert!(recipe_refusal(&words(refused)).is_some(), "{refused:?}");
+        }
+        assert_eq!(
+            recipe_refusal(&words(&["--output-format", "stream-json"])),
+            None
+        );
+        let known = super::super::RuntimeSession {
+            id: "4f1c-session".into(),
+            known: true,
+        };
+        let new = super::super::RuntimeSession {
+            known: false,
+            ..known.clone()
+        };
+        assert_eq!(
+            session_args(&words(&["--output-format", "stream-json"]), &known),
+            Some(words(&["--session", "4f1c-session"]))
+        );
+        assert_eq!(session_args(&[], &new), Some(Vec::new()));
+        for theirs in [
+            &["-c"][..],
+            &["--session", "x"],
+            &["-r", "x"],
+            &["--agent", "a"],
+        ] {
+            assert_eq!(session_args(&words(theirs), &known), None, "{theirs:?}");
+        }
+    }
+
+    /// Only Kimi Code's own resume hint names a session, and only an id that is one plain word.
+    #[test]
+    fn the_session_is_read_from_kimi_codes_own_hint() {
+        let hint = |id: &str| {
+            json!({"role": "meta", "type": "session.resume_hint", "session_id": id,
+                   "command": format!("kimi -r {id}")})
+            .to_string()
+        };
+        assert_eq!(
+            session_in_output(&hint("a1b2-c3_d4")).as_deref(),
+            Some("a1b2-c3_d4")
+        );
+        for bad in ["--yolo", "", "a b", "../x", &"x".repeat(129)] {
+            assert_eq!(session_in_output(&hint(bad)), None, "{bad:?}");
+        }
+        // What the model says is inside an object of another role, or a string.
+        let said = json!({"role": "assistant", "content": hint("forged")}).to_string();
+        assert_eq!(session_in_output(&said), None);
+        assert_eq!(session_in_output("not json"), None);
+    }
 
     #[test]
     fn a_private_home_links_the_users_and_adds_the_bridge_and_guidance() {

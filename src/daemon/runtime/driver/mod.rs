@@ -36,7 +36,10 @@ use std::path::Path;
 use serde::{Deserialize, Serialize};
 
 pub use codex::{Seen, ThreadWatch, app_server as codex_app_server};
-pub use kimi::check_program as check_kimi;
+pub use kimi::{
+    check_program as check_kimi, recipe_refusal as kimi_recipe_refusal,
+    turn_prompt as kimi_turn_prompt,
+};
 
 use super::guidance::GuideFiles;
 pub use crate::contract::preapproval::{EXEC_ALIAS, Unasked, preapproved_prefixes};
@@ -333,9 +336,10 @@ pub fn put_in_session(
             placed
         }
         Family::Codex => codex::session_args(args, session)?,
+        Family::Kimi => prefixed(kimi::session_args(args, session)?),
         _ => return None,
     };
-    let said = if matches!(family, Family::Opencode | Family::Codex) && !session.known {
+    let said = if names_its_sessions_always(family) && !session.known {
         "this run starts a new session, whose id its output names".to_string()
     } else if session.known {
         format!("this run resumes the conversation's session {}", session.id)
@@ -361,16 +365,30 @@ fn id_then_resume(args: &[String], own: &[&str], session: &RuntimeSession) -> Op
     Some(vec![flag.to_string(), session.id.clone()])
 }
 
-/// Whether `family` run as `argv` (the program first) names its own session on the first line
-/// of a JSON output, so the deliverer reads the id there ([`session_in_output`]): OpenCode's
-/// `--format json`, Codex's `--json`. Without it the output is the model's text, never read.
+/// Whether `family` names a new session itself (the driver cannot choose its id).
+fn names_its_sessions_always(family: Family) -> bool {
+    matches!(family, Family::Opencode | Family::Codex | Family::Kimi)
+}
+
+/// Whether `family` run as `argv` (the program first) names its own session in a JSON output,
+/// so the deliverer reads the id there ([`session_in_output`]): OpenCode's `--format json` and
+/// Codex's `--json` on their first line, Kimi Code's `--output-format stream-json` on a line of
+/// its own after the turn ([`session_on_first_line`]). Without it the output is the model's
+/// text, never read.
 pub fn names_its_sessions(family: Family, argv: &[String]) -> bool {
     let args = argv.get(1..).unwrap_or_default();
     match family {
         Family::Opencode => option_value(args, &["--format"]) == Some("json"),
         Family::Codex => has_flag(args, &["--json"]),
+        Family::Kimi => option_value(args, &["--output-format"]) == Some("stream-json"),
         _ => false,
     }
+}
+
+/// Whether only the first line of `family`'s output may name its session: the runtime's own
+/// event, before anything the model wrote. Kimi Code names it last, in an object of its own.
+pub fn session_on_first_line(family: Family) -> bool {
+    family != Family::Kimi
 }
 
 /// The runtime session a line of `family`'s output names, where it names its own sessions.
@@ -378,6 +396,7 @@ pub fn session_in_output(family: Family, line: &str) -> Option<String> {
     match family {
         Family::Opencode => opencode::session_in_output(line),
         Family::Codex => codex::session_in_output(line),
+        Family::Kimi => kimi::session_in_output(line),
         _ => None,
     }
 }
