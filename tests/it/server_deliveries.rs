@@ -1,6 +1,7 @@
 //! Deliveries on the server, over real HTTP: which person's message wakes which agent (decided in
 //! the message's transaction), who sees them, the hosting fence, a start at most once (eight
-//! racing), an answer recorded from the agent's own post, a thread's continuation until `/end`,
+//! racing), the bound of what waits under racing messages and racing retries, an answer recorded
+//! from the agent's own post, a thread's continuation until `/end`,
 //! and expiry. Each test runs on SQLite and, in the PostgreSQL pass, on PostgreSQL.
 
 use std::time::Duration;
@@ -874,4 +875,76 @@ async fn server_deliveries_the_owner_lets_other_people_wake_an_agent_and_takes_i
         .collect();
     assert_eq!(now.len(), 32);
     assert!(now.contains(&"person-32") && !now.contains(&"person-0"));
+}
+
+/// Retries racing for the last places of a conversation's queue: as many are made pending as
+/// there are places, the rest refused, never more than the bound waiting.
+#[tokio::test]
+async fn server_deliveries_racing_retries_keep_the_bound_of_what_waits() {
+    let server = TestServer::start().await;
+    let w = server.workspace("acme").await;
+    let general = format!("channel:{}", w.channel_id);
+    let mut pending = Vec::new();
+    for n in 0..20 {
+        let posted = ada_posts(&server, &w, &general, &format!("@builder {n}")).await;
+        pending.push(delivery_of(&server, &w, &posted, &w.agent_id).await["id"].clone());
+    }
+    let mut refused = Vec::new();
+    for n in 0..6 {
+        let posted = ada_posts(&server, &w, &general, &format!("@builder over {n}")).await;
+        let delivery = delivery_of(&server, &w, &posted, &w.agent_id).await;
+        assert_eq!(delivery["state"], "failed", "{delivery}");
+        refused.push(delivery["id"].clone());
+    }
+    // Three leave the queue (started by the agent's host): three places free.
+    let fence =
+        ada(&server, &w, "agent_host", json!({"agentId": w.agent_id})).await["fence"].clone();
+    for (n, id) in pending.iter().take(3).enumerate() {
+        ada(
+            &server,
+            &w,
+            "delivery_start",
+            json!({"deliveryId": id, "fence": fence, "runId": format!("run_{n}"), "requestId": format!("req-start-{n}")}),
+        )
+        .await;
+    }
+    let racing = refused.iter().enumerate().map(|(n, id)| {
+        let input = json!({"deliveryId": id, "requestId": format!("req-retry-{n}")});
+        let (server, w) = (&server, &w);
+        async move { human(server, w, &w.device_credential, "delivery_retry", input).await }
+    });
+    let answers = futures_util::future::join_all(racing).await;
+    let retried = answers.iter().filter(|(status, _)| *status == 200).count();
+    assert_eq!(retried, 3, "{answers:?}");
+    assert!(
+        answers
+            .iter()
+            .filter(|(status, _)| *status != 200)
+            .all(|(status, body)| *status == 409 && body["error"]["code"] == "invalid_state"),
+        "{answers:?}"
+    );
+    let waiting = deliveries(&server, &w)
+        .await
+        .iter()
+        .filter(|d| d["state"] == "pending" && d["agentId"] == json!(w.agent_id))
+        .count();
+    assert_eq!(waiting, 20);
+}
+
+/// Messages racing into one conversation: twenty wait for the agent, every other one is
+/// recorded refused, whatever order their transactions run in (each counts what waits after its
+/// workspace's event head, which the others wait for).
+#[tokio::test]
+async fn server_deliveries_racing_messages_keep_the_bound_of_what_waits() {
+    let server = TestServer::start().await;
+    let w = server.workspace("acme").await;
+    let general = format!("channel:{}", w.channel_id);
+    let racing = (0..26).map(|n| {
+        let (server, w, general) = (&server, &w, &general);
+        async move { ada_posts(server, w, general, &format!("@builder at once {n}")).await }
+    });
+    futures_util::future::join_all(racing).await;
+    let all = deliveries(&server, &w).await;
+    let count = |state: &str| all.iter().filter(|d| d["state"] == state).count();
+    assert_eq!((count("pending"), count("failed")), (20, 6), "{all:?}");
 }

@@ -64,6 +64,10 @@ impl Resource for Delivery {
     }
 }
 
+/// The lock of an agent's queue of deliveries (PostgreSQL): its row, in a mode that a row
+/// referring to the agent does not wait for.
+const LOCK_AGENT_QUEUE: &str = "SELECT id FROM agents WHERE id = $1 FOR NO KEY UPDATE";
+
 /// Pending deliveries one agent may have in one conversation; a message past them is refused.
 pub const MAX_WAITING_PER_CONVERSATION: i64 = 20;
 /// Deliveries one person's messages may make in a minute, unless the server is told otherwise
@@ -151,7 +155,9 @@ macro_rules! deliver {
                     (None, "dm") => format!("dm:{}", at.channel_id),
                     (None, _) => format!("channel:{}", at.channel_id),
                 };
-                // Past a bound it is recorded, refused: the person sees why.
+                // Past a bound it is recorded, refused: the person sees why. What is counted holds
+                // until this commits: the message's event took its workspace's event head first,
+                // which every other message's transaction waits for.
                 let (waiting,): (i64,) = sqlx::query_as(
                     "SELECT COUNT(*) FROM deliveries WHERE agent_id = $1 AND target = $2 AND state = 'pending'",
                 )
@@ -486,14 +492,16 @@ impl Store {
         now_ms: i64,
     ) -> Result<Option<Result<Delivery, DeliveryRefusal>>, StoreError> {
         let expires = now_ms + self.delivery_ttl_ms();
-        // The bound of what waits in a conversation holds for a retry too (checked before the
-        // change: concurrent retries may pass it by as many as race).
         let Some(current): Option<Delivery> = self
             .one(here!(), retriable(workspace_id, human_id, id))
             .await?
         else {
             return Ok(None);
         };
+        // The bound of what waits in a conversation holds for a retry too: counted under the
+        // agent's queue lock, held by the request's transaction (every human write runs in one)
+        // until the change commits, so racing retries cannot pass it.
+        self.lock_agent_queue(&current.agent_id.to_string()).await?;
         let waiting = self
             .deliveries_waiting(&current.agent_id.to_string(), &current.target.to_string())
             .await?;
@@ -523,6 +531,20 @@ impl Store {
         self.announce_delivery(workspace_id, now_ms, &retried)
             .await?;
         Ok(retried)
+    }
+
+    /// Takes `agent_id`'s queue lock until the transaction ends (PostgreSQL: its row; SQLite's one
+    /// writer runs the changes one at a time already).
+    async fn lock_agent_queue(&self, agent_id: &str) -> Result<(), StoreError> {
+        on_backend!(self, |writer, reader, pg| {
+            if pg {
+                sqlx::query(LOCK_AGENT_QUEUE)
+                    .bind(agent_id)
+                    .execute(writer)
+                    .await?;
+            }
+            Ok(())
+        })
     }
 
     /// How many of `agent_id`'s deliveries wait in `target`.
