@@ -12,7 +12,8 @@
 //! `delivery_start` on the server (at most once), then the launch, exactly as `agentteam run`
 //! launches (`launch::start`), with the turn bound to the delivery's
 //! target and message, and the person's message and the target to answer on written to the
-//! runtime's stdin, never its arguments. When the run ends, `delivery_finish` records how, unless
+//! runtime's stdin, never its arguments (for Kimi Code, whose prompt is only an argument, to an
+//! owner-only file of the turn that its `-p` names). When the run ends, `delivery_finish` records how, unless
 //! the agent's reply already made it `answered` on the server. One run at a time per agent and
 //! target: a delivery for a busy conversation waits for the next pass.
 //!
@@ -534,7 +535,7 @@ async fn run_delivered(
     (family, argv, stdin): (driver::Family, Vec<String>, Option<String>),
 ) -> Ran {
     // Whether the driver puts the run in the conversation's session, and for a runtime that
-    // names its own sessions, reading the id from the first line of its JSON output.
+    // names its own sessions, reading the id from its JSON output.
     let placed = driver::put_in_session(family, &mut argv.clone(), resumed).is_some();
     let names = driver::names_its_sessions(family, &argv);
     let mut said = (placed && names).then(SaidSession::default);
