@@ -5,7 +5,9 @@
 #    start and one agent, then with 512 live authorizations (512 runtimes launched through
 #    `agentteam run`, each `sleep`ing; the launch cap), then again once they have ended.
 #    Target: < 64 MiB at 512.
-#    Also the resident set of one `agentteam run` relay process (one per runtime).
+#    Also the resident set of one `agentteam run` relay process (one per runtime), and its unique
+#    set (its private pages, without the binary's pages every relay and the daemon share).
+#    The machine's transparent huge page setting is printed with the summary: it moves the RSS.
 # 2. Cold start of `agentteam exec --help` against `curl --help` in the same run (hyperfine -N,
 #    300 runs after 20 warm-ups).
 #
@@ -31,6 +33,8 @@ cleanup() {
 trap cleanup EXIT
 
 rss_kib() { awk '/^VmRSS:/ { print $2 }' "/proc/$1/status"; }
+uss_kib() { awk '/^Private_(Clean|Dirty):/ { s += $2 } END { print s }' "/proc/$1/smaps_rollup"; }
+thp=$(sed -n 's/.*\[\(.*\)\].*/\1/p' /sys/kernel/mm/transparent_hugepage/enabled 2>/dev/null || echo unknown)
 mib() { awk -v k="$1" 'BEGIN { printf "%.1f MiB", k / 1024 }'; }
 # status_field FIELD: one number from the daemon's status.
 status_field() {
@@ -56,8 +60,9 @@ until [ "$(status_field '["admission"]["runtimes"]')" -eq "$runtimes" ]; do
 done
 loaded=$(rss_kib "$daemon_pid")
 relay=$(rss_kib "${relay_pids[-1]}")
+relay_unique=$(uss_kib "${relay_pids[-1]}")
 echo "daemon with $runtimes live authorizations: $(mib "$loaded") (target < 64 MiB)"
-echo "one agentteam run relay: $(mib "$relay")"
+echo "one agentteam run relay: $(mib "$relay"), unique $(mib "$relay_unique")"
 
 kill "${relay_pids[@]}" 2>/dev/null || true
 until [ "$(status_field '["admission"]["runtimes"]')" -eq 0 ]; do
@@ -71,12 +76,14 @@ echo "## cold start: agentteam exec --help vs curl --help"
 hyperfine -N --warmup 20 --runs 300 --export-json "$work/cold.json" \
     -n "agentteam exec --help" "$bin exec --help" \
     -n "curl --help" "curl --help"
-python3 - "$work/cold.json" "$idle" "$loaded" "$after" "$relay" <<'PY'
+python3 - "$work/cold.json" "$idle" "$loaded" "$after" "$relay" "$relay_unique" "$thp" <<'PY'
 import json, sys
 results = {r["command"]: r for r in json.load(open(sys.argv[1]))["results"]}
 ours, peer = results["agentteam exec --help"], results["curl --help"]
-idle, loaded, after, relay = (int(v) / 1024 for v in sys.argv[2:6])
-print(f"summary: daemon RSS idle {idle:.1f} MiB, at 512 authorizations {loaded:.1f} MiB, after {after:.1f} MiB; "
-      f"relay {relay:.1f} MiB; exec --help median {ours['median']*1000:.2f} ms vs curl --help "
+idle, loaded, after, relay, unique = (int(v) / 1024 for v in sys.argv[2:7])
+print(f"summary (transparent huge pages: {sys.argv[7]}): daemon RSS idle {idle:.1f} MiB (target < 40), "
+      f"at 512 authorizations {loaded:.1f} MiB (target < 64), after {after:.1f} MiB; "
+      f"relay {relay:.1f} MiB, unique {unique:.1f} MiB (above 2: explain or bring down); "
+      f"exec --help median {ours['median']*1000:.2f} ms vs curl --help "
       f"{peer['median']*1000:.2f} ms, ratio {ours['median']/peer['median']:.2f}")
 PY
