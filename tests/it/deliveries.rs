@@ -20,10 +20,10 @@ async fn cli(daemon: &TestDaemon, args: &[&str]) -> (i32, String, String) {
     )
 }
 
-/// One human API action through the daemon's person route.
-pub(super) async fn human(daemon: &TestDaemon, action: &str, input: Value) -> Value {
+/// One human API action through the daemon's person route: its whole answer, a success or not.
+pub(super) async fn human_answer(daemon: &TestDaemon, action: &str, input: Value) -> Value {
     let token = std::fs::read_to_string(daemon.state_dir.join("admin.token")).unwrap();
-    let answer: Value = daemon
+    daemon
         .client
         .post(format!("{}/api/admin/human/{action}", daemon.base_url))
         .bearer_auth(token.trim())
@@ -33,7 +33,12 @@ pub(super) async fn human(daemon: &TestDaemon, action: &str, input: Value) -> Va
         .unwrap()
         .json()
         .await
-        .unwrap();
+        .unwrap()
+}
+
+/// One human API action through the daemon's person route, which must succeed: its data.
+pub(super) async fn human(daemon: &TestDaemon, action: &str, input: Value) -> Value {
+    let answer = human_answer(daemon, action, input).await;
     assert_eq!(answer["ok"], true, "{action}: {answer}");
     answer["data"].clone()
 }

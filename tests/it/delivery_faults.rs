@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::deliveries::human;
+use crate::deliveries::{human, human_answer};
 use crate::fault_proxy::{Fault, FaultProxy};
 use crate::support::{TestDaemon, database_url, spawn_server_at, spawn_server_on, wait_for};
 
@@ -47,18 +47,7 @@ async fn deliveries(daemon: &TestDaemon) -> BTreeMap<String, Value> {
 /// One human API action through the daemon, whose way to the server may be broken: its data,
 /// or `None` when the daemon could not get the server's answer.
 async fn through_faults(daemon: &TestDaemon, action: &str, input: Value) -> Option<Value> {
-    let token = std::fs::read_to_string(daemon.state_dir.join("admin.token")).unwrap();
-    let answer: Value = daemon
-        .client
-        .post(format!("{}/api/admin/human/{action}", daemon.base_url))
-        .bearer_auth(token.trim())
-        .json(&input)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let answer = human_answer(daemon, action, input).await;
     (answer["ok"] == true).then(|| answer["data"].clone())
 }
 
