@@ -877,8 +877,8 @@ async fn server_deliveries_the_owner_lets_other_people_wake_an_agent_and_takes_i
     assert!(now.contains(&"person-32") && !now.contains(&"person-0"));
 }
 
-/// Retries racing for the last places of a conversation's queue: as many are made pending as
-/// there are places, the rest refused, never more than the bound waiting.
+/// Retries racing each other and new messages for the last places of a conversation's queue: as
+/// many wait as there are places, the rest are refused, never more than the bound waiting.
 #[tokio::test]
 async fn server_deliveries_racing_retries_keep_the_bound_of_what_waits() {
     let server = TestServer::start().await;
@@ -913,9 +913,21 @@ async fn server_deliveries_racing_retries_keep_the_bound_of_what_waits() {
         let (server, w) = (&server, &w);
         async move { human(server, w, &w.device_credential, "delivery_retry", input).await }
     });
-    let answers = futures_util::future::join_all(racing).await;
+    let posting = (0..3).map(|n| {
+        let (server, w, general) = (&server, &w, &general);
+        async move { ada_posts(server, w, general, &format!("@builder racing {n}")).await }
+    });
+    let (answers, posted) = tokio::join!(
+        futures_util::future::join_all(racing),
+        futures_util::future::join_all(posting)
+    );
     let retried = answers.iter().filter(|(status, _)| *status == 200).count();
-    assert_eq!(retried, 3, "{answers:?}");
+    let mut posted_waiting = 0;
+    for message in &posted {
+        posted_waiting +=
+            usize::from(delivery_of(&server, &w, message, &w.agent_id).await["state"] == "pending");
+    }
+    assert_eq!(retried + posted_waiting, 3, "{answers:?}");
     assert!(
         answers
             .iter()

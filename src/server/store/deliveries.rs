@@ -64,9 +64,10 @@ impl Resource for Delivery {
     }
 }
 
-/// The lock of an agent's queue of deliveries (PostgreSQL): its row, in a mode that a row
-/// referring to the agent does not wait for.
-const LOCK_AGENT_QUEUE: &str = "SELECT id FROM agents WHERE id = $1 FOR NO KEY UPDATE";
+/// The lock every change to what waits in a workspace takes in turn (PostgreSQL): its event head,
+/// which a message's transaction updates before it counts what waits.
+const LOCK_EVENT_HEAD: &str =
+    "SELECT seq FROM event_heads WHERE workspace_id = $1 FOR NO KEY UPDATE";
 
 /// Pending deliveries one agent may have in one conversation; a message past them is refused.
 pub const MAX_WAITING_PER_CONVERSATION: i64 = 20;
@@ -499,9 +500,10 @@ impl Store {
             return Ok(None);
         };
         // The bound of what waits in a conversation holds for a retry too: counted under the
-        // agent's queue lock, held by the request's transaction (every human write runs in one)
-        // until the change commits, so racing retries cannot pass it.
-        self.lock_agent_queue(&current.agent_id.to_string()).await?;
+        // workspace's event head, as a message counts it, held by the request's transaction
+        // (every human write runs in one) until the change commits, so neither racing retries nor
+        // a retry racing a message can pass it.
+        self.lock_event_head(workspace_id).await?;
         let waiting = self
             .deliveries_waiting(&current.agent_id.to_string(), &current.target.to_string())
             .await?;
@@ -533,13 +535,13 @@ impl Store {
         Ok(retried)
     }
 
-    /// Takes `agent_id`'s queue lock until the transaction ends (PostgreSQL: its row; SQLite's one
+    /// Takes the workspace's event head until the transaction ends (PostgreSQL; SQLite's one
     /// writer runs the changes one at a time already).
-    async fn lock_agent_queue(&self, agent_id: &str) -> Result<(), StoreError> {
+    async fn lock_event_head(&self, workspace_id: &str) -> Result<(), StoreError> {
         on_backend!(self, |writer, reader, pg| {
             if pg {
-                sqlx::query(LOCK_AGENT_QUEUE)
-                    .bind(agent_id)
+                sqlx::query(LOCK_EVENT_HEAD)
+                    .bind(workspace_id)
                     .execute(writer)
                     .await?;
             }
