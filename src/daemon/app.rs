@@ -102,6 +102,29 @@ pub fn default_runtime_dir(state_dir: &Path) -> PathBuf {
     }
 }
 
+/// How long a new daemon waits for the embedded database of the one it replaces: that one lets go
+/// of the state directory's lock before its process, and the database's with it, has ended.
+const EMBEDDED_HANDOVER: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Opens the embedded server. This daemon holds the state directory's lock, so a database that
+/// is in use is the previous daemon's, still ending (`agentteam daemon restart` starts the next
+/// one as soon as the lock is free): it is waited for, within [`EMBEDDED_HANDOVER`].
+async fn open_embedded(
+    config: &crate::server::ServerConfig,
+) -> Result<crate::server::AppState, DaemonError> {
+    let deadline = tokio::time::Instant::now() + EMBEDDED_HANDOVER;
+    loop {
+        match crate::server::AppState::open(config).await {
+            Err(crate::server::ServerError::Store(crate::server::store::StoreError::InUse(_)))
+                if tokio::time::Instant::now() < deadline =>
+            {
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            opened => return opened.map_err(DaemonError::EmbeddedServer),
+        }
+    }
+}
+
 /// Runs the daemon until `shutdown` completes, then stops every runtime, revokes and removes
 /// every credential, and stops the embedded server. `ready` gets the base URL once the daemon
 /// accepts requests (after stale credentials are gone and `daemon.json` is written).
@@ -172,9 +195,7 @@ pub async fn run(
                 ),
                 deliveries_per_minute: crate::server::store::DEFAULT_DELIVERIES_PER_MINUTE as u32,
             };
-            let state = crate::server::AppState::open(&server_config)
-                .await
-                .map_err(DaemonError::EmbeddedServer)?;
+            let state = open_embedded(&server_config).await?;
             // Its operator is never a process of a runtime this daemon launches.
             state.guard_callers(callers.clone());
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
