@@ -113,11 +113,17 @@ async fn open_embedded(
     config: &crate::server::ServerConfig,
 ) -> Result<crate::server::AppState, DaemonError> {
     let deadline = tokio::time::Instant::now() + EMBEDDED_HANDOVER;
+    let mut said = false;
     loop {
         match crate::server::AppState::open(config).await {
             Err(crate::server::ServerError::Store(crate::server::store::StoreError::InUse(_)))
                 if tokio::time::Instant::now() < deadline =>
             {
+                if !std::mem::replace(&mut said, true) {
+                    tracing::info!(
+                        "the embedded database is still in use, by the daemon this one replaces: waiting for it"
+                    );
+                }
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
             }
             opened => return opened.map_err(DaemonError::EmbeddedServer),

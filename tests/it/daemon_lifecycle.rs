@@ -673,3 +673,39 @@ fn install_writes_the_unit_and_uninstall_removes_it_never_a_users_own() {
         "[Service]\nExecStart=/bin/true\n"
     );
 }
+
+/// The embedded database still held when a daemon starts (here by a server process, as the
+/// daemon being replaced holds it until its process ends): the daemon waits, says so, and starts
+/// once the database is free.
+#[tokio::test]
+async fn a_new_daemon_waits_for_the_database_the_old_one_still_holds() {
+    let root = tempfile::tempdir().unwrap();
+    let state = root.path().join("state");
+    agentteam::platform::fs::create_private_dirs(&state).unwrap();
+    let database = format!("sqlite://{}", state.join("server.db").display());
+    let (mut holder, _, _) =
+        crate::support::spawn_server_on(&database, &root.path().join("holder.token"), None).await;
+    let release = async {
+        let waiting = || {
+            std::fs::read_dir(root.path())
+                .unwrap()
+                .flatten()
+                .filter(|e| e.file_name().to_string_lossy().starts_with("daemon-"))
+                .any(|e| {
+                    std::fs::read_to_string(e.path())
+                        .unwrap_or_default()
+                        .contains("the embedded database is still in use")
+                })
+        };
+        wait_for(
+            "the daemon waiting for the database",
+            Duration::from_secs(10),
+            waiting,
+        )
+        .await;
+        holder.start_kill().unwrap();
+        holder.wait().await.unwrap();
+    };
+    let (daemon, ()) = tokio::join!(TestDaemon::start_in(root.path(), &[]), release);
+    daemon.add_agent("after").await;
+}
