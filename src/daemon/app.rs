@@ -121,7 +121,7 @@ async fn open_embedded(
             {
                 if !std::mem::replace(&mut said, true) {
                     tracing::info!(
-                        "the embedded database is still in use, by the daemon this one replaces: waiting for it"
+                        "the embedded database is still in use (by the daemon this one replaces, while it ends, or by another agentteam server): waiting for it"
                     );
                 }
                 tokio::time::sleep(std::time::Duration::from_millis(50)).await;
