@@ -5,15 +5,20 @@
 # each hop of the daemon to its embedded server (in-process, then its loopback TCP listener:
 # `--embedded-hop`):
 #   (a) ours: tools/list
-#   (b) ours: tools/call message_history_read, a page of 20 channel messages (the best case: no
-#       thread, no reaction, no attachment)
-#   (c) ours: the same page of a thread
-#   (d) ours: the same page of a channel whose 20 messages each carry a reaction and an attachment
+#   (b) ours: tools/call message_history_read, pages of 20 channel messages (no thread, no
+#       reaction, no attachment)
+#   (c) ours: pages of 20 messages of threads
+#   (d) ours: pages of 20 channel messages that each carry a reaction and an attachment
 #   (e) peer: tools/call of a trivial `echo` tool on rmcp 3.11 in stateless JSON mode
 #       (bench/mcp-peer, built here from crates.io)
+# Each of (b), (c) and (d) rotates over at least 1,000 distinct pages (4 conversations of 270
+# messages, a page after each cursor with 20 messages past it, in a shuffled order): no cache of
+# whole answers can stand in for the work (bench/lib/mcp_pages.py writes and checks them).
 # All use the 2026-07-28 wire (stateless by definition): per-request `_meta`,
 # `MCP-Protocol-Version`, `Mcp-Method` and, for tools/call, `Mcp-Name`.
-# Targets: (a) >= 1.5 x (e); (b) >= 0.5 x (e).
+# Targets, as ratios to (e): (a) >= 1.5 on both hops; (b) >= 0.6 in-process and >= 0.5 over TCP;
+# (c) >= 0.45 and >= 0.35; (d) >= 0.4 and >= 0.3. The summary prints one line per target with its
+# ratio and whether it is met; PostgreSQL's ratios are printed without a target.
 # A load with a non-2xx answer, a socket error, a timeout, a lost audit record or an answer the
 # audit trail does not account for is invalid: the script fails instead of printing a number.
 #
@@ -37,16 +42,21 @@
 #                                 our loads against `agentteam server` on a throwaway PostgreSQL
 #                                 cluster (scripts/pg-cluster), both on core 0, reached by the
 #                                 daemon over loopback TCP (one hop: `server`)
-#        PERF=FILE bench/mcp.sh  also records `perf record --call-graph dwarf` of our daemon for
-#                                 8 s during the in-process channel history load into FILE (read it
-#                                 with `perf report -i FILE --no-children`); that load's numbers
-#                                 are then not clean
+#        PERF=DIR bench/mcp.sh   also records `perf record --call-graph dwarf` of our daemon for
+#                                 8 s during each in-process read load (channel, thread, rich;
+#                                 PERF_LOADS names others) into DIR/NAME.data (read one with
+#                                 `perf report -i FILE --no-children`); those loads' numbers are
+#                                 then not clean
+#        PAGES="C M" bench/mcp.sh
+#                                 C conversations of M messages per read (default 4 270)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for tool in wrk curl; do
     command -v "$tool" >/dev/null || { apt-get update -qq && apt-get install -y -qq "$tool"; }
 done
 work="$(mktemp -d)"
+# The loads PERF profiles: the in-process reads, unless PERF_LOADS names others.
+PERF_LOADS="${PERF_LOADS:-ours_in-process_history ours_in-process_thread ours_in-process_rich}"
 # BIN=PATH measures that binary instead of this checkout's (bench/ab.sh alternates two).
 bin="${BIN:-}"
 if [ -z "$bin" ]; then
@@ -69,16 +79,10 @@ trap cleanup EXIT
 . bench/lib/daemon.sh
 peer_build
 
-# operator PATH BODY: the embedded server's operator API as this daemon's operator (the token
-# from the state directory on curl's stdin, never argv); prints `data`.
-operator() {
-    local server
-    server=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["serverUrl"])' "$work/state/daemon.json")
-    printf 'Content-Type: application/json\nAuthorization: Bearer %s\n' "$(< "$(operator_token)")" |
-        curl -sS -H @- -d "$2" "$server/admin/workspaces/$workspace$1" |
-        python3 -c 'import json,sys; e=json.load(sys.stdin); assert e["ok"], e; print(json.dumps(e["data"]))'
+# first_arguments FILE: the tool arguments of the first request body in FILE.
+first_arguments() {
+    head -n1 "$1" | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["params"]["arguments"]))'
 }
-field() { python3 -c "import json,sys; print(json.load(sys.stdin)['$1'])"; }
 
 # ours HOP: our daemon on core 0 with the embedded server reached over HOP; the loads of ours.
 ours() {
@@ -102,36 +106,28 @@ ours() {
     human="$(python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['humanId'])" "$work/state/identity.json")"
     agent="$("$bin" agent get bench --json --state-dir "$work/state" | python3 -c 'import json,sys; print(json.load(sys.stdin)["agent"]["id"])')"
 
-    # The pages: 20 messages in the channel, 20 in a thread of it, and 20 in a second channel,
-    # each with an attachment (posted by the human) and a reaction (added by the agent).
-    local thread rich
-    thread="$(operator "/channels/$channel/threads" '{"title":"bench"}' | field threadId)"
-    rich="$(operator /channels "{\"name\":\"rich\",\"members\":[\"$human\",\"$agent\"]}" | field channelId)"
-    for i in $(seq 1 20); do
-        check "$mcp_url" "$token_file" tools/call message_send \
-            "{\"target\":\"channel:$channel\",\"content\":\"bench message $i\"}" > /dev/null
-        check "$mcp_url" "$token_file" tools/call message_send \
-            "{\"target\":\"thread:$thread\",\"content\":\"bench reply $i\"}" > /dev/null
-        local message
-        message="$(operator /messages "{\"authorHumanId\":\"$human\",\"channelId\":\"$rich\",\"content\":\"report $i\",\"attachments\":[{\"name\":\"report-$i.txt\",\"mediaType\":\"text/plain\",\"text\":\"line $i\"}]}" | field messageId)"
-        check "$mcp_url" "$token_file" tools/call reaction_add \
-            "{\"messageId\":\"$message\",\"emoji\":\"👍\"}" > /dev/null
-    done
+    # The pages: at least 1,000 distinct pages of 20 messages for each read (channels, threads of
+    # the daemon's channel, channels whose every message carries a reaction and an attachment),
+    # each over several conversations and cursors, every one checked once (bench/lib/mcp_pages.py).
+    local server
+    server=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["serverUrl"])' "$work/state/daemon.json")
+    # shellcheck disable=SC2086 # PAGES is two words, or none
+    python3 bench/lib/mcp_pages.py "$work" "$server" "$(operator_token)" "$workspace" "$human" \
+        "$agent" "$channel" "$mcp_url" "$token_file" ${PAGES:+$PAGES}
+    daemon_quiet
 
     load "ours_${hop}_tools_list" "$mcp_url" "$token_file" tools/list
     local n
     for n in $(seq 1 "${LOADS:-1}"); do
-        # The profile, when asked for, is of the in-process channel read.
         local name="ours_${hop}_history"
-        [ "$hop" = in-process ] && name=ours_history
-        load "$name" "$mcp_url" "$token_file" tools/call message_history_read \
-            "{\"target\":\"channel:$channel\",\"limit\":20}"
+        BODIES="$work/channel.bodies" load "$name" "$mcp_url" "$token_file" tools/call \
+            message_history_read "$(first_arguments "$work/channel.bodies")"
         cp "$work/$name.rps" "$work/ours_${hop}_history.$n.rps"
     done
-    load "ours_${hop}_thread" "$mcp_url" "$token_file" tools/call message_history_read \
-        "{\"target\":\"thread:$thread\",\"limit\":20}"
-    load "ours_${hop}_rich" "$mcp_url" "$token_file" tools/call message_history_read \
-        "{\"target\":\"channel:$rich\",\"limit\":20}"
+    BODIES="$work/thread.bodies" load "ours_${hop}_thread" "$mcp_url" "$token_file" tools/call \
+        message_history_read "$(first_arguments "$work/thread.bodies")"
+    BODIES="$work/rich.bodies" load "ours_${hop}_rich" "$mcp_url" "$token_file" tools/call \
+        message_history_read "$(first_arguments "$work/rich.bodies")"
     # Stop ours before anything else runs: core 0 is then the next server's alone.
     ours_stop
 }
@@ -154,15 +150,33 @@ import glob, statistics, sys
 work, hops = sys.argv[1], sys.argv[2:]
 read = lambda name: float(open(f"{work}/{name}.rps").read())
 peer = read("rmcp_tools_call")
+# The targets as ratios to the peer, per hop; PostgreSQL's hop (`server`) has none yet.
+targets = {
+    "in-process": {"tools/list": 1.5, "channel page": 0.6, "thread page": 0.45, "reactions+attachments page": 0.4},
+    "tcp": {"tools/list": 1.5, "channel page": 0.5, "thread page": 0.35, "reactions+attachments page": 0.3},
+}
 print(f"summary: rmcp tools/call {peer:.0f} req/s")
+missed = 0
 for hop in hops:
     loads = sorted(float(open(p).read()) for p in glob.glob(f"{work}/ours_{hop}_history.*.rps"))
-    history = statistics.median(loads)
     if len(loads) > 1:
-        print(f"  {hop}: channel history loads " + ", ".join(f"{v:.0f}" for v in loads) + " req/s (median below)")
-    tools = read(f"ours_{hop}_tools_list")
-    thread, rich = read(f"ours_{hop}_thread"), read(f"ours_{hop}_rich")
-    print(f"  {hop}: tools/list {tools:.0f} req/s (ratio {tools/peer:.2f}, target >= 1.5); "
-          f"message_history_read channel {history:.0f} ({history/peer:.2f}, target >= 0.5), "
-          f"thread {thread:.0f} ({thread/peer:.2f}), with reactions and attachments {rich:.0f} ({rich/peer:.2f})")
+        print(f"  {hop}: channel page loads " + ", ".join(f"{v:.0f}" for v in loads) + " req/s (median below)")
+    reads = {
+        "tools/list": read(f"ours_{hop}_tools_list"),
+        "channel page": statistics.median(loads),
+        "thread page": read(f"ours_{hop}_thread"),
+        "reactions+attachments page": read(f"ours_{hop}_rich"),
+    }
+    for what, rps in reads.items():
+        ratio = rps / peer
+        target = targets.get(hop, {}).get(what)
+        if target is None:
+            verdict = "no target"
+        elif ratio >= target:
+            verdict = f"target >= {target}: met"
+        else:
+            verdict = f"target >= {target}: NOT MET"
+            missed += 1
+        print(f"  {hop}: {what}: {rps:.0f} req/s, ratio {ratio:.2f} ({verdict})")
+print(f"summary: {missed} target(s) not met" if missed else "summary: every target met")
 PY

@@ -82,6 +82,24 @@ audit_settled() {
     echo "$stats"
 }
 
+# daemon_quiet: waits until the daemon is idle (under 4% of a core over half a second: what a
+# setup's writes left it to do, such as the audit records and the event feed's readers, is done)
+# and says how long that took; fails the script after 120 s.
+daemon_quiet() {
+    local ticks before after waited=0
+    ticks() { awk '{ print $14 + $15 }' "/proc/$daemon_pid/stat"; }
+    after=$(ticks)
+    while :; do
+        before=$after
+        sleep 0.5
+        after=$(ticks)
+        [ $((after - before)) -gt 2 ] || break
+        waited=$((waited + 1))
+        [ "$waited" -lt 240 ] || { echo "the daemon stayed busy for 120 s" >&2; exit 1; }
+    done
+    echo "the daemon was idle after $((waited * 5 / 10)).$((waited * 5 % 10)) s"
+}
+
 # compete_start, compete_stop: with COMPETE set, a busy loop on core 0 beside the server, at the
 # same priority, for the length of one load (the server then has about half its core).
 compete_pid=""

@@ -1,5 +1,6 @@
 # Sourced by the MCP-speaking benchmarks (bench/mcp.sh, bench/exec.sh). Needs `work` (a scratch
-# directory) to be set; `load` profiles the daemon whose PID is in `daemon_pid` when PERF is set.
+# directory) to be set; `load` profiles the daemon whose PID is in `daemon_pid` into
+# PERF/NAME.data when PERF (a directory) is set and PERF_LOADS names the load.
 #
 # request, check, load: one JSON-RPC request of the 2026-07-28 wire, its full check with curl, and
 # a wrk load on core 1 bracketed by two checks.
@@ -87,11 +88,30 @@ if token_file ~= "" then
     wrk.headers["Authorization"] = "Bearer " .. f:read("*a"):match("^%s*(.-)%s*$")
     f:close()
 end
+-- MCP_BODIES, when set, names a file of request bodies (one per line): each connection's next
+-- request is the next body, in turn, so the load rotates over them all. Each request is formatted
+-- once, in `init` (which wrk calls once it has set the Host header), so the rotation costs wrk a
+-- table lookup.
+local bodies = os.getenv("MCP_BODIES") or ""
+if bodies ~= "" then
+    local requests, turn = {}, 0
+    init = function()
+        for line in io.lines(bodies) do
+            requests[#requests + 1] = wrk.format(nil, nil, nil, line)
+        end
+        assert(#requests > 0, "no request body in " .. bodies)
+    end
+    request = function()
+        turn = turn % #requests + 1
+        return requests[turn]
+    end
+end
 LUA
 
 # load NAME URL TOKEN_FILE METHOD [TOOL ARGUMENTS]: the full check, 10 s of wrk at 16 connections
 # on core 1 (beside a competing load on core 0 with COMPETE set), the full check again; records
-# req/s in $work/NAME.rps. A load with a socket error (connect, read, write) or a timeout is
+# req/s in $work/NAME.rps. With BODIES set (a file of request bodies, one per line, each checked
+# by whoever wrote it), wrk rotates over those bodies instead; the checks send the one given. A load with a socket error (connect, read, write) or a timeout is
 # invalid, not a number: the script fails. While our daemon runs (`daemon_pid` set), its server's
 # audit trail is accounted too (`load_valid`).
 load() {
@@ -100,8 +120,9 @@ load() {
     local method=$4 tool=${5:-}
     echo "## $name: 16 connections, 10 s${COMPETE:+, beside a competing load on core 0}"
     local perf_pid=""
-    if [ -n "${PERF:-}" ] && [ "$name" = ours_history ]; then
-        perf record -q --call-graph dwarf,16384 -F 499 -p "$daemon_pid" -o "$PERF" -- sleep 8 &
+    if [ -n "${PERF:-}" ] && [ -n "${daemon_pid:-}" ] && [ -n "${PERF_LOADS:-}" ] &&
+        [[ " $PERF_LOADS " == *" $name "* ]]; then
+        perf record -q --call-graph dwarf,16384 -F 499 -p "$daemon_pid" -o "$PERF/$name.data" -- sleep 8 &
         perf_pid=$!
     fi
     local audit_before=""
@@ -112,7 +133,7 @@ load() {
     fi
     compete_start
     MCP_BODY="$(request "${@:4}")" MCP_VERSION="$version" MCP_METHOD="$method" MCP_TOOL="$tool" \
-        MCP_TOKEN_FILE="$token_file" \
+        MCP_TOKEN_FILE="$token_file" MCP_BODIES="${BODIES:-}" \
         taskset -c 1 wrk -t1 -c16 -d10s --latency -s "$work/mcp.lua" "$url" | tee "$work/$name.wrk"
     compete_stop
     [ -z "$perf_pid" ] || wait "$perf_pid"
