@@ -599,6 +599,61 @@ async fn history(
     }
 }
 
+/// A thread's history pages through its replies alone, newest first, and an agent outside the
+/// thread's channel reads it exactly as a thread that does not exist (the page's own statement
+/// checks the membership, on either backend).
+#[tokio::test]
+async fn a_threads_history_is_its_replies_and_hidden_from_a_non_member() {
+    let server = TestServer::start().await;
+    let a = server.workspace("acme").await;
+    let thread = format!("thread:{}", a.private_thread_id);
+    let mut replies = Vec::new();
+    for n in 0..5 {
+        for target in [thread.clone(), format!("channel:{}", a.private_channel_id)] {
+            let sent = tool(
+                &server,
+                &a,
+                &a.agent_id,
+                "message_send",
+                json!({"target": target, "content": format!("message {n}")}),
+            )
+            .await;
+            if target == thread {
+                replies.push(sent["message"]["id"].as_str().unwrap().to_string());
+            }
+        }
+    }
+    replies.reverse();
+    let read: Vec<String> = history(&server, &a, &thread)
+        .await
+        .into_iter()
+        .map(|(id, ..)| id)
+        .collect();
+    assert_eq!(read, replies);
+    let missing = "thr_00000000000000000000000000";
+    let mut answers = Vec::new();
+    for (agent, thread_id) in [
+        (&a.other_agent_id, a.private_thread_id.as_str()),
+        (&a.agent_id, missing),
+    ] {
+        let path = format!(
+            "/runtime/servers/{}/agents/{agent}/tools/message_history_read",
+            a.workspace_id
+        );
+        let target = format!("thread:{thread_id}");
+        let answer = server
+            .post(
+                &path,
+                Some(&a.device_credential),
+                &json!({"target": target}),
+            )
+            .await;
+        answers.push(answer.1.to_string().replace(thread_id, "ID"));
+        refused(answer, 404, "not_found");
+    }
+    assert_eq!(answers[0], answers[1]);
+}
+
 /// A history page shows each message's own reactions (as the reader sees them) and attachments,
 /// through every add, repeated add, removal and removal of nothing.
 #[tokio::test]

@@ -1,5 +1,5 @@
-//! A conversation's history pages: typed, or for a channel's or dm's page read on the caller's
-//! thread, written as JSON while its rows are stepped.
+//! A conversation's history pages: typed, or, read on the caller's thread, written as JSON
+//! while their rows are stepped.
 
 use super::{MessageRow, message_columns, message_row};
 use crate::contract::target::{Target, TargetKind};
@@ -11,45 +11,110 @@ use crate::server::store::{
 };
 
 /// What follows the columns in the statement of a channel's or a dm's history page, with the
-/// caller's membership checked inside it. `CROSS JOIN` keeps the messages the outer loop on
-/// SQLite, whatever its statistics say: with the channels table the outer one (it has few rows,
-/// and once `ANALYZE` ran the planner prefers it), the page's order is no longer the index's and
-/// every message of the conversation is sorted for one page. PostgreSQL plans it as the inner
-/// join it is. The statement's parameters: `$1` the conversation, `$2`/`$3` the position read
+/// conversation's workspace and kind and the caller's membership checked inside it. The checks
+/// are constant subqueries, evaluated once: a row of the page is one step of the messages' index
+/// and its row, with no join per row, and the index's order is the page's whatever the planner's
+/// statistics say. The statement's parameters: `$1` the conversation, `$2`/`$3` the position read
 /// after, `$4` the rows wanted, `$5` the workspace, `$6` the conversation's kind, `$7` the member.
+/// `thread_id IS NULL` leads the ORDER BY so PostgreSQL walks the index in order (it does not
+/// treat `IS NULL` as an equality); it is free on SQLite.
 macro_rules! channel_page {
     () => {
-        " FROM messages g CROSS JOIN channels c \
-          WHERE c.id = g.channel_id AND g.channel_id = $1 AND g.thread_id IS NULL AND (g.created_at, g.id) < ($2, $3) \
-          AND c.workspace_id = $5 AND c.kind = $6 \
+        " FROM messages g \
+          WHERE g.channel_id = $1 AND g.thread_id IS NULL AND (g.created_at, g.id) < ($2, $3) \
+          AND EXISTS (SELECT 1 FROM channels c WHERE c.id = $1 AND c.workspace_id = $5 AND c.kind = $6) \
           AND EXISTS (SELECT 1 FROM channel_members m WHERE m.channel_id = $1 AND m.member_id = $7) \
           ORDER BY g.thread_id, g.created_at DESC, g.id DESC LIMIT $4"
     };
 }
 
-/// The values of [`channel_page!`]'s parameters, in their order; without a position, the page
-/// starts past every message.
-fn channel_page_binds<'a>(
-    workspace_id: &'a str,
-    member_id: &'a str,
-    channel_id: &'a str,
-    kind: &'a str,
-    after: Option<&'a Position>,
-    limit: usize,
-) -> [Bind<'a>; 7] {
-    let (after_ms, after_id) = match after {
-        Some(p) => (p.at_ms, p.id.as_str()),
-        None => (i64::MAX, "\u{10FFFF}"),
+/// What follows the columns in the statement of a thread's history page, with the caller's
+/// membership of the thread's channel checked inside it, as [`channel_page!`] checks it. The
+/// thread's channel is a constant subquery, so the messages' index is walked from its place, in
+/// order. The parameters: `$1` the thread, `$2`/`$3` the position read after, `$4` the rows
+/// wanted, `$5` the workspace, `$6` the member.
+macro_rules! thread_page {
+    () => {
+        " FROM messages g \
+          WHERE g.channel_id = (SELECT t.channel_id FROM threads t WHERE t.id = $1) AND g.thread_id = $1 \
+          AND (g.created_at, g.id) < ($2, $3) \
+          AND EXISTS (SELECT 1 FROM threads t JOIN channels c ON c.id = t.channel_id \
+                      JOIN channel_members m ON m.channel_id = c.id \
+                      WHERE t.id = $1 AND c.workspace_id = $5 AND m.member_id = $6) \
+          ORDER BY g.created_at DESC, g.id DESC LIMIT $4"
     };
-    [
-        Bind::Text(channel_id),
-        Bind::Int(after_ms),
-        Bind::Text(after_id),
-        Bind::Int((limit + 1) as i64),
-        Bind::Text(workspace_id),
-        Bind::Text(kind),
-        Bind::Text(member_id),
-    ]
+}
+
+/// The columns of a typed page's statement, in `message_columns!`'s order, with the
+/// conversation's kind given as `$kind` (the page's statement has no channel row to read it from;
+/// a thread's messages do not use it).
+macro_rules! typed_columns {
+    ($kind:literal) => {
+        concat!(
+            "SELECT g.id, g.channel_id, g.thread_id, ",
+            $kind,
+            ", g.author_id, g.content, g.created_at, g.reaction_count > 0, g.attachment_count > 0"
+        )
+    };
+}
+
+/// The columns of a written page's statement: what [`written_fields`] reads.
+macro_rules! written_columns {
+    () => {
+        "SELECT g.id, g.author_id, g.content, g.created_at, \
+         g.reaction_count > 0, g.attachment_count > 0"
+    };
+}
+
+/// A history page's statements: its typed one (`typed_columns!`), its written one
+/// (`written_columns!`), and the values of its parameters, in their order.
+struct PageQuery<'a> {
+    typed: &'static str,
+    written: &'static str,
+    binds: Vec<Bind<'a>>,
+}
+
+impl<'a> PageQuery<'a> {
+    /// The page of `target` for `member_id` after `after` (without a position, past every
+    /// message): [`channel_page!`] for a channel or a dm, [`thread_page!`] for a thread.
+    fn new(
+        workspace_id: &'a str,
+        member_id: &'a str,
+        target: &'a Target,
+        after: Option<&'a Position>,
+        limit: usize,
+    ) -> PageQuery<'a> {
+        let (after_ms, after_id) = match after {
+            Some(p) => (p.at_ms, p.id.as_str()),
+            None => (i64::MAX, "\u{10FFFF}"),
+        };
+        let mut binds = vec![
+            Bind::Text(&target.id),
+            Bind::Int(after_ms),
+            Bind::Text(after_id),
+            Bind::Int((limit + 1) as i64),
+            Bind::Text(workspace_id),
+        ];
+        let (typed, written) = match target.kind {
+            TargetKind::Thread => (
+                concat!(typed_columns!("'thread'"), thread_page!()),
+                concat!(written_columns!(), thread_page!()),
+            ),
+            TargetKind::Channel | TargetKind::Dm => {
+                binds.push(Bind::Text(target.kind.as_str()));
+                (
+                    concat!(typed_columns!("CAST($6 AS TEXT)"), channel_page!()),
+                    concat!(written_columns!(), channel_page!()),
+                )
+            }
+        };
+        binds.push(Bind::Text(member_id));
+        PageQuery {
+            typed,
+            written,
+            binds,
+        }
+    }
 }
 
 /// One message of a written page: where its fields lie in the page's buffer.
@@ -174,9 +239,9 @@ impl Store {
     }
 
     /// The history page of `target` if `member_id` may read it (`None` otherwise, like a missing
-    /// conversation). For a channel or a DM the membership is checked inside the page's own
-    /// statement, so a page with messages is one query; an empty one takes a second to tell "not
-    /// yours" from "nothing (more) to read". A thread's membership is looked up first.
+    /// conversation). The membership is checked inside the page's own statement, so a page with
+    /// messages is one query; an empty one takes a second to tell "not yours" from "nothing
+    /// (more) to read".
     pub async fn history_for_member(
         &self,
         workspace_id: &str,
@@ -185,64 +250,68 @@ impl Store {
         after: Option<&Position>,
         limit: usize,
     ) -> Result<Option<Page<Message>>, StoreError> {
-        let kind = match target.kind {
-            TargetKind::Thread => {
-                let Some(at) = self
-                    .thread_for_member(workspace_id, member_id, &target.id)
-                    .await?
-                else {
-                    return Ok(None);
-                };
-                return self
-                    .message_history(&at, member_id, after, limit)
-                    .await
-                    .map(Some);
-            }
-            TargetKind::Channel => "channel",
-            TargetKind::Dm => "dm",
-        };
-        const SQL: &str = concat!("SELECT ", message_columns!(), channel_page!());
-        let binds = channel_page_binds(workspace_id, member_id, &target.id, kind, after, limit);
+        let query = PageQuery::new(workspace_id, member_id, target, after, limit);
         let read = match self.raw() {
-            Some(raw) => raw.query(here!(), SQL, &binds, |row| message_row(row))?,
+            Some(raw) => raw.query(here!(), query.typed, &query.binds, |row| message_row(row))?,
             None => None,
         };
         let rows = match read {
             Some(rows) => rows,
             None => on_backend!(self, |writer, reader, pg| {
                 // The same values, bound in the same order.
-                let mut query = sqlx::query(SQL);
-                for &bind in &binds {
-                    query = match bind {
-                        Bind::Int(value) => query.bind(value),
-                        Bind::Text(text) => query.bind(text),
+                let mut sql = sqlx::query(query.typed);
+                for &bind in &query.binds {
+                    sql = match bind {
+                        Bind::Int(value) => sql.bind(value),
+                        Bind::Text(text) => sql.bind(text),
                     };
                 }
-                let rows = query.fetch_all(reader).await?;
+                let rows = sql.fetch_all(reader).await?;
                 rows.iter()
                     .map(message_row)
                     .collect::<Result<_, StoreError>>()
             })?,
         };
         let page = self.page_of(rows, member_id, limit).await?;
-        if !page.items.is_empty() {
+        if !page.items.is_empty() || self.may_read(workspace_id, member_id, target).await? {
             return Ok(Some(page));
         }
-        Ok(self
-            .member_channel(workspace_id, member_id, &target.id, Some(kind))
-            .await?
-            .map(|_| page))
+        Ok(None)
+    }
+
+    /// Whether `member_id` may read `target`: a member of its channel (a thread's, or the
+    /// channel or dm itself), in `workspace_id`.
+    async fn may_read(
+        &self,
+        workspace_id: &str,
+        member_id: &str,
+        target: &Target,
+    ) -> Result<bool, StoreError> {
+        Ok(match target.kind {
+            TargetKind::Thread => self
+                .thread_for_member(workspace_id, member_id, &target.id)
+                .await?
+                .is_some(),
+            TargetKind::Channel | TargetKind::Dm => self
+                .member_channel(
+                    workspace_id,
+                    member_id,
+                    &target.id,
+                    Some(target.kind.as_str()),
+                )
+                .await?
+                .is_some(),
+        })
     }
 
     /// The history page of `target`, as [`Store::history_for_member`] reads it, written as the
     /// JSON text of its `Message` array at the end of `out`; the position of its last message
     /// when another page exists. `None` (and `out` unchanged) where the member may not read it.
     ///
-    /// A channel's or dm's page read on the caller's thread is written from its rows as they are
-    /// stepped: each field checked as its contract type checks it, and written by the same
-    /// serializer, without building the `Message` values in between (a large share of a history
-    /// read otherwise). Any other page (a thread's, or one the pooled readers answer) is
-    /// the typed page serialized.
+    /// A page read on the caller's thread is written from its rows as they are stepped: each
+    /// field checked as its contract type checks it, and written by the same serializer, without
+    /// building the `Message` values in between (a large share of a history read otherwise). A
+    /// page the pooled readers answer is the typed page serialized.
     pub async fn history_written_for_member(
         &self,
         workspace_id: &str,
@@ -252,30 +321,19 @@ impl Store {
         limit: usize,
         out: &mut Vec<u8>,
     ) -> Result<Option<Option<Position>>, StoreError> {
-        let kind = match target.kind {
-            TargetKind::Thread => None,
-            TargetKind::Channel => Some("channel"),
-            TargetKind::Dm => Some("dm"),
-        };
-        let written = match (kind, self.raw()) {
-            (Some(kind), Some(raw)) => {
-                let binds =
-                    channel_page_binds(workspace_id, member_id, &target.id, kind, after, limit);
+        let written = match self.raw() {
+            Some(raw) => {
+                let query = PageQuery::new(workspace_id, member_id, target, after, limit);
                 let mut fields = Vec::with_capacity(256 * (limit + 1));
                 let mut author: Option<(String, Vec<u8>)> = None;
-                const SQL: &str = concat!(
-                    "SELECT g.id, g.author_id, g.content, g.created_at, \
-                     g.reaction_count > 0, g.attachment_count > 0",
-                    channel_page!()
-                );
-                raw.query(here!(), SQL, &binds, |row| {
+                raw.query(here!(), query.written, &query.binds, |row| {
                     written_fields(row, &mut fields, &mut author)
                 })?
-                .map(|rows| (rows, fields, kind))
+                .map(|rows| (rows, fields))
             }
-            _ => None,
+            None => None,
         };
-        let Some((mut rows, fields, kind)) = written else {
+        let Some((mut rows, fields)) = written else {
             let Some(page) = self
                 .history_for_member(workspace_id, member_id, target, after, limit)
                 .await?
@@ -285,12 +343,7 @@ impl Store {
             serde_json::to_writer(&mut *out, &page.items).expect("messages serialize");
             return Ok(Some(page.next));
         };
-        if rows.is_empty()
-            && self
-                .member_channel(workspace_id, member_id, &target.id, Some(kind))
-                .await?
-                .is_none()
-        {
+        if rows.is_empty() && !self.may_read(workspace_id, member_id, target).await? {
             return Ok(None);
         }
         let has_more = rows.len() > limit;
@@ -457,27 +510,29 @@ mod tests {
         .execute(writer)
         .await
         .unwrap();
+        let target = |kind| Target {
+            kind,
+            id: "x".into(),
+        };
+        let (channel, thread) = (target(TargetKind::Channel), target(TargetKind::Thread));
         let statements = [
-            concat!("SELECT ", message_columns!(), channel_page!()),
-            concat!(
-                "SELECT g.id, g.author_id, g.content, g.created_at, g.reaction_count > 0, g.attachment_count > 0",
-                channel_page!()
-            ),
+            PageQuery::new("x", "x", &channel, None, 20),
+            PageQuery::new("x", "x", &thread, None, 20),
         ];
-        for sql in statements {
+        for (sql, binds) in statements
+            .iter()
+            .flat_map(|q| [(q.typed, &q.binds), (q.written, &q.binds)])
+        {
             let mut plan = sqlx::query_as::<_, (i64, i64, i64, String)>(sqlx::AssertSqlSafe(
                 format!("EXPLAIN QUERY PLAN {sql}"),
             ));
-            for _ in 0..4 {
-                plan = plan.bind("x");
+            for &bind in binds {
+                plan = match bind {
+                    Bind::Int(value) => plan.bind(value),
+                    Bind::Text(text) => plan.bind(text),
+                };
             }
-            let plan = plan
-                .bind("channel")
-                .bind("x")
-                .bind("x")
-                .fetch_all(writer)
-                .await
-                .unwrap();
+            let plan = plan.fetch_all(writer).await.unwrap();
             let steps: Vec<&str> = plan.iter().map(|step| step.3.as_str()).collect();
             assert!(
                 !steps.iter().any(|step| step.contains("TEMP B-TREE")),
@@ -571,6 +626,7 @@ mod tests {
             .unwrap();
         let dm = store.open_dm(&wsp, &member, &human, 1).await.unwrap();
         let thread = store.create_thread(&channel, "t", 1).await.unwrap();
+        let quiet_thread = store.create_thread(&channel, "quiet", 1).await.unwrap();
         let empty = store
             .create_channel(&wsp, "quiet", std::slice::from_ref(&member), 1)
             .await
@@ -641,7 +697,9 @@ mod tests {
                 id: thread.clone(),
             },
         ];
+        // Every page read, in order: the same whichever readers answer.
         let check = async || {
+            let mut read = Vec::new();
             for target in &targets {
                 for limit in [1, 2, 100] {
                     let (written, typed) = both_ways(&store, &wsp, &member, target, limit)
@@ -653,6 +711,7 @@ mod tests {
                         .map(|(text, _)| serde_json::from_str::<Vec<Message>>(text).unwrap().len())
                         .sum();
                     assert_eq!(messages, contents.len() + 2, "{target} by {limit}");
+                    read.push(written);
                 }
                 assert!(
                     both_ways(&store, &wsp, &outsider, target, 2)
@@ -661,26 +720,44 @@ mod tests {
                     "a non-member reads nothing of {target}"
                 );
             }
-            let quiet = Target {
-                kind: TargetKind::Channel,
-                id: empty.clone(),
+            let quiet = [
+                Target {
+                    kind: TargetKind::Channel,
+                    id: empty.clone(),
+                },
+                Target {
+                    kind: TargetKind::Thread,
+                    id: quiet_thread.clone(),
+                },
+            ];
+            for quiet in &quiet {
+                let (written, typed) = both_ways(&store, &wsp, &member, quiet, 2).await.unwrap();
+                assert_eq!(written, [("[]".to_string(), None)], "{quiet}");
+                assert_eq!(written, typed);
+                assert!(
+                    both_ways(&store, &wsp, &outsider, quiet, 2).await.is_none(),
+                    "a non-member reads nothing of {quiet}"
+                );
+            }
+            // A thread that does not exist reads as missing.
+            let missing = Target {
+                kind: TargetKind::Thread,
+                id: "thr_01ZZZZZZZZZZZZZZZZZZZZZZZZ".into(),
             };
-            let (written, typed) = both_ways(&store, &wsp, &member, &quiet, 2).await.unwrap();
-            assert_eq!(written, [("[]".to_string(), None)]);
-            assert_eq!(written, typed);
             assert!(
-                both_ways(&store, &wsp, &outsider, &quiet, 2)
+                both_ways(&store, &wsp, &member, &missing, 2)
                     .await
                     .is_none()
             );
+            read
         };
-        check().await;
+        let on_the_callers_thread = check().await;
         let raw = store
             .raw()
             .expect("a database file has caller-thread readers");
         let held = raw.exhaust();
-        check().await;
+        assert_eq!(check().await, on_the_callers_thread);
         drop(held);
-        check().await;
+        assert_eq!(check().await, on_the_callers_thread);
     }
 }

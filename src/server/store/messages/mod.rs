@@ -14,8 +14,9 @@ mod reactions;
 
 pub use attachments::{MAX_ATTACHMENTS, NewAttachment};
 
+use super::raw::Bind;
 use super::{
-    Columns, EventKind, Membership, NewEvent, Store, StoreError, answered, deliver, instant,
+    Columns, EventKind, Membership, NewEvent, Store, StoreError, answered, deliver, here, instant,
     new_id, on_backend, record_event,
 };
 use crate::contract::target::{Target, TargetKind};
@@ -336,13 +337,22 @@ impl Store {
             Vec::new()
         } else {
             let ids = ids(&with_attachments);
-            on_backend!(self, |writer, reader, pg| {
-                sqlx::query(if pg {
+            const SQLITE: &str = "SELECT message_id, id, name, media_type, size FROM attachments \
+                 WHERE message_id IN (SELECT value FROM json_each($1)) ORDER BY message_id, position";
+            let read = match self.raw() {
+                Some(raw) => raw.query(here!(), SQLITE, &[Bind::Text(&ids)], |row| {
+                    Ok((Columns::column(row, 0)?, attachment_info(row)?))
+                })?,
+                None => None,
+            };
+            match read {
+                Some(read) => read,
+                None => on_backend!(self, |writer, reader, pg| {
+                    sqlx::query(if pg {
                     "SELECT message_id, id, name, media_type, size FROM attachments \
                      WHERE message_id IN (SELECT json_array_elements_text($1::json)) ORDER BY message_id, position"
                 } else {
-                    "SELECT message_id, id, name, media_type, size FROM attachments \
-                     WHERE message_id IN (SELECT value FROM json_each($1)) ORDER BY message_id, position"
+                    SQLITE
                 })
                 .bind(ids)
                 .fetch_all(reader)
@@ -350,7 +360,8 @@ impl Store {
                 .iter()
                 .map(|row| Ok((Columns::column(row, 0)?, attachment_info(row)?)))
                 .collect::<Result<_, StoreError>>()
-            })?
+                })?,
+            }
         };
         Ok(Extras {
             reactions,

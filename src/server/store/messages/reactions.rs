@@ -1,12 +1,13 @@
 //! Reactions on messages: read as a member sees them (`mine`), added (at most [`MAX_REACTIONS`]
 //! distinct ones per message) and removed.
 
-use sqlx::Row;
-
 use super::parse;
 use crate::contract::types::Reaction;
+use crate::server::store::raw::Bind;
 use crate::server::store::shape::{Query, bound};
-use crate::server::store::{EventKind, NewEvent, Store, StoreError, on_backend, record_event};
+use crate::server::store::{
+    Columns, EventKind, NewEvent, Store, StoreError, here, on_backend, record_event,
+};
 
 /// Distinct reactions one message can carry (the `Message.reactions` bound).
 pub const MAX_REACTIONS: usize = 64;
@@ -44,6 +45,20 @@ macro_rules! announce {
     }};
 }
 
+/// `(message id, reaction)` from a row of [`Store::reactions_of`]'s statement.
+fn reaction_row(row: &impl Columns) -> Result<(String, Reaction), StoreError> {
+    let count: i64 = row.column(2)?;
+    let emoji: String = row.column(1)?;
+    let reaction = Reaction {
+        emoji: parse(emoji, "emoji")?,
+        count: std::num::NonZeroU64::new(count as u64).ok_or(StoreError::Corrupt {
+            column: "reactions",
+        })?,
+        mine: row.column::<i64>(3)? == 1,
+    };
+    Ok((row.column(0)?, reaction))
+}
+
 impl Store {
     /// The reactions of `message_id` as `member_id` sees them.
     pub async fn reactions(
@@ -67,35 +82,28 @@ impl Store {
         ids: &str,
         member_id: &str,
     ) -> Result<Vec<(String, Reaction)>, StoreError> {
+        const SQLITE: &str = "SELECT message_id, emoji, COUNT(*), CAST(MAX(CASE WHEN member_id = $2 THEN 1 ELSE 0 END) AS BIGINT) FROM reactions \
+             WHERE message_id IN (SELECT value FROM json_each($1)) \
+             GROUP BY message_id, emoji ORDER BY message_id, COUNT(*) DESC, MIN(created_at), emoji";
+        let binds = [Bind::Text(ids), Bind::Text(member_id)];
+        if let Some(raw) = self.raw()
+            && let Some(read) = raw.query(here!(), SQLITE, &binds, |row| reaction_row(row))?
+        {
+            return Ok(read);
+        }
         on_backend!(self, |writer, reader, pg| {
             let rows = sqlx::query(if pg {
                 "SELECT message_id, emoji, COUNT(*), CAST(MAX(CASE WHEN member_id = $2 THEN 1 ELSE 0 END) AS BIGINT) FROM reactions \
                  WHERE message_id IN (SELECT json_array_elements_text($1::json)) \
                  GROUP BY message_id, emoji ORDER BY message_id, COUNT(*) DESC, MIN(created_at), emoji"
             } else {
-                "SELECT message_id, emoji, COUNT(*), CAST(MAX(CASE WHEN member_id = $2 THEN 1 ELSE 0 END) AS BIGINT) FROM reactions \
-                 WHERE message_id IN (SELECT value FROM json_each($1)) \
-                 GROUP BY message_id, emoji ORDER BY message_id, COUNT(*) DESC, MIN(created_at), emoji"
+                SQLITE
             })
             .bind(ids)
             .bind(member_id)
             .fetch_all(reader)
             .await?;
-            rows.iter()
-                .map(|r| {
-                    let count: i64 = r.try_get(2)?;
-                    let reaction = Reaction {
-                        emoji: parse(r.try_get(1)?, "emoji")?,
-                        count: std::num::NonZeroU64::new(count as u64).ok_or(
-                            StoreError::Corrupt {
-                                column: "reactions",
-                            },
-                        )?,
-                        mine: r.try_get::<i64, _>(3)? == 1,
-                    };
-                    Ok((r.try_get(0)?, reaction))
-                })
-                .collect()
+            rows.iter().map(reaction_row).collect()
         })
     }
 
