@@ -14,6 +14,7 @@ pub mod handlers;
 pub mod ids;
 pub mod json;
 pub mod kinds;
+pub mod native_checks;
 pub mod preapproval;
 pub mod runtime_catalog;
 pub mod selector;

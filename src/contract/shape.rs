@@ -25,6 +25,7 @@ use serde::de::{self, DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visit
 use serde_json::{Number, Value};
 
 use super::borrowed::{Borrowed, BorrowedJson, ValueSeed, length_within};
+use super::native_checks::Native;
 
 /// An output schema compiled for checking text as it is read; see the module documentation.
 pub struct Shape {
@@ -52,11 +53,12 @@ enum Node {
         max: usize,
     },
     /// A scalar type (or several), a string's length bounds and simple pattern, and jsonschema
-    /// for the rest.
+    /// for the rest, unless the rest's native check accepts the value first.
     Scalar {
         types: Types,
         length: Option<(u64, u64)>,
         pattern: Option<Simple>,
+        native: Option<Native>,
         rest: Option<Box<jsonschema::Validator<BorrowedJson>>>,
     },
     /// `oneOf` objects told apart by one required member whose schema is a distinct string
@@ -549,10 +551,14 @@ impl<'s> Compiler<'s> {
         if pattern.is_some() {
             remaining.remove("pattern");
         }
-        let rest = if remaining
-            .keys()
-            .any(|key| SCALAR_KEYWORDS.contains(&key.as_str()))
-        {
+        let checked = || {
+            remaining
+                .iter()
+                .filter(|(key, _)| SCALAR_KEYWORDS.contains(&key.as_str()))
+                .map(|(key, value)| (key.as_str(), value))
+        };
+        let native = checked().next().and_then(|_| Native::of(checked()));
+        let rest = if checked().next().is_some() {
             let validator = jsonschema::options_for::<BorrowedJson>()
                 .with_draft(jsonschema::Draft::Draft202012)
                 .should_validate_formats(true)
@@ -566,6 +572,7 @@ impl<'s> Compiler<'s> {
             types: Types(types),
             length,
             pattern,
+            native,
             rest,
         }))
     }
@@ -601,6 +608,7 @@ impl Check<'_> {
             types,
             length,
             pattern,
+            native,
             rest,
         } = &self.shape.nodes[self.node]
         else {
@@ -617,7 +625,11 @@ impl Check<'_> {
             }
             Borrowed::Array(_) | Borrowed::Object(_) => false,
         };
-        if typed && rest.as_ref().is_none_or(|rest| rest.is_valid(&value)) {
+        let rest_met = || {
+            native.as_ref().is_some_and(|native| native.accepts(&value))
+                || rest.as_ref().is_none_or(|rest| rest.is_valid(&value))
+        };
+        if typed && rest_met() {
             Ok(())
         } else {
             Err(refuse())
