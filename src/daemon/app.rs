@@ -342,9 +342,8 @@ pub async fn run(
         deliverer: Arc::new(super::deliver::Deliverer::new(&config.state_dir)),
         extensions,
         memory,
-        validators: Arc::new(
-            crate::contract::Validators::new().map_err(|e| DaemonError::State(e.to_string()))?,
-        ),
+        // Compiled on first use, as the server's are.
+        validators: Arc::new(crate::contract::Validators::lazy()),
         clock: clock.clone(),
         telemetry: telemetry.clone(),
         metrics,

@@ -13,7 +13,6 @@ use super::extension_rules;
 use super::provider::{ProviderClient, ProviderConfig};
 use super::store::{Clock, Store, StoreError};
 use crate::contract::Validators;
-use crate::contract::validate::CompileError;
 use crate::telemetry::{Component, Telemetry};
 
 /// How the server is started.
@@ -91,8 +90,6 @@ pub trait CallerGate: Send + Sync {
 pub enum ServerError {
     #[error("cannot open the database")]
     Store(#[from] StoreError),
-    #[error("the built-in catalog does not compile")]
-    Catalog(#[from] CompileError),
     #[error("cannot use the operator token file `{path}`")]
     OperatorToken {
         path: String,
@@ -104,13 +101,16 @@ pub enum ServerError {
 }
 
 impl AppState {
-    /// Opens the store, compiles the catalog's validators, issues this start's operator token,
+    /// Opens the store, readies the catalog's validators, issues this start's operator token,
     /// starts the audit writer and records the seed extension definitions.
     pub async fn open(config: &ServerConfig) -> Result<AppState, ServerError> {
         let store = Store::open(&config.database_url).await?;
         store.set_delivery_ttl(config.delivery_ttl);
         store.set_deliveries_per_minute(config.deliveries_per_minute);
-        let catalog = Arc::new(Validators::new()?);
+        // Each schema is compiled on its first use: compiled all at once they hold tens of MiB
+        // (a JSON Schema `pattern` is a regex automaton each) that most servers never read. The
+        // test suite compiles every one of them.
+        let catalog = Arc::new(Validators::lazy());
         let cursors = CursorCodec::new(store.secret("cursor").await?);
         let operator = if store.is_postgres() {
             OperatorToken::share(&config.operator_token_file)
