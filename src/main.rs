@@ -7,5 +7,6 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
+    agentteam::platform::process::without_huge_pages();
     agentteam::cli::main()
 }

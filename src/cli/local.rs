@@ -211,6 +211,7 @@ fn start(dir: &Path, flags: &[String]) -> Result<Announcement, Exit> {
         .stderr(log);
     // A session of its own: neither a closed terminal nor this command's end reaches the daemon.
     platform::process::in_own_session(&mut command);
+    platform::process::child_keeps_huge_pages(&mut command);
     let child = command
         .spawn()
         .map_err(|e| cannot("cannot run the daemon for", e))?;

@@ -775,7 +775,8 @@ fn launch_browser(page: &std::path::Path) -> Result<String, String> {
         "xdg-open".into()
     });
     for program in &programs {
-        let started = std::process::Command::new(program)
+        let mut command = std::process::Command::new(program);
+        let started = crate::platform::process::child_keeps_huge_pages(&mut command)
             .arg(page)
             .stdin(std::process::Stdio::null())
             .stdout(std::process::Stdio::null())

@@ -420,7 +420,8 @@ enum Systemctl {
 /// (systemd 252, Debian 12) or `Failed to connect to user scope bus via local transport: …`
 /// (later), both from its bus connection, before anything was asked.
 fn systemctl(args: &[&str]) -> Systemctl {
-    let output = std::process::Command::new("systemctl")
+    let mut command = std::process::Command::new("systemctl");
+    let output = crate::platform::process::child_keeps_huge_pages(&mut command)
         .arg("--user")
         .args(args)
         .stdin(std::process::Stdio::null())

@@ -1,11 +1,13 @@
-//! Processes: a command started in a process group or a session of its own, signals to one
-//! process or a whole group, whether a group still runs, an exit status as a shell's code, this
+//! Processes: a command started in a process group or a session of its own, this process's
+//! transparent huge pages off and its children's as they were, signals to one process or a whole
+//! group, whether a group still runs, an exit status as a shell's code, this
 //! process's user, its open-file limit, and the signals that ask it to shut down.
 
 use std::future::Future;
 use std::io;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::process::ExitStatus;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rustix::process::{Resource, Rlimit, getrlimit, setrlimit};
 
@@ -80,6 +82,41 @@ pub fn group_alive(group: Pid) -> bool {
 /// group's id), so [`signal_group`] reaches everything it starts and nothing of the daemon.
 pub fn in_own_group(command: &mut tokio::process::Command) -> &mut tokio::process::Command {
     command.process_group(0)
+}
+
+/// Whether transparent huge pages were allowed to this process when it started, before
+/// [`without_huge_pages`] turned them off: what each child gets back.
+static HUGE_PAGES_ALLOWED_AT_START: AtomicBool = AtomicBool::new(false);
+
+/// Turns transparent huge pages off for this process, first thing. Under the kernel's `always`
+/// setting every 2 MiB of the allocator's arenas and of each thread's stack touched at all would
+/// be resident whole: an idle daemon and each `agentteam run` relay hold a few MiB in use spread
+/// over many such regions. The flag is the process's own (the kernel's setting is untouched) and
+/// a child would inherit it across fork and exec, so [`child_keeps_huge_pages`] gives each child
+/// the setting this process started with.
+pub fn without_huge_pages() {
+    #[cfg(target_os = "linux")]
+    if rustix::thread::transparent_huge_pages_are_disabled() == Ok(false)
+        && rustix::thread::disable_transparent_huge_pages(true).is_ok()
+    {
+        HUGE_PAGES_ALLOWED_AT_START.store(true, Ordering::Relaxed);
+    }
+}
+
+/// Has `command`'s process start with the huge-page setting this process started with, not the
+/// one [`without_huge_pages`] left it.
+pub fn child_keeps_huge_pages(command: &mut std::process::Command) -> &mut std::process::Command {
+    #[cfg(target_os = "linux")]
+    if HUGE_PAGES_ALLOWED_AT_START.load(Ordering::Relaxed) {
+        // SAFETY: `prctl` is a system call, async-signal-safe; between fork and exec the child
+        // only clears its own flag.
+        unsafe {
+            command.pre_exec(|| {
+                rustix::thread::disable_transparent_huge_pages(false).map_err(io::Error::from)
+            });
+        }
+    }
+    command
 }
 
 /// Starts `command`'s process in a session of its own, detached from this process's terminal and

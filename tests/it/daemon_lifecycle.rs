@@ -2,7 +2,8 @@
 //! concurrent first uses, its log owner-only), refused with `--no-start`; stopped and restarted
 //! with what that ends said first; a replaced binary reported; and its login service files
 //! (a systemd user unit checked by `systemd-analyze verify --user`, a launchd property list
-//! parsed) carrying the state directory and no secret.
+//! parsed) carrying the state directory and no secret; its transparent huge pages off, a
+//! runtime's as they were.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -708,4 +709,46 @@ async fn a_new_daemon_waits_for_the_database_the_old_one_still_holds() {
     };
     let (daemon, ()) = tokio::join!(TestDaemon::start_in(root.path(), &[]), release);
     daemon.add_agent("after").await;
+}
+
+/// `THP_enabled` of the process `pid` (`self` for this one), from its status.
+fn huge_pages_enabled(pid: &str) -> String {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("THP_enabled:"))
+        .unwrap_or_else(|| panic!("no THP_enabled in the status of {pid}"))
+        .trim()
+        .to_string()
+}
+
+/// The daemon and each `agentteam run` relay run without transparent huge pages (their own flag;
+/// the kernel's setting is untouched), and the runtime a relay starts gets back the setting this
+/// test started with: the flag would otherwise pass to it across fork and exec.
+#[tokio::test]
+async fn huge_pages_are_off_in_the_daemon_and_as_they_were_in_a_runtime() {
+    let own = huge_pages_enabled("self");
+    let mut daemon = TestDaemon::start(&[]).await;
+    daemon.add_agent("a").await;
+    let daemon_pid = daemon.child.id().unwrap().to_string();
+    assert_eq!(huge_pages_enabled(&daemon_pid), "0");
+    // The runtime's shell: its parent is the relay; `grep` inherits the shell's flag.
+    let script = "grep THP_enabled /proc/$PPID/status; grep THP_enabled /proc/self/status";
+    let output = daemon
+        .cli(&["run", "--agent", "a", "--", "sh", "-c", script])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let stdout = String::from_utf8(output.stdout).unwrap();
+    let flags: Vec<&str> = stdout
+        .lines()
+        .map(|line| line.trim_start_matches("THP_enabled:").trim())
+        .collect();
+    assert_eq!(flags, ["0", own.as_str()], "{stdout}");
 }

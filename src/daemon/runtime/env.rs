@@ -106,12 +106,14 @@ impl ChildEnv {
         self.vars.extend(extra);
     }
 
-    /// A command for `program` with exactly this environment (nothing inherited from the daemon).
+    /// A command for `program` with exactly this environment (nothing inherited from the daemon),
+    /// and the huge-page setting the daemon started with.
     pub fn command(&self, program: &str) -> tokio::process::Command {
         let mut command = tokio::process::Command::new(program);
         command
             .env_clear()
             .envs(self.vars.iter().map(|(k, v)| (k, v)));
+        crate::platform::process::child_keeps_huge_pages(command.as_std_mut());
         command
     }
 }
