@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Two or more commits alternated in one run, so all see the same machine: A B A B … (or A B C A B
 # C …; ROUNDS rounds, 2 by default). Each turn runs this checkout's bench/exec.sh (`task get` throughput against the rmcp
-# echo peer of the same run, and `task create` with a `requestId`) and bench/mcp.sh on the in-process hop (`message_history_read` of a
-# 20-message channel page, against its own peer load), with BIN set to that commit's release
+# echo peer of the same run, and `task create` with a `requestId`) and bench/mcp.sh on the in-process hop (`message_history_read` of
+# channel pages, thread pages and pages with reactions and attachments, against its own peer load), with BIN set to that commit's release
 # binary. Each commit is built once, in a detached worktree under target/ab/ with its own target
 # directory. Either script fails on an invalid load (non-2xx, socket error, timeout, dropped
 # audit record), and so does this one.
@@ -10,6 +10,7 @@
 # Usage: bench/ab.sh BEFORE AFTER [LATER…] (commits, any form git rev-parse takes, or paths of
 #                                        agentteam binaries already built)
 #        ROUNDS=3 bench/ab.sh BEFORE AFTER
+#        MCP_ONLY=1 bench/ab.sh BEFORE AFTER   only the bench/mcp.sh turns (the three history reads)
 # Prints every turn's numbers, then per commit the median of each ratio and of ours in req/s,
 # and each later commit's req/s over the one before it and over the first.
 set -euo pipefail
@@ -29,6 +30,7 @@ done
 # turn LABEL BIN: one exec.sh and one mcp.sh run of BIN; appends `LABEL metric value` lines.
 turn() {
     local label=$1 bin=$2 out
+    if [ -z "${MCP_ONLY:-}" ]; then
     out="$(BIN="$bin" bench/exec.sh)"
     printf '%s\n' "$out" | grep -E '^(median|summary):' | sed "s/^/[$label] /" >&2
     printf '%s\n' "$out" | python3 -c '
@@ -42,16 +44,19 @@ print(label, "task_get_ratio", ours / peer)
 m = re.search(r"summary: ours task create (\d+) req/s", text)
 print(label, "task_create_rps", float(m[1]))
 ' "$label" >> "$results"
+    fi
     out="$(BIN="$bin" HOPS=in-process bench/mcp.sh)"
     printf '%s\n' "$out" | grep -E '^(summary|  in-process):' | sed "s/^/[$label] /" >&2
     printf '%s\n' "$out" | python3 -c '
 import re, sys
 label, text = sys.argv[1], sys.stdin.read()
 peer = float(re.search(r"summary: rmcp tools/call (\d+) req/s", text)[1])
-# The median of the channel loads (mcp.sh takes it itself, LOADS=1 by default).
-ours = float(re.search(r"in-process: tools/list \d+ req/s .*?message_history_read channel (\d+)", text)[1])
-print(label, "history_rps", ours)
-print(label, "history_ratio", ours / peer)
+# The channel page is the median of its loads (mcp.sh takes it itself, LOADS=1 by default).
+for metric, what in [("history", "channel page"), ("thread", "thread page"),
+                     ("rich", "reactions\\+attachments page")]:
+    ours = float(re.search(rf"in-process: {what}: (\d+) req/s", text)[1])
+    print(label, f"{metric}_rps", ours)
+    print(label, f"{metric}_ratio", ours / peer)
 ' "$label" >> "$results"
 }
 
@@ -70,11 +75,13 @@ values = {}
 for label, metric, value in rows:
     values.setdefault((int(label[1:]), metric), []).append(float(value))
 median = lambda i, metric: statistics.median(values[(i, metric)])
-for metric in ["task_get_rps", "task_get_ratio", "task_create_rps", "history_rps", "history_ratio"]:
+metrics = ["task_get_rps", "task_get_ratio", "task_create_rps", "history_rps", "history_ratio",
+           "thread_rps", "thread_ratio", "rich_rps", "rich_ratio"]
+for metric in [m for m in metrics if (0, m) in values]:
     for i, name in enumerate(names):
         v = values[(i, metric)]
         print(f"{metric:15} {name:>12}: median {median(i, metric):10.2f}  ({', '.join(f'{x:.2f}' for x in v)})")
-for metric in ["task_get_rps", "task_create_rps", "history_rps"]:
+for metric in [m for m in ["task_get_rps", "task_create_rps", "history_rps", "thread_rps", "rich_rps"] if (0, m) in values]:
     for i in range(1, len(names)):
         print(f"{metric}: {names[i]} / {names[i - 1]} {median(i, metric) / median(i - 1, metric):.3f}, / {names[0]} {median(i, metric) / median(0, metric):.3f}")
 PY

@@ -12,13 +12,18 @@
 #    300 runs after 20 warm-ups).
 #
 # Usage: bench/memory.sh      (builds the release binary; installs hyperfine when missing)
+#        BIN=PATH bench/memory.sh  measures that agentteam binary, building nothing
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for tool in hyperfine curl; do
     command -v "$tool" >/dev/null || { apt-get update -qq && apt-get install -y -qq "$tool"; }
 done
-cargo build --release --quiet
-bin="$PWD/target/release/agentteam"
+# BIN=PATH measures that binary instead of this checkout's.
+bin="${BIN:-}"
+if [ -z "$bin" ]; then
+    cargo build --release --quiet
+    bin="$PWD/target/release/agentteam"
+fi
 work="$(mktemp -d)"
 daemon_pid=""
 runtimes=512
@@ -81,9 +86,12 @@ import json, sys
 results = {r["command"]: r for r in json.load(open(sys.argv[1]))["results"]}
 ours, peer = results["agentteam exec --help"], results["curl --help"]
 idle, loaded, after, relay, unique = (int(v) / 1024 for v in sys.argv[2:7])
-print(f"summary (transparent huge pages: {sys.argv[7]}): daemon RSS idle {idle:.1f} MiB (target < 40), "
-      f"at 512 authorizations {loaded:.1f} MiB (target < 64), after {after:.1f} MiB; "
-      f"relay {relay:.1f} MiB, unique {unique:.1f} MiB (above 2: explain or bring down); "
-      f"exec --help median {ours['median']*1000:.2f} ms vs curl --help "
-      f"{peer['median']*1000:.2f} ms, ratio {ours['median']/peer['median']:.2f}")
+met = lambda ok: "met" if ok else "NOT MET"
+print(f"summary (transparent huge pages: {sys.argv[7]}):")
+print(f"  daemon RSS idle: {idle:.1f} MiB (target < 40: {met(idle < 40)})")
+print(f"  daemon RSS at 512 live authorizations: {loaded:.1f} MiB (target < 64: {met(loaded < 64)})")
+print(f"  daemon RSS after they ended: {after:.1f} MiB (no target)")
+print(f"  one relay: RSS {relay:.1f} MiB, unique {unique:.1f} MiB (unique <= 2: {met(unique <= 2)})")
+print(f"  exec --help median {ours['median']*1000:.2f} ms vs curl --help "
+      f"{peer['median']*1000:.2f} ms, ratio {ours['median']/peer['median']:.2f} (no target)")
 PY
