@@ -728,7 +728,7 @@ fn huge_pages_enabled(pid: &str) -> String {
 #[tokio::test]
 async fn huge_pages_are_off_in_the_daemon_and_as_they_were_in_a_runtime() {
     let own = huge_pages_enabled("self");
-    let mut daemon = TestDaemon::start(&[]).await;
+    let daemon = TestDaemon::start(&[]).await;
     daemon.add_agent("a").await;
     let daemon_pid = daemon.child.id().unwrap().to_string();
     assert_eq!(huge_pages_enabled(&daemon_pid), "0");
