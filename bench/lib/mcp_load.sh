@@ -111,8 +111,9 @@ LUA
 # load NAME URL TOKEN_FILE METHOD [TOOL ARGUMENTS]: the full check, 10 s of wrk at 16 connections
 # on core 1 (beside a competing load on core 0 with COMPETE set), the full check again; records
 # req/s in $work/NAME.rps. With BODIES set (a file of request bodies, one per line, each checked
-# by whoever wrote it), wrk rotates over those bodies instead; the checks send the one given. A load with a socket error (connect, read, write) or a timeout is
-# invalid, not a number: the script fails. While our daemon runs (`daemon_pid` set), its server's
+# by whoever wrote it), wrk rotates over those bodies instead; the checks send the one given. A
+# load with a socket error (connect, read, write) or a timeout is invalid, not a number: the
+# script fails. While our daemon runs (`daemon_pid` set), its server's
 # audit trail is accounted too (`load_valid`).
 load() {
     local name=$1 url=$2 token_file=$3

@@ -62,7 +62,7 @@ macro_rules! typed_columns {
 macro_rules! written_columns {
     () => {
         "SELECT g.id, g.author_id, g.content, g.created_at, \
-         g.reaction_count > 0, g.attachment_count > 0"
+         g.reaction_count, g.attachment_count > 0"
     };
 }
 
@@ -125,7 +125,8 @@ struct WrittenRow {
     /// The id's text (inside its quotes).
     id: std::ops::Range<usize>,
     created_at: i64,
-    has_reactions: bool,
+    /// The message's reactions, one per member and emoji.
+    reactions: i64,
     has_attachments: bool,
 }
 
@@ -175,7 +176,7 @@ fn written_fields(
         fields: start..fields.len(),
         id: id_range,
         created_at,
-        has_reactions: row.int(4)? != 0,
+        reactions: row.int(4)?,
         has_attachments: row.int(5)? != 0,
     })
 }
@@ -354,9 +355,10 @@ impl Store {
         // Each id read once: the flags carry it to the page's writing below.
         let flags: Vec<_> = rows
             .iter()
-            .map(|r| (id(r), r.has_reactions, r.has_attachments))
+            .map(|r| (id(r), r.reactions > 0, r.has_attachments))
             .collect();
-        let mut extras = self.extras(&flags, member_id).await?;
+        let reactions: i64 = rows.iter().map(|r| r.reactions).sum();
+        let mut extras = self.extras(&flags, member_id, reactions).await?;
         // Every row of this statement lives at the target read (its `WHERE`), whose canonical
         // text the handler checked.
         let target_text = serde_json::to_string(&target.to_string()).expect("a string serializes");

@@ -278,7 +278,7 @@ impl Store {
             .iter()
             .map(|r| (r.id.as_str(), r.has_reactions, r.has_attachments))
             .collect();
-        let mut extras = self.extras(&flags, member_id).await?;
+        let mut extras = self.extras(&flags, member_id, i64::MAX).await?;
         let mut out = Vec::with_capacity(rows.len());
         // A page's messages share their target and mostly their authors: each is checked
         // against its schema type once, and cloned for the rows that repeat it.
@@ -318,10 +318,13 @@ impl Store {
 
     /// The reactions and attachments of a page's messages, each given as `(id, has reactions,
     /// has attachments)`: one query for each kind some message has, none otherwise.
+    /// `reaction_rows` is how many reactions the messages carry in all, as far as the caller
+    /// knows (`i64::MAX` when it does not): it decides where they may be read.
     async fn extras(
         &self,
         messages: &[(&str, bool, bool)],
         member_id: &str,
+        reaction_rows: i64,
     ) -> Result<Extras, StoreError> {
         let with = |has: fn(&(&str, bool, bool)) -> bool| -> Vec<&str> {
             messages.iter().filter(|m| has(m)).map(|m| m.0).collect()
@@ -331,11 +334,13 @@ impl Store {
         let reactions = if with_reactions.is_empty() {
             Vec::new()
         } else {
-            self.reactions_of(&ids(&with_reactions), member_id).await?
+            self.reactions_of(&ids(&with_reactions), member_id, reaction_rows)
+                .await?
         };
         let attachments = if with_attachments.is_empty() {
             Vec::new()
         } else {
+            // At most `MAX_ATTACHMENTS` rows a message: a bounded read on the caller's thread.
             let ids = ids(&with_attachments);
             const SQLITE: &str = "SELECT message_id, id, name, media_type, size FROM attachments \
                  WHERE message_id IN (SELECT value FROM json_each($1)) ORDER BY message_id, position";

@@ -12,6 +12,10 @@ use crate::server::store::{
 /// Distinct reactions one message can carry (the `Message.reactions` bound).
 pub const MAX_REACTIONS: usize = 64;
 
+/// The most reactions (one per member and emoji) a read aggregates on the caller's thread, which
+/// runs only bounded statements; messages carrying more are read by the pooled readers.
+const RAW_REACTION_ROWS: i64 = 2_000;
+
 /// On PostgreSQL, locks the row of message `$message_id` inside the transaction `$tx`:
 /// reactions to one message change in turn (SQLite's one writer serializes already).
 macro_rules! lock_message {
@@ -45,6 +49,11 @@ macro_rules! announce {
     }};
 }
 
+/// Whether reactions numbering `rows` in all are read on the caller's thread.
+fn on_callers_thread(rows: i64) -> bool {
+    rows <= RAW_REACTION_ROWS
+}
+
 /// `(message id, reaction)` from a row of [`Store::reactions_of`]'s statement.
 fn reaction_row(row: &impl Columns) -> Result<(String, Reaction), StoreError> {
     let count: i64 = row.column(2)?;
@@ -68,7 +77,7 @@ impl Store {
     ) -> Result<Vec<Reaction>, StoreError> {
         let ids = serde_json::to_string(&[message_id]).expect("strings serialize");
         Ok(self
-            .reactions_of(&ids, member_id)
+            .reactions_of(&ids, member_id, i64::MAX)
             .await?
             .into_iter()
             .map(|(_, reaction)| reaction)
@@ -76,17 +85,21 @@ impl Store {
     }
 
     /// `(message id, reaction)` for the messages in the JSON array `ids`, each message's most
-    /// used first, as `member_id` sees them (`mine`).
+    /// used first, as `member_id` sees them (`mine`). `rows`: the reactions they carry in all
+    /// (`i64::MAX` when not known); up to [`RAW_REACTION_ROWS`], they are read on the caller's
+    /// thread.
     pub(super) async fn reactions_of(
         &self,
         ids: &str,
         member_id: &str,
+        rows: i64,
     ) -> Result<Vec<(String, Reaction)>, StoreError> {
         const SQLITE: &str = "SELECT message_id, emoji, COUNT(*), CAST(MAX(CASE WHEN member_id = $2 THEN 1 ELSE 0 END) AS BIGINT) FROM reactions \
              WHERE message_id IN (SELECT value FROM json_each($1)) \
              GROUP BY message_id, emoji ORDER BY message_id, COUNT(*) DESC, MIN(created_at), emoji";
         let binds = [Bind::Text(ids), Bind::Text(member_id)];
-        if let Some(raw) = self.raw()
+        if on_callers_thread(rows)
+            && let Some(raw) = self.raw()
             && let Some(read) = raw.query(here!(), SQLITE, &binds, |row| reaction_row(row))?
         {
             return Ok(read);
@@ -174,5 +187,18 @@ impl Store {
             tx.commit().await?;
             Ok(())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reactions_are_read_on_the_callers_thread_up_to_their_bound() {
+        assert!(on_callers_thread(0));
+        assert!(on_callers_thread(RAW_REACTION_ROWS));
+        assert!(!on_callers_thread(RAW_REACTION_ROWS + 1));
+        assert!(!on_callers_thread(i64::MAX));
     }
 }
