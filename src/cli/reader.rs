@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 
 use super::daemon::{StateDir, admin_call};
 use super::output::{Exit, print, printable, table, usage_error};
+use crate::contract::timestamp;
 
 /// Pages a name lookup reads at most (100 conversations each).
 const MAX_LOOKUP_PAGES: usize = 50;
@@ -560,10 +561,9 @@ fn wait_for_answers(
             // Each state once, none older than one shown (the feed may hand a change as it was
             // after the list handed it as it is); a delivery's first final state counts.
             let at = delivery["updatedAt"].as_str().unwrap_or_default();
-            if shown
-                .get(delivery_id)
-                .is_some_and(|(was, was_at)| was == now || is_final(was) || at < was_at.as_str())
-            {
+            if shown.get(delivery_id).is_some_and(|(was, was_at)| {
+                was == now || is_final(was) || timestamp::earlier(at, was_at)
+            }) {
                 continue;
             }
             shown.insert(delivery_id.to_string(), (now.to_string(), at.to_string()));

@@ -194,6 +194,19 @@ fn put_instant(out: &mut [u8], len: &mut usize, fields: [u32; 6], nanos: u32) {
     *len += 1;
 }
 
+/// Whether the instant `at` is before `than` (both RFC 3339). Compared as instants, not as
+/// texts: a fraction is written only as long as it needs, so `…:40Z` is before `…:40.8Z` though
+/// its text sorts after it. Either one unreadable: not earlier.
+pub fn earlier(at: &str, than: &str) -> bool {
+    match (
+        DateTime::parse_from_rfc3339(at),
+        DateTime::parse_from_rfc3339(than),
+    ) {
+        (Ok(at), Ok(than)) => at < than,
+        _ => false,
+    }
+}
+
 /// Writes the last `digits` decimal digits of `value` at `out[*len..]`.
 fn put_digits(out: &mut [u8], len: &mut usize, mut value: u32, digits: usize) {
     for at in (*len..*len + digits).rev() {
@@ -207,6 +220,37 @@ fn put_digits(out: &mut [u8], len: &mut usize, mut value: u32, digits: usize) {
 mod tests {
     use super::*;
     use chrono::{NaiveDate, TimeZone};
+
+    /// Instants in the form this program writes them are ordered as instants, whatever the
+    /// length of their fractions.
+    #[test]
+    fn instants_are_ordered_as_instants_not_as_texts() {
+        let at = |ms: i64| {
+            let mut out = Vec::new();
+            assert!(write_millis(ms, &mut out));
+            String::from_utf8(out)
+                .unwrap()
+                .trim_matches('"')
+                .to_string()
+        };
+        let second = 1_796_485_240_000;
+        for (a, b) in [
+            (0, 800),
+            (0, 1),
+            (100, 150),
+            (10, 11),
+            (999, 1_000),
+            (800, 1_000),
+        ] {
+            let (a, b) = (at(second + a), at(second + b));
+            assert!(earlier(&a, &b), "{a} before {b}");
+            assert!(!earlier(&b, &a), "{b} not before {a}");
+            assert!(!earlier(&a, &a));
+        }
+        // The texts that misled a comparison of texts.
+        assert!(at(second) > at(second + 800));
+        assert!(!earlier("", &at(second)) && !earlier(&at(second), "not a time"));
+    }
 
     fn chrono_text(at: DateTime<Utc>) -> String {
         serde_json::to_string(&at).unwrap()
