@@ -48,7 +48,8 @@
 #                                 `perf report -i FILE --no-children`); those loads' numbers are
 #                                 then not clean
 #        PAGES="C M" bench/mcp.sh
-#                                 C conversations of M messages per read (default 4 270)
+#                                 C conversations of M messages per read (default 4 270): each
+#                                 gives M - 19 pages, so 1,000 pages take C x (M - 19) >= 1,000
 set -euo pipefail
 cd "$(dirname "$0")/.."
 for tool in wrk curl; do
@@ -57,6 +58,7 @@ done
 work="$(mktemp -d)"
 # The loads PERF profiles: the in-process reads, unless PERF_LOADS names others.
 PERF_LOADS="${PERF_LOADS:-ours_in-process_history ours_in-process_thread ours_in-process_rich}"
+[ -z "${PERF:-}" ] || mkdir -p "$PERF"
 # BIN=PATH measures that binary instead of this checkout's (bench/ab.sh alternates two).
 bin="${BIN:-}"
 if [ -z "$bin" ]; then
