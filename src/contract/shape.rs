@@ -557,7 +557,7 @@ impl<'s> Compiler<'s> {
                 .filter(|(key, _)| SCALAR_KEYWORDS.contains(&key.as_str()))
                 .map(|(key, value)| (key.as_str(), value))
         };
-        let native = checked().next().and_then(|_| Native::of(checked()));
+        let native = Native::of(checked());
         let rest = if checked().next().is_some() {
             let validator = jsonschema::options_for::<BorrowedJson>()
                 .with_draft(jsonschema::Draft::Draft202012)

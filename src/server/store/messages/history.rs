@@ -1,7 +1,7 @@
 //! A conversation's history pages: typed, or, read on the caller's thread, written as JSON
 //! while their rows are stepped.
 
-use super::{MessageRow, message_columns, message_row};
+use super::{MessageRow, message_columns, message_columns_with_kind, message_row};
 use crate::contract::target::{Target, TargetKind};
 use crate::contract::timestamp::Timestamp;
 use crate::contract::types::{Message, MessageAuthorId, MessageId};
@@ -45,16 +45,11 @@ macro_rules! thread_page {
     };
 }
 
-/// The columns of a typed page's statement, in `message_columns!`'s order, with the
-/// conversation's kind given as `$kind` (the page's statement has no channel row to read it from;
-/// a thread's messages do not use it).
+/// The columns of a typed page's statement, with the conversation's kind given as `$kind` (the
+/// page's statement has no channel row to read it from; a thread's messages do not use it).
 macro_rules! typed_columns {
     ($kind:literal) => {
-        concat!(
-            "SELECT g.id, g.channel_id, g.thread_id, ",
-            $kind,
-            ", g.author_id, g.content, g.created_at, g.reaction_count > 0, g.attachment_count > 0"
-        )
+        concat!("SELECT ", message_columns_with_kind!($kind))
     };
 }
 

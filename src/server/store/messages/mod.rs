@@ -25,18 +25,28 @@ use crate::contract::types::{
 };
 use attachments::attachment_info;
 
-/// The columns `message_row` reads, in its order; `c` is the message's channel. The two flags
-/// come from the counts that migration 9's triggers keep on the message row: a page fetches
-/// reactions and attachments only for the messages that have some, and skips those queries when
-/// none has.
+/// The columns `message_row` reads, in its order, with the conversation's kind read as `$kind`.
+/// The two flags come from the counts that migration 9's triggers keep on the message row: a
+/// page fetches reactions and attachments only for the messages that have some, and skips those
+/// queries when none has.
+macro_rules! message_columns_with_kind {
+    ($kind:literal) => {
+        concat!(
+            "g.id, g.channel_id, g.thread_id, ",
+            $kind,
+            ", g.author_id, g.content, g.created_at, g.reaction_count > 0, g.attachment_count > 0"
+        )
+    };
+}
+
+/// [`message_columns_with_kind!`] where `c` is the message's channel.
 macro_rules! message_columns {
     () => {
-        "g.id, g.channel_id, g.thread_id, c.kind, g.author_id, g.content, g.created_at, \
-         g.reaction_count > 0, g.attachment_count > 0"
+        message_columns_with_kind!("c.kind")
     };
 }
 // The history pages read the same columns.
-use message_columns;
+use {message_columns, message_columns_with_kind};
 
 /// The reactions and attachments of a page's messages that have some, each with its message's
 /// id, fetched in at most two queries.
@@ -354,17 +364,17 @@ impl Store {
                 Some(read) => read,
                 None => on_backend!(self, |writer, reader, pg| {
                     sqlx::query(if pg {
-                    "SELECT message_id, id, name, media_type, size FROM attachments \
-                     WHERE message_id IN (SELECT json_array_elements_text($1::json)) ORDER BY message_id, position"
-                } else {
-                    SQLITE
-                })
-                .bind(ids)
-                .fetch_all(reader)
-                .await?
-                .iter()
-                .map(|row| Ok((Columns::column(row, 0)?, attachment_info(row)?)))
-                .collect::<Result<_, StoreError>>()
+                        "SELECT message_id, id, name, media_type, size FROM attachments \
+                         WHERE message_id IN (SELECT json_array_elements_text($1::json)) ORDER BY message_id, position"
+                    } else {
+                        SQLITE
+                    })
+                    .bind(ids)
+                    .fetch_all(reader)
+                    .await?
+                    .iter()
+                    .map(|row| Ok((Columns::column(row, 0)?, attachment_info(row)?)))
+                    .collect::<Result<_, StoreError>>()
                 })?,
             }
         };
