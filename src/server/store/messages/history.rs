@@ -671,6 +671,15 @@ mod tests {
                         assert!(store.add_reaction(&id, who, emoji, now).await.unwrap());
                     }
                 }
+                if n == 4 {
+                    // Ties: at one count the earlier first, and at one instant by emoji.
+                    now += 1;
+                    for (who, emoji) in [(&member, "zz"), (&human, "yy")] {
+                        assert!(store.add_reaction(&id, who, emoji, now).await.unwrap());
+                    }
+                    now += 1;
+                    assert!(store.add_reaction(&id, &member, "aa", now).await.unwrap());
+                }
             }
             // Two messages at the same millisecond: the id orders them.
             for content in ["same ms a", "same ms b"] {
@@ -708,6 +717,27 @@ mod tests {
                         .map(|(text, _)| serde_json::from_str::<Vec<Message>>(text).unwrap().len())
                         .sum();
                     assert_eq!(messages, contents.len() + 2, "{target} by {limit}");
+                    let last = written
+                        .iter()
+                        .flat_map(|(text, _)| serde_json::from_str::<Vec<Message>>(text).unwrap())
+                        .find(|message| message.content.as_str() == "last")
+                        .expect("the page holds the last content");
+                    let order: Vec<(String, u64, bool)> = last
+                        .reactions
+                        .iter()
+                        .map(|r| (r.emoji.to_string(), r.count.get(), r.mine))
+                        .collect();
+                    assert_eq!(
+                        order,
+                        [
+                            ("👍".to_string(), 2, true),
+                            ("eyes".to_string(), 1, false),
+                            ("yy".to_string(), 1, false),
+                            ("zz".to_string(), 1, true),
+                            ("aa".to_string(), 1, true),
+                        ],
+                        "{target} by {limit}"
+                    );
                     read.push(written);
                 }
                 assert!(

@@ -68,6 +68,40 @@ fn reaction_row(row: &impl Columns) -> Result<(String, Reaction), StoreError> {
     Ok((row.column(0)?, reaction))
 }
 
+/// One emoji on one message, added up from its rows (one per member).
+struct Tally {
+    message_id: String,
+    emoji: String,
+    count: u64,
+    mine: bool,
+    /// When its first member added it.
+    first_ms: i64,
+}
+
+/// `(message id, reaction)` from tallies grouped by message: each message's most used first,
+/// then the earliest added, then by emoji, as [`Store::reactions_of`]'s grouping statement
+/// orders them.
+fn ranked(mut tallies: Vec<Tally>) -> Result<Vec<(String, Reaction)>, StoreError> {
+    for message in tallies.chunk_by_mut(|a, b| a.message_id == b.message_id) {
+        message.sort_by(|a, b| {
+            (b.count.cmp(&a.count))
+                .then(a.first_ms.cmp(&b.first_ms))
+                .then(a.emoji.cmp(&b.emoji))
+        });
+    }
+    tallies
+        .into_iter()
+        .map(|tally| {
+            let reaction = Reaction {
+                emoji: parse(tally.emoji, "emoji")?,
+                count: std::num::NonZeroU64::new(tally.count).expect("a tally counts its rows"),
+                mine: tally.mine,
+            };
+            Ok((tally.message_id, reaction))
+        })
+        .collect()
+}
+
 impl Store {
     /// The reactions of `message_id` as `member_id` sees them.
     pub async fn reactions(
@@ -97,12 +131,37 @@ impl Store {
         const SQLITE: &str = "SELECT message_id, emoji, COUNT(*), CAST(MAX(CASE WHEN member_id = $2 THEN 1 ELSE 0 END) AS BIGINT) FROM reactions \
              WHERE message_id IN (SELECT value FROM json_each($1)) \
              GROUP BY message_id, emoji ORDER BY message_id, COUNT(*) DESC, MIN(created_at), emoji";
+        // The rows themselves, in the primary key's order: SQLite's grouping and sorting of a
+        // page's few reactions cost more than adding them up here.
+        const SQLITE_ROWS: &str = "SELECT message_id, emoji, member_id = $2, created_at FROM reactions \
+             WHERE message_id IN (SELECT value FROM json_each($1)) ORDER BY message_id, emoji";
         let binds = [Bind::Text(ids), Bind::Text(member_id)];
         if on_callers_thread(rows)
             && let Some(raw) = self.raw()
-            && let Some(read) = raw.query(here!(), SQLITE, &binds, |row| reaction_row(row))?
         {
-            return Ok(read);
+            let mut tallies: Vec<Tally> = Vec::new();
+            let read = raw.query(here!(), SQLITE_ROWS, &binds, |row| {
+                let (message_id, emoji) = (row.str(0)?, row.str(1)?);
+                let (mine, at) = (row.int(2)? == 1, row.int(3)?);
+                match tallies.last_mut() {
+                    Some(tally) if tally.message_id == message_id && tally.emoji == emoji => {
+                        tally.count += 1;
+                        tally.mine |= mine;
+                        tally.first_ms = tally.first_ms.min(at);
+                    }
+                    _ => tallies.push(Tally {
+                        message_id: message_id.to_string(),
+                        emoji: emoji.to_string(),
+                        count: 1,
+                        mine,
+                        first_ms: at,
+                    }),
+                }
+                Ok(())
+            })?;
+            if read.is_some() {
+                return ranked(tallies);
+            }
         }
         on_backend!(self, |writer, reader, pg| {
             let rows = sqlx::query(if pg {
