@@ -6,7 +6,8 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+agentteam::huge_pages_off_before_the_allocator!();
+
 fn main() -> std::process::ExitCode {
-    agentteam::platform::process::without_huge_pages();
     agentteam::cli::main()
 }

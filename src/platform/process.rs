@@ -88,12 +88,13 @@ pub fn in_own_group(command: &mut tokio::process::Command) -> &mut tokio::proces
 /// [`without_huge_pages`] turned them off: what each child gets back.
 static HUGE_PAGES_ALLOWED_AT_START: AtomicBool = AtomicBool::new(false);
 
-/// Turns transparent huge pages off for this process, first thing. Under the kernel's `always`
-/// setting every 2 MiB of the allocator's arenas and of each thread's stack touched at all would
-/// be resident whole: an idle daemon and each `agentteam run` relay hold a few MiB in use spread
-/// over many such regions. The flag is the process's own (the kernel's setting is untouched) and
-/// a child would inherit it across fork and exec, so [`child_keeps_huge_pages`] gives each child
-/// the setting this process started with.
+/// Turns transparent huge pages off for this process: the binary has it run before the allocator
+/// starts ([`huge_pages_off_before_the_allocator!`](crate::huge_pages_off_before_the_allocator)).
+/// Under the kernel's `always` setting every 2 MiB of the allocator's arenas and of each thread's
+/// stack touched at all would be resident whole: an idle daemon and each `agentteam run` relay
+/// hold a few MiB in use spread over many such regions. The flag is the process's own (the
+/// kernel's setting is untouched) and a child would inherit it across fork and exec, so
+/// [`child_keeps_huge_pages`] gives each child the setting this process started with.
 pub fn without_huge_pages() {
     #[cfg(target_os = "linux")]
     if rustix::thread::transparent_huge_pages_are_disabled() == Ok(false)
@@ -101,6 +102,26 @@ pub fn without_huge_pages() {
     {
         HUGE_PAGES_ALLOWED_AT_START.store(true, Ordering::Relaxed);
     }
+}
+
+/// Makes [`without_huge_pages`] a constructor of the binary that expands it, of priority 100:
+/// it runs before every constructor of priority 101 and later, among them the allocator's
+/// (mimalloc sets up its first arena in one, of priority 101), so under the kernel's `always`
+/// setting not even the first arena's pages are faulted in as huge pages. Only a binary expands
+/// it: a test process keeps its own setting.
+#[macro_export]
+macro_rules! huge_pages_off_before_the_allocator {
+    () => {
+        #[cfg(target_os = "linux")]
+        #[used]
+        #[unsafe(link_section = ".init_array.00100")]
+        static HUGE_PAGES_OFF_BEFORE_THE_ALLOCATOR: extern "C" fn() = {
+            extern "C" fn off() {
+                $crate::platform::process::without_huge_pages();
+            }
+            off
+        };
+    };
 }
 
 /// Has `command`'s process start with the huge-page setting this process started with, not the
