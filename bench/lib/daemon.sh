@@ -45,7 +45,8 @@ operator_token() {
 # token on curl's stdin, never argv), as one JSON object: `dropped` (records lost), `recorded`
 # (records committed), `refused` (requests answered with an error because their record found no
 # room in time), `waited` and `waitedMs` (requests that waited for room, and their waits),
-# `queued` (records not yet committed) and `maxLagMs` (the longest a record waited to be committed);
+# `queued` (records not yet committed) and `maxLagMs` (the longest from a request's start to its
+# record's commit);
 # `recorded` and `maxLagMs` are null from a server that does not count them (an older commit's,
 # alternated by bench/ab.sh); `reads`, how many times this script read the stats so far: each read
 # is an operator request the server records too.

@@ -200,7 +200,8 @@ json.dump(figures, open(out, "w"))
 wait = f", mean wait {delta['waitedMs'] / delta['waited']:.0f} ms" if delta["waited"] else ""
 print(f"{name}: valid: {answers} answers, {delta['recorded']} records committed, "
       f"{delta['refused']} refused, {delta['waited']} waited for audit room{wait}, "
-      f"writer lag at most {after['maxLagMs']} ms since start")
+      f"a record committed at most {after['maxLagMs']} ms after its request began "
+      f"(since start; the daemon's event-feed long poll, up to 25 s, counts too)")
 PY
 }
 
