@@ -241,14 +241,24 @@ pub fn token_file(data: &[u8]) {
         assert_eq!(parsed.as_bytes(), token);
     }
 
-    static DIR: LazyLock<std::path::PathBuf> = LazyLock::new(|| {
-        let dir = std::env::temp_dir().join(format!("agentteam-fuzz-{}", std::process::id()));
-        crate::daemon::auth::files::ensure_private_dir(&dir).expect("a private directory");
-        dir
-    });
-    let path = DIR.join("token");
+    // A directory of this call's own, removed before it returns: a fuzzing run is thousands of
+    // calls in one process, and a run of the seeds is one in the unit tests' process.
+    let dir = token_file_dir();
+    crate::daemon::auth::files::ensure_private_dir(&dir).expect("a private directory");
+    let path = dir.join("token");
     crate::private_file::replace_bytes(&path, data).expect("the token file is written");
-    assert_eq!(read_token_file(&path).ok(), parsed.ok());
+    let read = read_token_file(&path).ok();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(read, parsed.ok());
+}
+
+/// Where [`token_file`] writes its file, for this process and thread.
+fn token_file_dir() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!(
+        "agentteam-fuzz-{}-{:?}",
+        std::process::id(),
+        std::thread::current().id()
+    ))
 }
 
 /// Reply targets: what canonicalizes is canonical afterwards and parses back to itself; a refusal
@@ -602,6 +612,17 @@ mod tests {
             }
             assert!(replayed > 0, "{name} has no seed in fuzz/corpus/{name}");
         }
+    }
+
+    /// The token-file target leaves no file behind, whatever it was given.
+    #[test]
+    fn the_token_file_target_leaves_nothing_behind() {
+        for data in [&b"abc.DEF_1-2\n"[..], b"", b"not a token", &[0xff; 9000]] {
+            token_file(data);
+            assert!(!token_file_dir().exists(), "{data:?} left its directory");
+        }
+        let per_process = format!("agentteam-fuzz-{}", std::process::id());
+        assert!(!std::env::temp_dir().join(per_process).exists());
     }
 
     /// The properties can fail: a cursor from another key, a token with its claims swapped, and a
