@@ -101,21 +101,6 @@ daemon_quiet() {
     echo "the daemon was idle after $((waited * 5 / 10)).$((waited * 5 % 10)) s"
 }
 
-# compete_start, compete_stop: with COMPETE set, a busy loop on core 0 beside the server, at the
-# same priority, for the length of one load (the server then has about half its core).
-compete_pid=""
-compete_start() {
-    [ -n "${COMPETE:-}" ] || return 0
-    taskset -c 0 sh -c 'while :; do :; done' &
-    compete_pid=$!
-}
-compete_stop() {
-    [ -n "$compete_pid" ] || return 0
-    kill "$compete_pid" 2>/dev/null || true
-    wait "$compete_pid" 2>/dev/null || true
-    compete_pid=""
-}
-
 # backend_start: with BACKEND=postgres, a throwaway PostgreSQL cluster (scripts/pg-cluster) and an
 # `agentteam server` on it, both on core 0 beside where the daemon runs; sets `server_flags` (the
 # daemon's `--server-url` and `--operator-token-file`) and `operator_token_file`. Without it, the

@@ -108,6 +108,21 @@ if bodies ~= "" then
 end
 LUA
 
+# compete_start, compete_stop: with COMPETE set, a busy loop on core 0 beside the server, at the
+# same priority, for the length of one load (the server then has about half its core).
+compete_pid=""
+compete_start() {
+    [ -n "${COMPETE:-}" ] || return 0
+    taskset -c 0 sh -c 'while :; do :; done' &
+    compete_pid=$!
+}
+compete_stop() {
+    [ -n "$compete_pid" ] || return 0
+    kill "$compete_pid" 2>/dev/null || true
+    wait "$compete_pid" 2>/dev/null || true
+    compete_pid=""
+}
+
 # load NAME URL TOKEN_FILE METHOD [TOOL ARGUMENTS]: the full check, 10 s of wrk at 16 connections
 # on core 1 (beside a competing load on core 0 with COMPETE set), the full check again; records
 # req/s in $work/NAME.rps. With BODIES set (a file of request bodies, one per line, each checked
@@ -212,11 +227,11 @@ peer_build() {
     peer_bin="$PWD/target/bench-peer/release/mcp-peer"
 }
 
-# peer_start [BUSY_US]: starts the peer alone on core 0 (each `echo` spinning BUSY_US first, when
-# given); sets `peer_pid` and `peer_url`.
+# peer_start [BUSY_US [TEXT_BYTES]]: starts the peer alone on core 0 (each `echo` spinning BUSY_US
+# first, and its text padded to TEXT_BYTES, when given); sets `peer_pid` and `peer_url`.
 peer_start() {
     # shellcheck disable=SC2086 # no busy wait: no argument
-    taskset -c 0 "$peer_bin" 0 ${1:-} > "$work/peer.out" 2> "$work/peer.log" &
+    taskset -c 0 "$peer_bin" 0 ${1:-} ${2:-} > "$work/peer.out" 2> "$work/peer.log" &
     peer_pid=$!
     until grep -q "listening on" "$work/peer.out" 2>/dev/null; do
         kill -0 "$peer_pid" 2>/dev/null || { cat "$work/peer.log" >&2; exit 1; }

@@ -1,10 +1,11 @@
 //! Benchmark peer for `bench/mcp.sh`: an rmcp 3.11 Streamable HTTP server in stateless JSON mode
 //! with one trivial tool, `echo {text}` -> `text`, mounted at `/mcp`.
 //!
-//! Usage: `mcp-peer PORT [BUSY_US]` — binds 127.0.0.1:PORT and prints
+//! Usage: `mcp-peer PORT [BUSY_US [TEXT_BYTES]]` — binds 127.0.0.1:PORT and prints
 //! `listening on 127.0.0.1:PORT`. With `BUSY_US`, each `echo` first spins that many microseconds
 //! (`bench/wake_cost.sh`: what a slower answer costs beyond its own work); without it, one
-//! relaxed load per call.
+//! relaxed load per call. With `TEXT_BYTES`, the text it returns is padded with `x` to that many
+//! bytes (`bench/wake_cost.sh`: what an answer the size of a history page costs to send).
 //! The runtime is tokio's multi-thread one with its default worker count, like the daemon's;
 //! under `taskset -c 0` both get one worker. It is served the way rmcp's users serve it
 //! (`axum::serve`, no header-read timeout): a throughput peer for loopback load, not a server
@@ -31,10 +32,13 @@ struct Peer;
 /// Microseconds each `echo` spins before it answers (0: none).
 static BUSY_US: AtomicU64 = AtomicU64::new(0);
 
+/// The least number of bytes of the text each `echo` returns (0: the text as given).
+static TEXT_BYTES: AtomicU64 = AtomicU64::new(0);
+
 #[tool_router(server_handler)]
 impl Peer {
     #[tool(description = "Return the given text")]
-    fn echo(&self, Parameters(EchoArgs { text }): Parameters<EchoArgs>) -> String {
+    fn echo(&self, Parameters(EchoArgs { mut text }): Parameters<EchoArgs>) -> String {
         let busy = BUSY_US.load(Ordering::Relaxed);
         if busy > 0 {
             let started = std::time::Instant::now();
@@ -42,9 +46,16 @@ impl Peer {
                 std::hint::spin_loop();
             }
         }
+        let bytes = TEXT_BYTES.load(Ordering::Relaxed) as usize;
+        if text.len() < bytes {
+            let pad = bytes - text.len();
+            text.extend(std::iter::repeat_n('x', pad));
+        }
         text
     }
 }
+
+const USAGE: &str = "usage: mcp-peer PORT [BUSY_US [TEXT_BYTES]]";
 
 #[tokio::main]
 async fn main() {
@@ -52,15 +63,17 @@ async fn main() {
         .nth(1)
         .and_then(|arg| arg.parse().ok())
         .unwrap_or_else(|| {
-            eprintln!("usage: mcp-peer PORT [BUSY_US]");
+            eprintln!("{USAGE}");
             std::process::exit(2)
         });
-    if let Some(busy) = std::env::args().nth(2) {
-        let busy: u64 = busy.parse().unwrap_or_else(|_| {
-            eprintln!("usage: mcp-peer PORT [BUSY_US]");
-            std::process::exit(2)
-        });
-        BUSY_US.store(busy, Ordering::Relaxed);
+    for (index, setting) in [(2, &BUSY_US), (3, &TEXT_BYTES)] {
+        if let Some(value) = std::env::args().nth(index) {
+            let value: u64 = value.parse().unwrap_or_else(|_| {
+                eprintln!("{USAGE}");
+                std::process::exit(2)
+            });
+            setting.store(value, Ordering::Relaxed);
+        }
     }
     let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
