@@ -7,6 +7,9 @@
 #   (a) ours: tools/list
 #   (b) ours: tools/call message_history_read, pages of 20 channel messages (no thread, no
 #       reaction, no attachment)
+#   (b1) ours: the same channel pages' cursors, each read one message deep: the same path and
+#       statement with one row and a short answer (no target: what a page costs beyond its
+#       path is (b) against it)
 #   (c) ours: pages of 20 messages of threads
 #   (d) ours: pages of 20 channel messages that each carry a reaction and an attachment
 #   (e) peer: tools/call of a trivial `echo` tool on rmcp 3.11 in stateless JSON mode
@@ -126,6 +129,8 @@ ours() {
             message_history_read "$(first_arguments "$work/channel.bodies")"
         cp "$work/$name.rps" "$work/ours_${hop}_history.$n.rps"
     done
+    BODIES="$work/one.bodies" load "ours_${hop}_one" "$mcp_url" "$token_file" tools/call \
+        message_history_read "$(first_arguments "$work/one.bodies")"
     BODIES="$work/thread.bodies" load "ours_${hop}_thread" "$mcp_url" "$token_file" tools/call \
         message_history_read "$(first_arguments "$work/thread.bodies")"
     BODIES="$work/rich.bodies" load "ours_${hop}_rich" "$mcp_url" "$token_file" tools/call \
@@ -166,6 +171,7 @@ for hop in hops:
     reads = {
         "tools/list": read(f"ours_{hop}_tools_list"),
         "channel page": statistics.median(loads),
+        "channel page of one message (the path without the page)": read(f"ours_{hop}_one"),
         "thread page": read(f"ours_{hop}_thread"),
         "reactions+attachments page": read(f"ours_{hop}_rich"),
     }

@@ -13,7 +13,9 @@ load. Each page's request (`message_history_read`, `limit` 20) is sent once here
 20 messages, the first of them the message after its cursor: a page the load rotates over is a
 real, distinct, full page.
 
-Writes DIR/KIND.bodies: one JSON-RPC request body per line, in a shuffled order (a fixed seed).
+Writes DIR/KIND.bodies: one JSON-RPC request body per line, in a shuffled order (a fixed seed);
+and DIR/one.bodies: the channel pages' requests with `limit` 1, each checked to answer the one
+message after its cursor.
 The bearer tokens are read from their files, never from argv.
 
 Usage: mcp_pages.py DIR SERVER_URL OPERATOR_TOKEN_FILE WORKSPACE HUMAN AGENT CHANNEL MCP_URL
@@ -101,6 +103,9 @@ def main():
         kinds["rich"].append(f"channel:{rich}")
 
     rng = random.Random(1)
+    # The channel pages' cursors again, each read one message deep: the same path and statement
+    # with one row and a short answer (what a page costs beyond the path is the difference).
+    ones = []
     for kind, targets in kinds.items():
         pages = []
         for target in targets:
@@ -128,10 +133,19 @@ def main():
                 if kind == "rich" and not all(m["reactions"] and m["attachments"] for m in page):
                     sys.exit(f"{target}: a message without its reaction or attachment")
                 pages.append(body)
+                if kind == "channel":
+                    one = rpc("message_history_read", {**arguments, "limit": 1})
+                    if [m["id"] for m in call(mcp, "message_history_read", body=one)["messages"]] != [first]:
+                        sys.exit(f"{target}: a one-message page that is not {first}")
+                    ones.append(one)
         rng.shuffle(pages)
         with open(f"{out}/{kind}.bodies", "w") as f:
             f.write("".join(body + "\n" for body in pages))
         print(f"pages: {kind}: {len(pages)} distinct pages of {PAGE} messages over {len(targets)} conversations")
+    rng.shuffle(ones)
+    with open(f"{out}/one.bodies", "w") as f:
+        f.write("".join(body + "\n" for body in ones))
+    print(f"pages: one: {len(ones)} distinct pages of 1 message")
 
 
 if __name__ == "__main__":
