@@ -392,6 +392,41 @@ echo "END cookie"
     assert!(codes.iter().all(|c| ["401", "403"].contains(c)), "{output}");
     assert!(!cookie_answers.contains("\"tools\""), "{output}");
 
+    // A second `agentteam open` before the first page is used: the first code still opens a
+    // session, and the page that holds the newer code stays for it.
+    let (_, older, _) = open(&daemon).await;
+    let older_code = code_in(&std::fs::read_to_string(&login_file).unwrap());
+    let (_, newer, _) = open(&daemon).await;
+    assert_eq!(older["loginFile"], newer["loginFile"]);
+    let newer_code = code_in(&std::fs::read_to_string(&login_file).unwrap());
+    assert_ne!(older_code, newer_code);
+    assert_eq!(login(older_code, Some("null")).await.unwrap().status(), 200);
+    assert_eq!(
+        code_in(&std::fs::read_to_string(&login_file).unwrap()),
+        newer_code,
+        "a login leaves a newer page alone"
+    );
+    assert_eq!(login(newer_code, Some("null")).await.unwrap().status(), 200);
+    assert!(!login_file.exists(), "the used code goes with its page");
+
+    // The live stream: it starts, and signing out ends it before anything newer is sent.
+    let mut live = console
+        .get("/live")
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(live.status(), 200);
+    let mut said = String::new();
+    while !said.contains("event: ready") {
+        let chunk = tokio::time::timeout(Duration::from_secs(30), live.chunk())
+            .await
+            .expect("the stream says it is ready")
+            .unwrap()
+            .expect("the stream stays open until it is ready");
+        said.push_str(&String::from_utf8_lossy(&chunk));
+    }
+
     // Signing out ends the session.
     let out = console
         .post("/logout")
@@ -410,6 +445,30 @@ echo "END cookie"
         .await
         .unwrap();
     assert_eq!(after.status(), 401);
+    // A change after that wakes the stream, which ends without sending it.
+    as_agent(
+        &daemon,
+        &builder,
+        "tools/message_send",
+        json!({"target": general, "content": "after the sign-out"}),
+    )
+    .await;
+    // The stream's keep-alive comes every 15 s: the whole wait is bounded, not each read.
+    let mut after_sign_out = String::new();
+    let ended = tokio::time::timeout(Duration::from_secs(40), async {
+        while let Some(chunk) = live.chunk().await.unwrap() {
+            after_sign_out.push_str(&String::from_utf8_lossy(&chunk));
+            if after_sign_out.contains("event: change") {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(
+        !after_sign_out.contains("after the sign-out") && !after_sign_out.contains("event: change"),
+        "{after_sign_out}"
+    );
+    assert!(ended.is_ok(), "the stream ends once a change comes");
     assert!(
         !daemon.log().contains(&first),
         "the daemon never logs a login code"

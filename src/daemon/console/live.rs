@@ -6,6 +6,10 @@
 //! connections to a host and a stream per tab would hang the seventh. The daemon serves at most
 //! [`super::MAX_LIVE_STREAMS`] at once. Each event's `id` is the feed's cursor: a reconnecting
 //! `EventSource` sends it back as `Last-Event-ID` and misses nothing the feed still keeps.
+//!
+//! A stream lives no longer than its session: before each batch is sent, the session is looked
+//! up again, and a session signed out, expired or pushed out by newer ones ends the stream with
+//! nothing more sent.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -31,6 +35,8 @@ const NOTIFY_CHARS: usize = 140;
 
 struct Follow {
     state: DaemonState,
+    /// The session's id, as its cookie carries it: looked up before each batch.
+    session_id: String,
     csrf: String,
     cursor: Option<i64>,
     /// Sent `ready` (the first event, once the cursor is known).
@@ -63,9 +69,18 @@ pub async fn stream(
         .and_then(|v| v.parse::<i64>().ok())
         .or(query.after)
         .filter(|c| *c >= 0);
+    let Some(session_id) = super::session_id(&headers) else {
+        // `with_session` found the session by this cookie; without it there is none.
+        return refusal(
+            StatusCode::UNAUTHORIZED,
+            "Signed out",
+            "Run `agentteam open` to sign in again.",
+        );
+    };
     let stop = state.console.stop.clone();
     let follow = Follow {
         state,
+        session_id,
         csrf: session.csrf,
         cursor,
         greeted: false,
@@ -73,7 +88,15 @@ pub async fn stream(
     };
     let events = futures_util::stream::unfold(follow, |mut follow| async move {
         let batch = next_batch(&mut follow).await;
-        Some((futures_util::stream::iter(batch), follow))
+        // Looked up after the batch was read (a read waits up to `WAIT`), right before it is
+        // sent.
+        let live = follow
+            .state
+            .console
+            .logins
+            .session(&follow.session_id)
+            .is_some();
+        live.then(|| (futures_util::stream::iter(batch), follow))
     })
     .flatten()
     .take_until(async move { stop.cancelled().await });
@@ -111,8 +134,27 @@ async fn next_batch(follow: &mut Follow) -> Vec<Event> {
     if page["resync"] == json!(true) {
         out.push(Event::default().event("resync").data("{}"));
     }
-    let names = names(&follow.state).await.ok();
-    for event in page["events"].as_array().into_iter().flatten() {
+    let events = page["events"]
+        .as_array()
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    // A message, a reaction or a delivery is shown with its names: without them the cursor
+    // stays where it is and the page is read again, rather than passed over.
+    let names = if events
+        .iter()
+        .any(|e| e["kind"] != "approval" && e["kind"] != "task")
+    {
+        match names(&follow.state).await {
+            Ok(names) => Some(names),
+            Err(_) => {
+                tracing::debug!("the console's live stream could not read the names it shows");
+                return pause_offline().await;
+            }
+        }
+    } else {
+        None
+    };
+    for event in events {
         if let Some(shown) = shown(event, names.as_deref(), &follow.csrf) {
             out.push(
                 Event::default()
@@ -145,6 +187,12 @@ fn ready(cursor: i64) -> Event {
 /// The feed failed: the page is told, and the stream reads again after a pause.
 async fn offline(error: &crate::contract::ActionError) -> Vec<Event> {
     tracing::debug!(error = %error.message, "the console's live stream could not read the feed");
+    pause_offline().await
+}
+
+/// A read failed: the page is told, and the stream reads again from the same cursor after a
+/// pause.
+async fn pause_offline() -> Vec<Event> {
     tokio::time::sleep(RETRY).await;
     vec![Event::default().event("offline").data("{}")]
 }

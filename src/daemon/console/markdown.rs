@@ -3,7 +3,10 @@
 //! The text is untrusted: it is Markdown (CommonMark with tables, strikethrough and task lists)
 //! whose raw HTML, inline or in blocks, is shown as text, never parsed as markup. A link keeps
 //! its target only when that is an absolute `http`, `https` or `mailto` URL (a `javascript:`,
-//! `data:`, `file:` or relative link becomes its text), and opens with no referrer and no opener.
+//! `data:`, `file:` or relative link becomes its text) to a host that is not this machine's
+//! loopback (`localhost`, a `*.localhost` name, `127.0.0.0/8`, `::1`, `0.0.0.0`): a browser sends
+//! the console's cookie to its name on any port, and a link an agent wrote to a server of its own
+//! on the console's name would carry it there. A kept link opens with no referrer and no opener.
 //! An image is never loaded (nothing remote loads by itself): it becomes a link to where it is,
 //! under the same rule. Everything else is escaped by pulldown-cmark's writer.
 
@@ -67,10 +70,38 @@ fn anchor<'a>(href: &str, title: &str) -> Event<'a> {
     ))
 }
 
-/// `url` normalized, when it is an absolute `http`, `https` or `mailto` URL.
+/// `url` normalized, when it is an absolute `http`, `https` or `mailto` URL to a host other than
+/// this machine's loopback.
 fn safe_url(url: &str) -> Option<String> {
     let parsed = url::Url::parse(url.trim()).ok()?;
-    matches!(parsed.scheme(), "http" | "https" | "mailto").then(|| parsed.to_string())
+    let web = match parsed.scheme() {
+        "http" | "https" => true,
+        "mailto" => false,
+        _ => return None,
+    };
+    if web && parsed.host().is_none_or(is_loopback) {
+        return None;
+    }
+    Some(parsed.to_string())
+}
+
+/// Whether `host` names this machine: `localhost` and every name under it (browsers resolve them
+/// to loopback), a loopback address, or the unspecified one (which browsers connect to locally).
+fn is_loopback(host: url::Host<&str>) -> bool {
+    match host {
+        url::Host::Domain(name) => {
+            let name = name.trim_end_matches('.').to_ascii_lowercase();
+            name == "localhost" || name.ends_with(".localhost")
+        }
+        url::Host::Ipv4(ip) => ip.is_loopback() || ip.is_unspecified(),
+        url::Host::Ipv6(ip) => {
+            ip.is_loopback()
+                || ip.is_unspecified()
+                || ip
+                    .to_ipv4_mapped()
+                    .is_some_and(|v4| v4.is_loopback() || v4.is_unspecified())
+        }
+    }
 }
 
 #[cfg(test)]
@@ -84,6 +115,35 @@ mod tests {
         assert!(!out.contains("<img"), "{out}");
         assert!(out.contains("&lt;script&gt;"), "{out}");
         assert!(out.contains("&lt;img src=x onerror=alert(1)&gt;"), "{out}");
+    }
+
+    #[test]
+    fn a_link_to_this_machine_keeps_only_its_text() {
+        for local in [
+            "http://at-abc.localhost:3000/",
+            "http://AT-ABC.LOCALHOST.:3000/x",
+            "https://localhost/",
+            "http://127.0.0.1:8080/",
+            "http://127.1.2.3/",
+            "http://2130706433/",
+            "http://0.0.0.0:3000/",
+            "http://[::1]:3000/",
+            "http://[::ffff:127.0.0.1]/",
+        ] {
+            let out = render(&format!("[preview]({local}) and <{local}>"));
+            assert!(!out.contains("<a "), "{local}: {out}");
+            assert!(out.contains("preview"), "{local}: {out}");
+        }
+        for remote in [
+            "http://localhost.example.com/",
+            "https://example.localhost.dev/",
+        ] {
+            let out = render(&format!("[docs]({remote})"));
+            assert!(
+                out.contains(&format!("<a href=\"{remote}\"")),
+                "{remote}: {out}"
+            );
+        }
     }
 
     #[test]

@@ -4,8 +4,10 @@
 //! browser request there is refused as before), and the console accepts no bearer. It answers
 //! only at `http://<name>.localhost:<port>`, where `<name>` is random per state directory
 //! (`console.json`): browsers resolve every `*.localhost` name to loopback, and a cookie set here
-//! is host-only, so a server on another loopback port or name (another user's, an agent's dev
-//! server on `127.0.0.1:3000`) is never sent it; a page can name this host only by knowing it.
+//! is host-only, so a server on another loopback name (another user's, an agent's dev server on
+//! `127.0.0.1:3000`) is never sent it; a page can name this host only by knowing it. A cookie is
+//! not bound to a port: a browser sent to this name on another port would send it there, so a
+//! link in agent text to a loopback name is shown as its text only (`markdown`).
 //!
 //! Every request is checked before any route ([`front`]): the exact `Host` (port included: a
 //! DNS-rebinding page carries its own name), no `Origin` but the console's own (the login form
@@ -251,7 +253,10 @@ async fn login(State(state): State<DaemonState>, body: axum::body::Bytes) -> Res
     let code = url::form_urlencoded::parse(&body)
         .find(|(name, _)| name == "code")
         .map(|(_, value)| value.into_owned());
-    let Some((id, _)) = code.and_then(|code| state.console.logins.redeem(&code)) else {
+    let redeemed = code
+        .as_deref()
+        .and_then(|code| state.console.logins.redeem(code));
+    let (Some(code), Some((id, _))) = (code, redeemed) else {
         return refusal(
             StatusCode::FORBIDDEN,
             "This login has expired",
@@ -259,8 +264,11 @@ async fn login(State(state): State<DaemonState>, body: axum::body::Bytes) -> Res
              again for a new one.",
         );
     };
-    // The used code goes with its page.
-    let _ = std::fs::remove_file(&state.console.login_file);
+    // The used code goes with its page; a newer page (`agentteam open` again) stays.
+    let login_file = &state.console.login_file;
+    if std::fs::read_to_string(login_file).is_ok_and(|page| page.contains(&code)) {
+        let _ = std::fs::remove_file(login_file);
+    }
     let cookie = format!(
         "{COOKIE}={id}; Path=/; HttpOnly; SameSite=Strict; Max-Age={}",
         session::SESSION_TTL.as_secs()
