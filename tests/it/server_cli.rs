@@ -71,6 +71,21 @@ fn an_unreachable_database_and_an_unknown_scheme_are_clear_errors() {
         run.stderr
     );
     assert!(!run.stderr.contains("topsecret"), "{}", run.stderr);
+
+    let run = agentteam(&[
+        "server",
+        "--database",
+        "sqlite::memory:",
+        "--operator-token-file",
+        token.to_str().unwrap(),
+    ]);
+    assert_eq!(run.code, 2, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("an in-memory SQLite database keeps nothing once the server stops"),
+        "{}",
+        run.stderr
+    );
 }
 
 /// sqlx reads a `password` from the query (decoded: `pass%77ord` is `password` too) and logs any

@@ -40,9 +40,8 @@ pub(crate) enum Db {
     Sqlite {
         writer: SqlitePool,
         reader: Readers,
-        /// The hottest reads, on the caller's thread (`None` for an in-memory database, which
-        /// another connection cannot open).
-        raw: Option<std::sync::Arc<RawReaders>>,
+        /// The hottest reads, on the caller's thread.
+        raw: std::sync::Arc<RawReaders>,
         _lock: std::sync::Arc<DatabaseLock>,
     },
     Postgres(PgPool),
@@ -52,16 +51,29 @@ pub(crate) enum Db {
 /// held until the process ends (or dies). The server's writer is then the database's only one,
 /// so what the process caches about the database (device authentications) is invalidated by the
 /// writes that change it. PostgreSQL replicas share their database and cache nothing.
-pub(crate) struct DatabaseLock(#[allow(dead_code)] Option<std::fs::File>);
+pub(crate) struct DatabaseLock(#[allow(dead_code)] std::fs::File);
 
 impl DatabaseLock {
     fn take(options: &SqliteConnectOptions) -> Result<DatabaseLock, StoreError> {
         use crate::platform::fs::PrivateOpen;
         let path = options.get_filename();
-        if path.as_os_str() == ":memory:" {
-            return Ok(DatabaseLock(None));
-        }
-        let mut name = path.as_os_str().to_owned();
+        // Named from the database's real path: a second server given a symbolic link to the
+        // same file (or a path through one) finds the same lock. The file exists by now or is
+        // about to: its directory is resolved, and the name kept.
+        let real = match (path.parent(), path.file_name()) {
+            (Some(dir), Some(file)) => {
+                let dir = if dir.as_os_str().is_empty() {
+                    std::path::Path::new(".")
+                } else {
+                    dir
+                };
+                let resolved = std::fs::canonicalize(path)
+                    .or_else(|_| std::fs::canonicalize(dir).map(|dir| dir.join(file)));
+                resolved.map_err(StoreError::Lock)?
+            }
+            _ => path.to_path_buf(),
+        };
+        let mut name = real.as_os_str().to_owned();
         name.push(".server-lock");
         let file = std::fs::OpenOptions::new()
             .create(true)
@@ -72,7 +84,7 @@ impl DatabaseLock {
             .map_err(StoreError::Lock)?;
         crate::platform::lock::try_lock_exclusive(&file)
             .map_err(|_| StoreError::InUse(path.display().to_string()))?;
-        Ok(DatabaseLock(Some(file)))
+        Ok(DatabaseLock(file))
     }
 }
 
@@ -200,6 +212,19 @@ pub fn is_postgres(url: &str) -> bool {
     url.starts_with("postgres://") || url.starts_with("postgresql://")
 }
 
+/// Whether a `sqlite:` URL names a database in memory (`sqlite::memory:`, `sqlite://:memory:`,
+/// no path at all, or `mode=memory`): the server refuses one, as it keeps nothing.
+fn sqlite_in_memory(url: &str) -> bool {
+    let rest = url.strip_prefix("sqlite:").unwrap_or(url);
+    let rest = rest.strip_prefix("//").unwrap_or(rest);
+    let (path, query) = rest.split_once('?').unwrap_or((rest, ""));
+    path.is_empty()
+        || path == ":memory:"
+        || query
+            .split('&')
+            .any(|pair| pair.eq_ignore_ascii_case("mode=memory"))
+}
+
 impl Db {
     /// Connects to `url` (`sqlite://PATH`, created if missing, or `postgres://…`) and applies
     /// every pending migration.
@@ -224,6 +249,9 @@ impl Db {
                 .collect();
             return Err(StoreError::UnsupportedUrl(scheme));
         }
+        if sqlite_in_memory(url) {
+            return Err(StoreError::InMemory);
+        }
         let options = SqliteConnectOptions::from_str(url)?
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
@@ -246,12 +274,7 @@ impl Db {
             .connect_with(options.clone().pragma("temp_store", "memory"))
             .await?;
         migrate_sqlite(&writer).await?;
-        let path = options.get_filename();
-        let raw = if path.as_os_str() == ":memory:" {
-            None
-        } else {
-            Some(std::sync::Arc::new(RawReaders::open(path)?))
-        };
+        let raw = std::sync::Arc::new(RawReaders::open(options.get_filename())?);
         let reader = Readers::open(options.read_only(true)).await?;
         Ok(Db::Sqlite {
             writer,
@@ -269,9 +292,7 @@ impl Db {
                 raw,
                 ..
             } => {
-                if let Some(raw) = raw {
-                    raw.close();
-                }
+                raw.close();
                 writer.close().await;
                 reader.close().await;
             }
@@ -677,9 +698,40 @@ mod tests {
                 path.display()
             )
         );
+        // The same file by another name: a link to it, and a path through a linked directory.
+        let linked_dir = dir.path().join("linked");
+        crate::platform::fs::symlink(dir.path(), &linked_dir).unwrap();
+        crate::platform::fs::symlink(&path, &dir.path().join("link.db")).unwrap();
+        for other in [dir.path().join("link.db"), linked_dir.join("s.db")] {
+            let Err(error) = Db::open(&format!("sqlite://{}", other.display())).await else {
+                panic!("{} got the database", other.display());
+            };
+            assert!(matches!(error, StoreError::InUse(_)), "{error}");
+        }
         first.close().await;
         drop(first);
         Db::open(&url).await.unwrap();
+    }
+
+    /// A database in memory is refused by name, before anything is created: it would keep
+    /// nothing once the server stops.
+    #[tokio::test]
+    async fn an_in_memory_database_is_refused() {
+        for url in [
+            "sqlite::memory:",
+            "sqlite://:memory:",
+            "sqlite:",
+            "sqlite://",
+            "sqlite://?mode=memory",
+            "sqlite://s.db?mode=memory&cache=shared",
+        ] {
+            let Err(error) = Db::open(url).await else {
+                panic!("{url} opened");
+            };
+            assert!(matches!(error, StoreError::InMemory), "{url}: {error}");
+        }
+        assert!(!sqlite_in_memory("sqlite://s.db"));
+        assert!(!sqlite_in_memory("sqlite:///tmp/memory.db?mode=rwc"));
     }
 
     /// Migration 9 counts the reactions and attachments a database already holds, and its

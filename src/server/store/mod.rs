@@ -80,6 +80,10 @@ pub enum StoreError {
     Database(#[from] sqlx::Error),
     #[error("the SQLite database `{0}` is in use by another agentteam server")]
     InUse(String),
+    #[error(
+        "an in-memory SQLite database keeps nothing once the server stops: give a file (`sqlite://PATH`)"
+    )]
+    InMemory,
     #[error("cannot lock the SQLite database")]
     Lock(#[source] std::io::Error),
     /// A stored value no longer parses as its contract type: corruption or a defect.
@@ -115,7 +119,7 @@ impl Store {
             return None;
         }
         match &self.db {
-            db::Db::Sqlite { raw, .. } => raw.as_deref(),
+            db::Db::Sqlite { raw, .. } => Some(raw),
             db::Db::Postgres(_) => None,
         }
     }

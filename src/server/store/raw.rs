@@ -90,7 +90,7 @@ impl RawReaders {
         mut map: impl FnMut(&RawRow<'_>) -> Result<T, StoreError>,
     ) -> Result<Option<Vec<T>>, StoreError> {
         let _span = crate::telemetry::request::store("sqlite", caller);
-        let Some(mut connection) = self.take()? else {
+        let Some(mut connection) = self.take() else {
             return Ok(None);
         };
         let result = connection.run(sql, binds, &mut map);
@@ -109,20 +109,27 @@ impl RawReaders {
         self.open.fetch_sub(idle.len(), Ordering::AcqRel);
     }
 
-    fn take(&self) -> Result<Option<RawConnection>, StoreError> {
+    fn take(&self) -> Option<RawConnection> {
         if self.closed.load(Ordering::Acquire) {
-            return Ok(None);
+            return None;
         }
         if let Some(connection) = self.idle.lock().expect("no panic holds it").pop() {
-            return Ok(Some(connection));
+            return Some(connection);
         }
         if self.open.fetch_add(1, Ordering::AcqRel) >= RAW_READERS {
             self.open.fetch_sub(1, Ordering::AcqRel);
-            return Ok(None);
+            return None;
         }
-        RawConnection::open(&self.path).map(Some).inspect_err(|_| {
-            self.open.fetch_sub(1, Ordering::AcqRel);
-        })
+        match RawConnection::open(&self.path) {
+            Ok(connection) => Some(connection),
+            Err(error) => {
+                // Not one more connection now (out of file descriptors, say): the pooled
+                // readers take the statement.
+                self.open.fetch_sub(1, Ordering::AcqRel);
+                tracing::warn!(%error, "cannot open a read connection of the database; the pool reads instead");
+                None
+            }
+        }
     }
 
     fn give_back(&self, connection: RawConnection) {
@@ -152,7 +159,7 @@ impl RawReaders {
                 }
             }
         }
-        std::iter::from_fn(|| self.take().unwrap().map(|c| Held(self, Some(c)))).collect()
+        std::iter::from_fn(|| self.take().map(|c| Held(self, Some(c)))).collect()
     }
 }
 
@@ -558,6 +565,21 @@ mod tests {
         readers.close();
         assert_eq!(above(&readers, "z", 0), None, "a closed set runs nothing");
         assert_eq!(readers.open.load(Ordering::Acquire), 0);
+    }
+
+    /// A connection that cannot be opened leaves the read to the pooled readers: no error, and
+    /// the count of open connections as it was.
+    #[test]
+    fn a_connection_that_cannot_open_means_not_run_here() {
+        let (dir, path) = database();
+        let readers = RawReaders::open(&path).unwrap();
+        // The database's directory gone: no connection opens, the one open stays.
+        drop(dir);
+        let held = readers.exhaust();
+        assert_eq!(held.len(), 1, "only the connection already open");
+        assert_eq!(above(&readers, "z", 0), None, "not run here, and no error");
+        drop(held);
+        assert_eq!(readers.open.load(Ordering::Acquire), 1);
     }
 
     /// A database SQLite cannot read at once is not waited on: the read is left to the pooled
