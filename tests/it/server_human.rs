@@ -760,8 +760,9 @@ async fn server_human_pages_cursors_and_unread_counts_hold_at_their_bounds() {
         thread_id: None,
     };
     let cap = agentteam::server::store::MAX_UNREAD;
+    let mut channel_ids = Vec::new();
     for n in 0..cap {
-        store
+        let (id, _) = store
             .post_message(
                 &w.workspace_id,
                 &at,
@@ -772,12 +773,29 @@ async fn server_human_pages_cursors_and_unread_counts_hold_at_their_bounds() {
             )
             .await
             .unwrap();
+        channel_ids.push(id);
     }
     let unread = |list: &Value| list["conversations"][0]["unread"].as_i64().unwrap();
     assert_eq!(
         unread(&ada(&server, &w, "conversation_list", json!({})).await),
         cap
     );
+    // Around a message of the channel (whose thread holds other messages): the channel's alone.
+    let around = ada(
+        &server,
+        &w,
+        "history_read",
+        json!({"target": format!("channel:{}", w.channel_id), "around": channel_ids[500], "limit": 6}),
+    )
+    .await;
+    let contents: Vec<&str> = around["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(contents, ["c503", "c502", "c501", "c500", "c499", "c498"]);
+    assert_eq!(around["newerRemain"], json!(true));
     store
         .post_message(
             &w.workspace_id,

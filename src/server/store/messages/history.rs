@@ -385,7 +385,6 @@ impl Store {
         })))
     }
 
-    /// A page of messages from up to `limit + 1` rows of `message_columns!`.
     /// The page of `at` around its message `message_id`: up to `limit / 2` newer messages, the
     /// message, and older ones up to `limit` in all, newest first; the page's `next` continues
     /// with older ones, and the flag says newer ones remain past it. `None` when the message is
@@ -410,20 +409,15 @@ impl Store {
             let Some((created_at,)) = found else {
                 return Ok(None);
             };
-            let newer = sqlx::query(concat!(
-                "SELECT ",
-                message_columns!(),
-                " FROM messages g CROSS JOIN channels c \
-                  WHERE c.id = g.channel_id AND g.channel_id = $1 AND ((g.thread_id IS NULL AND $2 IS NULL) OR g.thread_id = $2) \
-                  AND (g.created_at, g.id) > ($3, $4) ORDER BY g.created_at ASC, g.id ASC LIMIT $5"
-            ))
-            .bind(&at.channel_id)
-            .bind(&at.thread_id)
-            .bind(created_at)
-            .bind(message_id)
-            .bind((newer_wanted + 1) as i64)
-            .fetch_all(reader)
-            .await?;
+            let (newer_sql, older_sql) = around_statements(at.thread_id.is_some());
+            let newer = sqlx::query(newer_sql)
+                .bind(&at.channel_id)
+                .bind(&at.thread_id)
+                .bind(created_at)
+                .bind(message_id)
+                .bind((newer_wanted + 1) as i64)
+                .fetch_all(reader)
+                .await?;
             let mut newer = newer
                 .iter()
                 .map(message_row)
@@ -432,20 +426,14 @@ impl Store {
             newer.truncate(newer_wanted);
             newer.reverse();
             let older_wanted = limit - newer.len();
-            let older = sqlx::query(concat!(
-                "SELECT ",
-                message_columns!(),
-                " FROM messages g CROSS JOIN channels c \
-                  WHERE c.id = g.channel_id AND g.channel_id = $1 AND ((g.thread_id IS NULL AND $2 IS NULL) OR g.thread_id = $2) \
-                  AND (g.created_at, g.id) <= ($3, $4) ORDER BY g.created_at DESC, g.id DESC LIMIT $5"
-            ))
-            .bind(&at.channel_id)
-            .bind(&at.thread_id)
-            .bind(created_at)
-            .bind(message_id)
-            .bind((older_wanted + 1) as i64)
-            .fetch_all(reader)
-            .await?;
+            let older = sqlx::query(older_sql)
+                .bind(&at.channel_id)
+                .bind(&at.thread_id)
+                .bind(created_at)
+                .bind(message_id)
+                .bind((older_wanted + 1) as i64)
+                .fetch_all(reader)
+                .await?;
             let older = older
                 .iter()
                 .map(message_row)
@@ -478,6 +466,52 @@ impl Store {
             messages.into_iter().zip(positions).collect(),
             limit,
         ))
+    }
+}
+
+/// What follows the columns of [`Store::history_around`]'s statements: `$1` the channel, `$2` the
+/// thread (none in a channel), `$3`/`$4` the message's position, `$5` the rows wanted; `$where`
+/// the conversation, `$op` the side of the position, `$order` the order. A channel and a thread
+/// each have their own text, so the conversation is an equality on the messages' index and the
+/// index is walked in order from the position (as [`channel_page!`] explains for PostgreSQL).
+macro_rules! around {
+    ($where:literal, $op:literal, $order:literal) => {
+        concat!(
+            "SELECT ",
+            message_columns!(),
+            " FROM messages g CROSS JOIN channels c \
+              WHERE c.id = g.channel_id AND g.channel_id = $1 AND ",
+            $where,
+            " AND (g.created_at, g.id) ",
+            $op,
+            " ($3, $4) ORDER BY ",
+            $order,
+            " LIMIT $5"
+        )
+    };
+}
+
+/// The statements of [`Store::history_around`] in a thread or a channel: the newer messages,
+/// oldest first, then the message and the older ones, newest first.
+fn around_statements(in_thread: bool) -> (&'static str, &'static str) {
+    if in_thread {
+        (
+            around!("g.thread_id = $2", ">", "g.created_at ASC, g.id ASC"),
+            around!("g.thread_id = $2", "<=", "g.created_at DESC, g.id DESC"),
+        )
+    } else {
+        (
+            around!(
+                "g.thread_id IS NULL AND $2 IS NULL",
+                ">",
+                "g.thread_id DESC, g.created_at ASC, g.id ASC"
+            ),
+            around!(
+                "g.thread_id IS NULL AND $2 IS NULL",
+                "<=",
+                "g.thread_id, g.created_at DESC, g.id DESC"
+            ),
+        )
     }
 }
 
@@ -516,17 +550,35 @@ mod tests {
             PageQuery::new("x", "x", &channel, None, 20),
             PageQuery::new("x", "x", &thread, None, 20),
         ];
-        for (sql, binds) in statements
+        // Each statement with its parameters (`None`: NULL).
+        let mut checked: Vec<(&str, Vec<Option<Bind<'_>>>)> = statements
             .iter()
-            .flat_map(|q| [(q.typed, &q.binds), (q.written, &q.binds)])
-        {
+            .flat_map(|q| {
+                [q.typed, q.written].map(|sql| (sql, q.binds.iter().copied().map(Some).collect()))
+            })
+            .collect();
+        // The statements around a message: a channel's (no thread) and a thread's.
+        for (in_thread, thread) in [(false, None), (true, Some(Bind::Text("x")))] {
+            let (newer, older) = around_statements(in_thread);
+            let binds = vec![
+                Some(Bind::Text("x")),
+                thread,
+                Some(Bind::Int(1)),
+                Some(Bind::Text("x")),
+                Some(Bind::Int(11)),
+            ];
+            checked.push((newer, binds.clone()));
+            checked.push((older, binds));
+        }
+        for (sql, binds) in &checked {
             let mut plan = sqlx::query_as::<_, (i64, i64, i64, String)>(sqlx::AssertSqlSafe(
                 format!("EXPLAIN QUERY PLAN {sql}"),
             ));
-            for &bind in binds {
+            for bind in binds {
                 plan = match bind {
-                    Bind::Int(value) => plan.bind(value),
-                    Bind::Text(text) => plan.bind(text),
+                    Some(Bind::Int(value)) => plan.bind(*value),
+                    Some(Bind::Text(text)) => plan.bind(*text),
+                    None => plan.bind(None::<&str>),
                 };
             }
             let plan = plan.fetch_all(writer).await.unwrap();
