@@ -19,6 +19,10 @@ use std::time::Duration;
 /// The largest answer body any of our clients reads (the result budgets are far below it).
 pub const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
 
+/// The most bytes of the human API's whole-attachment answer: an attachment of 1 MiB (the most
+/// one may hold) is 1,398,104 characters of base64, with room for the rest of the answer.
+pub const MAX_ATTACHMENT_ANSWER_BYTES: usize = 2 * 1024 * 1024;
+
 /// How the operator said to reach a remote server: a proxy and extra trust roots, both named on
 /// the command line (never taken from the environment).
 #[derive(Debug, Clone, Default)]

@@ -77,6 +77,9 @@ struct Outgoing {
     path: String,
     headers: Vec<(HeaderName, HeaderValue)>,
     body: Option<axum::body::Bytes>,
+    /// The most bytes of the answer read: [`http::MAX_RESPONSE_BYTES`] but for a whole
+    /// attachment's.
+    bound: usize,
 }
 
 impl std::fmt::Debug for ServerClient {
@@ -179,6 +182,7 @@ impl ServerClient {
             path,
             headers,
             body: Some(body),
+            bound: http::MAX_RESPONSE_BYTES,
         };
         // On the heap: the hop (a timeout around the embedded router, or the HTTP client) is
         // most of a call's future, which the call core's layers would otherwise each copy.
@@ -205,6 +209,7 @@ impl ServerClient {
             path: format!("/runtime/servers/{server_id}/extensions"),
             headers: Vec::new(),
             body: None,
+            bound: http::MAX_RESPONSE_BYTES,
         };
         self.send(&ctx, request).await
     }
@@ -235,6 +240,13 @@ impl ServerClient {
                 HeaderValue::from_static("application/json"),
             )],
             body: Some(axum::body::Bytes::from(body)),
+            // A whole attachment, in base64, is larger than any other answer.
+            bound: match action {
+                crate::contract::HumanActionId::AttachmentDownload => {
+                    http::MAX_ATTACHMENT_ANSWER_BYTES
+                }
+                _ => http::MAX_RESPONSE_BYTES,
+            },
         };
         self.send(&ctx, request).await
     }
@@ -246,6 +258,7 @@ impl ServerClient {
             path: "/health".into(),
             headers: Vec::new(),
             body: None,
+            bound: http::MAX_RESPONSE_BYTES,
         };
         let (status, _) = self.exchange(request, self.hop_timeout).await?;
         if status.is_success() {
@@ -556,6 +569,7 @@ async fn tcp(
     request: Outgoing,
     timeout: Duration,
 ) -> Result<(reqwest::StatusCode, Vec<u8>), Failed> {
+    let request_bound = request.bound;
     let mut builder = http
         .request(request.method, format!("{base_url}{}", request.path))
         .timeout(timeout);
@@ -567,7 +581,7 @@ async fn tcp(
     }
     let response = builder.send().await.map_err(classify)?;
     let status = response.status();
-    match http::read_bounded(response, http::MAX_RESPONSE_BYTES).await {
+    match http::read_bounded(response, request_bound).await {
         Ok(bytes) => Ok((status, bytes)),
         Err(http::ReadError::TooLarge) => Err(Failed::answered(upstream_failed(
             "the server's answer is too large",
@@ -585,6 +599,7 @@ async fn in_process(
 ) -> Result<(reqwest::StatusCode, Vec<u8>), Failed> {
     use http_body_util::BodyExt;
     use tower::ServiceExt;
+    let bound = request.bound;
     let uri = axum::http::Uri::try_from(request.path).map_err(|_| {
         ActionError::new(
             ErrorCode::InternalError,
@@ -606,7 +621,7 @@ async fn in_process(
         .await
         .unwrap_or_else(|never| match never {});
     let status = response.status();
-    let body = http_body_util::Limited::new(response.into_body(), http::MAX_RESPONSE_BYTES);
+    let body = http_body_util::Limited::new(response.into_body(), bound);
     match body.collect().await {
         // The server wrote one buffer: taken back as it is, not copied.
         Ok(collected) => Ok((status, Vec::from(collected.to_bytes()))),

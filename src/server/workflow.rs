@@ -28,8 +28,8 @@ pub const SECTION_BYTES: i64 = 48 * 1024;
 /// The characters of step text one log entry holds; longer text continues in the next entries.
 pub const LOG_CHUNK_CHARS: usize = 4000;
 
-/// A run's row.
-#[derive(Debug, Clone, PartialEq)]
+/// A run's row (serialized only to weigh a page of them: `Page::from_rows_within_bytes`).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct RunRecord {
     pub id: String,
     pub workspace_id: String,
@@ -54,8 +54,8 @@ pub struct RunRecord {
     pub finished_at: Option<i64>,
 }
 
-/// One step's row.
-#[derive(Debug, Clone, PartialEq)]
+/// One step's row (serialized only to weigh a page of them).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct StepRecord {
     pub id: String,
     pub run_id: String,

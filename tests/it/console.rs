@@ -348,6 +348,42 @@ async fn the_console_answers_only_its_own_origin_and_session() {
     let sandbox = headers["content-security-policy"].to_str().unwrap();
     assert!(sandbox.starts_with("sandbox"), "{sandbox}");
     assert_eq!(download.text().await.unwrap(), hostile);
+    // An attachment whose base64 passes 1 MiB (the most a request to post one may carry is
+    // 1 MiB) downloads whole.
+    let largest = "x".repeat(1_000_000);
+    let sent: Value = daemon
+        .client
+        .post(format!(
+            "{}/admin/workspaces/{}/messages",
+            daemon.server_url,
+            daemon.workspace_id()
+        ))
+        .bearer_auth(token.trim())
+        .json(
+            &json!({"authorHumanId": id["humanId"], "channelId": id["channelId"],
+            "content": "the whole log",
+            "attachments": [{"name": "log.txt", "mediaType": "text/plain", "text": largest}]}),
+        )
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let attachment = sent["data"]["attachmentIds"][0]
+        .as_str()
+        .unwrap_or_else(|| panic!("{sent}"));
+    let download = console
+        .get(&format!("/attachments/{attachment}"))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(download.status(), 200);
+    assert!(
+        download.text().await.unwrap() == largest,
+        "the whole attachment"
+    );
 
     // From inside a runtime: `agentteam open` is refused; the runtime's own bearer opens no
     // console page, and the console's session opens no MCP or Exec route.

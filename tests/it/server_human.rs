@@ -1267,3 +1267,117 @@ async fn server_human_a_person_reads_the_workflow_runs_their_agents_started() {
         "validation_failed",
     );
 }
+
+/// A page of large items ends early and its cursor continues: a message's text, an approval's
+/// details and an event's message are bounded in characters, and written as JSON a control
+/// character takes six bytes. A full page of them would pass the 1 MiB the daemon reads of an
+/// answer; every page here stays under it, and the pages together hold everything once.
+#[tokio::test]
+async fn server_human_a_page_of_large_items_ends_early_and_continues() {
+    let server = TestServer::start().await;
+    let w = server.workspace("acme").await;
+    let general = format!("channel:{}", w.channel_id);
+    let start = feed(&server, &w, json!({})).await["cursor"].clone();
+    const MESSAGES: usize = 30;
+    const APPROVALS: usize = 25;
+    for n in 0..MESSAGES {
+        let content = format!("{}{n:02}", "\u{1}".repeat(3998));
+        agent_posts(&server, &w, &w.agent_id, &general, &content).await;
+    }
+    let path = format!(
+        "/runtime/servers/{}/agents/{}/actions/approval/request",
+        w.workspace_id, w.agent_id
+    );
+    for n in 0..APPROVALS {
+        let details = "\u{1}".repeat(8000);
+        let (status, body) = server
+            .post(
+                &path,
+                Some(&w.device_credential),
+                &json!({"title": format!("a{n:02}"), "details": details}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    const READ_BOUND: usize = 1024 * 1024;
+
+    // Every page of `action` (its items under `name`, each item's key `key`), 100 asked each time.
+    let walk = async |action: &str, name: &str, mut input: Value, next: &str| {
+        let mut pages = Vec::new();
+        loop {
+            input["limit"] = json!(100);
+            let data = ada(&server, &w, action, input.clone()).await;
+            let written = serde_json::to_string(&data).unwrap().len();
+            assert!(written < READ_BOUND, "{action}: a page of {written} bytes");
+            let items = data[name].as_array().unwrap().clone();
+            let more = match next {
+                "nextCursor" => data.get("nextCursor").filter(|c| !c.is_null()).cloned(),
+                _ => (!items.is_empty()).then(|| data[next].clone()),
+            };
+            pages.push(items);
+            let Some(more) = more else { break pages };
+            input[if next == "nextCursor" {
+                "cursor"
+            } else {
+                "after"
+            }] = more;
+        }
+    };
+
+    let pages = walk(
+        "history_read",
+        "messages",
+        json!({"target": general}),
+        "nextCursor",
+    )
+    .await;
+    assert!(
+        pages.len() > 1 && pages[0].len() < MESSAGES,
+        "one page held them all"
+    );
+    let contents: Vec<String> = pages
+        .iter()
+        .flatten()
+        .map(|m| m["content"].as_str().unwrap().chars().skip(3998).collect())
+        .collect();
+    let expected: Vec<String> = (0..MESSAGES).rev().map(|n| format!("{n:02}")).collect();
+    assert_eq!(contents, expected, "every message once, newest first");
+
+    let pages = walk("approval_list", "approvals", json!({}), "nextCursor").await;
+    assert!(
+        pages.len() > 1 && pages[0].len() < APPROVALS,
+        "one page held them all"
+    );
+    let titles: Vec<&str> = pages
+        .iter()
+        .flatten()
+        .map(|a| a["title"].as_str().unwrap())
+        .collect();
+    let expected: Vec<String> = (0..APPROVALS).rev().map(|n| format!("a{n:02}")).collect();
+    assert_eq!(titles, expected, "every approval once, newest first");
+
+    let pages = walk("events_read", "events", json!({"after": start}), "cursor").await;
+    assert!(
+        pages[0].len() < MESSAGES + APPROVALS,
+        "one page held them all"
+    );
+    let seen: Vec<String> = pages
+        .iter()
+        .flatten()
+        .map(|e| match e["kind"].as_str().unwrap() {
+            "message" => e["message"]["content"]
+                .as_str()
+                .unwrap()
+                .chars()
+                .skip(3998)
+                .collect(),
+            "approval" => e["approval"]["title"].as_str().unwrap().to_string(),
+            other => other.to_string(),
+        })
+        .collect();
+    let expected: Vec<String> = (0..MESSAGES)
+        .map(|n| format!("{n:02}"))
+        .chain((0..APPROVALS).map(|n| format!("a{n:02}")))
+        .collect();
+    assert_eq!(seen, expected, "every event once, in order");
+}

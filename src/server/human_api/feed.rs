@@ -99,11 +99,19 @@ pub(super) async fn read(
         tokio::time::sleep_until(deadline.min(tokio::time::Instant::now() + FEED_POLL)).await;
     };
     let mut events = Vec::with_capacity(page.events.len());
+    let seqs: Vec<i64> = page.events.iter().map(|event| event.seq).collect();
     for event in page.events {
         events.push(shown(actions, person, event).await?);
     }
+    // A page of large messages ends early; the next read starts after its last event.
+    let mut cursor = page.cursor;
+    let keep = crate::server::actions::page::fitting(&events);
+    if keep < events.len() {
+        events.truncate(keep);
+        cursor = seqs[keep - 1];
+    }
     typed(
-        serde_json::json!({ "events": events, "cursor": page.cursor, "resync": page.resync }),
+        serde_json::json!({ "events": events, "cursor": cursor, "resync": page.resync }),
         "event page",
     )
 }

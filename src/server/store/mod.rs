@@ -224,6 +224,54 @@ pub struct Page<T, P = Position> {
     pub next: Option<P>,
 }
 
+/// The most bytes of JSON the items of one page carry. A message's text, a task's description or
+/// an approval's details is bounded in characters, not in bytes once written (a control
+/// character takes six), and a full page of them could pass the 1 MiB a client of ours reads of
+/// an answer: past this a page ends early, and its cursor continues after the last item it kept.
+pub const PAGE_BYTES: usize = 512 * 1024;
+
+/// How many of `items`, from the first, fit in [`PAGE_BYTES`] as JSON: at least one, so every
+/// page moves on.
+pub fn fitting<'a, T: serde::Serialize + 'a>(items: impl IntoIterator<Item = &'a T>) -> usize {
+    /// Counts what is written, keeping nothing.
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    let mut fit = 0;
+    for item in items {
+        serde_json::to_writer(&mut count, item).expect("an item serializes");
+        // The comma between two items.
+        count.0 += 1;
+        if count.0 > PAGE_BYTES && fit > 0 {
+            break;
+        }
+        fit += 1;
+    }
+    fit
+}
+
+impl<T: serde::Serialize, P: Clone> Page<T, P> {
+    /// [`Page::from_rows`], ended early past [`PAGE_BYTES`] of items.
+    pub(crate) fn from_rows_within_bytes(mut rows: Vec<(T, P)>, limit: usize) -> Self {
+        rows.truncate(limit + 1);
+        let keep = fitting(rows.iter().take(limit).map(|(item, _)| item));
+        if keep < limit.min(rows.len()) {
+            // One row past what is kept: it says another page exists.
+            rows.truncate(keep + 1);
+            return Page::from_rows(rows, keep);
+        }
+        Page::from_rows(rows, limit)
+    }
+}
+
 impl<T, P: Clone> Page<T, P> {
     /// From up to `limit + 1` rows with their positions; the extra row only says another page
     /// exists.
@@ -271,6 +319,40 @@ pub fn rfc3339(ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A page's items fit [`PAGE_BYTES`] to the byte: an item of `n` bytes of JSON weighs `n`
+    /// and its comma; the first item is kept whatever it weighs.
+    #[test]
+    fn a_page_ends_where_its_bytes_do() {
+        // Each item: a string of `k` characters, `k + 2` bytes of JSON and a comma.
+        let item = |k: usize| "x".repeat(k);
+        let exact = PAGE_BYTES / 4 - 3;
+        let mut items = vec![item(exact), item(exact), item(exact), item(exact)];
+        let last = PAGE_BYTES - 3 * (exact + 3) - 3;
+        items[3] = item(last);
+        assert_eq!(fitting(&items), 4, "exactly the bound");
+        items[3] = item(last + 1);
+        assert_eq!(fitting(&items), 3, "one byte over");
+        assert_eq!(fitting(&[item(PAGE_BYTES * 2)]), 1, "one item always");
+        assert_eq!(fitting(&Vec::<String>::new()), 0);
+
+        // A page read from rows: cut short, its next position is the last item kept's.
+        let rows: Vec<(String, i64)> = items.iter().cloned().zip(0..).collect();
+        let page = Page::from_rows_within_bytes(rows.clone(), 10);
+        assert_eq!((page.items.len(), page.next), (3, Some(2)));
+        let page = Page::from_rows_within_bytes(rows[..2].to_vec(), 10);
+        assert_eq!(
+            (page.items.len(), page.next),
+            (2, None),
+            "all fit, none past"
+        );
+        let page = Page::from_rows_within_bytes(rows[..3].to_vec(), 2);
+        assert_eq!(
+            (page.items.len(), page.next),
+            (2, Some(1)),
+            "the limit first"
+        );
+    }
 
     #[tokio::test]
     async fn migrating_twice_is_a_no_op() {

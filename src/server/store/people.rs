@@ -18,6 +18,7 @@ pub const MAX_UNREAD: i64 = 1000;
 const OWNED_AGENTS: &str = "SELECT o.id FROM agents o WHERE o.owner_human_id = $2";
 
 /// A channel or direct conversation in a member's list; `$1` is the member.
+#[derive(serde::Serialize)]
 struct ChannelEntry(ConversationSummary);
 
 /// Channels before direct conversations, the newest of each first: the list's keyset time.
@@ -47,6 +48,7 @@ impl Resource for ChannelEntry {
 }
 
 /// A thread in a member's list; `$1` is the member.
+#[derive(serde::Serialize)]
 struct ThreadEntry(ConversationSummary);
 
 impl Resource for ThreadEntry {
@@ -85,6 +87,7 @@ fn summary(row: &impl Columns) -> Result<(ConversationSummary, ()), StoreError> 
 }
 
 /// An agent as a person's list shows it, with whether `$1` owns it.
+#[derive(serde::Serialize)]
 struct AgentEntry(PublicProfile, bool);
 
 impl Resource for AgentEntry {

@@ -373,7 +373,7 @@ impl Store {
     }
 
     /// The page a query built with [`Query::page`] selects, `limit` rows at most.
-    pub(crate) async fn page<R: Resource>(
+    pub(crate) async fn page<R: Resource + serde::Serialize>(
         &self,
         caller: &'static str,
         query: Query<'_>,
@@ -381,7 +381,7 @@ impl Store {
     ) -> Result<Page<R>, StoreError> {
         on_backend!(self, caller, |writer, reader, pg| {
             let rows = bound!(&query).fetch_all(reader).await?;
-            Ok(Page::from_rows(read_all(&rows)?, limit))
+            Ok(Page::from_rows_within_bytes(read_all(&rows)?, limit))
         })
     }
 

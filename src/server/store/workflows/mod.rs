@@ -46,7 +46,7 @@ fn put(object: &mut Value, key: &str, value: Option<Value>) {
 }
 
 /// What is listed by plan: runs and triggers.
-pub(crate) trait OfPlan: Resource {}
+pub(crate) trait OfPlan: Resource + serde::Serialize {}
 
 impl Store {
     /// The workspace's runs or triggers, `updatedAt DESC, id DESC`: one plan's when `plan_id` is

@@ -8,8 +8,8 @@ use crate::contract::types::WorkflowTrigger;
 use crate::server::store::shape::{Query, Resource};
 use crate::server::store::{Columns, Position, Store, StoreError, here, new_id, rfc3339};
 
-/// A trigger's row.
-#[derive(Debug, Clone, PartialEq)]
+/// A trigger's row (serialized only to weigh a page of them).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
 pub struct TriggerRecord {
     pub id: String,
     pub workspace_id: String,
