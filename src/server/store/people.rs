@@ -17,6 +17,30 @@ pub const MAX_UNREAD: i64 = 1000;
 /// The agents a human owns, as a SQL set; `$2` is the human.
 const OWNED_AGENTS: &str = "SELECT o.id FROM agents o WHERE o.owner_human_id = $2";
 
+/// The statement of [`Store::unread`] in a thread or a channel: `$1` the member, `$2` the
+/// conversation's target text, `$3` the channel, `$4` the thread (none in a channel). Each has
+/// its own text, so the conversation is an equality on the messages' index (an `OR` of the two
+/// is not).
+pub(super) fn unread_statement(in_thread: bool) -> &'static str {
+    macro_rules! unread {
+        ($location:literal) => {
+            concat!(
+                "SELECT COUNT(*) FROM (SELECT 1 FROM messages g \
+                 LEFT JOIN read_marks r ON r.member_id = $1 AND r.conversation = $2 \
+                 WHERE g.channel_id = $3 AND ",
+                $location,
+                " AND g.author_id <> $1 \
+                 AND (r.read_at IS NULL OR (g.created_at, g.id) > (r.read_at, r.message_id)) LIMIT 1000) u"
+            )
+        };
+    }
+    if in_thread {
+        unread!("g.thread_id = $4")
+    } else {
+        unread!("g.thread_id IS NULL AND $4 IS NULL")
+    }
+}
+
 /// A channel or direct conversation in a member's list; `$1` is the member.
 #[derive(serde::Serialize)]
 struct ChannelEntry(ConversationSummary);
@@ -264,19 +288,15 @@ impl Store {
         at: &Membership,
         conversation: &str,
     ) -> Result<i64, StoreError> {
+        let sql = unread_statement(at.thread_id.is_some());
         on_backend!(self, |writer, reader, pg| {
-            let (count,): (i64,) = sqlx::query_as(
-                "SELECT COUNT(*) FROM (SELECT 1 FROM messages g \
-                 LEFT JOIN read_marks r ON r.member_id = $1 AND r.conversation = $2 \
-                 WHERE g.channel_id = $3 AND ((g.thread_id IS NULL AND $4 IS NULL) OR g.thread_id = $4) AND g.author_id <> $1 \
-                 AND (r.read_at IS NULL OR (g.created_at, g.id) > (r.read_at, r.message_id)) LIMIT 1000) u",
-            )
-            .bind(member_id)
-            .bind(conversation)
-            .bind(&at.channel_id)
-            .bind(&at.thread_id)
-            .fetch_one(writer)
-            .await?;
+            let (count,): (i64,) = sqlx::query_as(sql)
+                .bind(member_id)
+                .bind(conversation)
+                .bind(&at.channel_id)
+                .bind(&at.thread_id)
+                .fetch_one(writer)
+                .await?;
             Ok(count.min(MAX_UNREAD))
         })
     }

@@ -45,6 +45,29 @@ macro_rules! thread_page {
     };
 }
 
+/// A typed statement of the messages of one conversation on one side of a position: `$1` the
+/// channel, `$2` the thread (none in a channel), `$3`/`$4` the position, `$5` the rows wanted;
+/// `$where` the conversation, `$op` the side, `$order` the order. A channel and a thread each have
+/// their own text, so the conversation is an equality on the messages' index and the index is
+/// walked in order from the position (`thread_id IS NULL` leads a channel's order for PostgreSQL,
+/// as [`channel_page!`] explains).
+macro_rules! located {
+    ($where:literal, $op:literal, $order:literal) => {
+        concat!(
+            "SELECT ",
+            message_columns!(),
+            " FROM messages g CROSS JOIN channels c \
+              WHERE c.id = g.channel_id AND g.channel_id = $1 AND ",
+            $where,
+            " AND (g.created_at, g.id) ",
+            $op,
+            " ($3, $4) ORDER BY ",
+            $order,
+            " LIMIT $5"
+        )
+    };
+}
+
 /// The columns of a typed page's statement, with the conversation's kind given as `$kind` (the
 /// page's statement has no channel row to read it from; a thread's messages do not use it).
 macro_rules! typed_columns {
@@ -206,19 +229,11 @@ impl Store {
             // does not treat `IS NULL` as an equality); `IS NOT DISTINCT FROM` is never an index
             // condition there. Both are free on SQLite.
             let sql = match at.thread_id {
-                Some(_) => concat!(
-                    "SELECT ",
-                    message_columns!(),
-                    " FROM messages g CROSS JOIN channels c \
-                      WHERE c.id = g.channel_id AND g.channel_id = $1 AND g.thread_id = $2 AND (g.created_at, g.id) < ($3, $4) \
-                      ORDER BY g.created_at DESC, g.id DESC LIMIT $5"
-                ),
-                None => concat!(
-                    "SELECT ",
-                    message_columns!(),
-                    " FROM messages g CROSS JOIN channels c \
-                      WHERE c.id = g.channel_id AND g.channel_id = $1 AND g.thread_id IS NULL AND $2 IS NULL AND (g.created_at, g.id) < ($3, $4) \
-                      ORDER BY g.thread_id, g.created_at DESC, g.id DESC LIMIT $5"
+                Some(_) => located!("g.thread_id = $2", "<", "g.created_at DESC, g.id DESC"),
+                None => located!(
+                    "g.thread_id IS NULL AND $2 IS NULL",
+                    "<",
+                    "g.thread_id, g.created_at DESC, g.id DESC"
                 ),
             };
             let rows = sqlx::query(sql)
@@ -469,44 +484,22 @@ impl Store {
     }
 }
 
-/// What follows the columns of [`Store::history_around`]'s statements: `$1` the channel, `$2` the
-/// thread (none in a channel), `$3`/`$4` the message's position, `$5` the rows wanted; `$where`
-/// the conversation, `$op` the side of the position, `$order` the order. A channel and a thread
-/// each have their own text, so the conversation is an equality on the messages' index and the
-/// index is walked in order from the position (as [`channel_page!`] explains for PostgreSQL).
-macro_rules! around {
-    ($where:literal, $op:literal, $order:literal) => {
-        concat!(
-            "SELECT ",
-            message_columns!(),
-            " FROM messages g CROSS JOIN channels c \
-              WHERE c.id = g.channel_id AND g.channel_id = $1 AND ",
-            $where,
-            " AND (g.created_at, g.id) ",
-            $op,
-            " ($3, $4) ORDER BY ",
-            $order,
-            " LIMIT $5"
-        )
-    };
-}
-
 /// The statements of [`Store::history_around`] in a thread or a channel: the newer messages,
 /// oldest first, then the message and the older ones, newest first.
 fn around_statements(in_thread: bool) -> (&'static str, &'static str) {
     if in_thread {
         (
-            around!("g.thread_id = $2", ">", "g.created_at ASC, g.id ASC"),
-            around!("g.thread_id = $2", "<=", "g.created_at DESC, g.id DESC"),
+            located!("g.thread_id = $2", ">", "g.created_at ASC, g.id ASC"),
+            located!("g.thread_id = $2", "<=", "g.created_at DESC, g.id DESC"),
         )
     } else {
         (
-            around!(
+            located!(
                 "g.thread_id IS NULL AND $2 IS NULL",
                 ">",
                 "g.thread_id DESC, g.created_at ASC, g.id ASC"
             ),
-            around!(
+            located!(
                 "g.thread_id IS NULL AND $2 IS NULL",
                 "<=",
                 "g.thread_id, g.created_at DESC, g.id DESC"
@@ -585,6 +578,36 @@ mod tests {
             let steps: Vec<&str> = plan.iter().map(|step| step.3.as_str()).collect();
             assert!(
                 !steps.iter().any(|step| step.contains("TEMP B-TREE")),
+                "{sql}: {steps:?}"
+            );
+        }
+    }
+
+    /// A conversation's unread count searches the messages' index by its channel and thread,
+    /// in a channel as in a thread.
+    #[tokio::test]
+    async fn an_unread_count_searches_its_own_conversation() {
+        let dir = tempfile::tempdir().unwrap();
+        let (store, ..) = crate::server::store::tests::people(dir.path()).await;
+        let crate::server::store::db::Db::Sqlite { writer, .. } = &store.db else {
+            unreachable!("the test store is SQLite")
+        };
+        for (in_thread, thread) in [(false, None), (true, Some("x"))] {
+            let sql = crate::server::store::people::unread_statement(in_thread);
+            let plan = sqlx::query_as::<_, (i64, i64, i64, String)>(sqlx::AssertSqlSafe(format!(
+                "EXPLAIN QUERY PLAN {sql}"
+            )))
+            .bind("x")
+            .bind("x")
+            .bind("x")
+            .bind(thread)
+            .fetch_all(writer)
+            .await
+            .unwrap();
+            let steps: Vec<&str> = plan.iter().map(|step| step.3.as_str()).collect();
+            assert!(
+                steps.iter().any(|step| step
+                    .contains("messages_by_location (channel_id=? AND thread_id=?")),
                 "{sql}: {steps:?}"
             );
         }
