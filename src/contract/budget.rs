@@ -82,20 +82,9 @@ pub const SUCCESS_CLOSE: &str = r#","ok":true}"#;
 /// The length of `data`'s success envelope, `data` serialized compactly as every answer is: what
 /// the Exec bridge holds to [`RESULT_BUDGET`]. Counted, not written.
 pub fn envelope_len(data: &impl serde::Serialize) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0 += bytes.len();
-            Ok(bytes.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
     // A typed output always serializes; a failure counts as over budget.
-    match serde_json::to_writer(&mut count, data) {
-        Ok(()) => SUCCESS_OPEN.len() + count.0 + SUCCESS_CLOSE.len(),
+    match super::json::json_len(data) {
+        Ok(len) => SUCCESS_OPEN.len() + len + SUCCESS_CLOSE.len(),
         Err(_) => usize::MAX,
     }
 }

@@ -7,6 +7,8 @@
 //! serde_json's own `Value` keeps the last of two duplicate keys silently, so a schema check on
 //! the `Value` and a later typed decode could disagree about what the request said. Every request
 //! body goes through [`parse_strict`] instead.
+//!
+//! Also [`json_len`]: what a value weighs serialized, for the bounds that count bytes.
 
 use std::fmt;
 
@@ -17,6 +19,24 @@ use serde_json::{Map, Number, Value};
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
 pub struct StrictJsonError(String);
+
+/// The bytes of `value` serialized compactly, as every answer is: counted, not written.
+pub fn json_len(value: &impl serde::Serialize) -> serde_json::Result<usize> {
+    /// Counts what is written, keeping nothing.
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+            self.0 += bytes.len();
+            Ok(bytes.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    serde_json::to_writer(&mut count, value)?;
+    Ok(count.0)
+}
 
 /// Parses `bytes` as exactly one JSON value under the strict rules above.
 pub fn parse_strict(bytes: &[u8]) -> Result<Value, StrictJsonError> {
