@@ -299,27 +299,31 @@ async fn the_console_answers_only_its_own_origin_and_session() {
     assert_eq!(seen["messages"][0]["authorId"], id["humanId"]);
 
     // An attachment is a download, never a page of the console's origin.
-    let token = std::fs::read_to_string(&daemon.operator_token_file).unwrap();
+    // The person posts `content` with one attachment through the operator API: its answer.
+    let post_attached = async |content: &str, name: &str, media_type: &str, text: &str| -> Value {
+        let token = std::fs::read_to_string(&daemon.operator_token_file).unwrap();
+        daemon
+            .client
+            .post(format!(
+                "{}/admin/workspaces/{}/messages",
+                daemon.server_url,
+                daemon.workspace_id()
+            ))
+            .bearer_auth(token.trim())
+            .json(
+                &json!({"authorHumanId": id["humanId"], "channelId": id["channelId"],
+                "content": content,
+                "attachments": [{"name": name, "mediaType": media_type, "text": text}]}),
+            )
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    };
     let hostile = "<html><script>parent.document.title='owned'</script></html>";
-    let sent: Value = daemon
-        .client
-        .post(format!(
-            "{}/admin/workspaces/{}/messages",
-            daemon.server_url,
-            daemon.workspace_id()
-        ))
-        .bearer_auth(token.trim())
-        .json(
-            &json!({"authorHumanId": id["humanId"], "channelId": id["channelId"],
-            "content": "see attached",
-            "attachments": [{"name": "report.html", "mediaType": "text/html", "text": hostile}]}),
-        )
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let sent = post_attached("see attached", "report.html", "text/html", hostile).await;
     assert_eq!(sent["ok"], true, "{sent}");
     let page = console
         .get(&format!("/c/{general}"))
@@ -351,25 +355,7 @@ async fn the_console_answers_only_its_own_origin_and_session() {
     // An attachment whose base64 passes 1 MiB (the most a request to post one may carry is
     // 1 MiB) downloads whole.
     let largest = "x".repeat(1_000_000);
-    let sent: Value = daemon
-        .client
-        .post(format!(
-            "{}/admin/workspaces/{}/messages",
-            daemon.server_url,
-            daemon.workspace_id()
-        ))
-        .bearer_auth(token.trim())
-        .json(
-            &json!({"authorHumanId": id["humanId"], "channelId": id["channelId"],
-            "content": "the whole log",
-            "attachments": [{"name": "log.txt", "mediaType": "text/plain", "text": largest}]}),
-        )
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let sent = post_attached("the whole log", "log.txt", "text/plain", &largest).await;
     let attachment = sent["data"]["attachmentIds"][0]
         .as_str()
         .unwrap_or_else(|| panic!("{sent}"));

@@ -36,6 +36,16 @@ fn refused(response: (u16, Value), status: u16, code: &str) -> Value {
     response.1
 }
 
+/// The texts of a history page's messages, in its order.
+fn texts_of(page: &Value) -> Vec<&str> {
+    page["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect()
+}
+
 /// The agent `agent_id` posts `content` to `target` through its MCP tool route.
 async fn agent_posts(
     server: &TestServer,
@@ -700,12 +710,7 @@ async fn server_human_pages_cursors_and_unread_counts_hold_at_their_bounds() {
         json!({"target": thread, "around": ids[10], "limit": 10}),
     )
     .await;
-    let contents: Vec<&str> = around["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["content"].as_str().unwrap())
-        .collect();
+    let contents: Vec<&str> = texts_of(&around);
     assert_eq!(
         contents,
         [
@@ -720,12 +725,7 @@ async fn server_human_pages_cursors_and_unread_counts_hold_at_their_bounds() {
         json!({"target": thread, "cursor": around["nextCursor"], "limit": 3}),
     )
     .await;
-    let contents: Vec<&str> = older["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["content"].as_str().unwrap())
-        .collect();
+    let contents: Vec<&str> = texts_of(&older);
     assert_eq!(
         contents,
         ["m5", "m4", "m3"],
@@ -788,12 +788,7 @@ async fn server_human_pages_cursors_and_unread_counts_hold_at_their_bounds() {
         json!({"target": format!("channel:{}", w.channel_id), "around": channel_ids[500], "limit": 6}),
     )
     .await;
-    let contents: Vec<&str> = around["messages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|m| m["content"].as_str().unwrap())
-        .collect();
+    let contents: Vec<&str> = texts_of(&around);
     assert_eq!(contents, ["c503", "c502", "c501", "c500", "c499", "c498"]);
     assert_eq!(around["newerRemain"], json!(true));
     store
