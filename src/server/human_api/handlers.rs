@@ -782,6 +782,7 @@ fn delivered(
         )),
     }
 }
+
 /// Where `message` lies in its conversation's order: a history page's position.
 fn message_position(message: &t::Message) -> Position {
     Position {
