@@ -20,6 +20,7 @@ mod raw;
 mod reviews;
 mod schedules;
 mod shape;
+mod sqlite_file;
 mod tasks;
 mod teams;
 mod tenancy;

@@ -8,6 +8,7 @@
 //! stepped), [`reactions`] and [`attachments`] what a message carries; this module posts messages,
 //! reads one, and joins a page's reactions and attachments into its messages.
 
+mod around;
 mod attachments;
 mod history;
 mod reactions;
