@@ -111,6 +111,22 @@ target=$(printf '%s\n' "$input" | sed -n 's/^Target: //p')
     )
 }
 
+/// The answer statuses the stand-ins in `work` appended to `answered.txt`, once there is one for
+/// every start in `runs.log`: a delivery is `answered` once the reply is posted, before the
+/// stand-in's `curl` has written the status of that post.
+async fn answer_statuses(work: &std::path::Path) -> Vec<String> {
+    let lines = |name: &str| {
+        std::fs::read_to_string(work.join(name))
+            .map(|text| text.lines().map(str::to_string).collect::<Vec<_>>())
+            .unwrap_or_default()
+    };
+    wait_for("every run's answer status", Duration::from_secs(30), || {
+        lines("answered.txt").len() >= lines("runs.log").len()
+    })
+    .await;
+    lines("answered.txt")
+}
+
 /// A FIFO named `go` in `dir`, on which a waiting stand-in is released.
 pub(super) fn make_go(dir: &std::path::Path) {
     let made = std::process::Command::new("mkfifo")
@@ -258,10 +274,7 @@ async fn a_persons_message_starts_the_agents_run_and_the_reply_lands_where_it_wa
     let prompt = std::fs::read_to_string(work.path().join("prompt.txt")).unwrap();
     assert!(prompt.contains("@builder is the build green?"), "{prompt}");
     assert!(prompt.contains(&format!("Target: {general}")), "{prompt}");
-    assert_eq!(
-        std::fs::read_to_string(work.path().join("answered.txt")).unwrap(),
-        "200\n"
-    );
+    assert_eq!(answer_statuses(work.path()).await, ["200"]);
     let (_, read, _) = cli(&daemon, &["read", "#general"]).await;
     assert!(
         read.contains("@builder is the build green?\n    -> builder answered\n"),
@@ -500,11 +513,7 @@ async fn a_delivery_outlives_its_daemon_killed_at(point: &str) -> (usize, Vec<St
         .collect();
     assert_eq!(replies.len(), 1, "one reply: {dm}");
     assert_eq!(answered["replyId"], replies[0]["id"]);
-    let statuses = std::fs::read_to_string(work.path().join("answered.txt"))
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
+    let statuses = answer_statuses(work.path()).await;
     (runs(), statuses)
 }
 
@@ -955,8 +964,7 @@ async fn a_credential_rotation_mid_turn_changes_nothing_for_the_delivered_run() 
     assert_eq!(answered["runId"], started["runId"]);
     let runs_log = std::fs::read_to_string(work.path().join("runs.log")).unwrap();
     assert_eq!(runs_log.lines().count(), 1, "{runs_log}");
-    let statuses = std::fs::read_to_string(work.path().join("answered.txt")).unwrap();
-    assert_eq!(statuses.trim(), "200");
+    assert_eq!(answer_statuses(work.path()).await, ["200"]);
 }
 
 #[tokio::test]
