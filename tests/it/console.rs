@@ -439,15 +439,20 @@ echo "END cookie"
         .await
         .unwrap();
     assert_eq!(live.status(), 200);
+    // Bounded as a whole: a stream sending only keep-alives would never say it is ready.
     let mut said = String::new();
-    while !said.contains("event: ready") {
-        let chunk = tokio::time::timeout(Duration::from_secs(30), live.chunk())
-            .await
-            .expect("the stream says it is ready")
-            .unwrap()
-            .expect("the stream stays open until it is ready");
-        said.push_str(&String::from_utf8_lossy(&chunk));
-    }
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while !said.contains("event: ready") {
+            let chunk = live
+                .chunk()
+                .await
+                .unwrap()
+                .expect("the stream stays open until it is ready");
+            said.push_str(&String::from_utf8_lossy(&chunk));
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("the stream says it is ready: {said}"));
 
     // Signing out ends the session.
     let out = console
