@@ -1338,6 +1338,29 @@ async fn server_human_a_page_of_large_items_ends_early_and_continues() {
     let expected: Vec<String> = (0..MESSAGES).rev().map(|n| format!("{n:02}")).collect();
     assert_eq!(contents, expected, "every message once, newest first");
 
+    // The agent's own read of the conversation ends where the person's does.
+    let history = format!(
+        "/runtime/servers/{}/agents/{}/tools/message_history_read",
+        w.workspace_id, w.agent_id
+    );
+    let mut input = json!({"target": general, "limit": 100});
+    let mut agent_pages = Vec::new();
+    loop {
+        let (status, body) = server
+            .post(&history, Some(&w.device_credential), &input)
+            .await;
+        assert_eq!(status, 200, "{body}");
+        let written = serde_json::to_string(&body).unwrap().len();
+        assert!(written < READ_BOUND, "an agent's page of {written} bytes");
+        agent_pages.push(body["data"]["messages"].as_array().unwrap().len());
+        match body["data"].get("nextCursor") {
+            Some(cursor) if !cursor.is_null() => input["cursor"] = cursor.clone(),
+            _ => break,
+        }
+    }
+    let person_pages: Vec<usize> = pages.iter().map(Vec::len).collect();
+    assert_eq!(agent_pages, person_pages);
+
     let pages = walk("approval_list", "approvals", json!({}), "nextCursor").await;
     assert!(
         pages.len() > 1 && pages[0].len() < APPROVALS,

@@ -76,20 +76,6 @@ pub fn limit(limit: Option<PageLimit>) -> usize {
 
 pub use crate::server::store::fitting;
 
-/// `page` cut to what [`fitting`] keeps, its next position then the last kept item's
-/// (`position` of it): for a page the store did not bound itself.
-pub fn within_bytes<T: Serialize, P>(
-    mut page: Page<T, P>,
-    position: impl Fn(&T) -> P,
-) -> Page<T, P> {
-    let keep = fitting(&page.items);
-    if keep < page.items.len() {
-        page.items.truncate(keep);
-        page.next = page.items.last().map(position);
-    }
-    page
-}
-
 /// A store's keyset position, as a cursor carries it: the tuple of its fields.
 pub trait Keyset: Sized {
     type Fields: Serialize + DeserializeOwned;

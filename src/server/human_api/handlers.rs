@@ -10,7 +10,7 @@ use crate::contract::{ActionError, ActionHandler, ActionResult, HumanHandler};
 use crate::server::actions::approval::{self, Undecided};
 use crate::server::actions::{messages, page};
 use crate::server::failure;
-use crate::server::store::{DeliveryFilter, Position, StoreError};
+use crate::server::store::DeliveryFilter;
 
 impl HumanHandler for HumanActions<'_> {
     type Context = Person;
@@ -160,7 +160,6 @@ impl HumanHandler for HumanActions<'_> {
                 "message",
                 around,
             )?;
-            let page = page::within_bytes(page, message_position);
             let next_cursor = page
                 .next
                 .map(|position| page::next_cursor(self.state, &filter, position))
@@ -178,12 +177,10 @@ impl HumanHandler for HumanActions<'_> {
             input.cursor.as_ref(),
             limit,
             async |after, limit| {
-                let page = self
-                    .state
+                self.state
                     .store
                     .message_history(&at, &person.human_id, after.as_ref(), limit)
-                    .await?;
-                Ok::<_, StoreError>(page::within_bytes(page, message_position))
+                    .await
             },
         )
         .await?;
@@ -780,13 +777,5 @@ fn delivered(
                 "delivery `{id}` waited past its expiry: ask for it again with `delivery_retry`"
             ),
         )),
-    }
-}
-
-/// Where `message` lies in its conversation's order: a history page's position.
-fn message_position(message: &t::Message) -> Position {
-    Position {
-        at_ms: message.created_at.timestamp_millis(),
-        id: message.id.to_string(),
     }
 }
