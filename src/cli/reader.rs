@@ -15,7 +15,7 @@ use serde_json::{Value, json};
 
 use super::daemon::{StateDir, admin_call};
 use super::output::{Exit, print, printable, table, usage_error};
-use crate::contract::timestamp;
+use crate::contract::delivery;
 
 /// Pages a name lookup reads at most (100 conversations each).
 const MAX_LOOKUP_PAGES: usize = 50;
@@ -180,7 +180,7 @@ fn message_text(message: &Value, names: &HashMap<String, String>) -> String {
 fn delivery_text(delivery: &Value, names: &HashMap<String, String>) -> String {
     let agent = delivery["agentId"].as_str().unwrap_or("?");
     let agent = names.get(agent).map_or(agent, String::as_str);
-    let said = printable(&crate::contract::delivery::said(delivery, agent));
+    let said = printable(&delivery::said(delivery, agent));
     match delivery["state"].as_str() {
         Some("interrupted" | "failed" | "expired") => format!(
             "    -> {said} (again: agentteam retry {})\n",
@@ -517,14 +517,6 @@ pub fn post(state: StateDir, target: &str, text: &str, wait: bool, json: bool) -
     result.unwrap_or_else(|exit| exit)
 }
 
-/// A delivery state from which nothing follows (but a retry the person asks for).
-fn is_final(state: &str) -> bool {
-    matches!(
-        state,
-        "answered" | "ended" | "interrupted" | "failed" | "expired"
-    )
-}
-
 /// `post --wait`: the deliveries of message `id` as they change, and the replies, until each is
 /// final.
 fn wait_for_answers(
@@ -558,12 +550,12 @@ fn wait_for_answers(
             else {
                 continue;
             };
-            // Each state once, none older than one shown (the feed may hand a change as it was
-            // after the list handed it as it is); a delivery's first final state counts.
+            // Each state once, none older than one shown; a delivery's first final state counts.
             let at = delivery["updatedAt"].as_str().unwrap_or_default();
-            if shown.get(delivery_id).is_some_and(|(was, was_at)| {
-                was == now || is_final(was) || timestamp::earlier(at, was_at)
-            }) {
+            if shown
+                .get(delivery_id)
+                .is_some_and(|(was, was_at)| !delivery::is_news(was, was_at, now, at))
+            {
                 continue;
             }
             shown.insert(delivery_id.to_string(), (now.to_string(), at.to_string()));
@@ -592,14 +584,14 @@ fn wait_for_answers(
                         });
                     }
                 }
-            } else if is_final(now) {
+            } else if delivery::is_final(now) {
                 answered_all = false;
             }
             if !emit(&text) {
                 return Ok(Exit::Success);
             }
         }
-        if shown.values().all(|(state, _)| is_final(state)) {
+        if shown.values().all(|(state, _)| delivery::is_final(state)) {
             return Ok(if answered_all {
                 Exit::Success
             } else {
