@@ -553,8 +553,8 @@ impl Dispatcher {
         Ok((receiver, live))
     }
 
-    /// Takes `key` out of the session map once the lease of its process `generation` ended; a
-    /// session a newer generation took over (a replacement) stays.
+    /// Takes `key` out of the session map as the lease of its process `generation` releases it;
+    /// a session a newer generation took over (a replacement) stays.
     pub(super) fn ended(&self, key: &(String, String), generation: u64) {
         let mut sessions = self.sessions.lock().expect("not poisoned");
         let ours = matches!(

@@ -1,7 +1,8 @@
 //! A lease: one running launch from its start to its end of life. It renews the credential on
 //! the wall-clock tick (publishing each generation only into a directory still private to this
 //! user), and at the end revokes, removes the directory (retried with backoff while the slot is
-//! held), stops the process group, drains, sends the exit frame and releases the slot.
+//! held), stops the process group, drains, releases the slot and the session, and then sends the
+//! exit frame.
 
 use std::io;
 use std::path::PathBuf;
@@ -135,9 +136,12 @@ impl Lease {
         if !given_back.is_empty() {
             let _ = watch.send(Output::Stderr(given_back.into_bytes())).await;
         }
-        let _ = watch.send(Output::Exited(code)).await;
+        // The session and the runtime's slot are free before the exit frame says so: a caller
+        // that starts the session's next run once it reads the frame (the deliverer does) finds
+        // it free, whenever this task next runs.
         drop(self.permit);
         dispatcher.ended(&self.key, self.generation);
+        let _ = watch.send(Output::Exited(code)).await;
         let _ = ended.send(true);
     }
 
