@@ -287,10 +287,15 @@ async fn answers_and_resumes(runtime: Delivered) {
     // handed the first turn with it.
     let requests_before = model.requests().len();
     let second = post_and_wait(&daemon, &model, &dm, "DM-TWO and the changelog?").await;
-    assert!(second.contains("second answer, same session"), "{second}");
+    assert!(
+        second.contains("second answer, same session"),
+        "{second}\nthe daemon's log:\n{}",
+        daemon.log()
+    );
+    // The turn's own requests: a runtime's side requests (a title, a router) offer no tools.
     let turn_two: Vec<Value> = model.requests()[requests_before..]
         .iter()
-        .filter(|r| r["conversation"] == "DM-TWO")
+        .filter(|r| r["conversation"] == "DM-TWO" && r["tools"] != json!([]))
         .cloned()
         .collect();
     assert!(!turn_two.is_empty(), "{:?}", model.requests());
@@ -313,18 +318,22 @@ async fn answers_and_resumes(runtime: Delivered) {
     let requests_before = model.requests().len();
     let asked = post_and_wait(&daemon, &model, &thread, "@alpha THREAD-CONV what is left?").await;
     // The search in that turn saw the thread's channel's source, and not the other channel's.
-    let bodies: Vec<String> = model.requests()[requests_before..]
-        .iter()
-        .map(|r| model.body(r))
-        .collect();
-    assert!(
-        bodies.iter().any(|b| b.contains("freeze, tag, announce")),
-        "kb_search in the thread did not find its channel's source; the model answered {:?}",
+    // Where the search and the answer come in one model reply (Anthropic, Gemini), the answer
+    // may land before the runtime sends the request that carries the search's result.
+    let bodies = || -> Vec<String> {
         model.requests()[requests_before..]
             .iter()
-            .map(|r| format!("{} {}", r["conversation"], r["answer"]))
-            .collect::<Vec<_>>()
-    );
+            .filter(|r| r.get("body").is_some())
+            .map(|r| model.body(r))
+            .collect()
+    };
+    crate::support::wait_for(
+        "kb_search in the thread to find its channel's source",
+        Duration::from_secs(60),
+        || bodies().iter().any(|b| b.contains("freeze, tag, announce")),
+    )
+    .await;
+    let bodies = bodies();
     assert!(
         !bodies.iter().any(|b| b.contains("elsewhere-only")),
         "kb_search in the thread saw another channel's source"

@@ -84,10 +84,12 @@ impl Model {
         }
     }
 
+    /// Every request logged so far; a line still being written is not one yet.
     pub(crate) fn requests(&self) -> Vec<Value> {
         std::fs::read_to_string(&self.log)
             .unwrap_or_default()
-            .lines()
+            .split_inclusive('\n')
+            .filter_map(|l| l.strip_suffix('\n'))
             .map(|l| serde_json::from_str(l).unwrap())
             .collect()
     }
