@@ -1275,9 +1275,10 @@ async fn server_human_a_page_of_large_items_ends_early_and_continues() {
     let start = feed(&server, &w, json!({})).await["cursor"].clone();
     const MESSAGES: usize = 30;
     const APPROVALS: usize = 25;
+    let mut ids = Vec::new();
     for n in 0..MESSAGES {
         let content = format!("{}{n:02}", "\u{1}".repeat(3998));
-        agent_posts(&server, &w, &w.agent_id, &general, &content).await;
+        ids.push(agent_posts(&server, &w, &w.agent_id, &general, &content).await);
     }
     let path = format!(
         "/runtime/servers/{}/agents/{}/actions/approval/request",
@@ -1360,6 +1361,47 @@ async fn server_human_a_page_of_large_items_ends_early_and_continues() {
     }
     let person_pages: Vec<usize> = pages.iter().map(Vec::len).collect();
     assert_eq!(agent_pages, person_pages);
+
+    // A page around a message holds the message, with as many newer as older ones about it
+    // (up to 50 newer asked), and its cursor continues with the older ones.
+    let around = ada(
+        &server,
+        &w,
+        "history_read",
+        json!({"target": general, "around": ids[15], "limit": 100}),
+    )
+    .await;
+    assert!(serde_json::to_string(&around).unwrap().len() < READ_BOUND);
+    let numbers = |page: &Value| -> Vec<usize> {
+        page["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|m| {
+                let n: String = m["content"].as_str().unwrap().chars().skip(3998).collect();
+                n.parse().unwrap()
+            })
+            .collect()
+    };
+    let kept = numbers(&around);
+    let newer = kept.iter().filter(|&&n| n > 15).count();
+    let older = kept.iter().filter(|&&n| n < 15).count();
+    assert!(
+        kept.contains(&15) && kept.len() < MESSAGES && newer.abs_diff(older) <= 1,
+        "{kept:?}"
+    );
+    let expected: Vec<usize> = (15 - older..=15 + newer).rev().collect();
+    assert_eq!(kept, expected, "the nearest ones, newest first");
+    assert_eq!(around["newerRemain"], json!(true));
+    let rest = ada(
+        &server,
+        &w,
+        "history_read",
+        json!({"target": general, "cursor": around["nextCursor"], "limit": 100}),
+    )
+    .await;
+    let expected: Vec<usize> = (0..15 - older).rev().collect();
+    assert_eq!(numbers(&rest), expected, "the cursor continues older");
 
     let pages = walk("approval_list", "approvals", json!({}), "nextCursor").await;
     assert!(
