@@ -473,8 +473,11 @@ async fn a_delivery_outlives_its_daemon_killed_at(point: &str) -> (usize, Vec<St
         );
         if point == "spawn" {
             // The first run outlived its daemon, waiting: released, its answer is refused (its
-            // credential went with the daemon that gave it).
-            assert_eq!(runs(), 1);
+            // credential went with the daemon that gave it). It may log its start only now.
+            wait_for("the first run in the log", Duration::from_secs(30), || {
+                runs() == 1
+            })
+            .await;
             release();
             wait_for("the first run's answer", Duration::from_secs(30), || {
                 std::fs::read_to_string(work.path().join("answered.txt"))
@@ -624,6 +627,11 @@ async fn a_paused_agent_and_a_busy_working_directory_make_messages_wait() {
             .lines()
             .count()
     };
+    // `started` is recorded before the run is launched: its line in the log comes after.
+    wait_for("held's run in the log", Duration::from_secs(30), || {
+        runs() >= 1
+    })
+    .await;
     assert_eq!(runs(), 1, "one run at a time in builder's directory");
     std::fs::write(builder_dir.path().join("go"), "go\n").unwrap();
     delivery_event(&daemon, head.clone(), |d| {

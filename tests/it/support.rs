@@ -787,6 +787,22 @@ pub async fn wait_for(
     }
 }
 
+/// [`wait_for`] with a condition that is itself awaited (a request, say), every 50 ms.
+pub async fn wait_until(
+    what: &str,
+    timeout: std::time::Duration,
+    mut condition: impl AsyncFnMut() -> bool,
+) {
+    let deadline = std::time::Instant::now() + timeout;
+    while !condition().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
 /// Starts `agentteam server` on port 0 over `dir`'s database ([`database_url`]) and waits for its
 /// `listening on` line.
 pub async fn spawn_server(dir: &Path) -> (tokio::process::Child, String, String) {

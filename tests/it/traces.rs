@@ -584,9 +584,21 @@ async fn a_failed_call_is_found_from_its_incident_its_span_and_its_log_line() {
     assert_eq!(span.attr("agentteam.outcome"), "upstream_failed");
     assert_eq!(span.attr("http.response.status_code"), "502");
     assert!(span.error);
-    // The server answered its part well: its span is in the same trace, over TCP.
-    let hop = child(&spans, span, "agentteam-daemon", "hop");
-    let server = child(&spans, hop, "agentteam-server", "task.get");
+    // The server answered its part well: its span is in the same trace, over TCP. The server
+    // runs on and exports on its own schedule: its span may come after the daemon's.
+    crate::support::wait_for(
+        "the server's span of the call",
+        std::time::Duration::from_secs(30),
+        || {
+            receiver.spans().iter().any(|s| {
+                s.trace == span.trace && s.service == "agentteam-server" && s.name == "task.get"
+            })
+        },
+    )
+    .await;
+    let all = receiver.spans();
+    let hop = child(&all, span, "agentteam-daemon", "hop");
+    let server = child(&all, hop, "agentteam-server", "task.get");
     assert_eq!(server.attr("agentteam.outcome"), "ok");
     let log = daemon.log();
     let line = log
