@@ -364,7 +364,8 @@ fn lib_rs_opens_with_a_guard_that_refuses_every_target_but_linux() {
 }
 
 /// The PostgreSQL pass of `scripts/test` names whole modules that exist, and README's "What runs
-/// where" names the same ones: a renamed module cannot drop out of the pass unnoticed.
+/// where" names the same ones: a renamed module cannot drop out of the pass unnoticed, nor a
+/// module run in it unnamed.
 #[test]
 fn the_postgresql_pass_names_existing_modules_as_the_readme_says() {
     let script = std::fs::read_to_string(repo_root().join("scripts/test")).unwrap();
@@ -409,6 +410,18 @@ fn the_postgresql_pass_names_existing_modules_as_the_readme_says() {
             assert!(
                 modules.contains(&module.as_str()),
                 "`{module}` is not in the pass"
+            );
+        }
+    }
+    // A filter matches anywhere in a test's path: every module a filter picks is named itself.
+    for line in main.lines() {
+        let Some(module) = line.strip_prefix("mod ").and_then(|m| m.strip_suffix(';')) else {
+            continue;
+        };
+        if let Some(filter) = modules.iter().find(|f| module.ends_with(*f)) {
+            assert!(
+                modules.contains(&module),
+                "`{filter}::` picks `{module}`, which the pass does not name"
             );
         }
     }
