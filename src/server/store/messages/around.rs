@@ -1,13 +1,11 @@
 //! A conversation's page around one of its messages: the newer ones, the message, and the older
 //! ones, for a person jumping to a message.
 
-use super::history::located;
+use super::history::{located, positions};
 use super::{message_columns, message_columns_with_kind, message_row};
 use crate::contract::json::json_len;
 use crate::contract::types::Message;
-use crate::server::store::{
-    Membership, PAGE_BYTES, Page, Position, Store, StoreError, fitting, on_backend,
-};
+use crate::server::store::{Membership, PAGE_BYTES, Page, Store, StoreError, fitting, on_backend};
 
 impl Store {
     /// The page of `at` around its message `message_id`: up to `limit / 2` newer messages, the
@@ -72,13 +70,7 @@ impl Store {
         rows.extend(older);
         let has_more = rows.len() > limit;
         rows.truncate(limit);
-        let positions: Vec<Position> = rows
-            .iter()
-            .map(|r| Position {
-                at_ms: r.created_at,
-                id: r.id.clone(),
-            })
-            .collect();
+        let positions = positions(&rows);
         let mut messages = self.complete(rows, member_id).await?;
         let (first, end) = around_fitting(&messages, anchor);
         messages.truncate(end);

@@ -418,19 +418,23 @@ impl Store {
         member_id: &str,
         limit: usize,
     ) -> Result<Page<Message>, StoreError> {
-        let positions: Vec<Position> = rows
-            .iter()
-            .map(|r| Position {
-                at_ms: r.created_at,
-                id: r.id.clone(),
-            })
-            .collect();
+        let positions = positions(&rows);
         let messages = self.complete(rows, member_id).await?;
         Ok(Page::from_rows_within_bytes(
             messages.into_iter().zip(positions).collect(),
             limit,
         ))
     }
+}
+
+/// Where each of `rows` lies in its conversation's order: a history page's positions.
+pub(super) fn positions(rows: &[MessageRow]) -> Vec<Position> {
+    rows.iter()
+        .map(|r| Position {
+            at_ms: r.created_at,
+            id: r.id.clone(),
+        })
+        .collect()
 }
 
 #[cfg(test)]
