@@ -316,9 +316,10 @@ impl Store {
         })
     }
 
-    /// The history page of `target`, as [`Store::history_for_member`] reads it, written as the
-    /// JSON text of its `Message` array at the end of `out`; the position of its last message
-    /// when another page exists. `None` (and `out` unchanged) where the member may not read it.
+    /// The history page of `target`, as [`Store::history_for_member`] reads it (ended at the same
+    /// message past [`PAGE_BYTES`]), written as the JSON text of its `Message` array at the end of
+    /// `out`; the position of its last message when another page exists. `None` (and `out`
+    /// unchanged) where the member may not read it.
     ///
     /// A page read on the caller's thread is written from its rows as they are stepped: each
     /// field checked as its contract type checks it, and written by the same serializer, without
